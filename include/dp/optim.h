@@ -1,0 +1,23 @@
+/* Optimizers. Every rank applies the same update to the same averaged gradient, so the
+ * replicas stay bitwise identical without exchanging parameters. */
+#ifndef DP_OPTIM_H
+#define DP_OPTIM_H
+
+#include "dp/backend.h"
+
+#include <stddef.h>
+
+typedef struct dp_sgd {
+    const dp_backend *be;
+    size_t count;
+    float lr, momentum, weight_decay;
+    float *velocity; /* backend memory; NULL without momentum */
+} dp_sgd;
+
+/* SGD with PyTorch's semantics (torch.optim.SGD, dampening 0, no Nesterov). */
+int dp_sgd_init(dp_sgd *opt, const dp_backend *be, size_t count, float lr, float momentum,
+                float weight_decay);
+void dp_sgd_step(dp_sgd *opt, float *params, const float *grads);
+void dp_sgd_free(dp_sgd *opt);
+
+#endif
