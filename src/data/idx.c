@@ -1,0 +1,227 @@
+#include "dp/data.h"
+#include "dp/error.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#define IDX_TYPE_UBYTE 0x08
+#define IDX_MAX_NDIM 3
+/* gzread counts in unsigned int, so large reads go in slices. */
+#define IDX_READ_SLICE ((size_t)1 << 24)
+/* First data buffer size; it doubles as data arrives, up to what the header announces. */
+#define IDX_FIRST_CAPACITY ((size_t)1 << 26)
+
+static uint32_t be32(const uint8_t *bytes)
+{
+    return (uint32_t)bytes[0] << 24 | (uint32_t)bytes[1] << 16 | (uint32_t)bytes[2] << 8 |
+           (uint32_t)bytes[3];
+}
+
+/* Reads len bytes unless the stream ends first; *got says how many arrived. */
+static int read_up_to(gzFile gz, const char *path, uint8_t *buf, size_t len, size_t *got)
+{
+    *got = 0;
+    while (*got < len) {
+        size_t want = len - *got < IDX_READ_SLICE ? len - *got : IDX_READ_SLICE;
+        int n = gzread(gz, buf + *got, (unsigned)want);
+        if (n < 0) {
+            int zerr;
+            const char *message = gzerror(gz, &zerr);
+            return dp_fail(zerr == Z_ERRNO ? DP_EIO : DP_EFORMAT, "%s: read failed: %s", path,
+                           message);
+        }
+        if (n == 0)
+            return 0;
+        *got += (size_t)n;
+    }
+    return 0;
+}
+
+static int check_magic(const char *path, const uint8_t *bytes, int expected_ndim)
+{
+    uint32_t magic = be32(bytes);
+    uint32_t expected = (uint32_t)IDX_TYPE_UBYTE << 8 | (uint32_t)expected_ndim;
+    if (magic != expected)
+        return dp_fail(DP_EFORMAT,
+                       "%s: wrong IDX magic 0x%08x, expected 0x%08x (idx%d-ubyte: unsigned "
+                       "bytes in %d dimensions)",
+                       path, magic, expected, expected_ndim, expected_ndim);
+    return 0;
+}
+
+static int read_header(gzFile gz, const char *path, int expected_ndim, dp_idx *idx)
+{
+    uint8_t header[4 + 4 * IDX_MAX_NDIM];
+    size_t header_len = 4 + 4 * (size_t)expected_ndim;
+    size_t got;
+    int rc = read_up_to(gz, path, header, header_len, &got);
+    if (rc)
+        return rc;
+    /* The magic is checked first so a short file of the wrong kind says so. */
+    if (got >= 4 && (rc = check_magic(path, header, expected_ndim)) != 0)
+        return rc;
+    if (got < header_len)
+        return dp_fail(DP_EFORMAT, "%s: truncated header: expected %zu bytes, got %zu", path,
+                       header_len, got);
+    idx->ndim = expected_ndim;
+    idx->count = 1;
+    for (int i = 0; i < expected_ndim; i++) {
+        idx->dims[i] = be32(header + 4 + 4 * i);
+        if (idx->dims[i] != 0 && idx->count > SIZE_MAX / idx->dims[i])
+            return dp_fail(DP_EFORMAT, "%s: header dimensions are too large to address", path);
+        idx->count *= idx->dims[i];
+    }
+    return 0;
+}
+
+static int grow(uint8_t **data, size_t used, size_t capacity)
+{
+    uint8_t *bigger = dp_alloc(capacity, "IDX data");
+    if (!bigger)
+        return DP_ENOMEM;
+    memcpy(bigger, *data, used);
+    free(*data);
+    *data = bigger;
+    return 0;
+}
+
+/* The buffer grows with the data actually present, so a header claiming terabytes fails as
+ * truncated instead of allocating them first. */
+static int read_data(gzFile gz, const char *path, size_t count, uint8_t **out)
+{
+    size_t capacity = count < IDX_FIRST_CAPACITY ? count : IDX_FIRST_CAPACITY;
+    uint8_t *data = dp_alloc(capacity, "IDX data");
+    if (!data)
+        return DP_ENOMEM;
+    size_t total = 0;
+    int rc = 0;
+    while (!rc) {
+        size_t got;
+        rc = read_up_to(gz, path, data + total, capacity - total, &got);
+        total += got;
+        if (rc || total == count)
+            break;
+        if (total < capacity) {
+            rc = dp_fail(DP_EFORMAT, "%s: truncated: expected %zu bytes of data, got %zu", path,
+                         count, total);
+            break;
+        }
+        capacity = capacity > count / 2 ? count : capacity * 2;
+        rc = grow(&data, total, capacity);
+    }
+    if (rc) {
+        free(data);
+        return rc;
+    }
+    *out = data;
+    return 0;
+}
+
+/* Extra bytes mean the header's dimensions do not describe the file, so they are an error. */
+static int reject_trailing(gzFile gz, const char *path, size_t count)
+{
+    uint8_t extra;
+    size_t got;
+    int rc = read_up_to(gz, path, &extra, 1, &got);
+    if (!rc && got)
+        rc = dp_fail(DP_EFORMAT, "%s: unexpected data after the %zu bytes the header announces",
+                     path, count);
+    return rc;
+}
+
+int dp_idx_read(const char *path, int expected_ndim, dp_idx *out)
+{
+    memset(out, 0, sizeof *out);
+    if (expected_ndim < 1 || expected_ndim > IDX_MAX_NDIM)
+        return dp_fail(DP_EINVAL, "%s: IDX files with %d dimensions are not supported", path,
+                       expected_ndim);
+    errno = 0;
+    gzFile gz = gzopen(path, "rb");
+    if (!gz)
+        return dp_fail(DP_EIO, "%s: cannot open: %s", path,
+                       errno ? strerror(errno) : "out of memory");
+    dp_idx idx = {0};
+    int rc = read_header(gz, path, expected_ndim, &idx);
+    if (!rc)
+        rc = read_data(gz, path, idx.count, &idx.data);
+    if (!rc)
+        rc = reject_trailing(gz, path, idx.count);
+    /* Reading: every byte that matters was already checked, so a close error adds nothing. */
+    gzclose(gz);
+    if (rc) {
+        dp_idx_free(&idx);
+        return rc;
+    }
+    *out = idx;
+    return 0;
+}
+
+void dp_idx_free(dp_idx *idx)
+{
+    free(idx->data);
+    memset(idx, 0, sizeof *idx);
+}
+
+static int check_pair(const char *images_path, const dp_idx *images, const char *labels_path,
+                      const dp_idx *labels)
+{
+    if (images->dims[0] != labels->dims[0])
+        return dp_fail(DP_EFORMAT, "%s has %zu images but %s has %zu labels", images_path,
+                       (size_t)images->dims[0], labels_path, (size_t)labels->dims[0]);
+    if (images->dims[0] == 0)
+        return dp_fail(DP_EFORMAT, "%s: no images", images_path);
+    size_t pixels = (size_t)images->dims[1] * images->dims[2];
+    if (pixels == 0 || pixels > INT_MAX)
+        return dp_fail(DP_EFORMAT, "%s: unsupported image size %u x %u", images_path,
+                       images->dims[1], images->dims[2]);
+    if (images->count > SIZE_MAX / sizeof(float))
+        return dp_fail(DP_EFORMAT, "%s: too many pixels to address as floats", images_path);
+    return 0;
+}
+
+static int fill_dataset(const dp_idx *images, const dp_idx *labels, dp_dataset *out)
+{
+    out->count = images->dims[0];
+    out->dim = (int)((size_t)images->dims[1] * images->dims[2]);
+    out->features = dp_alloc(images->count * sizeof(float), "IDX image features");
+    out->labels = dp_alloc(out->count * sizeof(int32_t), "IDX labels");
+    if (!out->features || !out->labels)
+        return DP_ENOMEM;
+    for (size_t i = 0; i < images->count; i++)
+        out->features[i] = images->data[i] / 255.0f;
+    int max_label = 0;
+    for (size_t i = 0; i < out->count; i++) {
+        out->labels[i] = labels->data[i];
+        if (labels->data[i] > max_label)
+            max_label = labels->data[i];
+    }
+    out->outputs = max_label + 1;
+    return 0;
+}
+
+int dp_idx_load_pair(const char *images_path, const char *labels_path, dp_dataset *out)
+{
+    memset(out, 0, sizeof *out);
+    dp_idx images = {0}, labels = {0};
+    int rc = dp_idx_read(images_path, 3, &images);
+    if (!rc)
+        rc = dp_idx_read(labels_path, 1, &labels);
+    if (!rc)
+        rc = check_pair(images_path, &images, labels_path, &labels);
+    if (!rc)
+        rc = fill_dataset(&images, &labels, out);
+    dp_idx_free(&images);
+    dp_idx_free(&labels);
+    if (rc) {
+        dp_dataset_free(out);
+        return rc;
+    }
+    snprintf(out->description, sizeof out->description, "IDX %s + %s (%zu x %d)", images_path,
+             labels_path, out->count, out->dim);
+    snprintf(out->labels_source, sizeof out->labels_source, "%s", labels_path);
+    return 0;
+}

@@ -1,0 +1,487 @@
+#include "dp/data.h"
+#include "dp/error.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define NPY_MAGIC "\x93NUMPY"
+#define NPY_MAGIC_LEN 6
+#define NPY_PREAMBLE_LEN (NPY_MAGIC_LEN + 2)
+/* numpy itself refuses headers over 10000 bytes by default; this leaves ample room. */
+#define NPY_MAX_HEADER_LEN ((uint32_t)1 << 20)
+#define NPY_SUPPORTED_DTYPES "'<f4' float32, '<i4' int32, '<i8' int64"
+
+static const struct npy_dtype_info {
+    const char *descr;
+    const char *name;
+    enum dp_npy_dtype dtype;
+    size_t size;
+} npy_dtypes[] = {
+    {"<f4", "float32", DP_NPY_F32, 4},
+    {"<i4", "int32", DP_NPY_I32, 4},
+    {"<i8", "int64", DP_NPY_I64, 8},
+};
+
+static const struct npy_dtype_info *dtype_info(enum dp_npy_dtype dtype)
+{
+    for (size_t i = 0; i < sizeof npy_dtypes / sizeof npy_dtypes[0]; i++)
+        if (npy_dtypes[i].dtype == dtype)
+            return &npy_dtypes[i];
+    return NULL;
+}
+
+static const struct npy_dtype_info *dtype_by_descr(const char *descr)
+{
+    for (size_t i = 0; i < sizeof npy_dtypes / sizeof npy_dtypes[0]; i++)
+        if (strcmp(npy_dtypes[i].descr, descr) == 0)
+            return &npy_dtypes[i];
+    return NULL;
+}
+
+/* --- header: a Python dict literal such as
+ * {'descr': '<f4', 'fortran_order': False, 'shape': (60000, 784), } --- */
+
+typedef struct npy_header {
+    char descr[16];
+    int fortran_order;
+    int ndim;           /* may exceed 2 here; rejected after parsing, naming the shape */
+    size_t shape[2];
+    const char *shape_text; /* "(...)" inside the header, for messages */
+    int shape_text_len;
+    int seen_descr, seen_fortran_order, seen_shape;
+} npy_header;
+
+typedef struct header_parser {
+    const char *path;
+    const char *pos;
+} header_parser;
+
+static int malformed(const header_parser *p, const char *what)
+{
+    return dp_fail(DP_EFORMAT, "%s: malformed .npy header: %s at \"%.24s\"", p->path, what,
+                   p->pos);
+}
+
+static void skip_space(header_parser *p)
+{
+    while (*p->pos == ' ' || *p->pos == '\t' || *p->pos == '\n' || *p->pos == '\r')
+        p->pos++;
+}
+
+static int expect_char(header_parser *p, char c)
+{
+    skip_space(p);
+    if (*p->pos != c) {
+        char what[24];
+        snprintf(what, sizeof what, "expected '%c'", c);
+        return malformed(p, what);
+    }
+    p->pos++;
+    return 0;
+}
+
+static int parse_string(header_parser *p, char *buf, size_t size)
+{
+    skip_space(p);
+    char quote = *p->pos;
+    if (quote != '\'' && quote != '"')
+        return malformed(p, "expected a quoted string");
+    const char *end = strchr(p->pos + 1, quote);
+    if (!end)
+        return malformed(p, "unterminated string");
+    size_t len = (size_t)(end - p->pos - 1);
+    if (len >= size)
+        return malformed(p, "string too long");
+    memcpy(buf, p->pos + 1, len);
+    buf[len] = '\0';
+    p->pos = end + 1;
+    return 0;
+}
+
+static int parse_bool(header_parser *p, int *value)
+{
+    skip_space(p);
+    if (strncmp(p->pos, "True", 4) == 0) {
+        *value = 1;
+        p->pos += 4;
+    } else if (strncmp(p->pos, "False", 5) == 0) {
+        *value = 0;
+        p->pos += 5;
+    } else {
+        return malformed(p, "expected True or False");
+    }
+    return 0;
+}
+
+static int parse_size(header_parser *p, size_t *value)
+{
+    skip_space(p);
+    if (*p->pos < '0' || *p->pos > '9')
+        return malformed(p, "expected a dimension");
+    size_t v = 0;
+    for (; *p->pos >= '0' && *p->pos <= '9'; p->pos++) {
+        size_t digit = (size_t)(*p->pos - '0');
+        if (v > (SIZE_MAX - digit) / 10)
+            return malformed(p, "dimension too large");
+        v = v * 10 + digit;
+    }
+    *value = v;
+    return 0;
+}
+
+/* A tuple: "()", "(5,)", "(3, 4)"; a trailing comma is optional after the last item. */
+static int parse_shape(header_parser *p, npy_header *h)
+{
+    int rc = expect_char(p, '(');
+    if (rc)
+        return rc;
+    h->shape_text = p->pos - 1;
+    h->ndim = 0;
+    for (;;) {
+        skip_space(p);
+        if (*p->pos == ')')
+            break;
+        size_t dim = 0;
+        if ((rc = parse_size(p, &dim)) != 0)
+            return rc;
+        if (h->ndim < 2)
+            h->shape[h->ndim] = dim;
+        h->ndim++;
+        skip_space(p);
+        if (*p->pos == ',')
+            p->pos++;
+        else if (*p->pos != ')')
+            return malformed(p, "expected ',' or ')' in shape");
+    }
+    p->pos++;
+    h->shape_text_len = (int)(p->pos - h->shape_text);
+    return 0;
+}
+
+static int parse_entry(header_parser *p, npy_header *h)
+{
+    char key[32];
+    int rc = parse_string(p, key, sizeof key);
+    if (!rc)
+        rc = expect_char(p, ':');
+    if (rc)
+        return rc;
+    if (strcmp(key, "descr") == 0) {
+        h->seen_descr = 1;
+        return parse_string(p, h->descr, sizeof h->descr);
+    }
+    if (strcmp(key, "fortran_order") == 0) {
+        h->seen_fortran_order = 1;
+        return parse_bool(p, &h->fortran_order);
+    }
+    if (strcmp(key, "shape") == 0) {
+        h->seen_shape = 1;
+        return parse_shape(p, h);
+    }
+    return dp_fail(DP_EFORMAT, "%s: malformed .npy header: unexpected key '%s'", p->path, key);
+}
+
+static int parse_header(const char *path, const char *text, npy_header *h)
+{
+    header_parser p = {path, text};
+    int rc = expect_char(&p, '{');
+    skip_space(&p);
+    while (!rc && *p.pos != '}') {
+        rc = parse_entry(&p, h);
+        skip_space(&p);
+        if (!rc && *p.pos == ',') {
+            p.pos++;
+            skip_space(&p);
+        } else if (!rc && *p.pos != '}') {
+            rc = malformed(&p, "expected ',' or '}'");
+        }
+    }
+    if (rc)
+        return rc;
+    p.pos++;
+    skip_space(&p);
+    if (*p.pos != '\0')
+        return malformed(&p, "unexpected text after the dictionary");
+    const char *missing = !h->seen_descr           ? "descr"
+                          : !h->seen_fortran_order ? "fortran_order"
+                          : !h->seen_shape         ? "shape"
+                                                   : NULL;
+    if (missing)
+        return dp_fail(DP_EFORMAT, "%s: malformed .npy header: missing key '%s'", path, missing);
+    return 0;
+}
+
+static int check_header(const char *path, const npy_header *h,
+                        const struct npy_dtype_info **info)
+{
+    *info = dtype_by_descr(h->descr);
+    if (!*info)
+        return dp_fail(DP_EFORMAT, "%s: dtype '%s' is not supported (supported: %s)", path,
+                       h->descr, NPY_SUPPORTED_DTYPES);
+    if (h->fortran_order)
+        return dp_fail(DP_EFORMAT,
+                       "%s: fortran_order True (column-major) arrays are not supported; save a "
+                       "C-ordered array, e.g. with numpy.ascontiguousarray",
+                       path);
+    if (h->ndim < 1 || h->ndim > 2)
+        return dp_fail(DP_EFORMAT,
+                       "%s: shape %.*s has %d dimensions; only 1-D and 2-D arrays are supported",
+                       path, h->shape_text_len, h->shape_text, h->ndim);
+    return 0;
+}
+
+/* --- file --- */
+
+static int read_exact(FILE *f, const char *path, void *buf, size_t len, const char *what)
+{
+    if (fread(buf, 1, len, f) == len)
+        return 0;
+    if (ferror(f))
+        return dp_fail(DP_EIO, "%s: read failed: %s", path, strerror(errno));
+    return dp_fail(DP_EFORMAT, "%s: truncated %s", path, what);
+}
+
+static uint32_t le_uint(const uint8_t *bytes, int len)
+{
+    uint32_t v = 0;
+    for (int i = len - 1; i >= 0; i--)
+        v = v << 8 | bytes[i];
+    return v;
+}
+
+/* Reads the preamble and header text; *data_offset is where the array data starts. */
+static int read_header_text(FILE *f, const char *path, char **text, size_t *data_offset)
+{
+    uint8_t preamble[NPY_PREAMBLE_LEN];
+    int rc = read_exact(f, path, preamble, sizeof preamble, "header");
+    if (rc)
+        return rc;
+    if (memcmp(preamble, NPY_MAGIC, NPY_MAGIC_LEN) != 0)
+        return dp_fail(DP_EFORMAT, "%s: not a .npy file (no \\x93NUMPY magic)", path);
+    int major = preamble[NPY_MAGIC_LEN], minor = preamble[NPY_MAGIC_LEN + 1];
+    if (major < 1 || major > 3)
+        return dp_fail(DP_EFORMAT, "%s: .npy format version %d.%d is not supported (1.0 to 3.0)",
+                       path, major, minor);
+    /* Version 1 stores the header length in 2 bytes, versions 2 and 3 in 4. */
+    int len_bytes = major == 1 ? 2 : 4;
+    uint8_t len_field[4];
+    if ((rc = read_exact(f, path, len_field, (size_t)len_bytes, "header")) != 0)
+        return rc;
+    uint32_t header_len = le_uint(len_field, len_bytes);
+    if (header_len > NPY_MAX_HEADER_LEN)
+        return dp_fail(DP_EFORMAT, "%s: header length %u is implausibly large", path,
+                       (unsigned)header_len);
+    *text = dp_alloc((size_t)header_len + 1, ".npy header");
+    if (!*text)
+        return DP_ENOMEM;
+    if ((rc = read_exact(f, path, *text, header_len, "header")) != 0) {
+        free(*text);
+        *text = NULL;
+        return rc;
+    }
+    (*text)[header_len] = '\0';
+    *data_offset = NPY_PREAMBLE_LEN + (size_t)len_bytes + header_len;
+    return 0;
+}
+
+static int array_bytes(const char *path, const npy_header *h, size_t elem_size, size_t *bytes)
+{
+    size_t n = elem_size;
+    for (int i = 0; i < h->ndim; i++) {
+        if (h->shape[i] != 0 && n > SIZE_MAX / h->shape[i])
+            return dp_fail(DP_EFORMAT, "%s: shape %.*s is too large to address", path,
+                           h->shape_text_len, h->shape_text);
+        n *= h->shape[i];
+    }
+    *bytes = n;
+    return 0;
+}
+
+/* The file is little-endian; decoding byte by byte keeps this correct on any host. */
+static void decode_little_endian(uint8_t *data, size_t bytes, size_t elem_size)
+{
+    for (uint8_t *p = data; p < data + bytes; p += elem_size) {
+        if (elem_size == 4) {
+            uint32_t v = le_uint(p, 4);
+            memcpy(p, &v, 4);
+        } else {
+            uint64_t v = (uint64_t)le_uint(p + 4, 4) << 32 | le_uint(p, 4);
+            memcpy(p, &v, 8);
+        }
+    }
+}
+
+static int read_array(FILE *f, const char *path, off_t file_size, dp_npy *out)
+{
+    char *text = NULL;
+    size_t data_offset = 0;
+    int rc = read_header_text(f, path, &text, &data_offset);
+    if (rc)
+        return rc;
+    npy_header h = {0};
+    const struct npy_dtype_info *info = NULL;
+    rc = parse_header(path, text, &h);
+    if (!rc)
+        rc = check_header(path, &h, &info);
+    size_t bytes = 0;
+    if (!rc)
+        rc = array_bytes(path, &h, info->size, &bytes);
+    free(text);
+    if (rc)
+        return rc;
+    size_t available = (size_t)file_size - data_offset;
+    if (available < bytes)
+        return dp_fail(DP_EFORMAT, "%s: truncated: expected %zu bytes of data, got %zu", path,
+                       bytes, available);
+    /* Extra bytes mean the header's shape does not describe the file, so they are an error. */
+    if (available > bytes)
+        return dp_fail(DP_EFORMAT, "%s: %zu unexpected bytes after the %zu bytes of data",
+                       path, available - bytes, bytes);
+    void *data = dp_alloc(bytes, ".npy data");
+    if (!data)
+        return DP_ENOMEM;
+    if ((rc = read_exact(f, path, data, bytes, "data")) != 0) {
+        free(data);
+        return rc;
+    }
+    decode_little_endian(data, bytes, info->size);
+    out->dtype = info->dtype;
+    out->ndim = h.ndim;
+    out->shape[0] = h.shape[0];
+    out->shape[1] = h.ndim == 2 ? h.shape[1] : 1;
+    out->data = data;
+    return 0;
+}
+
+int dp_npy_read(const char *path, dp_npy *out)
+{
+    memset(out, 0, sizeof *out);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return dp_fail(DP_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    int rc = 0;
+    if (fstat(fileno(f), &st) != 0)
+        rc = dp_fail(DP_EIO, "%s: cannot stat: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        rc = dp_fail(DP_EIO, "%s: not a regular file", path);
+    if (!rc)
+        rc = read_array(f, path, st.st_size, out);
+    fclose(f);
+    return rc;
+}
+
+void dp_npy_free(dp_npy *npy)
+{
+    free(npy->data);
+    memset(npy, 0, sizeof *npy);
+}
+
+/* --- feature/label pairs --- */
+
+static void format_shape(const dp_npy *a, char *buf, size_t size)
+{
+    if (a->ndim == 1)
+        snprintf(buf, size, "%s (%zu,)", dtype_info(a->dtype)->name, a->shape[0]);
+    else
+        snprintf(buf, size, "%s (%zu, %zu)", dtype_info(a->dtype)->name, a->shape[0],
+                 a->shape[1]);
+}
+
+static int check_features(const char *path, const dp_npy *features)
+{
+    char shape[64];
+    format_shape(features, shape, sizeof shape);
+    if (features->dtype != DP_NPY_F32 || features->ndim != 2)
+        return dp_fail(DP_EFORMAT, "%s: features must be a float32 [N, D] array, got %s", path,
+                       shape);
+    if (features->shape[0] == 0 || features->shape[1] == 0 || features->shape[1] > INT_MAX)
+        return dp_fail(DP_EFORMAT, "%s: unsupported features shape %s", path, shape);
+    return 0;
+}
+
+static int check_labels(const char *features_path, const dp_npy *features,
+                        const char *labels_path, const dp_npy *labels)
+{
+    char shape[64];
+    format_shape(labels, shape, sizeof shape);
+    int is_targets = labels->dtype == DP_NPY_F32 && labels->ndim == 2;
+    int is_classes = labels->dtype != DP_NPY_F32 && labels->ndim == 1;
+    if (!is_targets && !is_classes)
+        return dp_fail(DP_EFORMAT,
+                       "%s: labels must be int32/int64 [N] classes or float32 [N, K] targets, "
+                       "got %s",
+                       labels_path, shape);
+    if (labels->shape[0] != features->shape[0])
+        return dp_fail(DP_EFORMAT, "%s has %zu samples but %s has %zu labels", features_path,
+                       features->shape[0], labels_path, labels->shape[0]);
+    if (is_targets && (labels->shape[1] == 0 || labels->shape[1] > INT_MAX))
+        return dp_fail(DP_EFORMAT, "%s: unsupported targets shape %s", labels_path, shape);
+    return 0;
+}
+
+/* Labels must fit int32 and leave max + 1 (the class count) representable as an int. */
+static int convert_labels(const char *path, const dp_npy *labels, dp_dataset *out)
+{
+    out->labels = dp_alloc(labels->shape[0] * sizeof(int32_t), "labels");
+    if (!out->labels)
+        return DP_ENOMEM;
+    int32_t max_label = 0;
+    for (size_t i = 0; i < labels->shape[0]; i++) {
+        int64_t label = labels->dtype == DP_NPY_I32 ? ((const int32_t *)labels->data)[i]
+                                                    : ((const int64_t *)labels->data)[i];
+        if (label < 0 || label >= INT32_MAX)
+            return dp_fail(DP_EFORMAT,
+                           "%s: label %lld at index %zu is out of range (0 to %d)", path,
+                           (long long)label, i, INT32_MAX - 1);
+        out->labels[i] = (int32_t)label;
+        if (out->labels[i] > max_label)
+            max_label = out->labels[i];
+    }
+    out->outputs = max_label + 1;
+    return 0;
+}
+
+static int fill_dataset(const char *labels_path, dp_npy *features, dp_npy *labels,
+                        dp_dataset *out)
+{
+    out->count = features->shape[0];
+    out->dim = (int)features->shape[1];
+    out->features = features->data;
+    features->data = NULL;
+    if (labels->dtype != DP_NPY_F32)
+        return convert_labels(labels_path, labels, out);
+    out->outputs = (int)labels->shape[1];
+    out->targets = labels->data;
+    labels->data = NULL;
+    return 0;
+}
+
+int dp_npy_load_pair(const char *features_path, const char *labels_path, dp_dataset *out)
+{
+    memset(out, 0, sizeof *out);
+    dp_npy features = {0}, labels = {0};
+    int rc = dp_npy_read(features_path, &features);
+    if (!rc)
+        rc = check_features(features_path, &features);
+    if (!rc)
+        rc = dp_npy_read(labels_path, &labels);
+    if (!rc)
+        rc = check_labels(features_path, &features, labels_path, &labels);
+    if (!rc)
+        rc = fill_dataset(labels_path, &features, &labels, out);
+    dp_npy_free(&features);
+    dp_npy_free(&labels);
+    if (rc) {
+        dp_dataset_free(out);
+        return rc;
+    }
+    snprintf(out->description, sizeof out->description, "NPY %s + %s (%zu x %d)",
+             features_path, labels_path, out->count, out->dim);
+    snprintf(out->labels_source, sizeof out->labels_source, "%s", labels_path);
+    return 0;
+}
