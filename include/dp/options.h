@@ -1,0 +1,48 @@
+/* dp_worker's command line: every option, its default, and validation with messages that
+ * name the option and the problem. */
+#ifndef DP_OPTIONS_H
+#define DP_OPTIONS_H
+
+#include "dp/mlp.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+#define DP_PATH_MAX 1024
+
+typedef enum dp_loss_choice { DP_LOSS_AUTO, DP_LOSS_CHOICE_XENT, DP_LOSS_CHOICE_MSE } dp_loss_choice;
+
+typedef struct dp_options {
+    char data[DP_PATH_MAX];
+    char test_data[DP_PATH_MAX];  /* "" : the test split of --data where it has one */
+    char layers_spec[DP_PATH_MAX];
+    int widths[DP_MLP_MAX_LAYERS + 1];
+    int nwidths;
+    dp_loss_choice loss;
+    long batch;                   /* global batch of one micro-batch, over all ranks */
+    long accum;                   /* micro-batches per optimizer step */
+    float lr, momentum, weight_decay;
+    long epochs;
+    long steps;                   /* > 0: train exactly this many optimizer steps */
+    int drop_last;
+    uint64_t seed;
+    char allreduce[64];
+    long log_every;
+    int quiet;
+    int threads;                  /* BLAS threads per rank */
+    char save_path[DP_PATH_MAX];
+    char init_path[DP_PATH_MAX];
+} dp_options;
+
+enum { DP_OPTIONS_RUN = 0, DP_OPTIONS_EXIT = 1 };
+
+void dp_options_defaults(dp_options *o);
+
+/* Parses argv into o (defaults first). Returns DP_OPTIONS_RUN, DP_OPTIONS_EXIT after
+ * printing --help or --version to out (when not NULL), or a negative error naming the bad option. world is
+ * the number of ranks, for checks such as the batch being at least one sample per rank. */
+int dp_options_parse(dp_options *o, int argc, char **argv, int world, FILE *out);
+
+void dp_options_print_help(FILE *out);
+
+#endif

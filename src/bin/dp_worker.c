@@ -1,0 +1,84 @@
+/* dp_worker: one MPI rank of a data-parallel training job (see --help). */
+#include "dp/backend.h"
+#include "dp/comm.h"
+#include "dp/data.h"
+#include "dp/error.h"
+#include "dp/options.h"
+#include "dp/train.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { EXIT_RUN_FAILED = 1, EXIT_USAGE = 2 };
+
+/* Reports this rank's error and ends the whole job, so no rank waits in a collective. */
+static void abort_job(int rank, int exit_code)
+{
+    fprintf(stderr, "dp_worker: rank %d: error: %s\n", rank, dp_last_error());
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+    exit(exit_code);
+}
+
+/* Every rank parses the same argv, so rank 0 alone reports a bad option; the others wait
+ * for its MPI_Abort instead of printing the same message W times. */
+static void abort_on_usage_error(int rank)
+{
+    if (rank == 0)
+        abort_job(rank, EXIT_USAGE);
+    MPI_Barrier(MPI_COMM_WORLD);
+    abort_job(rank, EXIT_USAGE);
+}
+
+/* .npy pairs carry no test split; the other data forms do. */
+static int spec_has_test_split(const char *spec)
+{
+    return strstr(spec, ".npy") == NULL;
+}
+
+static int open_datasets(const dp_options *o, dp_dataset *train, dp_dataset *test, int *has_test)
+{
+    int regression = o->loss == DP_LOSS_CHOICE_MSE;
+    int status = dp_dataset_open(o->data, 0, regression, o->seed, train);
+    if (status)
+        return status;
+    *has_test = o->test_data[0] || spec_has_test_split(o->data);
+    if (!*has_test)
+        return 0;
+    if (o->test_data[0])
+        return dp_dataset_open(o->test_data, 1, regression, o->seed, test);
+    return dp_dataset_open(o->data, 1, regression, o->seed, test);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    /* Errors come back as codes so they are reported with context, then MPI_Abort. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int rank, world;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+
+    dp_options o;
+    int status = dp_options_parse(&o, argc, argv, world, rank == 0 ? stdout : NULL);
+    if (status == DP_OPTIONS_EXIT) {
+        MPI_Finalize();
+        return EXIT_SUCCESS;
+    }
+    dp_comm comm;
+    if (status || (status = dp_comm_init(&comm, MPI_COMM_WORLD, o.allreduce)))
+        abort_on_usage_error(rank);
+    dp_backend_cpu_set_threads(o.threads);
+
+    dp_dataset train = {0}, test = {0};
+    int has_test = 0;
+    dp_train_result result;
+    if (open_datasets(&o, &train, &test, &has_test) ||
+        dp_train(&o, &train, has_test ? &test : NULL, &comm, NULL, &result))
+        abort_job(rank, EXIT_RUN_FAILED);
+    dp_dataset_free(&train);
+    dp_dataset_free(&test);
+    MPI_Finalize();
+    return EXIT_SUCCESS;
+}

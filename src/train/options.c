@@ -1,0 +1,228 @@
+#include "config.h"
+
+#include "dp/options.h"
+
+#include "dp/comm.h"
+#include "dp/error.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum option_id {
+    OPT_DATA = 256, OPT_TEST_DATA, OPT_LAYERS, OPT_LOSS, OPT_BATCH, OPT_ACCUM, OPT_LR,
+    OPT_MOMENTUM, OPT_WEIGHT_DECAY, OPT_EPOCHS, OPT_STEPS, OPT_DROP_LAST, OPT_SEED,
+    OPT_ALLREDUCE, OPT_LOG_EVERY, OPT_QUIET, OPT_THREADS, OPT_SAVE, OPT_INIT, OPT_HELP,
+    OPT_VERSION
+};
+
+struct option_doc {
+    struct option getopt;
+    const char *metavar;
+    const char *default_text;
+    const char *help;
+};
+
+static const struct option_doc option_docs[] = {
+    {{"data", required_argument, NULL, OPT_DATA}, "SPEC", "fashion-mnist",
+     "training data: fashion-mnist, DIR of MNIST-named IDX files, FEATURES.npy,LABELS.npy, or synthetic:N,D,K"},
+    {{"test-data", required_argument, NULL, OPT_TEST_DATA}, "SPEC", "test split of --data",
+     "evaluation data after every epoch, same forms as --data"},
+    {{"layers", required_argument, NULL, OPT_LAYERS}, "W0,W1,...", "784,256,256,10",
+     "MLP widths: input, hidden (ReLU) ..., output"},
+    {{"loss", required_argument, NULL, OPT_LOSS}, "auto|xent|mse", "auto",
+     "softmax cross-entropy for labels, MSE for float targets (auto picks from the data)"},
+    {{"batch", required_argument, NULL, OPT_BATCH}, "B", "256",
+     "global batch per micro-batch, split over the ranks (sizes differ by at most one)"},
+    {{"accum", required_argument, NULL, OPT_ACCUM}, "M", "1",
+     "micro-batches accumulated locally per optimizer step (one all-reduce per step)"},
+    {{"lr", required_argument, NULL, OPT_LR}, "LR", "0.05", "SGD learning rate"},
+    {{"momentum", required_argument, NULL, OPT_MOMENTUM}, "MU", "0.9", "SGD momentum (0 disables)"},
+    {{"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY}, "WD", "0",
+     "L2 weight decay added to the gradient, as torch.optim.SGD"},
+    {{"epochs", required_argument, NULL, OPT_EPOCHS}, "E", "10", "passes over the training data"},
+    {{"steps", required_argument, NULL, OPT_STEPS}, "S", "0 (use --epochs)",
+     "train exactly S optimizer steps, crossing epochs; overrides --epochs"},
+    {{"drop-last", no_argument, NULL, OPT_DROP_LAST}, NULL, "off",
+     "skip each epoch's last short batch (default: train on it, averaged over its own size)"},
+    {{"seed", required_argument, NULL, OPT_SEED}, "N", "42",
+     "seed for initialisation, shuffling and synthetic data"},
+    {{"allreduce", required_argument, NULL, OPT_ALLREDUCE}, "NAME", "mpi",
+     "gradient all-reduce algorithm"},
+    {{"log-every", required_argument, NULL, OPT_LOG_EVERY}, "K", "50",
+     "print a progress line every K optimizer steps (0: only per-epoch lines)"},
+    {{"quiet", no_argument, NULL, OPT_QUIET}, NULL, "off", "print only errors and the final summary"},
+    {{"threads", required_argument, NULL, OPT_THREADS}, "T", "1", "BLAS threads per rank"},
+    {{"save", required_argument, NULL, OPT_SAVE}, "FILE", "none",
+     "write the final parameters as safetensors (PyTorch names and layouts)"},
+    {{"init", required_argument, NULL, OPT_INIT}, "FILE", "none",
+     "start from a safetensors file instead of random initialisation"},
+    {{"help", no_argument, NULL, OPT_HELP}, NULL, NULL, "print this help and exit"},
+    {{"version", no_argument, NULL, OPT_VERSION}, NULL, NULL, "print the version and exit"},
+};
+#define OPTION_COUNT (sizeof option_docs / sizeof option_docs[0])
+
+void dp_options_defaults(dp_options *o)
+{
+    memset(o, 0, sizeof *o);
+    strcpy(o->data, "fashion-mnist");
+    strcpy(o->layers_spec, "784,256,256,10");
+    o->loss = DP_LOSS_AUTO;
+    o->batch = 256;
+    o->accum = 1;
+    o->lr = 0.05f;
+    o->momentum = 0.9f;
+    o->epochs = 10;
+    o->seed = 42;
+    strcpy(o->allreduce, "mpi");
+    o->log_every = 50;
+    o->threads = 1;
+}
+
+void dp_options_print_help(FILE *out)
+{
+    fprintf(out, "Usage: mpirun -np W dp_worker [OPTION]...\n"
+                 "Trains an MLP data-parallel: every rank holds a replica, trains on its slice of\n"
+                 "each global batch, and gradients are summed across ranks before each update.\n\n");
+    for (size_t i = 0; i < OPTION_COUNT; i++) {
+        const struct option_doc *d = &option_docs[i];
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s%s%s", d->getopt.name, d->metavar ? " " : "",
+                 d->metavar ? d->metavar : "");
+        fprintf(out, "  %-28s %s", flag, d->help);
+        if (d->default_text)
+            fprintf(out, " [default: %s]", d->default_text);
+        fputc('\n', out);
+    }
+    fprintf(out, "\nAll-reduce algorithms: %s\n", dp_comm_algorithm_names());
+}
+
+static int parse_long(const char *option, const char *text, long min, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (end == text || *end || errno || v < min)
+        return dp_fail(DP_EINVAL, "--%s '%s': must be an integer >= %ld", option, text, min);
+    *out = v;
+    return 0;
+}
+
+static int parse_float(const char *option, const char *text, int positive, float *out)
+{
+    char *end;
+    errno = 0;
+    float v = strtof(text, &end);
+    if (end == text || *end || errno || !isfinite(v) || v < 0.0f || (positive && v == 0.0f))
+        return dp_fail(DP_EINVAL, "--%s '%s': must be a finite number %s 0", option, text,
+                       positive ? ">" : ">=");
+    *out = v;
+    return 0;
+}
+
+static int copy_text(const char *option, const char *text, char *dst, size_t size)
+{
+    if (!*text)
+        return dp_fail(DP_EINVAL, "--%s: empty value", option);
+    if (strlen(text) >= size)
+        return dp_fail(DP_EINVAL, "--%s: value longer than %zu characters", option, size - 1);
+    strcpy(dst, text);
+    return 0;
+}
+
+static int parse_loss(const char *text, dp_loss_choice *out)
+{
+    static const char *const names[] = {"auto", "xent", "mse"};
+    for (int i = 0; i < 3; i++)
+        if (strcmp(text, names[i]) == 0) {
+            *out = (dp_loss_choice)i;
+            return 0;
+        }
+    return dp_fail(DP_EINVAL, "--loss '%s': must be auto, xent or mse", text);
+}
+
+/* Applies one option's value; returns DP_OPTIONS_EXIT for --help/--version. */
+static int apply_option(dp_options *o, int id, const char *name, const char *arg, FILE *out)
+{
+    long seed;
+    int status;
+    switch (id) {
+    case OPT_DATA: return copy_text(name, arg, o->data, sizeof o->data);
+    case OPT_TEST_DATA: return copy_text(name, arg, o->test_data, sizeof o->test_data);
+    case OPT_LAYERS: return copy_text(name, arg, o->layers_spec, sizeof o->layers_spec);
+    case OPT_LOSS: return parse_loss(arg, &o->loss);
+    case OPT_BATCH: return parse_long(name, arg, 1, &o->batch);
+    case OPT_ACCUM: return parse_long(name, arg, 1, &o->accum);
+    case OPT_LR: return parse_float(name, arg, 1, &o->lr);
+    case OPT_MOMENTUM: return parse_float(name, arg, 0, &o->momentum);
+    case OPT_WEIGHT_DECAY: return parse_float(name, arg, 0, &o->weight_decay);
+    case OPT_EPOCHS: return parse_long(name, arg, 1, &o->epochs);
+    case OPT_STEPS: return parse_long(name, arg, 0, &o->steps);
+    case OPT_DROP_LAST: o->drop_last = 1; return 0;
+    case OPT_SEED:
+        status = parse_long(name, arg, 0, &seed);
+        o->seed = (uint64_t)seed;
+        return status;
+    case OPT_ALLREDUCE: return copy_text(name, arg, o->allreduce, sizeof o->allreduce);
+    case OPT_LOG_EVERY: return parse_long(name, arg, 0, &o->log_every);
+    case OPT_QUIET: o->quiet = 1; return 0;
+    case OPT_THREADS: {
+        long threads;
+        status = parse_long(name, arg, 1, &threads);
+        o->threads = threads > 1024 ? 1024 : (int)threads;
+        return status;
+    }
+    case OPT_SAVE: return copy_text(name, arg, o->save_path, sizeof o->save_path);
+    case OPT_INIT: return copy_text(name, arg, o->init_path, sizeof o->init_path);
+    case OPT_HELP:
+        if (out)
+            dp_options_print_help(out);
+        return DP_OPTIONS_EXIT;
+    default:
+        if (out)
+            fprintf(out, "dp_worker (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+        return DP_OPTIONS_EXIT;
+    }
+}
+
+static int check_combination(dp_options *o, int world)
+{
+    int status = dp_mlp_parse_widths(o->layers_spec, o->widths, &o->nwidths);
+    if (status)
+        return status;
+    if (o->batch < world)
+        return dp_fail(DP_EINVAL, "--batch %ld is smaller than the world size %d: every rank needs at least one sample per batch",
+                       o->batch, world);
+    if (o->momentum >= 1.0f)
+        return dp_fail(DP_EINVAL, "--momentum %g: must be below 1", o->momentum);
+    return 0;
+}
+
+int dp_options_parse(dp_options *o, int argc, char **argv, int world, FILE *out)
+{
+    struct option longopts[OPTION_COUNT + 1];
+    for (size_t i = 0; i < OPTION_COUNT; i++)
+        longopts[i] = option_docs[i].getopt;
+    memset(&longopts[OPTION_COUNT], 0, sizeof longopts[OPTION_COUNT]);
+
+    dp_options_defaults(o);
+    opterr = 0; /* our own messages name the option; getopt's would print once per rank */
+    optind = 0; /* GNU getopt: a full re-initialisation, so tests can parse repeatedly */
+    for (;;) {
+        int index = -1;
+        int id = getopt_long(argc, argv, "", longopts, &index);
+        if (id == -1)
+            break;
+        if (id == '?' || id == ':')
+            return dp_fail(DP_EINVAL, "%s: %s (see --help)", argv[optind - 1],
+                           id == ':' ? "missing value" : "unknown option or missing value");
+        int status = apply_option(o, id, longopts[index].name, optarg, out);
+        if (status)
+            return status;
+    }
+    if (optind < argc)
+        return dp_fail(DP_EINVAL, "'%s': unexpected argument (options start with --; see --help)", argv[optind]);
+    return check_combination(o, world);
+}

@@ -1,0 +1,31 @@
+/* Progress output on rank 0: banner, step lines, epoch lines and the final summary. */
+#ifndef DP_REPORT_H
+#define DP_REPORT_H
+
+#include "dp/comm.h"
+#include "dp/data.h"
+#include "dp/options.h"
+#include "dp/train.h"
+
+typedef struct dp_plan {
+    size_t step_batch;       /* samples per optimizer step (batch * accum) */
+    long steps_per_epoch;
+    long total_steps;
+    size_t nparams;
+    dp_loss loss;
+} dp_plan;
+
+typedef struct dp_interval {
+    double loss_sum, samples, correct; /* summed over ranks */
+    double seconds, compute_seconds, comm_seconds;
+    long steps;
+} dp_interval;
+
+void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *plan,
+                      const dp_dataset *train, const dp_dataset *test);
+void dp_report_step(const dp_plan *plan, long step, long epoch, const dp_interval *iv);
+void dp_report_epoch(const dp_plan *plan, long epoch, long epochs, const dp_interval *train,
+                     const dp_train_result *eval);
+void dp_report_summary(const dp_plan *plan, const dp_train_result *r);
+
+#endif
