@@ -72,6 +72,16 @@ START_TEST(every_element_is_updated_independently)
 }
 END_TEST
 
+START_TEST(cosine_schedule_anneals_from_base_to_zero)
+{
+    ck_assert_float_eq(dp_lr_at(DP_LR_CONSTANT, 0.1f, 70, 100), 0.1f);
+    ck_assert_float_eq_tol(dp_lr_at(DP_LR_COSINE, 0.1f, 0, 100), 0.1f, 1e-8f);
+    ck_assert_float_eq_tol(dp_lr_at(DP_LR_COSINE, 0.1f, 50, 100), 0.05f, 1e-8f);
+    ck_assert_float_eq_tol(dp_lr_at(DP_LR_COSINE, 0.1f, 25, 100), 0.1f * (0.5f + 0.5f * 0.70710678f), 1e-7f);
+    ck_assert_float_eq_tol(dp_lr_at(DP_LR_COSINE, 0.1f, 100, 100), 0.0f, 1e-8f);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("optim");
@@ -80,6 +90,7 @@ int main(void)
     tcase_add_test(tc, weight_decay_is_added_to_the_gradient_before_momentum);
     tcase_add_test(tc, plain_sgd_without_momentum_keeps_no_state);
     tcase_add_test(tc, every_element_is_updated_independently);
+    tcase_add_test(tc, cosine_schedule_anneals_from_base_to_zero);
     suite_add_tcase(s, tc);
     return dp_test_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

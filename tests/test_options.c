@@ -41,7 +41,8 @@ START_TEST(values_are_applied)
     const char *args[] = {"--data", "synthetic:100,8,3", "--layers", "8,16,3", "--batch", "33",
                           "--accum", "2", "--lr", "0.2", "--momentum", "0", "--weight-decay",
                           "1e-4", "--steps", "20", "--drop-last", "--seed", "9", "--quiet",
-                          "--save", "out.safetensors", "--init", "in.safetensors", NULL};
+                          "--save", "out.safetensors", "--init", "in.safetensors",
+                          "--lr-schedule", "cosine", "--loss", "xent", NULL};
     ck_assert_int_eq(parse(&o, 3, args), DP_OPTIONS_RUN);
     ck_assert_int_eq(o.batch, 33);
     ck_assert_int_eq(o.accum, 2);
@@ -54,6 +55,8 @@ START_TEST(values_are_applied)
     ck_assert_int_eq(o.quiet, 1);
     ck_assert_str_eq(o.save_path, "out.safetensors");
     ck_assert_str_eq(o.init_path, "in.safetensors");
+    ck_assert_int_eq(o.lr_schedule, DP_LR_COSINE);
+    ck_assert_int_eq(o.loss, DP_LOSS_CHOICE_XENT);
 }
 END_TEST
 
@@ -76,7 +79,7 @@ START_TEST(help_lists_every_option_with_its_default)
     ck_assert_uint_gt(fread(text, 1, sizeof text - 1, f), 0);
     fclose(f);
     static const char *const expected[] = {"--data", "--test-data", "--layers", "--loss", "--batch",
-        "--accum", "--lr", "--momentum", "--weight-decay", "--epochs", "--steps", "--drop-last",
+        "--accum", "--lr", "--lr-schedule", "--momentum", "--weight-decay", "--epochs", "--steps", "--drop-last",
         "--seed", "--allreduce", "--log-every", "--quiet", "--threads", "--save", "--init",
         "--help", "--version", "[default: 256]", "[default: 784,256,256,10]", "mpi"};
     for (size_t i = 0; i < sizeof expected / sizeof *expected; i++)
@@ -110,7 +113,9 @@ START_TEST(bad_values_are_rejected_naming_the_option)
     const char *text_epochs[] = {"--epochs", "ten", NULL};
     expect_error(1, text_epochs, "--epochs 'ten'");
     const char *loss[] = {"--loss", "hinge", NULL};
-    expect_error(1, loss, "--loss 'hinge'");
+    expect_error(1, loss, "--loss 'hinge': must be one of auto, xent, mse");
+    const char *schedule[] = {"--lr-schedule", "linear", NULL};
+    expect_error(1, schedule, "--lr-schedule 'linear': must be one of constant, cosine");
     const char *layers[] = {"--layers", "784", NULL};
     expect_error(1, layers, "--layers '784'");
     const char *unknown[] = {"--bacth", "3", NULL};

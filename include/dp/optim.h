@@ -20,4 +20,10 @@ int dp_sgd_init(dp_sgd *opt, const dp_backend *be, size_t count, float lr, float
 void dp_sgd_step(dp_sgd *opt, float *params, const float *grads);
 void dp_sgd_free(dp_sgd *opt);
 
+typedef enum dp_lr_schedule { DP_LR_CONSTANT, DP_LR_COSINE } dp_lr_schedule;
+
+/* Learning rate for optimizer step `step` of `total`: constant, or cosine annealing from
+ * base to 0 (as torch.optim.lr_scheduler.CosineAnnealingLR with T_max = total, eta_min = 0). */
+float dp_lr_at(dp_lr_schedule schedule, float base, long step, long total);
+
 #endif

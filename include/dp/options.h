@@ -4,6 +4,7 @@
 #define DP_OPTIONS_H
 
 #include "dp/mlp.h"
+#include "dp/optim.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@ typedef struct dp_options {
     long batch;                   /* global batch of one micro-batch, over all ranks */
     long accum;                   /* micro-batches per optimizer step */
     float lr, momentum, weight_decay;
+    dp_lr_schedule lr_schedule;
     long epochs;
     long steps;                   /* > 0: train exactly this many optimizer steps */
     int drop_last;

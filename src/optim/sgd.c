@@ -2,6 +2,8 @@
 
 #include "dp/error.h"
 
+#include <math.h>
+
 int dp_sgd_init(dp_sgd *opt, const dp_backend *be, size_t count, float lr, float momentum,
                 float weight_decay)
 {
@@ -32,4 +34,11 @@ void dp_sgd_free(dp_sgd *opt)
     if (opt->be && opt->velocity)
         opt->be->free(opt->velocity);
     opt->velocity = NULL;
+}
+
+float dp_lr_at(dp_lr_schedule schedule, float base, long step, long total)
+{
+    if (schedule == DP_LR_CONSTANT || total <= 0)
+        return base;
+    return (float)(0.5 * base * (1.0 + cos(3.14159265358979323846 * (double)step / (double)total)));
 }

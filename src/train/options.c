@@ -12,7 +12,7 @@
 #include <string.h>
 
 enum option_id {
-    OPT_DATA = 256, OPT_TEST_DATA, OPT_LAYERS, OPT_LOSS, OPT_BATCH, OPT_ACCUM, OPT_LR,
+    OPT_DATA = 256, OPT_TEST_DATA, OPT_LAYERS, OPT_LOSS, OPT_BATCH, OPT_ACCUM, OPT_LR, OPT_LR_SCHEDULE,
     OPT_MOMENTUM, OPT_WEIGHT_DECAY, OPT_EPOCHS, OPT_STEPS, OPT_DROP_LAST, OPT_SEED,
     OPT_ALLREDUCE, OPT_LOG_EVERY, OPT_QUIET, OPT_THREADS, OPT_SAVE, OPT_INIT, OPT_HELP,
     OPT_VERSION
@@ -39,6 +39,8 @@ static const struct option_doc option_docs[] = {
     {{"accum", required_argument, NULL, OPT_ACCUM}, "M", "1",
      "micro-batches accumulated locally per optimizer step (one all-reduce per step)"},
     {{"lr", required_argument, NULL, OPT_LR}, "LR", "0.05", "SGD learning rate"},
+    {{"lr-schedule", required_argument, NULL, OPT_LR_SCHEDULE}, "constant|cosine", "constant",
+     "learning rate over training: constant, or cosine annealing to 0 by the last step"},
     {{"momentum", required_argument, NULL, OPT_MOMENTUM}, "MU", "0.9", "SGD momentum (0 disables)"},
     {{"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY}, "WD", "0",
      "L2 weight decay added to the gradient, as torch.optim.SGD"},
@@ -132,27 +134,40 @@ static int copy_text(const char *option, const char *text, char *dst, size_t siz
     return 0;
 }
 
-static int parse_loss(const char *text, dp_loss_choice *out)
+/* Index of text in names, or an error listing them. */
+static int parse_choice(const char *option, const char *text, const char *const *names, int count,
+                        int *out)
 {
-    static const char *const names[] = {"auto", "xent", "mse"};
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < count; i++)
         if (strcmp(text, names[i]) == 0) {
-            *out = (dp_loss_choice)i;
+            *out = i;
             return 0;
         }
-    return dp_fail(DP_EINVAL, "--loss '%s': must be auto, xent or mse", text);
+    char valid[128] = "";
+    for (int i = 0; i < count; i++)
+        snprintf(valid + strlen(valid), sizeof valid - strlen(valid), "%s%s", i ? ", " : "", names[i]);
+    return dp_fail(DP_EINVAL, "--%s '%s': must be one of %s", option, text, valid);
 }
 
 /* Applies one option's value; returns DP_OPTIONS_EXIT for --help/--version. */
 static int apply_option(dp_options *o, int id, const char *name, const char *arg, FILE *out)
 {
+    static const char *const losses[] = {"auto", "xent", "mse"};
+    static const char *const schedules[] = {"constant", "cosine"};
     long seed;
-    int status;
+    int status, choice;
     switch (id) {
     case OPT_DATA: return copy_text(name, arg, o->data, sizeof o->data);
     case OPT_TEST_DATA: return copy_text(name, arg, o->test_data, sizeof o->test_data);
     case OPT_LAYERS: return copy_text(name, arg, o->layers_spec, sizeof o->layers_spec);
-    case OPT_LOSS: return parse_loss(arg, &o->loss);
+    case OPT_LOSS:
+        status = parse_choice(name, arg, losses, 3, &choice);
+        o->loss = (dp_loss_choice)choice;
+        return status;
+    case OPT_LR_SCHEDULE:
+        status = parse_choice(name, arg, schedules, 2, &choice);
+        o->lr_schedule = (dp_lr_schedule)choice;
+        return status;
     case OPT_BATCH: return parse_long(name, arg, 1, &o->batch);
     case OPT_ACCUM: return parse_long(name, arg, 1, &o->accum);
     case OPT_LR: return parse_float(name, arg, 1, &o->lr);

@@ -25,7 +25,8 @@ void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *p
            "%ld steps/epoch%s, %ld steps\n",
            o->batch, slice, o->batch % comm->size ? " or fewer" : "", o->accum, plan->step_batch,
            plan->steps_per_epoch, o->drop_last ? " (drop last)" : "", plan->total_steps);
-    printf("optimizer: SGD lr %g momentum %g weight decay %g, seed %llu\n", o->lr, o->momentum,
+    printf("optimizer: SGD lr %g (%s) momentum %g weight decay %g, seed %llu\n", o->lr,
+           o->lr_schedule == DP_LR_COSINE ? "cosine to 0" : "constant", o->momentum,
            o->weight_decay, (unsigned long long)o->seed);
     fflush(stdout);
 }

@@ -28,6 +28,7 @@ typedef struct trainer {
     dp_sgd opt;
     dp_sampler sampler;
     int max_rows;
+    long steps_done;               /* optimizer steps taken, for the learning-rate schedule */
     float *host_x, *host_targets;  /* staging for the rows of one forward */
     int32_t *host_labels;
     float *dev_x, *dev_targets;    /* the same rows in backend memory */
@@ -193,7 +194,9 @@ static int train_step(trainer *t, long step_in_epoch, dp_interval *local)
     double reduce_done = MPI_Wtime();
     /* Sum then divide by the global count: exact for uneven slices and short batches. */
     t->be->scale(t->model.grads, t->plan.nparams, 1.0f / (float)(step.end - step.begin));
+    t->opt.lr = dp_lr_at(o->lr_schedule, o->lr, t->steps_done, t->plan.total_steps);
     dp_sgd_step(&t->opt, t->model.params, t->model.grads);
+    t->steps_done++;
     double done = MPI_Wtime();
     local->comm_seconds += reduce_done - reduce_started;
     local->compute_seconds += (reduce_started - started) + (done - reduce_done);
