@@ -26,4 +26,4 @@ w1=$(awk '$1 == 1 {print $2}' "$results" | median)
 w2=$(awk '$1 == 2 {print $2}' "$results" | median)
 echo "| date | machine | W=1 samples/s | W=2 samples/s | scaling efficiency |"
 echo "|---|---|---|---|---|"
-echo "| $(date +%F) | $(nproc) cores, $(uname -m) | $w1 | $w2 | $(awk -v a="$w1" -v b="$w2" 'BEGIN {printf "%.2f", b / (2 * a)}') |"
+echo "| $(date +%F) | $(nproc) cores, $(lscpu | sed -n "s/^Model name: *//p") | $w1 | $w2 | $(awk -v a="$w1" -v b="$w2" 'BEGIN {printf "%.2f", b / (2 * a)}') |"
