@@ -47,6 +47,7 @@ static float *train_on(const dp_options *o, const dp_dataset *data, MPI_Comm mpi
     dp_train_result result;
     ck_assert_msg(dp_train(o, data, NULL, &comm, params, &result) == 0, "%s", dp_last_error());
     ck_assert_int_eq(result.steps, o->steps);
+    dp_comm_free(&comm);
     return params;
 }
 
@@ -123,6 +124,7 @@ START_TEST(broadcast_gives_every_rank_rank0s_parameters)
     dp_mlp_init_uniform(o.widths, o.nwidths, o.seed, expected);
     ck_assert_mem_eq(params, expected, n * sizeof(float));
     ck_assert(replicas_identical(params, n));
+    dp_comm_free(&comm);
     free(params);
     free(expected);
 }

@@ -11,7 +11,7 @@ START_TEST(slices_tile_the_batch_with_sizes_within_one)
         for (int world = 1; world <= 9; world++) {
             size_t expected_begin = 0, smallest = (size_t)-1, largest = 0;
             for (int rank = 0; rank < world; rank++) {
-                dp_range r = dp_sampler_slice(total, world, rank);
+                dp_range r = dp_partition(total, world, rank);
                 ck_assert_uint_eq(r.begin, expected_begin); /* contiguous, disjoint, in rank order */
                 ck_assert_uint_le(r.begin, r.end);
                 size_t size = r.end - r.begin;
@@ -27,7 +27,7 @@ END_TEST
 
 START_TEST(larger_slices_come_first)
 {
-    dp_range first = dp_sampler_slice(10, 4, 0), last = dp_sampler_slice(10, 4, 3);
+    dp_range first = dp_partition(10, 4, 0), last = dp_partition(10, 4, 3);
     ck_assert_uint_eq(first.end - first.begin, 3);
     ck_assert_uint_eq(last.end - last.begin, 2);
 }

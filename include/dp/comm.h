@@ -9,18 +9,32 @@
 
 struct dp_allreduce_algorithm;
 
+/* Working memory the algorithms reuse across calls: grown on demand, never shrunk, so a
+ * training loop allocates only on its first step. */
+typedef struct dp_scratch {
+    float *data;
+    size_t capacity; /* floats */
+} dp_scratch;
+
 typedef struct dp_comm {
     MPI_Comm comm;        /* the training communicator (not owned) */
     int rank, size;
     int local_rank, local_size; /* among ranks sharing this node (MPI_COMM_TYPE_SHARED) */
     const struct dp_allreduce_algorithm *algorithm;
+    dp_scratch scratch;
 } dp_comm;
 
 /* Sets up collectives on comm with the named all-reduce algorithm; an unknown name fails
  * with a message listing the valid ones. */
 int dp_comm_init(dp_comm *c, MPI_Comm comm, const char *algorithm);
 
+/* Frees the scratch memory. */
+void dp_comm_free(dp_comm *c);
+
 const char *dp_comm_algorithm_name(const dp_comm *c);
+
+/* At least count floats of c's scratch, or NULL with DP_ENOMEM recorded. */
+float *dp_comm_scratch(dp_comm *c, size_t count);
 
 /* Space-separated names of every algorithm --allreduce accepts. */
 const char *dp_comm_algorithm_names(void);

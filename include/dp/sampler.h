@@ -3,12 +3,10 @@
 #ifndef DP_SAMPLER_H
 #define DP_SAMPLER_H
 
+#include "dp/partition.h"
+
 #include <stddef.h>
 #include <stdint.h>
-
-typedef struct dp_range {
-    size_t begin, end; /* half-open */
-} dp_range;
 
 typedef struct dp_sampler {
     size_t count;   /* samples in the dataset */
@@ -22,10 +20,6 @@ void dp_sampler_free(dp_sampler *s);
 
 /* Draws the permutation of `epoch` (Fisher-Yates from dp_rng_mix(seed, epoch)). */
 void dp_sampler_set_epoch(dp_sampler *s, long epoch);
-
-/* Rank `rank`'s contiguous share of `total` items split over `world` ranks: the first
- * total % world ranks get one item more, so sizes differ by at most one. */
-dp_range dp_sampler_slice(size_t total, int world, int rank);
 
 /* Positions [begin, end) in the epoch order of optimizer step `step` whose global batch is
  * `step_batch` samples; the last step of an epoch may be shorter. */

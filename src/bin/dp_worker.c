@@ -79,6 +79,7 @@ int main(int argc, char **argv)
         abort_job(rank, EXIT_RUN_FAILED);
     dp_dataset_free(&train);
     dp_dataset_free(&test);
+    dp_comm_free(&comm);
     MPI_Finalize();
     return EXIT_SUCCESS;
 }

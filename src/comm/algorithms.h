@@ -6,7 +6,9 @@
 #include <mpi.h>
 #include <stddef.h>
 
-typedef int (*dp_allreduce_fn)(float *buf, size_t count, MPI_Comm comm);
+#include "dp/comm.h"
+
+typedef int (*dp_allreduce_fn)(dp_comm *c, float *buf, size_t count);
 
 struct dp_allreduce_algorithm {
     const char *name;
@@ -15,7 +17,7 @@ struct dp_allreduce_algorithm {
 };
 
 /* MPI_Allreduce(MPI_IN_PLACE, SUM): the reference every other algorithm is tested against. */
-int dp_allreduce_mpi(float *buf, size_t count, MPI_Comm comm);
+int dp_allreduce_mpi(dp_comm *c, float *buf, size_t count);
 
 /* Largest element count one MPI call takes (counts are int); bigger buffers go in chunks. */
 #define DP_MPI_MAX_CHUNK ((size_t)1 << 30)

@@ -3,6 +3,7 @@
 #include "dp/error.h"
 #include "src/comm/algorithms.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static const struct dp_allreduce_algorithm algorithms[] = {
@@ -63,7 +64,27 @@ const char *dp_comm_algorithm_name(const dp_comm *c)
 
 int dp_comm_allreduce_sum(dp_comm *c, float *buf, size_t count)
 {
-    return c->algorithm->allreduce_sum(buf, count, c->comm);
+    return c->algorithm->allreduce_sum(c, buf, count);
+}
+
+float *dp_comm_scratch(dp_comm *c, size_t count)
+{
+    if (count <= c->scratch.capacity)
+        return c->scratch.data;
+    float *grown = dp_alloc(count * sizeof(float), "all-reduce scratch");
+    if (!grown)
+        return NULL;
+    free(c->scratch.data);
+    c->scratch.data = grown;
+    c->scratch.capacity = count;
+    return grown;
+}
+
+void dp_comm_free(dp_comm *c)
+{
+    free(c->scratch.data);
+    c->scratch.data = NULL;
+    c->scratch.capacity = 0;
 }
 
 int dp_comm_sum_doubles(dp_comm *c, double *values, int count)

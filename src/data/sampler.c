@@ -35,16 +35,6 @@ void dp_sampler_set_epoch(dp_sampler *s, long epoch)
     s->epoch = epoch;
 }
 
-dp_range dp_sampler_slice(size_t total, int world, int rank)
-{
-    size_t base = total / (size_t)world, extra = total % (size_t)world;
-    size_t r = (size_t)rank;
-    dp_range range;
-    range.begin = r * base + (r < extra ? r : extra);
-    range.end = range.begin + base + (r < extra ? 1 : 0);
-    return range;
-}
-
 dp_range dp_sampler_step_range(size_t count, size_t step_batch, long step)
 {
     dp_range range;

@@ -179,7 +179,7 @@ static int train_step(trainer *t, long step_in_epoch, dp_interval *local)
     t->be->zero(t->model.grads, t->plan.nparams);
     for (size_t micro = step.begin; micro < step.end; micro += (size_t)o->batch) {
         size_t micro_end = micro + (size_t)o->batch < step.end ? micro + (size_t)o->batch : step.end;
-        dp_range mine = dp_sampler_slice(micro_end - micro, t->comm->size, t->comm->rank);
+        dp_range mine = dp_partition(micro_end - micro, t->comm->size, t->comm->rank);
         int rows = stage_rows(t, t->train, t->sampler.order, micro + mine.begin, micro + mine.end);
         long correct = 0;
         dp_mlp_forward_backward(&t->model, t->dev_x, t->dev_labels, t->dev_targets, rows,
@@ -208,7 +208,7 @@ static int train_step(trainer *t, long step_in_epoch, dp_interval *local)
 /* Every rank evaluates its slice of data; sums over ranks give loss and accuracy. */
 static int evaluate(trainer *t, const dp_dataset *data, dp_train_result *result)
 {
-    dp_range mine = dp_sampler_slice(data->count, t->comm->size, t->comm->rank);
+    dp_range mine = dp_partition(data->count, t->comm->size, t->comm->rank);
     double sums[3] = {0.0, 0.0, (double)(mine.end - mine.begin)};
     for (size_t begin = mine.begin; begin < mine.end; begin += (size_t)t->max_rows) {
         size_t end = begin + (size_t)t->max_rows < mine.end ? begin + (size_t)t->max_rows : mine.end;
