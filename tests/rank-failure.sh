@@ -1,0 +1,98 @@
+# A rank that dies (kill -9) or freezes (SIGSTOP) never leaves the job hanging: a dead rank
+# ends the 3-rank job within 15 s, and its last complete checkpoint resumes to the same bytes
+# as an uninterrupted run; a frozen rank ends the job through the watchdog within
+# --timeout + 15 s. Rank 0 names the frozen rank when it froze before entering the
+# all-reduce (likely: the model makes each step mostly compute); frozen inside it, every rank
+# has arrived and the watchdog says so.
+. "$srcdir/tests/common.sh"
+worker="$top_builddir/dp_worker"
+dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-rank-failure-XXXXXX")
+trap 'kill -9 $(job_pids) 2>/dev/null; rm -rf "$dir"' EXIT
+run="--data synthetic:6000,64,10 --layers 64,1024,1024,10 --batch 384 --steps 100 --seed 5 --quiet"
+failures=0
+
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+
+# The dp_worker processes of this test: those whose command line names its directory.
+job_pids() {
+    for pid in $(pgrep -x dp_worker); do
+        tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$dir" && echo "$pid"
+    done
+}
+rank_pid() { # the pid of MPI rank $1 of this test's job
+    for pid in $(job_pids); do
+        tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && echo "$pid"
+    done
+}
+wait_for_checkpoint() { # in $1, for at most 60 s
+    for _ in $(seq 600); do
+        ls "$1"/step-*.safetensors >/dev/null 2>&1 && return 0
+        sleep 0.1
+    done
+    return 1
+}
+# start_job NAME EXTRA...: dp_worker on 3 ranks in the background; sets job
+start_job() {
+    name=$1
+    shift
+    # shellcheck disable=SC2086
+    dp_mpirun 300 3 "$worker" $run --checkpoint-dir "$dir/$name" --checkpoint-every 10 "$@" \
+        >"$dir/$name.out" 2>&1 &
+    job=$!
+}
+# finish_within SECONDS: waits for the job; sets status and elapsed
+finish_within() {
+    started=$(date +%s)
+    for _ in $(seq $(($1 * 10))); do
+        kill -0 "$job" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$job" 2>/dev/null; then
+        status=hung
+        kill -9 "$job" $(job_pids) 2>/dev/null
+    else
+        wait "$job"
+        status=$?
+    fi
+    elapsed=$(($(date +%s) - started))
+}
+
+# shellcheck disable=SC2086
+dp_mpirun 300 3 "$worker" $run --save "$dir/uninterrupted.safetensors" >"$dir/reference.out" 2>&1 ||
+    fail "the uninterrupted reference run: $(tail -n 3 "$dir/reference.out")"
+
+start_job killed
+wait_for_checkpoint "$dir/killed" || fail "no checkpoint appeared"
+kill -9 "$(rank_pid 1)"
+finish_within 15
+if [ "$status" = hung ] || [ "$status" -eq 0 ]; then
+    fail "after kill -9 of rank 1 the job ended with '$status' after ${elapsed}s (want non-zero within 15 s)"
+else
+    echo "ok   kill -9 of rank 1 ended the job in ${elapsed}s with status $status"
+fi
+# shellcheck disable=SC2086
+dp_mpirun 300 3 "$worker" $run --resume "$dir/killed" --save "$dir/resumed.safetensors" >"$dir/resume.out" 2>&1 ||
+    fail "resume after the kill: $(tail -n 3 "$dir/resume.out")"
+if cmp -s "$dir/uninterrupted.safetensors" "$dir/resumed.safetensors"; then
+    echo "ok   resumed from $(ls "$dir/killed" | tail -n 1): final parameters identical to the uninterrupted run"
+else
+    fail "the resumed run's parameters differ from the uninterrupted run's"
+fi
+
+start_job frozen --timeout 4
+wait_for_checkpoint "$dir/frozen" || fail "no checkpoint appeared"
+frozen=$(rank_pid 2)
+kill -STOP "$frozen"
+finish_within 19
+kill -9 "$frozen" 2>/dev/null
+if [ "$status" = hung ] || [ "$status" -eq 0 ]; then
+    fail "after SIGSTOP of rank 2 the job ended with '$status' after ${elapsed}s (want non-zero within 4 + 15 s)"
+elif ! grep -Eq "watchdog: step [0-9]+: the gradient all-reduce has not completed after [0-9]+ s .*ranks that have not arrived: (2|none .*)$" "$dir/frozen.out"; then
+    fail "the watchdog did not report:"
+    sed 's/^/    /' "$dir/frozen.out"
+else
+    echo "ok   SIGSTOP of rank 2 ended the job in ${elapsed}s: $(grep -m1 watchdog "$dir/frozen.out")"
+fi
+
+echo "rank failure: $((3 - failures)) passed, $failures failed"
+[ "$failures" -eq 0 ]
