@@ -1,0 +1,64 @@
+# Sourced by train.sbatch and bench.sbatch ($script: the submitted file): checks that this is
+# a SLURM job, sets and prints the rendezvous variables, finds the program and launches one
+# MPI rank per task.
+# The variables mirror the usual PyTorch-style setup; MPI does its own rendezvous (PMIx
+# under srun, Open MPI's daemons under mpirun), and dp_worker checks WORLD_SIZE against it.
+job_script=$(basename "$script")
+if [ -z "${SLURM_JOB_ID:-}" ]; then
+    echo "$job_script: not inside a SLURM job (SLURM_JOB_ID is unset): submit it with sbatch, e.g. sbatch slurm/$job_script" >&2
+    exit 2
+fi
+job_dir=$(cd "$(dirname "$script")" && pwd)
+
+# The first node of the allocation; its address when the name does not resolve.
+job_master_addr() {
+    local first
+    first=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+    if getent hosts "$first" >/dev/null; then
+        echo "$first"
+    else
+        scontrol show node "$first" | grep -o 'NodeAddr=[^ ]*' | cut -d= -f2
+    fi
+}
+
+export MASTER_ADDR=${MASTER_ADDR:-$(job_master_addr)}
+# A port per job, so two jobs sharing a first node do not collide.
+export MASTER_PORT=${MASTER_PORT:-$((20000 + SLURM_JOB_ID % 40000))}
+export WORLD_SIZE=$SLURM_NTASKS
+echo "$job_script: job $SLURM_JOB_ID on $SLURM_JOB_NODELIST: MASTER_ADDR=$MASTER_ADDR MASTER_PORT=$MASTER_PORT WORLD_SIZE=$WORLD_SIZE ($SLURM_NTASKS tasks on $SLURM_JOB_NUM_NODES node(s))"
+
+# job_program NAME VARIABLE: the file $VARIABLE names, else NAME in ../build, else NAME on
+# the PATH; exits the job with the reason when that is not an executable file.
+job_program() {
+    job_program_path=${!2:-}
+    if [ -z "$job_program_path" ]; then
+        job_program_path=$job_dir/../build/$1
+        [ -x "$job_program_path" ] || job_program_path=$(command -v "$1" || echo "$job_program_path")
+    fi
+    if [ ! -f "$job_program_path" ] || [ ! -x "$job_program_path" ]; then
+        echo "$job_script: no $1 binary at '$job_program_path': build it (scripts/build.sh) or set $2 to its path" >&2
+        exit 2
+    fi
+}
+
+# job_launch NAME VARIABLE ARGS...: the program (see job_program) on one rank per task, with
+# srun (PMIx), or with mpirun when DP_LAUNCHER=mpirun (Open MPI reads the allocation itself).
+job_launch() {
+    local line
+    job_program "$1" "$2"
+    shift 2
+    case ${DP_LAUNCHER:-srun} in
+        srun) line=(srun --mpi=pmix --kill-on-bad-exit=1) ;;
+        mpirun)
+            line=(mpirun -np "$SLURM_NTASKS")
+            [ "$(id -u)" -ne 0 ] || line+=(--allow-run-as-root)
+            ;;
+        *)
+            echo "$job_script: DP_LAUNCHER='$DP_LAUNCHER': use srun (the default) or mpirun" >&2
+            exit 2
+            ;;
+    esac
+    line+=("$job_program_path" "$@")
+    echo "$job_script: $(printf '%q ' "${line[@]}")"
+    exec "${line[@]}"
+}
