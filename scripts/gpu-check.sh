@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# Every GPU check of the CUDA backend in one command, on a machine with an NVIDIA GPU: builds
+# dptrain with CUDA (configure --with-cuda), runs the GPU test suite, then the comparisons of
+# the GPU issue (dp_worker against PyTorch on the same model, batch and optimizer in FP32 and
+# TF32; dp_worker's step against its own GEMMs timed alone) and prints the table for
+# bench/RESULTS.md (also written to $OUT/gpu-results.md, or build-gpu/gpu-results.md).
+#
+#   scripts/gpu-check.sh [--skip-tests] [--skip-bench] [--full-check] [--steps N] [--device cpu]
+#
+# Run from the repository root. Needs nvidia-smi, nvcc (PATH or /usr/local/cuda/bin), python3
+# with torch, and dptrain's build dependencies: mpicc/mpirun, pkg-config, OpenBLAS, zlib,
+# Check. This project's lent GPU machines have CUDA and PyTorch but not the rest, and no
+# network: first run scripts/gpu-prepare.sh on a Debian machine with apt and carry the
+# .gpu-carry folder it fills; this script unpacks it beside the system.
+# --full-check runs all of make check, not only the device and GPU tests; --device cpu runs the
+# whole flow on the CPU backend with small models: a dry run of this script without a GPU.
+# GPU_CHECK_BUILD (default build-gpu) is where it builds; GPU_CHECK_DEPS (default
+# /opt/dptrain-deps) where the carried packages go.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build="${GPU_CHECK_BUILD:-$root/build-gpu}"
+carry="$root/.gpu-carry"
+deps="${GPU_CHECK_DEPS:-/opt/dptrain-deps}"
+steps=60 device=cuda run_tests=1 run_bench=1 full_check=0
+while [ $# -gt 0 ]; do
+    case $1 in
+    --skip-tests) run_tests=0 ;;
+    --skip-bench) run_bench=0 ;;
+    --full-check) full_check=1 ;;
+    --steps) steps=$2; shift ;;
+    --device) device=$2; shift ;;
+    *) echo "usage: scripts/gpu-check.sh [--skip-tests] [--skip-bench] [--full-check] [--steps N] [--device cpu]" >&2; exit 2 ;;
+    esac
+    shift
+done
+case $device in cuda | cpu) ;; *) echo "gpu-check: --device must be cuda or cpu" >&2; exit 2 ;; esac
+[ "$steps" -ge 3 ] 2>/dev/null || { echo "gpu-check: --steps must be an integer >= 3" >&2; exit 2; }
+mkdir -p "$build"
+results="${OUT:-$build}/gpu-results.md"
+system_ld_path="${LD_LIBRARY_PATH-}"
+
+say() { printf 'gpu-check: %s\n' "$*"; }
+die() { printf 'gpu-check: error: %s\n' "$*" >&2; exit 1; }
+
+# Debian packages carried in .gpu-carry/debs, unpacked into $deps (never over the system).
+use_carried_packages() {
+    [ -d "$carry/debs" ] || return 0
+    if [ ! -e "$deps/.unpacked" ]; then
+        say "unpacking $(ls "$carry"/debs/*.deb | wc -l) carried Debian packages into $deps"
+        mkdir -p "$deps/bin"
+        for deb in "$carry"/debs/*.deb; do dpkg-deb -x "$deb" "$deps" || die "cannot unpack $deb"; done
+        # Absolute links (libz.so -> /lib/...) point into the unpacked tree instead.
+        find "$deps" -type l -lname '/*' | while read -r link; do ln -sfn "$deps$(readlink "$link")" "$link"; done
+        # Debian names mpicc and mpirun through update-alternatives, which unpacking skips.
+        for tool in mpicc mpirun mpiexec; do ln -sfn "$deps/usr/bin/$tool.openmpi" "$deps/bin/$tool"; done
+        find "$deps" -name '*.pc' -exec sed -i "s|^prefix=/usr\$|prefix=$deps/usr|; s|=/usr/|=$deps/usr/|g" {} +
+        touch "$deps/.unpacked"
+    fi
+    export PATH="$deps/bin:$deps/usr/bin:$PATH"
+    export OPAL_PREFIX="$deps/usr" OMPI_MCA_mca_base_component_show_load_errors=0
+    export PKG_CONFIG_PATH="$deps/usr/lib/x86_64-linux-gnu/pkgconfig:$deps/usr/lib/x86_64-linux-gnu/openblas-pthread/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+    export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib/x86_64-linux-gnu/openblas-pthread:$deps/lib/x86_64-linux-gnu${system_ld_path:+:$system_ld_path}"
+}
+
+check_tools() {
+    local missing=()
+    if [ "$device" = cuda ]; then
+        command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1 || missing+=("a GPU (nvidia-smi -L fails)")
+        export PATH="$PATH:/usr/local/cuda/bin"
+        command -v nvcc >/dev/null || missing+=("nvcc")
+    fi
+    [ "$run_bench" = 0 ] || LD_LIBRARY_PATH="$system_ld_path" python3 -c 'import torch' 2>/dev/null || missing+=("python3 with torch")
+    for tool in mpicc mpirun pkg-config; do command -v $tool >/dev/null || missing+=("$tool"); done
+    for module in openblas zlib check; do
+        command -v pkg-config >/dev/null && pkg-config --exists $module || missing+=("pkg-config module $module")
+    done
+    [ ${#missing[@]} -eq 0 ] && return 0
+    printf 'gpu-check: missing: %s\n' "${missing[@]}" >&2
+    die "on a machine with apt run scripts/gpu-prepare.sh, then carry .gpu-carry here (Open MPI, OpenBLAS, Check, zlib and pkg-config are Debian packages there)"
+}
+
+# The source tree with a generated configure: the checkout, autoreconf'd if need be, or the
+# tarball gpu-prepare.sh carried.
+find_source() {
+    if [ -x "$root/configure" ]; then
+        src="$root"
+    elif command -v autoreconf >/dev/null; then
+        (cd "$root" && autoreconf -fi >/dev/null) || die "autoreconf failed"
+        src="$root"
+    else
+        local tarball
+        tarball=$(ls "$carry"/dptrain-*.tar.gz 2>/dev/null | tail -n 1)
+        [ -n "$tarball" ] || die "no configure, no autoreconf and no .gpu-carry/dptrain-*.tar.gz: run scripts/gpu-prepare.sh where apt works and carry .gpu-carry"
+        rm -rf "$build/source" && mkdir -p "$build/source" && tar -xzf "$tarball" -C "$build/source" || die "cannot unpack $tarball"
+        src=$(ls -d "$build"/source/dptrain-*)
+        say "building from $(basename "$tarball") (made by gpu-prepare.sh: re-run it after changing the tree)"
+    fi
+}
+
+# NCCL from the toolkit (configure finds it), else from PyTorch's nvidia-nccl wheel.
+nccl_option() {
+    local cuda_include dir
+    cuda_include="$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")/include"
+    [ -f "$cuda_include/nccl.h" ] && return 0
+    dir=$(LD_LIBRARY_PATH="$system_ld_path" python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null) || return 0
+    [ -f "$dir/include/nccl.h" ] && echo "--with-nccl=$dir"
+}
+
+build_dptrain() {
+    obj="$build/obj"
+    mkdir -p "$obj"
+    local cuda_flag=--with-cuda
+    [ "$device" = cpu ] && cuda_flag=""
+    say "configure $cuda_flag $(nccl_option)"
+    (cd "$obj" && "$src/configure" $cuda_flag $(nccl_option) >configure.out 2>&1) || { tail -n 20 "$obj/configure.out"; die "configure failed (see $obj/config.log)"; }
+    sed -n '/^  dptrain /,/sanitizers/p' "$obj/configure.out"
+    say "make -j$(nproc)"
+    (cd "$obj" && make -j"$(nproc)" >make.out 2>&1) || { tail -n 30 "$obj/make.out"; die "build failed"; }
+}
+
+run_gpu_tests() {
+    local tests="tests/device.sh tests/gemm-bench.sh tests/gpu.sh tests/gpu-train-w2.sh" status=0
+    say "make check ($([ "$full_check" = 1 ] && echo "all tests" || echo "$tests"))"
+    if [ "$full_check" = 1 ]; then
+        (cd "$obj" && make -j"$(nproc)" check >check.out 2>&1) || status=1
+    else
+        (cd "$obj" && make -j"$(nproc)" check TESTS="$tests" >check.out 2>&1) || status=1
+    fi
+    grep -E '^(PASS|FAIL|SKIP|XFAIL|XPASS|ERROR):' "$obj/check.out"
+    grep -E '^# (TOTAL|PASS|SKIP|FAIL|ERROR)' "$obj/check.out"
+    grep -h -E 'relative error|Checks:' "$obj/tests/gpu.log" "$obj/tests/gpu-train-w2.log" 2>/dev/null
+    if [ "$device" = cuda ] && grep -q '^SKIP: tests/gpu' "$obj/check.out"; then
+        say "a GPU test skipped on a GPU machine: the build or the driver does not see the GPU"
+        status=1
+    fi
+    [ "$status" = 0 ] || { say "GPU tests FAILED (logs: $obj/tests/*.log)"; return 1; }
+}
+
+# field NAME FILE: the value of NAME=VALUE in FILE's last line that has it.
+field() { sed -n "s/.*$1=\\([0-9.]*\\).*/\\1/p" "$2" | tail -n 1; }
+
+# One model, one precision: dp_worker, its GEMMs alone, PyTorch. Appends a table row.
+compare() {
+    local name=$1 layers=$2 loss=$3 batch=$4 precision=$5 samples=$((4 * $4))
+    local widths=(${layers//,/ }) tf32=() log="$build/bench-$name-$precision"
+    [ "$precision" = TF32 ] && tf32=(--tf32)
+    local data="synthetic:$samples,${widths[0]},${widths[${#widths[@]} - 1]}"
+    local worker=(mpirun -np 1 "$obj/dp_worker" --device "$device" --data "$data" --loss "$loss" --layers "$layers"
+                  --batch "$batch" --steps "$steps" --log-every $((steps / 3)) "${tf32[@]}")
+    local gemm=("$obj/dp_gemm_bench" --device "$device" --layers "$layers" --batch "$batch" --repeat 20 "${tf32[@]}")
+    local torch=(python3 "$root/scripts/torch_baseline.py" --device "$device" --layers "$layers" --batch "$batch"
+                 --loss "$loss" --samples "$samples" --steps "$steps" --warmup 10 "${tf32[@]}")
+    say "$name $precision: ${worker[*]}"
+    "${worker[@]}" >"$log.dptrain" 2>&1 || { tail -n 20 "$log.dptrain"; die "dp_worker failed"; }
+    say "$name $precision: ${gemm[*]}"
+    "${gemm[@]}" >"$log.gemm" 2>&1 || { tail -n 20 "$log.gemm"; die "dp_gemm_bench failed"; }
+    say "$name $precision: ${torch[*]}"
+    LD_LIBRARY_PATH="$system_ld_path" "${torch[@]}" >"$log.torch" 2>&1 || { tail -n 20 "$log.torch"; die "the PyTorch baseline failed"; }
+    # dp_worker's last progress line covers the last third of the steps: warm-up excluded.
+    local rate gemm_ms torch_rate
+    rate=$(awk '/^step / { for (i = 1; i < NF; i++) if ($(i + 1) == "samples/s") r = $i } END { print r }' "$log.dptrain")
+    gemm_ms=$(field gemm_ms_per_step "$log.gemm")
+    torch_rate=$(field torch_samples_per_s "$log.torch")
+    [ -n "$rate" ] && [ -n "$gemm_ms" ] && [ -n "$torch_rate" ] || die "could not read the results of $name $precision (logs: $log.*)"
+    awk -v name="$name" -v layers="$layers" -v batch="$batch" -v p="$precision" -v r="$rate" -v g="$gemm_ms" -v t="$torch_rate" 'BEGIN {
+        ms = 1e3 * batch / r; tms = 1e3 * batch / t; ratio = r / t; share = 100 * g / ms
+        printf "| %s `%s` | %d | %s | %.3f | %.0f | %.3f | %.0f | %.2fx %s | %.3f | %.0f%% %s |\n",
+               name, layers, batch, p, ms, r, tms, t, ratio, (ratio >= 1.0 ? "(met)" : "(NOT met)"),
+               g, share, (share >= 85 ? "(met)" : "(NOT met)") }' >>"$build/rows.md"
+}
+
+run_benchmarks() {
+    rm -f "$build/rows.md"
+    local precisions=(FP32 TF32)
+    if [ "$device" = cpu ]; then
+        precisions=(FP32)
+        set -- "small" "64,32,64" mse 256 "wide" "128,128,128,10" xent 128
+    else
+        set -- "documents' example" "2048,1024,2048" mse 5120 "wide" "8192,8192,8192,10" xent 4096
+    fi
+    while [ $# -gt 0 ]; do
+        for precision in "${precisions[@]}"; do compare "$1" "$2" "$3" "$4" "$precision"; done
+        shift 4
+    done
+    local gpu torch_version commit
+    gpu=$([ "$device" = cuda ] && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1 || echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)")
+    torch_version=$(LD_LIBRARY_PATH="$system_ld_path" python3 -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)')
+    commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo "unknown")
+    {
+        echo "GPU check of $(date -u '+%Y-%m-%d %H:%M UTC') on $gpu; $(command -v nvcc >/dev/null && nvcc --version | sed -n 's/.*\(release [0-9.]*\).*/CUDA \1/p'); PyTorch $torch_version; dptrain at $commit (plus the working tree)."
+        echo "One rank, one GPU; synthetic data of 4 batches held on the device by both; SGD lr 0.05 momentum 0.9; $steps timed steps"
+        echo "(dp_worker: its last progress interval, the final third; PyTorch: after 10 warm-up steps). Command: scripts/gpu-check.sh"
+        echo
+        echo "| model | batch | precision | dptrain ms/step | dptrain samples/s | PyTorch ms/step | PyTorch samples/s | dptrain / PyTorch (target >= 1.0x) | GEMMs alone ms/step | GEMM share of the step (target >= 85%) |"
+        echo "|---|---|---|---|---|---|---|---|---|---|"
+        cat "$build/rows.md"
+    } | tee "$results"
+    say "table written to $results"
+}
+
+use_carried_packages
+check_tools
+. "$root/scripts/mpi-env.sh"
+# Virtual machines may refuse cross-memory attach between ranks; copying through shared memory works anywhere.
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+find_source
+build_dptrain
+status=0
+[ "$run_tests" = 0 ] || run_gpu_tests || status=1
+[ "$run_bench" = 0 ] || run_benchmarks
+# What comes back from the device tool: the table, the test summary and the GPU tests' logs.
+if [ -n "${OUT-}" ]; then
+    cp "$obj/check.out" "$OUT/check.out" 2>/dev/null
+    cp "$obj/tests/gpu.log" "$obj/tests/gpu-train-w2.log" "$OUT/" 2>/dev/null
+fi
+exit $status

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""PyTorch training the model dp_worker trains, for bench/RESULTS.md's comparison
+(scripts/gpu-check.sh runs both): the same MLP (nn.Linear layers with ReLU between them,
+PyTorch's default initialisation), global batch, loss (mean MSE or cross-entropy) and
+optimizer (torch.optim.SGD, lr 0.05, momentum 0.9, as dp_worker's defaults), on synthetic
+data held on the device like dp_worker's, with a fresh random permutation each epoch.
+Eager mode, FP32 or TF32 matmuls. The loss is summed on the device and read once at the end,
+so nothing waits on the host inside the timed steps.
+
+Prints a human line and a machine-readable one:
+  torch_ms_per_step=MS torch_samples_per_s=RATE
+"""
+import argparse
+import time
+
+import torch
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--layers", required=True, help="widths W0,W1,...,WL as dp_worker's --layers")
+    p.add_argument("--batch", type=int, required=True, help="global batch per step")
+    p.add_argument("--loss", choices=["mse", "xent"], required=True)
+    p.add_argument("--samples", type=int, help="dataset size (default: 4 batches)")
+    p.add_argument("--steps", type=int, default=60, help="timed steps")
+    p.add_argument("--warmup", type=int, default=10, help="untimed steps first")
+    p.add_argument("--tf32", action="store_true", help="TF32 tensor cores for matmuls")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--seed", type=int, default=42)
+    return p.parse_args()
+
+
+def make_model(widths, device):
+    layers = []
+    for i in range(len(widths) - 1):
+        layers.append(torch.nn.Linear(widths[i], widths[i + 1]))
+        if i + 2 < len(widths):
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers).to(device)
+
+
+def make_data(args, widths, device):
+    n = args.samples or 4 * args.batch
+    g = torch.Generator(device=device).manual_seed(args.seed)
+    x = torch.rand(n, widths[0], device=device, generator=g) * 2 - 1
+    if args.loss == "mse":
+        y = torch.rand(n, widths[-1], device=device, generator=g) * 2 - 1
+    else:
+        y = torch.randint(0, widths[-1], (n,), device=device, generator=g)
+    return x, y
+
+
+def batches(x, y, batch, device, seed):
+    """Endless batches: each epoch a fresh permutation, a short last batch kept."""
+    g = torch.Generator(device=device).manual_seed(seed + 1)
+    n = x.shape[0]
+    while True:
+        order = torch.randperm(n, device=device, generator=g)
+        for begin in range(0, n, batch):
+            idx = order[begin:begin + batch]
+            yield x[idx], y[idx]
+
+
+def synchronize(device):
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def main():
+    args = parse_args()
+    widths = [int(w) for w in args.layers.split(",")]
+    torch.manual_seed(args.seed)
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
+    torch.backends.cudnn.allow_tf32 = args.tf32
+    model = make_model(widths, args.device)
+    loss_fn = torch.nn.MSELoss() if args.loss == "mse" else torch.nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
+    x, y = make_data(args, widths, args.device)
+    data = batches(x, y, args.batch, args.device, args.seed)
+    loss_sum = torch.zeros((), device=args.device)
+
+    def step():
+        nonlocal loss_sum
+        inputs, targets = next(data)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        opt.step()
+        loss_sum = loss_sum + loss.detach()
+
+    for _ in range(args.warmup):
+        step()
+    synchronize(args.device)
+    started = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    synchronize(args.device)
+    seconds = time.perf_counter() - started
+    ms = 1e3 * seconds / args.steps
+    rate = args.batch * args.steps / seconds
+    device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else args.device
+    print(f"torch {torch.__version__} on {device_name}: MLP {args.layers}, batch {args.batch}, {args.loss}, "
+          f"{'TF32' if args.tf32 else 'FP32'}: {ms:.3f} ms/step, {rate:.0f} samples/s "
+          f"(mean loss {loss_sum.item() / (args.warmup + args.steps):.4f})")
+    print(f"torch_ms_per_step={ms:.4f} torch_samples_per_s={rate:.1f}")
+
+
+if __name__ == "__main__":
+    main()

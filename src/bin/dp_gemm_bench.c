@@ -1,0 +1,180 @@
+/* dp_gemm_bench: what the backend's GEMMs reach on their own, for the shapes one training step
+ * of an MLP issues. It runs the model's own forward and backward through a backend whose gemm
+ * times each call alone (synchronised, repeated), so the shapes are exactly dp_worker's; the
+ * sum over a step is the step time a GEMM-bound trainer would approach. */
+#include "dp/backend.h"
+#include "dp/error.h"
+#include "dp/mlp.h"
+#include "dp/rng.h"
+
+#include <getopt.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct bench_options {
+    char layers[256];
+    int widths[DP_MLP_MAX_LAYERS + 1], nwidths;
+    int batch, repeat, tf32;
+    dp_device device;
+} bench_options;
+
+static const dp_backend *real;
+static int repeat, timing, gemm_count;
+static double total_ms, total_flop;
+
+static void timed_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                       int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    if (!timing) {
+        real->gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    real->synchronize();
+    double started = MPI_Wtime();
+    for (int i = 0; i < repeat; i++)
+        real->gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    real->synchronize();
+    double ms = 1e3 * (MPI_Wtime() - started) / repeat, flop = 2.0 * m * n * k;
+    printf("  %-4d %c %c  %7d %7d %7d  %9.3f  %8.2f\n", ++gemm_count, trans_a ? 'T' : 'N',
+           trans_b ? 'T' : 'N', m, n, k, ms, flop / ms * 1e-9);
+    total_ms += ms;
+    total_flop += flop;
+}
+
+static void usage(FILE *out)
+{
+    fprintf(out, "Usage: dp_gemm_bench --layers W0,W1,... --batch ROWS [--device cpu|cuda] [--tf32] [--repeat N]\n"
+                 "Times each GEMM of one training step of the MLP on ROWS samples alone (forward\n"
+                 "X W^T, backward dY^T X and dY W), through the backend dp_worker uses, as the\n"
+                 "mean of N calls after a warm-up step. Prints one line per GEMM and\n"
+                 "gemm_ms_per_step=MS gemm_gflop_per_step=GFLOP.\n");
+}
+
+static int parse(int argc, char **argv, bench_options *o)
+{
+    static const struct option longopts[] = {
+        {"layers", required_argument, NULL, 'l'}, {"batch", required_argument, NULL, 'b'},
+        {"device", required_argument, NULL, 'd'}, {"tf32", no_argument, NULL, 't'},
+        {"repeat", required_argument, NULL, 'r'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    *o = (bench_options){.batch = 0, .repeat = 20, .device = DP_DEVICE_CUDA};
+    opterr = 0;
+    for (int id; (id = getopt_long(argc, argv, "", longopts, NULL)) != -1;) {
+        if (id == 'l')
+            snprintf(o->layers, sizeof o->layers, "%s", optarg);
+        else if (id == 'b' || id == 'r') {
+            char *end;
+            long v = strtol(optarg, &end, 10);
+            if (*end || v < 1 || v > 1 << 24)
+                return dp_fail(DP_EINVAL, "--%s '%s': must be an integer from 1 to %d", id == 'b' ? "batch" : "repeat",
+                               optarg, 1 << 24);
+            *(id == 'b' ? &o->batch : &o->repeat) = (int)v;
+        } else if (id == 'd' && (strcmp(optarg, "cpu") == 0 || strcmp(optarg, "cuda") == 0))
+            o->device = strcmp(optarg, "cpu") == 0 ? DP_DEVICE_CPU : DP_DEVICE_CUDA;
+        else if (id == 't')
+            o->tf32 = 1;
+        else if (id == 'h') {
+            usage(stdout);
+            return 1;
+        } else
+            return dp_fail(DP_EINVAL, "%s: unknown option, or a bad or missing value (see --help)", argv[optind - 1]);
+    }
+    if (!o->layers[0] || !o->batch)
+        return dp_fail(DP_EINVAL, "--layers and --batch are required (see --help)");
+    return dp_mlp_parse_widths(o->layers, o->widths, &o->nwidths);
+}
+
+/* Uploads host_values, count floats, into dev; frees host_values. */
+static int upload_and_free(float *dev, float *host_values, size_t count)
+{
+    if (!host_values)
+        return DP_ENOMEM;
+    real->upload(dev, host_values, count * sizeof(float));
+    free(host_values);
+    return 0;
+}
+
+/* count floats uniform in [-1, 1], or NULL. */
+static float *uniform_values(size_t count, uint64_t seed)
+{
+    float *host = dp_alloc(count * sizeof(float), "the benchmark's inputs");
+    dp_rng rng;
+    dp_rng_seed(&rng, seed);
+    for (size_t i = 0; host && i < count; i++)
+        host[i] = 2.0f * dp_rng_uniform(&rng) - 1.0f;
+    return host;
+}
+
+/* nn.Linear's initialisation, so activations keep their scale through wide layers. */
+static float *initial_params(const bench_options *o, size_t count)
+{
+    float *host = dp_alloc(count * sizeof(float), "the benchmark's parameters");
+    if (host)
+        dp_mlp_init_uniform(o->widths, o->nwidths, 42, host);
+    return host;
+}
+
+/* A warm-up step, then one step with every GEMM timed alone. */
+static void time_one_step(dp_mlp *model, const float *x, const float *targets, int rows)
+{
+    double loss = 0.0;
+    long correct = 0;
+    real->zero(model->grads, model->nparams);
+    dp_mlp_forward_backward(model, x, NULL, targets, rows, DP_LOSS_MSE, &loss, &correct);
+    printf("  gemm op    %7s %7s %7s  %9s  %8s\n", "m", "n", "k", "ms", "TFLOP/s");
+    timing = 1;
+    dp_mlp_forward_backward(model, x, NULL, targets, rows, DP_LOSS_MSE, &loss, &correct);
+    timing = 0;
+    printf("total: %d GEMMs, %.1f GFLOP in %.3f ms per step = %.2f TFLOP/s\n", gemm_count,
+           total_flop * 1e-9, total_ms, total_flop / total_ms * 1e-9);
+    printf("gemm_ms_per_step=%.4f gemm_gflop_per_step=%.6f\n", total_ms, total_flop * 1e-9);
+}
+
+static int run(const bench_options *o)
+{
+    dp_backend timed = *real;
+    timed.gemm = timed_gemm;
+    dp_mlp model;
+    size_t inputs = (size_t)o->batch * o->widths[0], outputs = (size_t)o->batch * o->widths[o->nwidths - 1];
+    int status = dp_mlp_create(&model, &timed, o->widths, o->nwidths, o->batch);
+    if (status)
+        return status;
+    float *x = real->alloc(inputs * sizeof(float), "the inputs");
+    float *targets = real->alloc(outputs * sizeof(float), "the targets");
+    status = x && targets ? 0 : DP_ENOMEM;
+    if (!status)
+        status = upload_and_free(x, uniform_values(inputs, 1), inputs);
+    if (!status)
+        status = upload_and_free(targets, uniform_values(outputs, 2), outputs);
+    if (!status)
+        status = upload_and_free(model.params, initial_params(o, model.nparams), model.nparams);
+    if (!status)
+        time_one_step(&model, x, targets, o->batch);
+    real->free(x);
+    real->free(targets);
+    dp_mlp_free(&model);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    bench_options o;
+    int status = parse(argc, argv, &o);
+    if (status == 0) {
+        dp_backend_request request = {.device = o.device, .share_gpu = 1, .tf32 = o.tf32, .local_size = 1};
+        repeat = o.repeat;
+        status = dp_backend_open(&request, &real);
+        if (!status) {
+            printf("dp_gemm_bench: MLP %s on %d rows, backend %s; each GEMM alone, mean of %d calls\n",
+                   o.layers, o.batch, real->describe(), o.repeat);
+            status = run(&o);
+            dp_backend_close(real);
+        }
+    }
+    if (status < 0)
+        fprintf(stderr, "dp_gemm_bench: error: %s\n", dp_last_error());
+    MPI_Finalize();
+    return status < 0 ? (status == DP_EINVAL ? 2 : 1) : 0;
+}

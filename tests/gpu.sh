@@ -1,0 +1,3 @@
+# The CUDA backend against the CPU backend on one rank; exits 77 (skip) without a GPU.
+. "$srcdir/tests/common.sh"
+dp_mpirun 600 1 "$top_builddir/tests/test_gpu"

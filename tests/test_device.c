@@ -1,0 +1,209 @@
+/* Choosing the device, on any machine: backend selection and GPU binding rules, the --device,
+ * --tf32, --share-gpu and --cuda-aware options, which memory each all-reduce algorithm is
+ * handed, and the CPU backend's batch gather. tests/test_gpu.c covers the GPU itself. Run under
+ * mpirun with one rank (tests/device.sh). */
+#include "config.h"
+
+#include "dp/backend.h"
+#include "dp/comm.h"
+#include "dp/data.h"
+#include "dp/error.h"
+#include "dp/options.h"
+#include "dp/train.h"
+#include "tests/testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static dp_backend_request request_for(dp_device device, int local_size, int share_gpu)
+{
+    return (dp_backend_request){.device = device, .share_gpu = share_gpu, .rank = 0,
+                                .local_rank = 0, .local_size = local_size};
+}
+
+START_TEST(cpu_backend_gathers_rows_by_index)
+{
+    const dp_backend *be = NULL;
+    dp_backend_request request = request_for(DP_DEVICE_CPU, 1, 0);
+    ck_assert_int_eq(dp_backend_open(&request, &be), 0);
+    ck_assert_int_eq(be->host_memory, 1);
+    ck_assert_ptr_nonnull(strstr(be->describe(), "cpu"));
+    const float features[5][3] = {{0, 1, 2}, {10, 11, 12}, {20, 21, 22}, {30, 31, 32}, {40, 41, 42}};
+    const int32_t labels[5] = {7, 6, 5, 4, 3};
+    const size_t index[3] = {4, 0, 2};
+    float rows[3][3];
+    int32_t picked[3];
+    be->gather_rows(rows, features, index, 3, 3);
+    be->gather_rows(picked, labels, index, 3, 1);
+    const float expected[3][3] = {{40, 41, 42}, {0, 1, 2}, {20, 21, 22}};
+    ck_assert_mem_eq(rows, expected, sizeof expected);
+    ck_assert_int_eq(picked[0], 3);
+    ck_assert_int_eq(picked[1], 7);
+    ck_assert_int_eq(picked[2], 5);
+    dp_backend_close(be);
+}
+END_TEST
+
+START_TEST(auto_takes_cuda_only_when_every_local_rank_gets_a_gpu)
+{
+    int gpus = dp_backend_gpu_count();
+    dp_backend_request one = request_for(DP_DEVICE_AUTO, 1, 0);
+    dp_backend_request crowded = request_for(DP_DEVICE_AUTO, gpus + 1, 0);
+    dp_backend_request shared = request_for(DP_DEVICE_AUTO, gpus + 1, 1);
+    ck_assert_int_eq(dp_backend_cuda_usable(&one), gpus > 0);
+    ck_assert_int_eq(dp_backend_cuda_usable(&crowded), 0);
+    ck_assert_int_eq(dp_backend_cuda_usable(&shared), gpus > 0);
+    const dp_backend *be = NULL;
+    ck_assert_msg(dp_backend_open(&crowded, &be) == 0, "%s", dp_last_error());
+    ck_assert_int_eq(be->host_memory, 1);
+    ck_assert_msg(dp_backend_open(&one, &be) == 0, "%s", dp_last_error());
+    ck_assert_int_eq(be->host_memory, gpus == 0);
+    dp_backend_close(be);
+}
+END_TEST
+
+START_TEST(cuda_fails_naming_the_missing_gpu_or_the_crowding)
+{
+    int gpus = dp_backend_gpu_count();
+    const dp_backend *be = NULL;
+    dp_backend_request request = request_for(DP_DEVICE_CUDA, gpus + 1, 0);
+    int status = dp_backend_open(&request, &be);
+    if (gpus == 0) {
+        ck_assert_int_eq(status, DP_EDEVICE);
+        ck_assert_msg(strstr(dp_last_error(), "no CUDA GPU") || strstr(dp_last_error(), "without the CUDA backend"),
+                      "%s", dp_last_error());
+        return;
+    }
+    ck_assert_int_eq(status, DP_EINVAL);
+    ck_assert_msg(strstr(dp_last_error(), "--share-gpu"), "%s", dp_last_error());
+    request.share_gpu = 1;
+    ck_assert_msg(dp_backend_open(&request, &be) == 0, "%s", dp_last_error());
+    const dp_backend *second = NULL;
+    ck_assert_int_eq(dp_backend_open(&request, &second), DP_EINVAL);
+    ck_assert_ptr_nonnull(strstr(dp_last_error(), "already open"));
+    dp_backend_close(be);
+}
+END_TEST
+
+START_TEST(cuda_aware_follows_the_request_and_what_mpi_says)
+{
+    dp_comm c;
+    ck_assert_int_eq(dp_comm_init(&c, MPI_COMM_WORLD, "mpi"), 0);
+    int support = dp_mpi_cuda_support();
+    ck_assert_int_eq(dp_comm_set_cuda_aware(&c, DP_CUDA_AWARE_OFF), 0);
+    ck_assert_int_eq(c.cuda_aware, 0);
+    ck_assert_int_eq(dp_comm_set_cuda_aware(&c, DP_CUDA_AWARE_AUTO), 0);
+    ck_assert_int_eq(c.cuda_aware, support == 1);
+    int status = dp_comm_set_cuda_aware(&c, DP_CUDA_AWARE_ON);
+    if (support == 0) {
+        ck_assert_int_eq(status, DP_EINVAL);
+        ck_assert_ptr_nonnull(strstr(dp_last_error(), "MPIX_Query_cuda_support"));
+    } else {
+        ck_assert_int_eq(status, 0);
+        ck_assert_int_eq(c.cuda_aware, 1);
+    }
+    dp_comm_free(&c);
+}
+END_TEST
+
+START_TEST(gpu_memory_reaches_only_algorithms_that_take_it)
+{
+    dp_comm c;
+    ck_assert_int_eq(dp_comm_init(&c, MPI_COMM_WORLD, "mpi"), 0);
+    c.cuda_aware = 0;
+    ck_assert_int_eq(dp_comm_wants_device_buffer(&c), 0);
+    c.cuda_aware = 1;
+    ck_assert_int_eq(dp_comm_wants_device_buffer(&c), 1);
+    const char *host_adders[] = {"naive", "ring", "ring-pipelined", "rhd", "auto"};
+    for (size_t i = 0; i < sizeof host_adders / sizeof *host_adders; i++) {
+        ck_assert_int_eq(dp_comm_set_algorithm(&c, host_adders[i]), 0);
+        ck_assert_msg(!dp_comm_wants_device_buffer(&c), "%s was handed GPU memory", host_adders[i]);
+    }
+#ifdef HAVE_NCCL
+    ck_assert_str_eq(dp_comm_gpu_algorithm_names(), "nccl");
+    ck_assert_int_eq(dp_comm_set_algorithm(&c, "nccl"), 0);
+    c.cuda_aware = 0;
+    ck_assert_int_eq(dp_comm_wants_device_buffer(&c), 1);
+#else
+    ck_assert_str_eq(dp_comm_gpu_algorithm_names(), "");
+    ck_assert_int_eq(dp_comm_set_algorithm(&c, "nccl"), DP_EINVAL);
+#endif
+    /* The host list (what dp_bench and the collective tests run) holds no GPU-only name. */
+    ck_assert_ptr_null(strstr(dp_comm_algorithm_names(), "nccl"));
+    dp_comm_free(&c);
+}
+END_TEST
+
+static int parse(dp_options *o, const char *const *args, int count)
+{
+    char *argv[16];
+    argv[0] = "dp_worker";
+    for (int i = 0; i < count; i++)
+        argv[i + 1] = (char *)args[i];
+    return dp_options_parse(o, count + 1, argv, 1, NULL);
+}
+
+START_TEST(device_options_parse_and_reject_gpu_flags_on_the_cpu)
+{
+    dp_options o;
+    ck_assert_int_eq(parse(&o, NULL, 0), 0);
+    ck_assert_int_eq(o.device, DP_DEVICE_AUTO);
+    ck_assert_int_eq(o.cuda_aware, DP_CUDA_AWARE_AUTO);
+    ck_assert_int_eq(o.tf32, 0);
+    const char *gpu[] = {"--device", "cuda", "--tf32", "--share-gpu", "--cuda-aware", "off"};
+    ck_assert_int_eq(parse(&o, gpu, 6), 0);
+    ck_assert_int_eq(o.device, DP_DEVICE_CUDA);
+    ck_assert_int_eq(o.tf32, 1);
+    ck_assert_int_eq(o.share_gpu, 1);
+    ck_assert_int_eq(o.cuda_aware, DP_CUDA_AWARE_OFF);
+    const char *bad_device[] = {"--device", "gpu"};
+    ck_assert_int_eq(parse(&o, bad_device, 2), DP_EINVAL);
+    ck_assert_ptr_nonnull(strstr(dp_last_error(), "cpu, cuda, auto"));
+    const char *tf32_on_cpu[] = {"--device", "cpu", "--tf32"};
+    ck_assert_int_eq(parse(&o, tf32_on_cpu, 3), DP_EINVAL);
+    ck_assert_ptr_nonnull(strstr(dp_last_error(), "--tf32 applies to GPUs"));
+    const char *aware_on_cpu[] = {"--cuda-aware", "on", "--device", "cpu"};
+    ck_assert_int_eq(parse(&o, aware_on_cpu, 4), DP_EINVAL);
+    ck_assert_ptr_nonnull(strstr(dp_last_error(), "--cuda-aware on"));
+}
+END_TEST
+
+START_TEST(gpu_only_algorithm_with_cpu_training_fails_naming_both)
+{
+#ifdef HAVE_NCCL
+    dp_options o;
+    const char *args[] = {"--device", "cpu", "--allreduce", "nccl", "--layers", "4,3", "--steps", "1",
+                          "--batch", "8", "--quiet"};
+    ck_assert_int_eq(parse(&o, args, 11), 0);
+    dp_dataset data;
+    ck_assert_int_eq(dp_dataset_open("synthetic:32,4,3", 0, 0, 1, &data), 0);
+    dp_comm c;
+    ck_assert_int_eq(dp_comm_init(&c, MPI_COMM_WORLD, o.allreduce), 0);
+    dp_train_result result;
+    ck_assert_int_eq(dp_train(&o, &data, NULL, &c, NULL, &result), DP_EINVAL);
+    ck_assert_msg(strstr(dp_last_error(), "nccl sums GPU memory") && strstr(dp_last_error(), "--device cpu"),
+                  "%s", dp_last_error());
+    dp_comm_free(&c);
+    dp_dataset_free(&data);
+#endif
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    int rank, size;
+    dp_test_mpi_init(&argc, &argv, &rank, &size);
+    Suite *s = suite_create("device");
+    TCase *tc = tcase_create("choice");
+    tcase_add_test(tc, cpu_backend_gathers_rows_by_index);
+    tcase_add_test(tc, auto_takes_cuda_only_when_every_local_rank_gets_a_gpu);
+    tcase_add_test(tc, cuda_fails_naming_the_missing_gpu_or_the_crowding);
+    tcase_add_test(tc, cuda_aware_follows_the_request_and_what_mpi_says);
+    tcase_add_test(tc, gpu_memory_reaches_only_algorithms_that_take_it);
+    tcase_add_test(tc, device_options_parse_and_reject_gpu_flags_on_the_cpu);
+    tcase_add_test(tc, gpu_only_algorithm_with_cpu_training_fails_naming_both);
+    suite_add_tcase(s, tc);
+    int failed = dp_test_run_mpi_suite(s);
+    MPI_Finalize();
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
