@@ -1,8 +1,9 @@
 #!/bin/sh
-# Installs the Debian packages dptrain needs, only those missing; uses sudo when not root.
+# Installs the Debian packages dptrain needs (or those named as arguments), only those
+# missing; uses sudo when not root.
 set -eu
-packages="build-essential autoconf automake libtool pkg-config openmpi-bin libopenmpi-dev
-libopenblas-dev zlib1g-dev check dataset-fashion-mnist"
+packages=${*:-"build-essential autoconf automake libtool pkg-config openmpi-bin libopenmpi-dev
+libopenblas-dev zlib1g-dev check dataset-fashion-mnist"}
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

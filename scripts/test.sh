@@ -3,7 +3,7 @@
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 "$top/scripts/build.sh"
-cd "$top/build"
+cd "$top/${BUILD_DIR:-build}"
 status=0
 make -j"$(nproc)" check --no-print-directory || status=$?
 # Failing tests' logs, then automake's counts as one closing line.

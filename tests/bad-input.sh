@@ -73,6 +73,16 @@ expect_failure "batch 0" "--batch '0'" --batch 0
 expect_failure "negative learning rate" "--lr '-1'" --lr -1
 expect_failure "batch smaller than the world size" "smaller than the world size 2" --batch 1
 expect_failure "unknown all-reduce algorithm" "valid: mpi" --allreduce telepathy
+printf '2 4K mpi\n2 1M telepathy\n' >"$dir/bad.table"
+expect_failure "auto table naming an unknown algorithm" "bad.table:2: unknown algorithm 'telepathy'" --data "$good" --layers 4,3 --allreduce auto --auto-table "$dir/bad.table"
+expect_failure "missing auto table" "$dir/none.table" --data "$good" --layers 4,3 --allreduce auto --auto-table "$dir/none.table"
+# GPU choices: flags that need a GPU on the CPU, and a GPU asked for where none is visible.
+expect_failure "--tf32 with --device cpu" "--tf32 applies to GPUs" --device cpu --tf32
+if "$worker" --help | grep -q "On GPU memory only"; then nccl_phrase="nccl sums GPU memory"; else nccl_phrase="unknown algorithm"; fi
+expect_failure "--allreduce nccl on the CPU" "$nccl_phrase" --data "$good" --layers 4,3 --device cpu --allreduce nccl
+export CUDA_VISIBLE_DEVICES=
+expect_failure "--device cuda with no GPU visible" "--device cuda:" --data "$good" --layers 4,3 --device cuda
+unset CUDA_VISIBLE_DEVICES
 
 echo "bad input: $((cases - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

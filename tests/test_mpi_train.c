@@ -9,7 +9,6 @@
 #include "dp/train.h"
 #include "tests/testutil.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,10 +16,14 @@
 enum { SAMPLES = 500, FEATURES = 20, CLASSES = 5, STEPS = 20 };
 
 static int world_rank, world_size;
+/* DP_TEST_DEVICE=cuda runs every case on the GPU (tests/gpu-train-w2.sh); the CPU otherwise. */
+static dp_device test_device = DP_DEVICE_CPU;
 
 static void base_options(dp_options *o)
 {
     dp_options_defaults(o);
+    o->device = test_device;
+    o->share_gpu = test_device == DP_DEVICE_CUDA; /* the test's ranks may outnumber the GPUs */
     strcpy(o->layers_spec, "20,32,16,5");
     ck_assert_int_eq(dp_mlp_parse_widths(o->layers_spec, o->widths, &o->nwidths), 0);
     o->steps = STEPS;
@@ -51,26 +54,10 @@ static float *train_on(const dp_options *o, const dp_dataset *data, MPI_Comm mpi
     return params;
 }
 
-static double relative_error(const float *a, const float *ref, size_t n)
-{
-    double diff = 0.0, norm = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        diff += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]);
-        norm += (double)ref[i] * ref[i];
-    }
-    return sqrt(diff / norm);
-}
-
 /* 1 when every rank's buffer equals rank 0's byte for byte. */
 static int replicas_identical(const float *params, size_t n)
 {
-    float *root_copy = malloc(n * sizeof(float));
-    memcpy(root_copy, params, n * sizeof(float));
-    MPI_Bcast(root_copy, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD);
-    int same = memcmp(root_copy, params, n * sizeof(float)) == 0, all_same = 0;
-    MPI_Allreduce(&same, &all_same, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    free(root_copy);
-    return all_same;
+    return dp_test_same_on_every_rank(params, n * sizeof(float));
 }
 
 /* Trains `distributed` on all ranks and `reference` on rank 0 alone; compares. */
@@ -86,7 +73,7 @@ static void check_equivalence(const dp_options *distributed, const dp_options *r
         float *initial = malloc(n * sizeof(float));
         float *single = train_on(reference, &data, MPI_COMM_SELF);
         dp_mlp_init_uniform(distributed->widths, distributed->nwidths, distributed->seed, initial);
-        double moved = relative_error(params, initial, n), error = relative_error(params, single, n);
+        double moved = dp_test_relative_error(params, initial, n), error = dp_test_relative_error(params, single, n);
         printf("W=%d %s batch %ld accum %ld%s%s: relative error vs 1 rank %.3g (training moved %.3g)\n",
                world_size, distributed->allreduce, distributed->batch, distributed->accum,
                distributed->drop_last ? " drop-last" : "", regression ? " mse" : "", error, moved);
@@ -103,7 +90,8 @@ static void check_equivalence(const dp_options *distributed, const dp_options *r
 static void check_all_algorithms(dp_options *distributed, dp_options *reference, int regression)
 {
     char names[256];
-    strcpy(names, dp_comm_algorithm_names());
+    snprintf(names, sizeof names, "%s %s", dp_comm_algorithm_names(),
+             test_device == DP_DEVICE_CUDA ? dp_comm_gpu_algorithm_names() : "");
     for (char *name = strtok(names, " "); name; name = strtok(NULL, " ")) {
         strcpy(distributed->allreduce, name);
         check_equivalence(distributed, reference, regression);
@@ -201,9 +189,17 @@ END_TEST
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    dp_test_mpi_init(&argc, &argv, &world_rank, &world_size);
+    const char *device = getenv("DP_TEST_DEVICE");
+    if (device && strcmp(device, "cuda") == 0) {
+        test_device = DP_DEVICE_CUDA;
+        if (dp_backend_gpu_count() == 0) {
+            if (world_rank == 0)
+                printf("DP_TEST_DEVICE=cuda: no CUDA GPU visible (or built without CUDA): skipped\n");
+            MPI_Finalize();
+            return 77; /* automake's SKIP */
+        }
+    }
     Suite *s = suite_create("mpi-train");
     TCase *tc = tcase_create("equivalence");
     tcase_add_test(tc, broadcast_gives_every_rank_rank0s_parameters);
@@ -213,13 +209,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, equivalence_for_regression_and_drop_last);
     tcase_add_test(tc, training_is_bitwise_deterministic_run_to_run);
     suite_add_tcase(s, tc);
-    /* Forking after MPI_Init breaks MPI, whatever CK_FORK says. */
-    SRunner *runner = srunner_create(s);
-    srunner_set_fork_status(runner, CK_NOFORK);
-    srunner_run_all(runner, CK_NORMAL);
-    int failed = srunner_ntests_failed(runner), failed_anywhere = 0;
-    srunner_free(runner);
-    MPI_Allreduce(&failed, &failed_anywhere, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    int failed_anywhere = dp_test_run_mpi_suite(s);
     MPI_Finalize();
     return failed_anywhere ? EXIT_FAILURE : EXIT_SUCCESS;
 }

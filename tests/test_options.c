@@ -1,4 +1,5 @@
 /* The command line: defaults, values, and errors that name the option. */
+#include "dp/comm.h"
 #include "dp/error.h"
 #include "dp/options.h"
 #include "tests/testutil.h"
@@ -80,7 +81,7 @@ START_TEST(help_lists_every_option_with_its_default)
     fclose(f);
     static const char *const expected[] = {"--data", "--test-data", "--layers", "--loss", "--batch",
         "--accum", "--lr", "--lr-schedule", "--momentum", "--weight-decay", "--epochs", "--steps", "--drop-last",
-        "--seed", "--allreduce", "--log-every", "--quiet", "--threads", "--save", "--init",
+        "--seed", "--allreduce", "--segment-bytes", "--log-every", "--quiet", "--threads", "--save", "--init",
         "--help", "--version", "[default: 256]", "[default: 784,256,256,10]", "mpi"};
     for (size_t i = 0; i < sizeof expected / sizeof *expected; i++)
         ck_assert_msg(strstr(text, expected[i]) != NULL, "help lacks %s", expected[i]);
@@ -127,11 +128,25 @@ START_TEST(bad_values_are_rejected_naming_the_option)
 }
 END_TEST
 
+START_TEST(segment_bytes_takes_any_size_from_one_float)
+{
+    dp_options o;
+    const char *none[] = {NULL}, *odd[] = {"--segment-bytes", "4102", NULL};
+    ck_assert_int_eq(parse(&o, 2, none), DP_OPTIONS_RUN);
+    ck_assert_int_eq(o.segment_bytes, (long)DP_SEGMENT_BYTES_DEFAULT);
+    ck_assert_int_eq(parse(&o, 2, odd), DP_OPTIONS_RUN);
+    ck_assert_int_eq(o.segment_bytes, 4102);
+    const char *too_small[] = {"--segment-bytes", "3", NULL};
+    expect_error(1, too_small, "--segment-bytes '3': must be an integer >= 4");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("options");
     TCase *tc = tcase_create("parse");
     tcase_add_test(tc, defaults_train_the_demo_model);
+    tcase_add_test(tc, segment_bytes_takes_any_size_from_one_float);
     tcase_add_test(tc, values_are_applied);
     tcase_add_test(tc, help_and_version_ask_to_exit);
     tcase_add_test(tc, help_lists_every_option_with_its_default);

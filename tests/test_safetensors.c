@@ -528,6 +528,37 @@ START_TEST(test_write_rejects_invalid_names)
 }
 END_TEST
 
+START_TEST(test_metadata_values_are_read_back)
+{
+    mlp_params saved, loaded;
+    char *path = write_mlp_checkpoint("meta.safetensors", &saved);
+    dp_tensor_ref refs[4];
+    mlp_refs(&loaded, refs);
+    dp_meta meta[3] = {{.key = "note"}, {.key = "format"}, {.key = "absent", .value = "stale"}};
+    ck_assert_int_eq(dp_safetensors_read_with_metadata(path, refs, 4, meta, 3), DP_OK);
+    ck_assert_str_eq(meta[0].value, META_VALUES[1]);
+    ck_assert_str_eq(meta[1].value, "pt");
+    ck_assert_str_eq(meta[2].value, "");
+    ck_assert_mem_eq(&loaded, &saved, sizeof saved);
+    free(path);
+}
+END_TEST
+
+START_TEST(test_non_string_metadata_is_rejected)
+{
+    static const char header[] = "{\"__metadata__\":{\"step\":12},"
+                                 "\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}";
+    float data[4] = {1, 2, 3, 4}, w[4];
+    char *path = write_with_header("meta-number.safetensors", header, data, sizeof data);
+    dp_tensor_ref ref = {.name = "w", .ndim = 2, .shape = {2, 2}, .data = w};
+    dp_meta meta = {.key = "step"};
+    assert_failure(dp_safetensors_read_with_metadata(path, &ref, 1, &meta, 1), DP_EFORMAT, path,
+                   "metadata 'step' is not a string");
+    free(path);
+}
+END_TEST
+
+
 static Suite *safetensors_suite(void)
 {
     Suite *s = suite_create("safetensors");
@@ -540,6 +571,8 @@ static Suite *safetensors_suite(void)
     tcase_add_test(format, test_writes_reference_metadata_and_padding);
     tcase_add_test(format, test_reads_loose_layout_and_ignores_extras);
     tcase_add_test(format, test_decodes_unicode_escapes_in_keys);
+    tcase_add_test(format, test_metadata_values_are_read_back);
+    tcase_add_test(format, test_non_string_metadata_is_rejected);
     suite_add_tcase(s, format);
 
     TCase *broken = tcase_create("broken files");

@@ -1,5 +1,7 @@
 #include "tests/testutil.h"
 
+#include <math.h>
+#include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,4 +63,46 @@ int dp_test_run_suite(Suite *s)
     int failed = srunner_ntests_failed(runner);
     srunner_free(runner);
     return failed;
+}
+
+void dp_test_mpi_init(int *argc, char ***argv, int *rank, int *size)
+{
+    int thread_level;
+    MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &thread_level);
+    MPI_Comm_rank(MPI_COMM_WORLD, rank);
+    MPI_Comm_size(MPI_COMM_WORLD, size);
+}
+
+int dp_test_run_mpi_suite(Suite *s)
+{
+    SRunner *runner = srunner_create(s);
+    /* Forking after MPI_Init breaks MPI, whatever CK_FORK says. */
+    srunner_set_fork_status(runner, CK_NOFORK);
+    srunner_run_all(runner, CK_NORMAL);
+    int failed = srunner_ntests_failed(runner), failed_anywhere = 0;
+    srunner_free(runner);
+    MPI_Allreduce(&failed, &failed_anywhere, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    return failed_anywhere;
+}
+
+int dp_test_same_on_every_rank(const void *bytes, size_t len)
+{
+    char *root_copy = malloc(len ? len : 1);
+    ck_assert_ptr_nonnull(root_copy);
+    memcpy(root_copy, bytes, len);
+    MPI_Bcast(root_copy, (int)len, MPI_BYTE, 0, MPI_COMM_WORLD);
+    int same = memcmp(root_copy, bytes, len) == 0, all_same = 0;
+    MPI_Allreduce(&same, &all_same, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    free(root_copy);
+    return all_same;
+}
+
+double dp_test_relative_error(const float *a, const float *ref, size_t n)
+{
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        diff += ((double)a[i] - ref[i]) * ((double)a[i] - ref[i]);
+        norm += (double)ref[i] * ref[i];
+    }
+    return sqrt(diff / norm);
 }

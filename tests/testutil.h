@@ -8,11 +8,25 @@
 /* Runs every test of suite s; returns the number of failed tests. */
 int dp_test_run_suite(Suite *s);
 
+/* Multi-rank: runs every test of s without forking and returns the failures summed over all
+ * ranks of MPI_COMM_WORLD, so the exit status reflects a failure on any rank. */
+int dp_test_run_mpi_suite(Suite *s);
+
+/* Multi-rank: MPI_Init with thread-multiple (as dp_worker, so the watchdog can name missing
+ * ranks), returning this rank and the world size. */
+void dp_test_mpi_init(int *argc, char ***argv, int *rank, int *size);
+
+/* Multi-rank: 1 on every rank when len bytes at `bytes` equal rank 0's on every rank. */
+int dp_test_same_on_every_rank(const void *bytes, size_t len);
+
 /* Writes len bytes to NAME inside a per-process temporary directory (created on first use,
  * removed at exit) and returns the full path in a malloc'd string. gzip != 0 compresses. */
 char *dp_test_write_file(const char *name, const void *bytes, size_t len, int gzip);
 
 /* A path inside the temporary directory, for outputs (malloc'd). */
 char *dp_test_path(const char *name);
+
+/* ||a - ref|| / ||ref|| over n floats (L2 norms, in double). */
+double dp_test_relative_error(const float *a, const float *ref, size_t n);
 
 #endif

@@ -30,9 +30,11 @@ typedef struct dp_idx {
 /* Reads an IDX file, gzip-compressed or raw (detected from content, not the name).
  * expected_ndim is 3 for images, 1 for labels; a different magic is an error, and so are a
  * truncated header or data and bytes after the data (bytes after the end of a gzip stream are
- * ignored by zlib). Zero dims are accepted here. The buffer grows with the data actually
- * read, so a header announcing more than the file holds fails as truncated. On failure *out
- * is zeroed. */
+ * ignored by zlib). Zero dims are accepted here. Before anything is allocated, the data the
+ * header announces is checked against the file's size (exactly for a raw file, against
+ * deflate's maximum expansion of 1032:1 for gzip), and the buffer then grows with the data
+ * actually read, so a header announcing more than the file holds fails as truncated. On
+ * failure *out is zeroed. */
 int dp_idx_read(const char *path, int expected_ndim, dp_idx *out);
 void dp_idx_free(dp_idx *idx);
 

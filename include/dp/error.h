@@ -10,7 +10,9 @@ enum dp_error_code {
     DP_EFORMAT = -2,  /* a file's contents are malformed or truncated */
     DP_EINVAL = -3,   /* an argument or option value is invalid */
     DP_ENOMEM = -4,   /* an allocation failed */
-    DP_EMPI = -5      /* an MPI call failed */
+    DP_EMPI = -5,     /* an MPI call failed */
+    DP_ENUMERIC = -6, /* training produced NaN or Inf, or replicas diverged */
+    DP_EDEVICE = -7   /* no usable GPU, or a CUDA, cuBLAS or NCCL call failed */
 };
 
 /* Records a printf-style message for dp_last_error() and returns code, so callers can

@@ -3,6 +3,8 @@
 #ifndef DP_OPTIONS_H
 #define DP_OPTIONS_H
 
+#include "dp/backend.h"
+#include "dp/comm.h"
 #include "dp/mlp.h"
 #include "dp/optim.h"
 
@@ -29,11 +31,26 @@ typedef struct dp_options {
     int drop_last;
     uint64_t seed;
     char allreduce[64];
+    long segment_bytes;           /* ring-pipelined segment size */
+    char auto_table[DP_PATH_MAX]; /* --allreduce auto's table (dp_bench --tune); "": built-in */
     long log_every;
     int quiet;
     int threads;                  /* BLAS threads per rank */
+    dp_device device;             /* where each rank computes (auto: a GPU when every rank has one) */
+    int share_gpu;                /* more ranks on a node than GPUs may take turns on a GPU */
+    int tf32;                     /* GEMMs on TF32 tensor cores instead of exact FP32 */
+    dp_cuda_aware cuda_aware;     /* whether MPI is handed GPU memory */
     char save_path[DP_PATH_MAX];
     char init_path[DP_PATH_MAX];
+    char checkpoint_dir[DP_PATH_MAX];
+    long checkpoint_every;        /* steps between checkpoints; 0: only at the end */
+    long keep;                    /* checkpoints kept in checkpoint_dir */
+    char resume[DP_PATH_MAX];     /* checkpoint file or directory to continue from */
+    double timeout;               /* watchdog seconds per collective; 0 disables */
+    long check_replicas;          /* steps between replica hash comparisons; 0 disables */
+    int skip_nonfinite;           /* --on-nan skip: drop the step instead of aborting */
+    int corrupt_rank;             /* --debug-corrupt RANK:STEP, for testing; -1: off */
+    long corrupt_step;
 } dp_options;
 
 enum { DP_OPTIONS_RUN = 0, DP_OPTIONS_EXIT = 1 };

@@ -9,6 +9,11 @@ typedef struct dp_range {
     size_t begin, end; /* half-open */
 } dp_range;
 
+static inline size_t dp_range_size(dp_range r)
+{
+    return r.end - r.begin;
+}
+
 /* Part `index` (0-based) of `total` items split into `parts` contiguous parts. */
 dp_range dp_partition(size_t total, int parts, int index);
 

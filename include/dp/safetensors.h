@@ -27,4 +27,18 @@ int dp_safetensors_write(const char *path, const dp_tensor_ref *tensors, int cou
  * a malformed file leaves the buffers untouched. */
 int dp_safetensors_read(const char *path, dp_tensor_ref *expected, int count);
 
+#define DP_META_KEY_MAX 64
+#define DP_META_VALUE_MAX 1024
+
+/* One "__metadata__" entry: the caller names the key, the reader fills the value. */
+typedef struct dp_meta {
+    char key[DP_META_KEY_MAX];
+    char value[DP_META_VALUE_MAX]; /* "" when the file has no such key */
+} dp_meta;
+
+/* dp_safetensors_read, also filling meta[i].value for each meta[i].key; a value that is not
+ * a string or is longer than DP_META_VALUE_MAX - 1 bytes is DP_EFORMAT. */
+int dp_safetensors_read_with_metadata(const char *path, dp_tensor_ref *expected, int count,
+                                      dp_meta *meta, int meta_count);
+
 #endif

@@ -8,7 +8,8 @@
 #include "dp/options.h"
 
 typedef struct dp_train_result {
-    long steps;
+    long steps;                /* optimizer steps this run took (after any --resume) */
+    long skipped_steps;        /* updates dropped by --on-nan skip */
     long samples;              /* global samples trained on */
     double train_loss;         /* mean loss over the last epoch (or partial epoch) */
     int has_test;
@@ -17,14 +18,15 @@ typedef struct dp_train_result {
 } dp_train_result;
 
 /* Rank 0 draws the initial parameters (--seed) or loads them (--init), then MPI_Bcast
- * gives every rank the same bytes in host_params (nparams floats). */
+ * gives every rank the same bytes in host_params (nparams floats). (src/train/state.c) */
 int dp_train_init_params(const dp_options *o, dp_comm *comm, float *host_params);
 
 /* Checks that the data fit the model (input width, label range, target width, loss kind). */
 int dp_train_check_data(const dp_options *o, const dp_dataset *data, const char *role);
 
-/* Trains per o on train (evaluating on test after each epoch when test is not NULL), writes
- * --save on rank 0, and copies the final parameters into host_params_out when not NULL. */
+/* Trains per o on train (evaluating on test after each epoch when test is not NULL), from
+ * --resume when given, writing checkpoints and --save on rank 0, under the --timeout
+ * watchdog; copies the final parameters into host_params_out when not NULL. */
 int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *test,
              dp_comm *comm, float *host_params_out, dp_train_result *result);
 

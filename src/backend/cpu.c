@@ -7,8 +7,11 @@
 #include <cblas.h>
 #include <float.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static int blas_threads = 1;
 
 static void *cpu_alloc(size_t bytes, const char *what)
 {
@@ -118,6 +121,14 @@ static void cpu_scale(float *x, size_t n, float alpha)
         x[i] *= alpha;
 }
 
+static size_t cpu_count_nonfinite(const float *x, size_t n)
+{
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += !isfinite(x[i]);
+    return bad;
+}
+
 static void cpu_sgd_update(float *params, const float *grads, float *velocity, size_t n,
                            float lr, float momentum, float weight_decay)
 {
@@ -131,10 +142,33 @@ static void cpu_sgd_update(float *params, const float *grads, float *velocity, s
     }
 }
 
+static void cpu_gather_rows(void *dst, const void *src, const size_t *index, int rows, int width)
+{
+    size_t row_bytes = (size_t)width * sizeof(uint32_t);
+    for (int r = 0; r < rows; r++)
+        memcpy((char *)dst + (size_t)r * row_bytes, (const char *)src + index[r] * row_bytes, row_bytes);
+}
+
+/* Every operation has finished when it returns. */
+static void cpu_synchronize(void)
+{
+}
+
+static const char *cpu_describe(void)
+{
+    static char text[64];
+    snprintf(text, sizeof text, "cpu (%d BLAS thread%s per rank)", blas_threads,
+             blas_threads == 1 ? "" : "s");
+    return text;
+}
+
 static const dp_backend cpu_backend = {
     .name = "cpu",
+    .host_memory = 1,
     .alloc = cpu_alloc,
     .free = cpu_free,
+    .alloc_host = cpu_alloc,
+    .free_host = cpu_free,
     .upload = cpu_copy,
     .download = cpu_copy,
     .zero = cpu_zero,
@@ -145,7 +179,11 @@ static const dp_backend cpu_backend = {
     .softmax_xent = cpu_softmax_xent,
     .mse = cpu_mse,
     .scale = cpu_scale,
+    .count_nonfinite = cpu_count_nonfinite,
     .sgd_update = cpu_sgd_update,
+    .gather_rows = cpu_gather_rows,
+    .synchronize = cpu_synchronize,
+    .describe = cpu_describe,
 };
 
 const dp_backend *dp_backend_cpu(void)
@@ -155,9 +193,8 @@ const dp_backend *dp_backend_cpu(void)
 
 void dp_backend_cpu_set_threads(int threads)
 {
+    blas_threads = threads;
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
     openblas_set_num_threads(threads);
-#else
-    (void)threads;
 #endif
 }

@@ -1,8 +1,10 @@
 /* dp_worker: one MPI rank of a data-parallel training job (see --help). */
+#include "dp/auto_table.h"
 #include "dp/backend.h"
 #include "dp/comm.h"
 #include "dp/data.h"
 #include "dp/error.h"
+#include "dp/launch_env.h"
 #include "dp/options.h"
 #include "dp/train.h"
 
@@ -19,6 +21,14 @@ static void abort_job(int rank, int exit_code)
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, exit_code);
     exit(exit_code);
+}
+
+static int world_rank;
+
+/* The device backend's operations cannot return errors: a failed CUDA or cuBLAS call ends here. */
+static void abort_on_device_failure(void)
+{
+    abort_job(world_rank, EXIT_RUN_FAILED);
 }
 
 /* Every rank parses the same argv, so rank 0 alone reports a bad option; the others wait
@@ -53,12 +63,16 @@ static int open_datasets(const dp_options *o, dp_dataset *train, dp_dataset *tes
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    /* Thread-multiple lets the watchdog thread ask MPI which ranks never arrived. */
+    int thread_level;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &thread_level);
     /* Errors come back as codes so they are reported with context, then MPI_Abort. */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int rank, world;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
+    world_rank = rank;
+    dp_backend_set_fatal_handler(abort_on_device_failure);
 
     dp_options o;
     int status = dp_options_parse(&o, argc, argv, world, rank == 0 ? stdout : NULL);
@@ -69,6 +83,11 @@ int main(int argc, char **argv)
     dp_comm comm;
     if (status || (status = dp_comm_init(&comm, MPI_COMM_WORLD, o.allreduce)))
         abort_on_usage_error(rank);
+    comm.segment_bytes = (size_t)o.segment_bytes;
+    if (o.auto_table[0] && dp_comm_load_auto_table(&comm, o.auto_table))
+        abort_job(rank, EXIT_RUN_FAILED);
+    if (dp_launch_env_check(comm.rank, comm.size, comm.local_rank))
+        abort_job(rank, EXIT_RUN_FAILED);
     dp_backend_cpu_set_threads(o.threads);
 
     dp_dataset train = {0}, test = {0};

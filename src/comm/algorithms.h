@@ -10,14 +10,70 @@
 
 typedef int (*dp_allreduce_fn)(dp_comm *c, float *buf, size_t count);
 
+/* Longest algorithm name, so the list of names fits a fixed buffer. */
+#define DP_ALGORITHM_NAME_MAX 31
+
+/* Which memory an algorithm can sum. */
+enum dp_buffer_place {
+    DP_BUFFER_HOST,   /* it adds on the CPU: GPU gradients are staged through host memory */
+    DP_BUFFER_MPI,    /* only MPI touches the data: GPU memory when MPI is CUDA-aware */
+    DP_BUFFER_DEVICE  /* GPU memory only (NCCL) */
+};
+
 struct dp_allreduce_algorithm {
-    const char *name;
+    const char *name;             /* at most DP_ALGORITHM_NAME_MAX characters */
     const char *summary;
     dp_allreduce_fn allreduce_sum;
+    enum dp_buffer_place place;
 };
 
 /* MPI_Allreduce(MPI_IN_PLACE, SUM): the reference every other algorithm is tested against. */
 int dp_allreduce_mpi(dp_comm *c, float *buf, size_t count);
+
+/* The CPU master: every rank sends to rank 0, which sums in rank order and broadcasts. */
+int dp_allreduce_naive(dp_comm *c, float *buf, size_t count);
+
+/* Ring reduce-scatter then ring all-gather, W-1 MPI_Sendrecv steps each. */
+int dp_allreduce_ring(dp_comm *c, float *buf, size_t count);
+
+/* The ring with blocks cut into segments, nonblocking, so reducing one overlaps moving the next. */
+int dp_allreduce_ring_pipelined(dp_comm *c, float *buf, size_t count);
+
+/* Rabenseifner: recursive-halving reduce-scatter, recursive-doubling all-gather. */
+int dp_allreduce_rhd(dp_comm *c, float *buf, size_t count);
+
+/* One of the above per world size and message size, from c's table (include/dp/auto_table.h). */
+int dp_allreduce_auto(dp_comm *c, float *buf, size_t count);
+
+/* ncclAllReduce on GPU memory (built with NCCL only); the communicator is made on the first
+ * call from a unique id that rank 0 draws and MPI_Bcast shares. dp_nccl_free releases it. */
+int dp_allreduce_nccl(dp_comm *c, float *buf, size_t count);
+void dp_nccl_free(dp_comm *c);
+
+/* The registered algorithm called name, or NULL. */
+const struct dp_allreduce_algorithm *dp_allreduce_find(const char *name);
+
+/* Point-to-point tags, one per phase, so a message can only match the step it belongs to. */
+enum dp_comm_tag {
+    DP_TAG_GATHER = 7001,    /* naive: a rank's buffer on its way to rank 0 */
+    DP_TAG_REDUCE_SCATTER,
+    DP_TAG_ALLGATHER,
+    DP_TAG_FOLD_IN,          /* rhd: an extra rank hands its buffer to its partner */
+    DP_TAG_FOLD_OUT          /* rhd: the partner hands the result back */
+};
+
+/* Sends send_count floats to dest while receiving recv_count floats from source, in pieces
+ * MPI's int counts hold. For a one-way transfer the other side is MPI_PROC_NULL with count 0
+ * (its pointer still valid). Both partners pass the same `span` (>= both counts) so their
+ * pieces pair up. */
+int dp_sendrecv_floats(dp_comm *c, const float *send, size_t send_count, int dest, float *recv,
+                       size_t recv_count, int source, int tag, size_t span);
+
+/* Root's bytes to every rank with MPI_Bcast, in pieces; unguarded, for use inside an algorithm. */
+int dp_broadcast_bytes(dp_comm *c, void *buf, size_t bytes, int root);
+
+/* dst[i] += src[i]: the reduction every algorithm applies. */
+void dp_add_floats(float *restrict dst, const float *restrict src, size_t count);
 
 /* Largest element count one MPI call takes (counts are int); bigger buffers go in chunks. */
 #define DP_MPI_MAX_CHUNK ((size_t)1 << 30)

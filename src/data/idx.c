@@ -2,10 +2,13 @@
 #include "dp/error.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define IDX_TYPE_UBYTE 0x08
@@ -14,6 +17,8 @@
 #define IDX_READ_SLICE ((size_t)1 << 24)
 /* First data buffer size; it doubles as data arrives, up to what the header announces. */
 #define IDX_FIRST_CAPACITY ((size_t)1 << 26)
+/* Deflate expands at most 1032:1 (zlib's technical details), which bounds a gzip file's data. */
+#define IDX_GZIP_MAX_EXPANSION 1032
 
 static uint32_t be32(const uint8_t *bytes)
 {
@@ -78,6 +83,31 @@ static int read_header(gzFile gz, const char *path, int expected_ndim, dp_idx *i
     return 0;
 }
 
+static int truncated(const char *path, size_t count, size_t got)
+{
+    return dp_fail(DP_EFORMAT, "%s: truncated: expected %zu bytes of data, got %zu", path, count,
+                   got);
+}
+
+/* The announced data must fit the file before anything is allocated: exactly for a raw file,
+ * within deflate's expansion for gzip. A pipe has no size; read_data's growth bounds it. */
+static int check_announced_size(gzFile gz, const char *path, off_t file_size, size_t count)
+{
+    if (file_size < 0)
+        return 0;
+    if (gzdirect(gz)) {
+        off_t header_end = (off_t)gztell(gz);
+        size_t data_len = file_size > header_end ? (size_t)(file_size - header_end) : 0;
+        return count > data_len ? truncated(path, count, data_len) : 0;
+    }
+    if (count / IDX_GZIP_MAX_EXPANSION > (size_t)file_size)
+        return dp_fail(DP_EFORMAT,
+                       "%s: truncated: expected %zu bytes of data, more than a %lld-byte gzip "
+                       "file can hold",
+                       path, count, (long long)file_size);
+    return 0;
+}
+
 static int grow(uint8_t **data, size_t used, size_t capacity)
 {
     uint8_t *bigger = dp_alloc(capacity, "IDX data");
@@ -106,8 +136,7 @@ static int read_data(gzFile gz, const char *path, size_t count, uint8_t **out)
         if (rc || total == count)
             break;
         if (total < capacity) {
-            rc = dp_fail(DP_EFORMAT, "%s: truncated: expected %zu bytes of data, got %zu", path,
-                         count, total);
+            rc = truncated(path, count, total);
             break;
         }
         capacity = capacity > count / 2 ? count : capacity * 2;
@@ -133,19 +162,43 @@ static int reject_trailing(gzFile gz, const char *path, size_t count)
     return rc;
 }
 
+/* Opens path for gzread (gzip or raw) and sets *file_size, or -1 when it is not a regular
+ * file and so has no size to check against. */
+static int open_idx(const char *path, gzFile *gz, off_t *file_size)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return dp_fail(DP_EIO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int rc = dp_fail(DP_EIO, "%s: cannot stat: %s", path, strerror(errno));
+        close(fd);
+        return rc;
+    }
+    *file_size = S_ISREG(st.st_mode) ? st.st_size : -1;
+    *gz = gzdopen(fd, "rb");
+    if (!*gz) {
+        close(fd);
+        return dp_fail(DP_ENOMEM, "%s: out of memory opening the file", path);
+    }
+    return 0;
+}
+
 int dp_idx_read(const char *path, int expected_ndim, dp_idx *out)
 {
     memset(out, 0, sizeof *out);
     if (expected_ndim < 1 || expected_ndim > IDX_MAX_NDIM)
         return dp_fail(DP_EINVAL, "%s: IDX files with %d dimensions are not supported", path,
                        expected_ndim);
-    errno = 0;
-    gzFile gz = gzopen(path, "rb");
-    if (!gz)
-        return dp_fail(DP_EIO, "%s: cannot open: %s", path,
-                       errno ? strerror(errno) : "out of memory");
+    gzFile gz = NULL;
+    off_t file_size = -1;
+    int rc = open_idx(path, &gz, &file_size);
+    if (rc)
+        return rc;
     dp_idx idx = {0};
-    int rc = read_header(gz, path, expected_ndim, &idx);
+    rc = read_header(gz, path, expected_ndim, &idx);
+    if (!rc)
+        rc = check_announced_size(gz, path, file_size, idx.count);
     if (!rc)
         rc = read_data(gz, path, idx.count, &idx.data);
     if (!rc)

@@ -253,8 +253,10 @@ static uint32_t le_uint(const uint8_t *bytes, int len)
     return v;
 }
 
-/* Reads the preamble and header text; *data_offset is where the array data starts. */
-static int read_header_text(FILE *f, const char *path, char **text, size_t *data_offset)
+/* Reads the preamble and header text; *data_offset is where the array data starts. The header
+ * length is checked against the file's size before the text is allocated. */
+static int read_header_text(FILE *f, const char *path, off_t file_size, char **text,
+                            size_t *data_offset)
 {
     uint8_t preamble[NPY_PREAMBLE_LEN];
     int rc = read_exact(f, path, preamble, sizeof preamble, "header");
@@ -275,6 +277,11 @@ static int read_header_text(FILE *f, const char *path, char **text, size_t *data
     if (header_len > NPY_MAX_HEADER_LEN)
         return dp_fail(DP_EFORMAT, "%s: header length %u is implausibly large", path,
                        (unsigned)header_len);
+    *data_offset = NPY_PREAMBLE_LEN + (size_t)len_bytes + header_len;
+    if ((off_t)*data_offset > file_size)
+        return dp_fail(DP_EFORMAT,
+                       "%s: header length %u extends past the end of the %lld-byte file", path,
+                       (unsigned)header_len, (long long)file_size);
     *text = dp_alloc((size_t)header_len + 1, ".npy header");
     if (!*text)
         return DP_ENOMEM;
@@ -284,7 +291,6 @@ static int read_header_text(FILE *f, const char *path, char **text, size_t *data
         return rc;
     }
     (*text)[header_len] = '\0';
-    *data_offset = NPY_PREAMBLE_LEN + (size_t)len_bytes + header_len;
     return 0;
 }
 
@@ -319,7 +325,7 @@ static int read_array(FILE *f, const char *path, off_t file_size, dp_npy *out)
 {
     char *text = NULL;
     size_t data_offset = 0;
-    int rc = read_header_text(f, path, &text, &data_offset);
+    int rc = read_header_text(f, path, file_size, &text, &data_offset);
     if (rc)
         return rc;
     npy_header h = {0};

@@ -1,5 +1,6 @@
 #include "dp/safetensors.h"
 
+#include "dp/atomic_file.h"
 #include "dp/error.h"
 
 #include <errno.h>
@@ -8,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 /* Tensor bytes go to and from disk unconverted, and the format is little-endian float32. */
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -214,12 +214,21 @@ static char *build_header(const st_contents *c, size_t *padded_len)
 
 /* --- file writing --- */
 
-static int write_contents(FILE *f, const char *header, size_t header_len, const st_contents *c)
+/* What one write puts in the file: the length prefix and padded header, then the data. */
+typedef struct st_file {
+    const char *header;
+    size_t header_len;
+    const st_contents *contents;
+} st_file;
+
+static int write_contents(FILE *f, const void *context)
 {
+    const st_file *file = context;
+    const st_contents *c = file->contents;
     unsigned char prefix[PREFIX_BYTES];
-    encode_u64le(header_len, prefix);
+    encode_u64le(file->header_len, prefix);
     if (fwrite(prefix, 1, sizeof prefix, f) != sizeof prefix ||
-        fwrite(header, 1, header_len, f) != header_len)
+        fwrite(file->header, 1, file->header_len, f) != file->header_len)
         return -1;
     for (int i = 0; i < c->count; i++) {
         size_t n = (size_t)dp_tensor_numel(&c->tensors[i]);
@@ -227,38 +236,6 @@ static int write_contents(FILE *f, const char *header, size_t header_len, const 
             return -1;
     }
     return 0;
-}
-
-static int write_temporary(const char *path, const char *temp_path, const char *header,
-                           size_t header_len, const st_contents *c)
-{
-    FILE *f = fopen(temp_path, "wb");
-    if (!f)
-        return dp_fail(DP_EIO, "%s: cannot create temporary file %s: %s", path, temp_path,
-                       strerror(errno));
-    /* fsync before the rename, or a crash could leave the final name pointing at lost data. */
-    int ok = write_contents(f, header, header_len, c) == 0 && fflush(f) == 0 &&
-             fsync(fileno(f)) == 0;
-    int saved_errno = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = 0;
-        saved_errno = errno;
-    }
-    if (!ok)
-        return dp_fail(DP_EIO, "%s: cannot write temporary file %s: %s", path, temp_path,
-                       strerror(saved_errno));
-    return 0;
-}
-
-/* "<path>.tmp.<pid>", so concurrent writers of one path never share a temporary. */
-static char *temporary_path(const char *path)
-{
-    long pid = (long)getpid();
-    int len = snprintf(NULL, 0, "%s.tmp.%ld", path, pid);
-    char *temp_path = dp_alloc((size_t)len + 1, "temporary file name");
-    if (temp_path)
-        snprintf(temp_path, (size_t)len + 1, "%s.tmp.%ld", path, pid);
-    return temp_path;
 }
 
 int dp_safetensors_write(const char *path, const dp_tensor_ref *tensors, int count,
@@ -271,18 +248,10 @@ int dp_safetensors_write(const char *path, const dp_tensor_ref *tensors, int cou
         return rc;
     size_t header_len = 0;
     char *header = build_header(&contents, &header_len);
-    char *temp_path = header ? temporary_path(path) : NULL;
-    if (!temp_path) {
-        free(header);
+    if (!header)
         return DP_ENOMEM;
-    }
-    rc = write_temporary(path, temp_path, header, header_len, &contents);
-    if (rc == 0 && rename(temp_path, path) != 0)
-        rc = dp_fail(DP_EIO, "%s: cannot rename %s into place: %s", path, temp_path,
-                     strerror(errno));
-    if (rc)
-        unlink(temp_path);
-    free(temp_path);
+    const st_file file = {header, header_len, &contents};
+    rc = dp_write_file_atomically(path, write_contents, &file);
     free(header);
     return rc;
 }
@@ -722,9 +691,28 @@ static int read_tensor_data(FILE *f, const char *path, int64_t data_start,
     return read_exact(f, path, t->data, (size_t)tensor_bytes(t));
 }
 
+static int read_metadata_value(const char *path, json_cursor metadata, dp_meta *entry)
+{
+    json_cursor value;
+    size_t len = 0;
+    entry->value[0] = '\0';
+    if (!metadata.pos)
+        return 0;
+    find_member(metadata, entry->key, &value);
+    if (!value.pos)
+        return 0;
+    if (parse_string(&value, entry->value, sizeof entry->value - 1, &len) ||
+        len >= sizeof entry->value)
+        return dp_fail(DP_EFORMAT, "%s: metadata '%s' is not a string of at most %zu bytes",
+                       path, entry->key, sizeof entry->value - 1);
+    entry->value[len] = '\0';
+    return 0;
+}
+
 /* Every entry is checked before any data is read, so a malformed file leaves expected as it
  * was; only an I/O error midway can leave it partly filled. */
-static int read_tensors(FILE *f, const char *path, dp_tensor_ref *expected, int count)
+static int read_tensors(FILE *f, const char *path, dp_tensor_ref *expected, int count,
+                        dp_meta *meta, int meta_count)
 {
     char *json = NULL;
     size_t json_len = 0;
@@ -736,6 +724,11 @@ static int read_tensors(FILE *f, const char *path, dp_tensor_ref *expected, int 
         rc = parse_header(path, json, json_len, &root);
     for (int i = 0; rc == 0 && i < count; i++)
         rc = locate_tensor(path, root, data_size, &expected[i], &begins[i]);
+    json_cursor metadata = {NULL, NULL};
+    if (rc == 0 && meta_count)
+        find_member(root, "__metadata__", &metadata);
+    for (int i = 0; rc == 0 && i < meta_count; i++)
+        rc = read_metadata_value(path, metadata, &meta[i]);
     int64_t data_start = PREFIX_BYTES + (int64_t)json_len;
     for (int i = 0; rc == 0 && i < count; i++)
         rc = read_tensor_data(f, path, data_start, &expected[i], begins[i]);
@@ -744,7 +737,8 @@ static int read_tensors(FILE *f, const char *path, dp_tensor_ref *expected, int 
     return rc;
 }
 
-int dp_safetensors_read(const char *path, dp_tensor_ref *expected, int count)
+int dp_safetensors_read_with_metadata(const char *path, dp_tensor_ref *expected, int count,
+                                      dp_meta *meta, int meta_count)
 {
     int rc = check_tensor_refs(path, expected, count);
     if (rc)
@@ -752,7 +746,12 @@ int dp_safetensors_read(const char *path, dp_tensor_ref *expected, int count)
     FILE *f = fopen(path, "rb");
     if (!f)
         return dp_fail(DP_EIO, "%s: cannot open: %s", path, strerror(errno));
-    rc = read_tensors(f, path, expected, count);
+    rc = read_tensors(f, path, expected, count, meta, meta_count);
     fclose(f);
     return rc;
+}
+
+int dp_safetensors_read(const char *path, dp_tensor_ref *expected, int count)
+{
+    return dp_safetensors_read_with_metadata(path, expected, count, NULL, 0);
 }

@@ -3,19 +3,33 @@
 #include "src/train/report.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 
 static double per_step_ms(double seconds, long steps)
 {
     return steps ? 1e3 * seconds / (double)steps : 0.0;
 }
 
+/* Batch scripts export the rendezvous address; MPI does not need it, but the log should name
+ * the job's first node and port as the launcher saw them. */
+static void report_master_address(void)
+{
+    const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
+    if (addr || port)
+        printf("launch: MASTER_ADDR=%s MASTER_PORT=%s\n", addr ? addr : "(unset)",
+               port ? port : "(unset)");
+}
+
 void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *plan,
+                      const char *backend, const char *gradient_path,
                       const dp_dataset *train, const dp_dataset *test)
 {
     size_t slice = ((size_t)o->batch + comm->size - 1) / comm->size;
-    printf("dptrain %s: %d rank%s (%d on this node), all-reduce %s, backend cpu (%d BLAS thread%s per rank)\n",
+    printf("dptrain %s: %d rank%s (%d on this node), all-reduce %s, backend %s\n",
            PACKAGE_VERSION, comm->size, comm->size == 1 ? "" : "s", comm->local_size,
-           dp_comm_algorithm_name(comm), o->threads, o->threads == 1 ? "" : "s");
+           dp_comm_algorithm_name(comm), backend);
+    printf("gradients: %s\n", gradient_path);
+    report_master_address();
     printf("model: MLP %s, %zu parameters (%.2f MiB float32), loss %s\n", o->layers_spec,
            plan->nparams, (double)plan->nparams * 4.0 / (1 << 20),
            plan->loss == DP_LOSS_XENT ? "softmax cross-entropy" : "MSE");
@@ -65,6 +79,8 @@ void dp_report_summary(const dp_plan *plan, const dp_train_result *r)
            r->steps, r->samples, r->wall_seconds, (double)r->samples / r->wall_seconds, step_ms,
            per_step_ms(r->compute_seconds, r->steps), 100.0 * r->compute_seconds / r->wall_seconds,
            per_step_ms(r->comm_seconds, r->steps), 100.0 * r->comm_seconds / r->wall_seconds);
+    if (r->skipped_steps)
+        printf("; %ld steps skipped for non-finite gradients", r->skipped_steps);
     if (r->has_test) {
         printf("; final test loss %.4f", r->test_loss);
         if (plan->loss == DP_LOSS_XENT)

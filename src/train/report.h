@@ -21,7 +21,9 @@ typedef struct dp_interval {
     long steps;
 } dp_interval;
 
+/* backend: the backend's own description; gradient_path: how gradients reach the all-reduce. */
 void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *plan,
+                      const char *backend, const char *gradient_path,
                       const dp_dataset *train, const dp_dataset *test);
 void dp_report_step(const dp_plan *plan, long step, long epoch, const dp_interval *iv);
 void dp_report_epoch(const dp_plan *plan, long epoch, long epochs, const dp_interval *train,

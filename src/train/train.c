@@ -2,14 +2,9 @@
 
 #include "dp/train.h"
 
-#include "dp/backend.h"
 #include "dp/error.h"
-#include "dp/mlp.h"
-#include "dp/optim.h"
 #include "dp/rng.h"
-#include "dp/safetensors.h"
-#include "dp/sampler.h"
-#include "src/train/report.h"
+#include "src/train/trainer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,22 +13,6 @@
 /* Rows one rank feeds forward at once when evaluating, however small the training slice. */
 #define EVAL_ROWS 256
 
-typedef struct trainer {
-    const dp_options *o;
-    dp_comm *comm;
-    const dp_backend *be;
-    const dp_dataset *train, *test;
-    dp_plan plan;
-    dp_mlp model;
-    dp_sgd opt;
-    dp_sampler sampler;
-    int max_rows;
-    long steps_done;               /* optimizer steps taken, for the learning-rate schedule */
-    float *host_x, *host_targets;  /* staging for the rows of one forward */
-    int32_t *host_labels;
-    float *dev_x, *dev_targets;    /* the same rows in backend memory */
-    int32_t *dev_labels;
-} trainer;
 
 dp_loss dp_train_loss_for(const dp_options *o, const dp_dataset *data)
 {
@@ -73,28 +52,6 @@ int dp_train_check_data(const dp_options *o, const dp_dataset *data, const char 
     return 0;
 }
 
-static int load_or_draw_params(const dp_options *o, float *host_params)
-{
-    if (!o->init_path[0]) {
-        dp_mlp_init_uniform(o->widths, o->nwidths, o->seed, host_params);
-        return 0;
-    }
-    dp_tensor_ref refs[2 * DP_MLP_MAX_LAYERS];
-    dp_mlp_tensor_refs(o->widths, o->nwidths, host_params, refs);
-    return dp_safetensors_read(o->init_path, refs, 2 * (o->nwidths - 1));
-}
-
-int dp_train_init_params(const dp_options *o, dp_comm *comm, float *host_params)
-{
-    size_t nparams = dp_mlp_param_count(o->widths, o->nwidths);
-    if (comm->rank == 0) {
-        int status = load_or_draw_params(o, host_params);
-        if (status)
-            return status;
-    }
-    return dp_comm_broadcast(comm, host_params, nparams * sizeof(float), 0);
-}
-
 static int plan_training(trainer *t)
 {
     const dp_options *o = t->o;
@@ -122,15 +79,19 @@ static int allocate_buffers(trainer *t)
         status = dp_sgd_init(&t->opt, be, t->plan.nparams, t->o->lr, t->o->momentum, t->o->weight_decay);
     if (!status)
         status = dp_sampler_init(&t->sampler, t->train->count, dp_rng_mix(t->o->seed, 0x5a3));
+    if (!status)
+        status = dp_trainer_place_data(t);
     if (status)
         return status;
-    t->host_x = dp_alloc(rows * dim * sizeof(float), "the input staging buffer");
-    t->host_labels = dp_alloc(rows * sizeof(int32_t), "the label staging buffer");
-    t->host_targets = dp_alloc(rows * outputs * sizeof(float), "the target staging buffer");
     t->dev_x = be->alloc(rows * dim * sizeof(float), "the input batch");
     t->dev_labels = be->alloc(rows * sizeof(int32_t), "the label batch");
     t->dev_targets = be->alloc(rows * outputs * sizeof(float), "the target batch");
-    int ok = t->host_x && t->host_labels && t->host_targets && t->dev_x && t->dev_labels && t->dev_targets;
+    size_t param_bytes = t->plan.nparams * sizeof(float);
+    t->host_params = dp_alloc(param_bytes, "the host copy of the parameters");
+    t->host_velocity = dp_alloc(param_bytes, "the host copy of the momentum buffer");
+    t->rank_hashes = dp_calloc((size_t)t->comm->size, sizeof *t->rank_hashes, "replica hashes");
+    int ok = t->dev_x && t->dev_labels && t->dev_targets && t->host_params && t->host_velocity &&
+             t->rank_hashes;
     return ok ? 0 : DP_ENOMEM;
 }
 
@@ -138,36 +99,16 @@ static void free_buffers(trainer *t)
 {
     dp_mlp_free(&t->model);
     dp_sgd_free(&t->opt);
-    dp_sampler_free(&t->sampler);
-    free(t->host_x);
-    free(t->host_labels);
-    free(t->host_targets);
+    free(t->host_params);
+    free(t->host_velocity);
+    free(t->rank_hashes);
     if (t->be) {
+        dp_trainer_free_data(t);
         t->be->free(t->dev_x);
         t->be->free(t->dev_labels);
         t->be->free(t->dev_targets);
     }
-}
-
-/* Stages samples order[begin..end) (or begin..end itself when order is NULL) of data into
- * backend memory; returns the row count. */
-static int stage_rows(trainer *t, const dp_dataset *data, const size_t *order, size_t begin, size_t end)
-{
-    int rows = (int)(end - begin), dim = data->dim, k = data->outputs;
-    for (int r = 0; r < rows; r++) {
-        size_t sample = order ? order[begin + r] : begin + r;
-        memcpy(t->host_x + (size_t)r * dim, data->features + sample * dim, (size_t)dim * sizeof(float));
-        if (data->labels)
-            t->host_labels[r] = data->labels[sample];
-        else
-            memcpy(t->host_targets + (size_t)r * k, data->targets + sample * k, (size_t)k * sizeof(float));
-    }
-    t->be->upload(t->dev_x, t->host_x, (size_t)rows * dim * sizeof(float));
-    if (data->labels)
-        t->be->upload(t->dev_labels, t->host_labels, (size_t)rows * sizeof(int32_t));
-    else
-        t->be->upload(t->dev_targets, t->host_targets, (size_t)rows * k * sizeof(float));
-    return rows;
+    dp_sampler_free(&t->sampler);
 }
 
 /* One optimizer step: accum micro-batches of local forward/backward, one all-reduce, update. */
@@ -180,22 +121,29 @@ static int train_step(trainer *t, long step_in_epoch, dp_interval *local)
     for (size_t micro = step.begin; micro < step.end; micro += (size_t)o->batch) {
         size_t micro_end = micro + (size_t)o->batch < step.end ? micro + (size_t)o->batch : step.end;
         dp_range mine = dp_partition(micro_end - micro, t->comm->size, t->comm->rank);
-        int rows = stage_rows(t, t->train, t->sampler.order, micro + mine.begin, micro + mine.end);
+        int rows = dp_trainer_gather(t, micro + mine.begin, micro + mine.end);
         long correct = 0;
         dp_mlp_forward_backward(&t->model, t->dev_x, t->dev_labels, t->dev_targets, rows,
                                 t->plan.loss, &local->loss_sum, &correct);
         local->correct += (double)correct;
         local->samples += rows;
     }
+    /* Waiting for the device makes the compute time include its work; one rank has no all-reduce to time. */
+    if (t->comm->size > 1)
+        t->be->synchronize();
     double reduce_started = MPI_Wtime();
-    int status = dp_comm_allreduce_sum(t->comm, t->model.grads, t->plan.nparams);
+    int status = dp_trainer_sync_gradients(t);
     if (status)
         return status;
     double reduce_done = MPI_Wtime();
     /* Sum then divide by the global count: exact for uneven slices and short batches. */
     t->be->scale(t->model.grads, t->plan.nparams, 1.0f / (float)(step.end - step.begin));
+    int finite = 1;
+    if ((status = dp_trainer_check_gradient(t, local->loss_sum, &finite)))
+        return status;
     t->opt.lr = dp_lr_at(o->lr_schedule, o->lr, t->steps_done, t->plan.total_steps);
-    dp_sgd_step(&t->opt, t->model.params, t->model.grads);
+    if (finite)
+        dp_sgd_step(&t->opt, t->model.params, t->model.grads);
     t->steps_done++;
     double done = MPI_Wtime();
     local->comm_seconds += reduce_done - reduce_started;
@@ -205,17 +153,19 @@ static int train_step(trainer *t, long step_in_epoch, dp_interval *local)
     return 0;
 }
 
-/* Every rank evaluates its slice of data; sums over ranks give loss and accuracy. */
-static int evaluate(trainer *t, const dp_dataset *data, dp_train_result *result)
+/* Every rank evaluates its slice of the test set; sums over ranks give loss and accuracy. */
+static int evaluate(trainer *t, dp_train_result *result)
 {
+    const dp_dataset *data = t->test;
     dp_range mine = dp_partition(data->count, t->comm->size, t->comm->rank);
     double sums[3] = {0.0, 0.0, (double)(mine.end - mine.begin)};
     for (size_t begin = mine.begin; begin < mine.end; begin += (size_t)t->max_rows) {
         size_t end = begin + (size_t)t->max_rows < mine.end ? begin + (size_t)t->max_rows : mine.end;
-        int rows = stage_rows(t, data, NULL, begin, end);
+        const float *x, *targets;
+        const int32_t *labels;
+        dp_trainer_test_rows(t, begin, &x, &labels, &targets);
         long correct = 0;
-        dp_mlp_evaluate(&t->model, t->dev_x, t->dev_labels, t->dev_targets, rows, t->plan.loss,
-                        &sums[0], &correct);
+        dp_mlp_evaluate(&t->model, x, labels, targets, (int)(end - begin), t->plan.loss, &sums[0], &correct);
         sums[1] += (double)correct;
     }
     int status = dp_comm_sum_doubles(t->comm, sums, 3);
@@ -255,7 +205,7 @@ static int finish_epoch(trainer *t, long epoch, dp_interval *epoch_iv, dp_train_
     if (status)
         return status;
     result->train_loss = epoch_iv->loss_sum / epoch_iv->samples;
-    if (t->test && (status = evaluate(t, t->test, result)))
+    if (t->test && (status = evaluate(t, result)))
         return status;
     if (t->comm->rank == 0 && !t->o->quiet)
         dp_report_epoch(&t->plan, epoch, t->o->steps > 0 ? 0 : t->o->epochs, epoch_iv, result);
@@ -272,16 +222,38 @@ static int log_progress(trainer *t, long step, long epoch, dp_interval *log_iv)
     return status;
 }
 
+static int due(long steps_done, long every)
+{
+    return every > 0 && steps_done % every == 0;
+}
+
+/* After an update: the testing corruption, the replica check, the checkpoint. */
+static int after_step(trainer *t)
+{
+    const dp_options *o = t->o;
+    int status = 0;
+    dp_trainer_inject_corruption(t);
+    if (due(t->steps_done, o->check_replicas))
+        status = dp_trainer_check_replicas(t);
+    int last = t->steps_done == t->plan.total_steps;
+    if (!status && o->checkpoint_dir[0] && (last || due(t->steps_done, o->checkpoint_every)))
+        status = dp_trainer_checkpoint(t);
+    return status;
+}
+
 static int run_steps(trainer *t, dp_train_result *result)
 {
     dp_interval log_iv = {0}, epoch_iv = {0}, total = {0};
     long log_every = t->o->quiet ? 0 : t->o->log_every;
-    for (long step = 0; step < t->plan.total_steps; step++) {
+    for (long step = t->start_step; step < t->plan.total_steps; step++) {
         long epoch = step / t->plan.steps_per_epoch, in_epoch = step % t->plan.steps_per_epoch;
         if (t->sampler.epoch != epoch)
-            dp_sampler_set_epoch(&t->sampler, epoch);
+            dp_trainer_set_epoch(t, epoch);
+        dp_watchdog_set_step(&t->watchdog, step + 1);
         dp_interval local = {0};
         int status = train_step(t, in_epoch, &local);
+        if (!status)
+            status = after_step(t);
         add_interval(&log_iv, &local);
         add_interval(&epoch_iv, &local);
         add_interval(&total, &local);
@@ -293,7 +265,8 @@ static int run_steps(trainer *t, dp_train_result *result)
         if (status)
             return status;
     }
-    result->steps = t->plan.total_steps;
+    result->steps = t->plan.total_steps - t->start_step;
+    result->skipped_steps = t->skipped_steps;
     result->wall_seconds = total.seconds;
     result->compute_seconds = total.compute_seconds;
     result->comm_seconds = total.comm_seconds;
@@ -302,47 +275,10 @@ static int run_steps(trainer *t, dp_train_result *result)
     return status;
 }
 
-static int save_params(const trainer *t, const float *host_params)
-{
-    char steps[32], seed[32];
-    snprintf(steps, sizeof steps, "%ld", t->plan.total_steps);
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)t->o->seed);
-    const char *keys[] = {"format", "dptrain_version", "layers", "steps", "seed"};
-    const char *values[] = {"pt", PACKAGE_VERSION, t->o->layers_spec, steps, seed};
-    dp_tensor_ref refs[2 * DP_MLP_MAX_LAYERS];
-    dp_mlp_tensor_refs(t->o->widths, t->o->nwidths, (float *)host_params, refs);
-    return dp_safetensors_write(t->o->save_path, refs, 2 * (t->o->nwidths - 1), keys, values, 5);
-}
-
-/* Copies the final parameters to the host, saves them on rank 0 if asked, returns them. */
-static int export_params(trainer *t, float *host_params_out)
-{
-    float *host = host_params_out;
-    if (!host && !(host = dp_alloc(t->plan.nparams * sizeof(float), "the parameters to save")))
-        return DP_ENOMEM;
-    t->be->download(host, t->model.params, t->plan.nparams * sizeof(float));
-    int status = t->comm->rank == 0 && t->o->save_path[0] ? save_params(t, host) : 0;
-    if (host != host_params_out)
-        free(host);
-    return status;
-}
-
-static int start_from_broadcast_params(trainer *t)
-{
-    float *host = dp_alloc(t->plan.nparams * sizeof(float), "the initial parameters");
-    if (!host)
-        return DP_ENOMEM;
-    int status = dp_train_init_params(t->o, t->comm, host);
-    if (!status)
-        t->be->upload(t->model.params, host, t->plan.nparams * sizeof(float));
-    free(host);
-    return status;
-}
-
 int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *test,
              dp_comm *comm, float *host_params_out, dp_train_result *result)
 {
-    trainer t = {.o = o, .comm = comm, .be = dp_backend_cpu(), .train = train, .test = test};
+    trainer t = {.o = o, .comm = comm, .train = train, .test = test};
     memset(result, 0, sizeof *result);
     int status = dp_train_check_data(o, train, "training");
     if (!status && test)
@@ -350,17 +286,24 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
     if (!status)
         status = plan_training(&t);
     if (!status)
-        status = allocate_buffers(&t);
+        status = dp_trainer_open_device(&t);
     if (!status)
-        status = start_from_broadcast_params(&t);
+        status = allocate_buffers(&t);
+    if (!status && !(status = dp_watchdog_start(&t.watchdog, comm, o->timeout)))
+        comm->watchdog = &t.watchdog;
     if (!status && comm->rank == 0 && !o->quiet)
-        dp_report_banner(o, comm, &t.plan, train, test);
+        dp_report_banner(o, comm, &t.plan, t.be->describe(), dp_trainer_gradient_path(&t), train, test);
+    if (!status)
+        status = dp_trainer_start_state(&t);
     if (!status)
         status = run_steps(&t, result);
     if (!status)
-        status = export_params(&t, host_params_out);
+        status = dp_trainer_export(&t, host_params_out);
     if (!status && comm->rank == 0)
         dp_report_summary(&t.plan, result);
+    comm->watchdog = NULL;
+    dp_watchdog_stop(&t.watchdog);
     free_buffers(&t);
+    dp_trainer_close_device(&t);
     return status;
 }
