@@ -114,7 +114,7 @@ START_TEST(gpu_memory_reaches_only_algorithms_that_take_it)
     ck_assert_int_eq(dp_comm_wants_device_buffer(&c), 0);
     c.cuda_aware = 1;
     ck_assert_int_eq(dp_comm_wants_device_buffer(&c), 1);
-    const char *host_adders[] = {"naive", "ring", "ring-pipelined", "rhd", "auto"};
+    const char *host_adders[] = {"naive", "ring", "ring-pipelined", "rhd", "rd", "auto"};
     for (size_t i = 0; i < sizeof host_adders / sizeof *host_adders; i++) {
         ck_assert_int_eq(dp_comm_set_algorithm(&c, host_adders[i]), 0);
         ck_assert_msg(!dp_comm_wants_device_buffer(&c), "%s was handed GPU memory", host_adders[i]);

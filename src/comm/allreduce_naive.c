@@ -3,20 +3,13 @@
  * its link and its core are the bottleneck, growing with W: what the ring removes. */
 #include "src/comm/algorithms.h"
 
-#include "dp/error.h"
-
 /* Rank 0: adds every other rank's buffer into buf, in rank order so the sum is deterministic. */
 static int sum_on_root(dp_comm *c, float *buf, size_t count)
 {
-    float *incoming = dp_comm_scratch(c, count);
-    if (!incoming)
-        return DP_ENOMEM;
     for (int source = 1; source < c->size; source++) {
-        int status = dp_sendrecv_floats(c, buf, 0, MPI_PROC_NULL, incoming, count, source,
-                                        DP_TAG_GATHER, count);
+        int status = dp_sendrecv_add(c, buf, 0, MPI_PROC_NULL, count, source, DP_TAG_GATHER);
         if (status)
             return status;
-        dp_add_floats(buf, incoming, count);
     }
     return 0;
 }

@@ -21,6 +21,8 @@ static const struct dp_allreduce_algorithm algorithms[] = {
      dp_allreduce_ring_pipelined, DP_BUFFER_HOST},
     {"rhd", "recursive halving reduce-scatter + recursive doubling all-gather (Rabenseifner)",
      dp_allreduce_rhd, DP_BUFFER_HOST},
+    {"rd", "recursive doubling: log2(W) rounds of the whole buffer, for small messages", dp_allreduce_rd,
+     DP_BUFFER_HOST},
     {"auto", "picks one of the above by world size and message size from a table (dp_bench --tune)",
      dp_allreduce_auto, DP_BUFFER_HOST},
 #ifdef HAVE_NCCL

@@ -1,6 +1,8 @@
-/* The primitives the hand-written algorithms are built from: a pairwise exchange and a
- * broadcast of any size, and the element-wise sum. */
+/* The primitives the hand-written algorithms are built from: a pairwise exchange (plain, or
+ * adding what arrives) and a broadcast of any size, and the element-wise sum. */
 #include "src/comm/algorithms.h"
+
+#include "dp/error.h"
 
 /* Elements of a count-long buffer that the piece starting at `done` carries (0 past its end). */
 static int piece(size_t count, size_t done)
@@ -24,6 +26,19 @@ int dp_sendrecv_floats(dp_comm *c, const float *send, size_t send_count, int des
                                   MPI_STATUS_IGNORE));
     }
     return 0;
+}
+
+int dp_sendrecv_add(dp_comm *c, float *buf, size_t send_count, int dest, size_t count, int source,
+                    int tag)
+{
+    float *incoming = dp_comm_scratch(c, count);
+    if (!incoming)
+        return DP_ENOMEM;
+    int status = dp_sendrecv_floats(c, buf, send_count, dest, incoming, count, source, tag,
+                                    send_count > count ? send_count : count);
+    if (!status)
+        dp_add_floats(buf, incoming, count);
+    return status;
 }
 
 int dp_broadcast_bytes(dp_comm *c, void *buf, size_t bytes, int root)
