@@ -10,19 +10,8 @@ failures=0 cases=0
 expect_failure() {
     name=$1 phrase=$2
     shift 2
-    cases=$((cases + 1))
     dp_mpirun 10 2 "$worker" --quiet --steps 2 "$@" >"$dir/out" 2>&1
-    status=$?
-    if [ "$status" -eq 0 ] || [ "$status" -ge 124 ]; then
-        echo "FAIL $name: exit status $status (want a prompt non-zero exit)"
-        failures=$((failures + 1))
-    elif ! grep -F -q -- "$phrase" "$dir/out"; then
-        echo "FAIL $name: output lacks '$phrase':"
-        sed 's/^/    /' "$dir/out"
-        failures=$((failures + 1))
-    else
-        echo "ok   $name (exit $status): $(grep -F -m1 -- "$phrase" "$dir/out")"
-    fi
+    dp_check_outcome "$name" fail $? "$dir/out" "$phrase"
 }
 
 bytes() { printf "$@"; }

@@ -11,3 +11,21 @@ dp_mpirun() {
     shift 2
     timeout --kill-after=5 "$limit" "$MPIRUN" -np "$np" "$@"
 }
+
+# dp_check_outcome NAME WANT STATUS OUTPUT PHRASE: WANT is ok (exit 0) or fail (non-zero,
+# and not a timeout's 124 or above); the file OUTPUT must contain PHRASE. Prints one line
+# and counts into the caller's cases and failures.
+dp_check_outcome() {
+    cases=$((cases + 1))
+    if { [ "$2" = ok ] && [ "$3" -ne 0 ]; } || { [ "$2" = fail ] && { [ "$3" -eq 0 ] || [ "$3" -ge 124 ]; }; }; then
+        echo "FAIL $1: exit status $3 (want $2, promptly)"
+        sed 's/^/    /' "$4"
+        failures=$((failures + 1))
+    elif ! grep -F -q -- "$5" "$4"; then
+        echo "FAIL $1: output lacks '$5':"
+        sed 's/^/    /' "$4"
+        failures=$((failures + 1))
+    else
+        echo "ok   $1 (exit $3): $(grep -F -m1 -- "$5" "$4")"
+    fi
+}

@@ -26,18 +26,7 @@ train_tiny() { # "NAME=VALUE ...": 2 ranks, 2 steps of a small synthetic problem
 # expect NAME STATUS PHRASE: the last launch exited with STATUS (ok: 0, fail: non-zero,
 # promptly) and printed PHRASE.
 expect() {
-    cases=$((cases + 1))
-    if { [ "$2" = ok ] && [ "$status" -ne 0 ]; } || { [ "$2" = fail ] && { [ "$status" -eq 0 ] || [ "$status" -ge 124 ]; }; }; then
-        echo "FAIL $1: exit status $status (want $2)"
-        sed 's/^/    /' "$out"
-        failures=$((failures + 1))
-    elif ! grep -F -q -- "$3" "$out"; then
-        echo "FAIL $1: output lacks '$3':"
-        sed 's/^/    /' "$out"
-        failures=$((failures + 1))
-    else
-        echo "ok   $1 (exit $status): $(grep -F -m1 -- "$3" "$out")"
-    fi
+    dp_check_outcome "$1" "$2" "$status" "$out" "$3"
 }
 
 cores=$(nproc)
