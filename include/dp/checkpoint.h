@@ -1,5 +1,6 @@
 /* Training checkpoints: safetensors files DIR/step-NNNNNNNNN.safetensors carrying tensors,
- * string metadata and a CRC-32 of the data, written atomically, the newest `keep` kept. */
+ * string metadata, the run's identity and a CRC-32 of the whole file, written atomically; a
+ * run keeps its newest `keep` and never touches another run's files. */
 #ifndef DP_CHECKPOINT_H
 #define DP_CHECKPOINT_H
 
@@ -7,18 +8,58 @@
 
 #include <stddef.h>
 
-/* Writes the checkpoint of `step` into dir (created if missing), with metadata plus
- * "checksum"; only after it is complete under its final name are older checkpoints beyond
- * the newest `keep` deleted, so a failed write leaves the previous ones intact. */
+/* Metadata every checkpoint carries besides the caller's: the step (a whole number equal to
+ * the one in the file name), the identity of the run that wrote it (16 hex digits, shared by
+ * a run and every run resumed from it) and the file's CRC. */
+#define DP_CHECKPOINT_STEP_KEY "step"
+#define DP_CHECKPOINT_RUN_ID_KEY "run_id"
+#define DP_CHECKPOINT_CHECKSUM_KEY "checksum"
+#define DP_CHECKPOINT_RUN_ID_LEN 16
+/* The largest step a checkpoint name holds (step-<at most 18 digits>.safetensors). */
+#define DP_CHECKPOINT_MAX_STEP 999999999999999999L
+
+/* A fresh run identity: 16 lowercase hex digits from the system's random source. */
+void dp_checkpoint_new_run_id(char out[DP_CHECKPOINT_RUN_ID_LEN + 1]);
+
+/* Writes the checkpoint of `step` into dir (created if missing). keys/values must hold
+ * DP_CHECKPOINT_STEP_KEY (equal to step) and DP_CHECKPOINT_RUN_ID_KEY; "checksum" is added.
+ * A file of that step written by another run is not replaced (DP_EIO). Only after the new file
+ * is complete under its final name are this run's older checkpoints (same run_id, lower step)
+ * beyond the newest `keep` deleted, so a failed write leaves the previous ones intact and
+ * another run's files are never deleted. Stale temporaries of dead writers are removed. */
 int dp_checkpoint_save(const char *dir, long step, const dp_tensor_ref *tensors, int count,
                        const char *const *keys, const char *const *values, int meta_count,
-                       int keep);
+                       long keep);
 
-/* The checkpoint file `spec` names: spec itself when it is a file, else the newest
- * step-*.safetensors in the directory spec. */
+/* A checkpoint written as shards (--checkpoint-shards): each rank writes
+ * dir/step-N.rank-R-of-W.safetensors (its part of the flat tensors, with the CRC and the
+ * run's identity), and once every shard is complete, rank 0 writes the step's own file with
+ * dp_checkpoint_save as the index: --resume finds it as any checkpoint, and pruning an index
+ * deletes its shards. A shard's step is its metadata's; its name is not a checkpoint name. */
+int dp_checkpoint_shard_name(long step, int rank, int world, char *name, size_t size);
+int dp_checkpoint_save_shard(const char *dir, long step, int rank, int world, const dp_tensor_ref *tensors,
+                             int count, const char *const *keys, const char *const *values, int meta_count);
+
+/* Readies dir for the run run_id starting at start_step, before any training: creates it if
+ * missing, removes stale temporaries, and refuses (DP_EIO, naming the file) when it holds a
+ * step-*.safetensors that is not a checkpoint of this run. *later_step gets the newest step
+ * of this run's checkpoints beyond start_step (they will be replaced as the run reaches them),
+ * or -1. Messages start with "--checkpoint-dir DIR". */
+int dp_checkpoint_claim_dir(const char *dir, const char *run_id, long start_step,
+                            long *later_step);
+
+/* The checkpoint file `spec` names: spec itself when it is a regular file, else the
+ * step-<digits>.safetensors in the directory spec with the highest step (every entry is
+ * scanned; zero-padded or not). Non-regular files are refused. */
 int dp_checkpoint_find(const char *spec, char *path, size_t size);
 
-/* Reads tensors and metadata from path and verifies the checksum over the tensors. */
+/* Reads path's metadata into meta[i].value for each meta[i].key after checking that it is a
+ * dptrain checkpoint: its CRC matches every byte, its step is a whole number equal to the
+ * step in its file name (when named step-N.safetensors) and its run_id is well formed.
+ * DP_EFORMAT "not a dptrain checkpoint" for a file without a checksum (a --save file). */
+int dp_checkpoint_read_metadata(const char *path, dp_meta *meta, int meta_count);
+
+/* dp_checkpoint_read_metadata, then the tensors. */
 int dp_checkpoint_load(const char *path, dp_tensor_ref *tensors, int count, dp_meta *meta,
                        int meta_count);
 

@@ -33,8 +33,9 @@ typedef struct dp_idx {
  * ignored by zlib). Zero dims are accepted here. Before anything is allocated, the data the
  * header announces is checked against the file's size (exactly for a raw file, against
  * deflate's maximum expansion of 1032:1 for gzip), and the buffer then grows with the data
- * actually read, so a header announcing more than the file holds fails as truncated. On
- * failure *out is zeroed. */
+ * actually read, so a header announcing more than the file holds fails as truncated. path
+ * must be a regular file (dp_open_input_fd: a FIFO or device is refused, DP_EIO). On failure
+ * *out is zeroed. */
 int dp_idx_read(const char *path, int expected_ndim, dp_idx *out);
 void dp_idx_free(dp_idx *idx);
 
@@ -54,10 +55,14 @@ typedef struct dp_npy {
 } dp_npy;
 
 /* dtypes '<f4', '<i4', '<i8' only; data is decoded from little-endian on any host. The file
- * must hold exactly the header and the shape's data: shorter is truncated, longer is an error.
- * On failure *out is zeroed. */
+ * must be a regular file holding exactly the header and the shape's data: shorter is
+ * truncated, longer is an error. On failure *out is zeroed. */
 int dp_npy_read(const char *path, dp_npy *out);
 void dp_npy_free(dp_npy *npy);
+
+/* Writes a 1-D or 2-D array as .npy (format 1.0, little-endian, C order) through a temporary,
+ * fsync and rename, so a failure never leaves a partial file under path. */
+int dp_npy_write(const char *path, const dp_npy *array);
 
 /* Features must be float32 [N, D] with N, D > 0; labels int32/int64 [N] in [0, INT32_MAX)
  * (converted to int32) or float32 [N, K] targets. */
@@ -80,10 +85,17 @@ int dp_synthetic_make(size_t count, int dim, int outputs, int regression,
  *   "synthetic:N,D,K"          synthetic; the test split has max(N/5, 1) samples. Teacher seed
  *                              dp_rng_mix(seed, 0); samples dp_rng_mix(seed, 1) (train) or
  *                              dp_rng_mix(seed, 2) (test); labels_source is the spec
+ * An existing directory is always a DIR (whatever its name holds: a comma, ".npy"); otherwise
+ * a comma makes a .npy pair. Every data file must be a regular file: a FIFO or a device is
+ * refused (dp_open_input_fd), so a pipe without a writer cannot block the job.
  * split_test selects the t10k files (DIR) or the test split (synthetic); it is ignored for
  * .npy pairs. regression asks synthetic data for targets instead of labels. */
 int dp_dataset_open(const char *spec, int split_test, int regression, uint64_t seed,
                     dp_dataset *out);
+
+/* 1 when spec has a test split of its own (fashion-mnist, DIR, synthetic), 0 for a .npy
+ * pair, decided as dp_dataset_open decides the spec's form. */
+int dp_dataset_has_test_split(const char *spec);
 
 void dp_dataset_free(dp_dataset *ds);
 

@@ -19,6 +19,10 @@ enum dp_error_code {
  * write `return dp_fail(DP_EINVAL, "...")`. */
 int dp_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Puts a printf-style context before the last message ("--data DIR: " + message), for a
+ * caller that knows which option or file the failure belongs to; returns code. */
+int dp_fail_context(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* The message of the most recent dp_fail() in this thread ("" if none). */
 const char *dp_last_error(void);
 

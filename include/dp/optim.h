@@ -1,24 +1,64 @@
-/* Optimizers. Every rank applies the same update to the same averaged gradient, so the
- * replicas stay bitwise identical without exchanging parameters. */
+/* Optimizers over a range of the flat parameter buffer: the whole buffer under DDP, a rank's
+ * shard under ZeRO. Every rank applies the same update to the same averaged gradient, so the
+ * replicas stay bitwise identical without exchanging parameters. The update is one pass that
+ * also finishes the gradient (scales it by 1 / the global sample count) and counts its
+ * non-finite values. */
 #ifndef DP_OPTIM_H
 #define DP_OPTIM_H
 
 #include "dp/backend.h"
+#include "dp/params.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
-typedef struct dp_sgd {
+typedef enum dp_optimizer_kind { DP_OPTIMIZER_SGD, DP_OPTIMIZER_ADAMW } dp_optimizer_kind;
+
+typedef struct dp_optimizer_config {
+    dp_optimizer_kind kind;
+    float lr;
+    float momentum;       /* SGD */
+    float weight_decay;   /* SGD: L2 added to the gradient; AdamW: decoupled */
+    float beta1, beta2;   /* AdamW */
+    float eps;            /* AdamW */
+    int decay_all;        /* AdamW: decay biases and normalisation weights too (PyTorch's default) */
+} dp_optimizer_config;
+
+#define DP_OPTIMIZER_MAX_STATE 2
+
+typedef struct dp_optimizer {
+    const struct dp_optimizer_type *type;
     const dp_backend *be;
-    size_t count;
-    float lr, momentum, weight_decay;
-    float *velocity; /* backend memory; NULL without momentum */
-} dp_sgd;
+    dp_optimizer_config config;
+    const dp_param_table *params;
+    size_t begin, end;                     /* the range of the flat buffer it updates */
+    float *state[DP_OPTIMIZER_MAX_STATE];  /* backend memory, end - begin each; NULL: unused */
+    int64_t steps;                         /* updates applied (AdamW's bias correction counts them) */
+} dp_optimizer;
 
-/* SGD with PyTorch's semantics (torch.optim.SGD, dampening 0, no Nesterov). */
-int dp_sgd_init(dp_sgd *opt, const dp_backend *be, size_t count, float lr, float momentum,
-                float weight_decay);
-void dp_sgd_step(dp_sgd *opt, float *params, const float *grads);
-void dp_sgd_free(dp_sgd *opt);
+/* The optimizer of config over [begin, end) of the buffer params describes; state zeroed. */
+int dp_optimizer_init(dp_optimizer *o, const dp_backend *be, const dp_optimizer_config *config,
+                      const dp_param_table *params, size_t begin, size_t end);
+void dp_optimizer_free(dp_optimizer *o);
+
+/* One pass over the range: grads *= grad_scale, *nonfinite (backend memory) += their NaN and
+ * infinite values, and with apply the update at learning rate lr. params and grads hold the
+ * range alone: element 0 is flat offset `begin` (the whole buffers when begin is 0; a ZeRO
+ * shard's own memory otherwise). */
+void dp_optimizer_step(dp_optimizer *o, float *params, float *grads, float grad_scale, float lr,
+                       int apply, double *nonfinite);
+
+/* 1 when weight decay applies to parameter-table entry p under this optimizer's rule. */
+int dp_optimizer_decays(const dp_optimizer *o, const dp_param *p);
+
+/* "SGD", "AdamW"; the name --optimizer takes; state tensors: how many, and their names in
+ * checkpoints ("optimizer.momentum_buffer", "optimizer.exp_avg", ...). */
+const char *dp_optimizer_title(const dp_optimizer *o);
+const char *dp_optimizer_kind_name(dp_optimizer_kind kind);
+int dp_optimizer_state_count(const dp_optimizer *o);
+/* 1 when `steps` is state too (AdamW's bias correction), saved as "optimizer.step". */
+int dp_optimizer_counts_steps(const dp_optimizer *o);
+const char *dp_optimizer_state_name(const dp_optimizer *o, int i);
 
 typedef enum dp_lr_schedule { DP_LR_CONSTANT, DP_LR_COSINE } dp_lr_schedule;
 

@@ -1,21 +1,34 @@
-/* A named float32 tensor view: how the model describes its parameters to checkpoint I/O
- * without either module knowing the other. */
+/* A named tensor view: how the model and the training state describe themselves to
+ * checkpoint I/O without either module knowing the other. */
 #ifndef DP_TENSOR_H
 #define DP_TENSOR_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define DP_TENSOR_MAX_DIMS 4
 #define DP_TENSOR_NAME_MAX 64
 
+/* Element types a checkpoint holds: float32 parameters and state, int64 counters (as
+ * PyTorch's BatchNorm num_batches_tracked). The zero value is float32. */
+typedef enum dp_dtype { DP_DTYPE_F32 = 0, DP_DTYPE_I64 } dp_dtype;
+
 typedef struct dp_tensor_ref {
     char name[DP_TENSOR_NAME_MAX];
     int ndim;
     int64_t shape[DP_TENSOR_MAX_DIMS];
-    float *data; /* shape's product elements, row-major, host memory */
+    dp_dtype dtype;
+    void *data; /* shape's product elements of dtype, row-major, host memory */
 } dp_tensor_ref;
 
 /* Number of elements: the product of the shape (1 for ndim 0). */
 int64_t dp_tensor_numel(const dp_tensor_ref *t);
+
+/* Bytes of one element of dtype, and its safetensors name ("F32", "I64"). */
+size_t dp_dtype_size(dp_dtype dtype);
+const char *dp_dtype_name(dp_dtype dtype);
+
+/* Bytes of the whole tensor. */
+int64_t dp_tensor_bytes(const dp_tensor_ref *t);
 
 #endif

@@ -1,5 +1,6 @@
 #include "dp/data.h"
 #include "dp/error.h"
+#include "dp/input_file.h"
 #include "dp/rng.h"
 
 #include <errno.h>
@@ -148,26 +149,52 @@ static int open_idx_dir(const char *dir, int split_test, const char *hint, dp_da
 
 /* --- dispatch --- */
 
+typedef enum spec_kind { SPEC_SYNTHETIC, SPEC_FASHION_MNIST, SPEC_DIRECTORY, SPEC_NPY_PAIR } spec_kind;
+
+/* Decided by what the path is, not by how it looks: an existing directory is a directory
+ * even when its name has a comma or ".npy" in it; otherwise a comma makes a .npy pair. */
+static spec_kind kind_of(const char *spec)
+{
+    if (strncmp(spec, SYNTHETIC_PREFIX, strlen(SYNTHETIC_PREFIX)) == 0)
+        return SPEC_SYNTHETIC;
+    if (strcmp(spec, FASHION_MNIST_SPEC) == 0)
+        return SPEC_FASHION_MNIST;
+    struct stat st;
+    if (stat(spec, &st) == 0 && S_ISDIR(st.st_mode))
+        return SPEC_DIRECTORY;
+    return strchr(spec, ',') ? SPEC_NPY_PAIR : SPEC_DIRECTORY;
+}
+
+int dp_dataset_has_test_split(const char *spec)
+{
+    return spec && *spec && kind_of(spec) != SPEC_NPY_PAIR;
+}
+
+static int open_directory(const char *spec, int split_test, dp_dataset *out)
+{
+    struct stat st;
+    if (stat(spec, &st) != 0)
+        return dp_fail(DP_EIO, "'%s': no such data directory: %s (%s)", spec, strerror(errno),
+                       SPEC_FORMS);
+    if (!S_ISDIR(st.st_mode))
+        return dp_fail(DP_EIO, "'%s': no such data directory: it is %s (%s)", spec,
+                       dp_file_kind(st.st_mode), SPEC_FORMS);
+    return open_idx_dir(spec, split_test, "", out);
+}
+
 int dp_dataset_open(const char *spec, int split_test, int regression, uint64_t seed,
                     dp_dataset *out)
 {
     memset(out, 0, sizeof *out);
     if (!spec || !*spec)
         return dp_fail(DP_EINVAL, "empty data spec (%s)", SPEC_FORMS);
-    if (strncmp(spec, SYNTHETIC_PREFIX, strlen(SYNTHETIC_PREFIX)) == 0)
-        return open_synthetic(spec, split_test, regression, seed, out);
-    if (strcmp(spec, FASHION_MNIST_SPEC) == 0)
+    switch (kind_of(spec)) {
+    case SPEC_SYNTHETIC: return open_synthetic(spec, split_test, regression, seed, out);
+    case SPEC_FASHION_MNIST:
         return open_idx_dir(DP_FASHION_MNIST_DIR, split_test, FASHION_MNIST_HINT, out);
-    if (strchr(spec, ','))
-        return open_npy_pair(spec, out);
-    struct stat st;
-    if (stat(spec, &st) != 0)
-        return dp_fail(DP_EIO, "'%s': no such data directory: %s (%s)", spec, strerror(errno),
-                       SPEC_FORMS);
-    if (!S_ISDIR(st.st_mode))
-        return dp_fail(DP_EIO, "'%s': no such data directory: not a directory (%s)", spec,
-                       SPEC_FORMS);
-    return open_idx_dir(spec, split_test, "", out);
+    case SPEC_NPY_PAIR: return open_npy_pair(spec, out);
+    default: return open_directory(spec, split_test, out);
+    }
 }
 
 void dp_dataset_free(dp_dataset *ds)

@@ -1,8 +1,8 @@
 #include "dp/data.h"
 #include "dp/error.h"
+#include "dp/input_file.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,11 +90,9 @@ static int truncated(const char *path, size_t count, size_t got)
 }
 
 /* The announced data must fit the file before anything is allocated: exactly for a raw file,
- * within deflate's expansion for gzip. A pipe has no size; read_data's growth bounds it. */
+ * within deflate's expansion for gzip. */
 static int check_announced_size(gzFile gz, const char *path, off_t file_size, size_t count)
 {
-    if (file_size < 0)
-        return 0;
     if (gzdirect(gz)) {
         off_t header_end = (off_t)gztell(gz);
         size_t data_len = file_size > header_end ? (size_t)(file_size - header_end) : 0;
@@ -162,20 +160,20 @@ static int reject_trailing(gzFile gz, const char *path, size_t count)
     return rc;
 }
 
-/* Opens path for gzread (gzip or raw) and sets *file_size, or -1 when it is not a regular
- * file and so has no size to check against. */
+/* Opens path, a regular file, for gzread (gzip or raw) and sets *file_size. */
 static int open_idx(const char *path, gzFile *gz, off_t *file_size)
 {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0)
-        return dp_fail(DP_EIO, "%s: cannot open: %s", path, strerror(errno));
+    int fd = -1;
+    int rc = dp_open_input_fd(path, &fd);
+    if (rc)
+        return rc;
     struct stat st;
     if (fstat(fd, &st) != 0) {
-        int rc = dp_fail(DP_EIO, "%s: cannot stat: %s", path, strerror(errno));
+        rc = dp_fail(DP_EIO, "%s: cannot stat: %s", path, strerror(errno));
         close(fd);
         return rc;
     }
-    *file_size = S_ISREG(st.st_mode) ? st.st_size : -1;
+    *file_size = st.st_size;
     *gz = gzdopen(fd, "rb");
     if (!*gz) {
         close(fd);
@@ -191,7 +189,7 @@ int dp_idx_read(const char *path, int expected_ndim, dp_idx *out)
         return dp_fail(DP_EINVAL, "%s: IDX files with %d dimensions are not supported", path,
                        expected_ndim);
     gzFile gz = NULL;
-    off_t file_size = -1;
+    off_t file_size = 0;
     int rc = open_idx(path, &gz, &file_size);
     if (rc)
         return rc;

@@ -1,5 +1,8 @@
 #include "dp/data.h"
+
+#include "dp/atomic_file.h"
 #include "dp/error.h"
+#include "dp/input_file.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -366,15 +369,13 @@ static int read_array(FILE *f, const char *path, off_t file_size, dp_npy *out)
 int dp_npy_read(const char *path, dp_npy *out)
 {
     memset(out, 0, sizeof *out);
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return dp_fail(DP_EIO, "%s: cannot open: %s", path, strerror(errno));
+    FILE *f = NULL;
+    int rc = dp_open_input(path, &f);
+    if (rc)
+        return rc;
     struct stat st;
-    int rc = 0;
     if (fstat(fileno(f), &st) != 0)
         rc = dp_fail(DP_EIO, "%s: cannot stat: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        rc = dp_fail(DP_EIO, "%s: not a regular file", path);
     if (!rc)
         rc = read_array(f, path, st.st_size, out);
     fclose(f);
@@ -490,4 +491,45 @@ int dp_npy_load_pair(const char *features_path, const char *labels_path, dp_data
              features_path, labels_path, out->count, out->dim);
     snprintf(out->labels_source, sizeof out->labels_source, "%s", labels_path);
     return 0;
+}
+
+/* --- writing: format 1.0, the header padded so the data starts 64-byte aligned, as numpy
+ * writes it --- */
+
+typedef struct npy_file {
+    const char *header;
+    size_t header_len;
+    const void *data;
+    size_t data_bytes;
+} npy_file;
+
+static int write_npy_contents(FILE *f, const void *context)
+{
+    const npy_file *file = context;
+    uint8_t preamble[NPY_PREAMBLE_LEN + 2] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
+                                              (uint8_t)(file->header_len & 0xff), (uint8_t)(file->header_len >> 8)};
+    if (fwrite(preamble, 1, sizeof preamble, f) != sizeof preamble ||
+        fwrite(file->header, 1, file->header_len, f) != file->header_len ||
+        (file->data_bytes && fwrite(file->data, 1, file->data_bytes, f) != file->data_bytes))
+        return -1;
+    return 0;
+}
+
+int dp_npy_write(const char *path, const dp_npy *array)
+{
+    const struct npy_dtype_info *info = dtype_info(array->dtype);
+    char shape[64], header[256];
+    if (array->ndim == 1)
+        snprintf(shape, sizeof shape, "(%zu,)", array->shape[0]);
+    else
+        snprintf(shape, sizeof shape, "(%zu, %zu)", array->shape[0], array->shape[1]);
+    int len = snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
+                       info->descr, shape);
+    /* Spaces, then a newline, up to a multiple of 64 bytes including the 10-byte preamble. */
+    size_t total = ((size_t)len + 1 + NPY_PREAMBLE_LEN + 2 + 63) / 64 * 64 - NPY_PREAMBLE_LEN - 2;
+    memset(header + len, ' ', total - (size_t)len - 1);
+    header[total - 1] = '\n';
+    size_t count = array->shape[0] * (array->ndim == 1 ? 1 : array->shape[1]);
+    npy_file file = {header, total, array->data, count * info->size};
+    return dp_write_file_atomically(path, write_npy_contents, &file);
 }

@@ -1,44 +1,28 @@
-#include "dp/optim.h"
+/* torch.optim.SGD (dampening 0, no Nesterov): d = g + wd p; v = momentum v + d (v = d on the
+ * first step, which zero state gives exactly); p -= lr v. Weight decay applies to every
+ * parameter, as PyTorch's SGD does. */
+#include "src/optim/types.h"
 
-#include "dp/error.h"
-
-#include <math.h>
-
-int dp_sgd_init(dp_sgd *opt, const dp_backend *be, size_t count, float lr, float momentum,
-                float weight_decay)
+static int sgd_state_count(const dp_optimizer *o)
 {
-    opt->be = be;
-    opt->count = count;
-    opt->lr = lr;
-    opt->momentum = momentum;
-    opt->weight_decay = weight_decay;
-    opt->velocity = NULL;
-    if (momentum == 0.0f)
-        return 0;
-    opt->velocity = be->alloc(count * sizeof(float), "the momentum buffer");
-    if (!opt->velocity)
-        return DP_ENOMEM;
-    /* Zero velocity makes the first step v = d, exactly PyTorch's first-step buffer. */
-    be->zero(opt->velocity, count);
-    return 0;
+    return o->config.momentum != 0.0f;
 }
 
-void dp_sgd_step(dp_sgd *opt, float *params, const float *grads)
+static void sgd_run(const dp_optimizer *o, const dp_optimizer_pass *pass, float *params, float *grads,
+                    size_t begin, size_t end, int decays)
 {
-    opt->be->sgd_update(params, grads, opt->velocity, opt->count, opt->lr, opt->momentum,
-                        opt->weight_decay);
+    dp_sgd_coefs k = {.grad_scale = pass->grad_scale, .lr = pass->lr, .momentum = o->config.momentum,
+                      .weight_decay = decays ? o->config.weight_decay : 0.0f, .apply = pass->apply};
+    size_t at = begin - o->begin;
+    float *velocity = o->state[0] ? o->state[0] + at : NULL;
+    o->be->sgd_step(params + at, grads + at, velocity, end - begin, &k, pass->nonfinite);
 }
 
-void dp_sgd_free(dp_sgd *opt)
-{
-    if (opt->be && opt->velocity)
-        opt->be->free(opt->velocity);
-    opt->velocity = NULL;
-}
-
-float dp_lr_at(dp_lr_schedule schedule, float base, long step, long total)
-{
-    if (schedule == DP_LR_CONSTANT || total <= 0)
-        return base;
-    return (float)(0.5 * base * (1.0 + cos(3.14159265358979323846 * (double)step / (double)total)));
-}
+const dp_optimizer_type dp_optimizer_sgd = {
+    .name = "sgd",
+    .title = "SGD",
+    .state_names = {"optimizer.momentum_buffer"},
+    .decays_everything = 1,
+    .state_count = sgd_state_count,
+    .run = sgd_run,
+};

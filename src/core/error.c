@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static _Thread_local char last_error[1024];
 
@@ -12,6 +13,30 @@ int dp_fail(int code, const char *fmt, ...)
     va_start(args, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, args);
     va_end(args);
+    return code;
+}
+
+/* Appends text to last_error from *used on, cutting it where the buffer ends. */
+static void append(size_t *used, const char *text)
+{
+    size_t n = strnlen(text, sizeof last_error - 1 - *used);
+    memmove(last_error + *used, text, n);
+    *used += n;
+    last_error[*used] = '\0';
+}
+
+int dp_fail_context(int code, const char *fmt, ...)
+{
+    char message[sizeof last_error], context[sizeof last_error];
+    memcpy(message, last_error, sizeof message);
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(context, sizeof context, fmt, args);
+    va_end(args);
+    size_t used = 0;
+    append(&used, context);
+    append(&used, ": ");
+    append(&used, message);
     return code;
 }
 

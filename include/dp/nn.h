@@ -1,0 +1,175 @@
+/* Modules and the sequential model: what `--model` and `--layers` build. A model is
+ * PyTorch's nn.Sequential held in a `layers` attribute: module i owns the tensors
+ * `layers.{i}.*`, its parameters lie back to back in one flat buffer (the gradients mirror
+ * it), its buffers (running statistics) in another that is never all-reduced as a gradient.
+ * Modules get everything else through dp_nn_context: the backend, the mode, where their rows
+ * sit in the step (dropout masks) and, for SyncBatchNorm, a sum over ranks. nn knows no MPI. */
+#ifndef DP_NN_H
+#define DP_NN_H
+
+#include "dp/backend.h"
+#include "dp/params.h"
+#include "dp/rng.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DP_MODEL_MAX_MODULES 64
+#define DP_MODEL_SPEC_MAX 1024
+
+typedef enum dp_loss { DP_LOSS_XENT, DP_LOSS_MSE } dp_loss;
+
+/* What a forward or backward pass needs besides its rows. */
+typedef struct dp_nn_context {
+    const dp_backend *be;
+    int training;          /* batch statistics and dropout; 0: eval mode */
+    int accumulate;        /* add into the gradients; 0 overwrites (a step's first micro-batch) */
+    uint64_t seed;         /* the run's seed (dropout masks) */
+    uint64_t step;         /* the optimizer step (dropout masks) */
+    uint64_t first_sample; /* position of row 0 among the step's samples (dropout masks) */
+    /* Sums count doubles over every rank, in place (SyncBatchNorm); NULL: this process alone. */
+    int (*sum_doubles)(void *arg, double *values, int count);
+    void *sum_arg;
+} dp_nn_context;
+
+/* A module's settings as parsed from --model; each type reads its own fields. */
+typedef struct dp_module_options {
+    int out_features;   /* linear */
+    int bias;           /* linear: 1 with a bias */
+    float p;            /* dropout: drop probability */
+    float momentum;     /* batchnorm: running statistics' momentum */
+    float eps;          /* batchnorm */
+    int sync;           /* batchnorm: statistics over every rank's rows (SyncBatchNorm) */
+} dp_module_options;
+
+struct dp_module_type;
+
+typedef struct dp_module_spec {
+    const struct dp_module_type *type;
+    dp_module_options options;
+} dp_module_spec;
+
+/* A model as written: --model "linear(256),relu,linear(10)" or --layers 784,256,10. */
+typedef struct dp_model_spec {
+    char text[DP_MODEL_SPEC_MAX];
+    int from_layers; /* --layers: tensor names count Linear layers only, as version 1's MLP */
+    int inputs;      /* --layers: the input width it declares; 0: taken from the data */
+    int count;
+    dp_module_spec modules[DP_MODEL_MAX_MODULES];
+} dp_model_spec;
+
+/* Parses --model; errors name the spec and the problem. */
+int dp_model_spec_parse(const char *text, dp_model_spec *spec);
+/* Parses --layers "784,256,10": Linear layers with ReLU between them. */
+int dp_model_spec_from_layers(const char *text, dp_model_spec *spec);
+/* Makes every BatchNorm a SyncBatchNorm (--sync-bn). */
+void dp_model_spec_sync_batchnorm(dp_model_spec *spec);
+/* The spec in one canonical line on `inputs` features: with structural, the modules and what
+ * decides their tensors (what a checkpoint must match); else every other option (dropout p,
+ * batchnorm momentum, eps and sync: what changes the arithmetic but not the tensors). */
+void dp_model_spec_canonical(const dp_model_spec *spec, int inputs, int structural, char *text, size_t size);
+/* The parameters of spec on `inputs` features (0: not known yet, so the first Linear's
+ * weights are left out) and its widest activation; *overflow is set when the count does not
+ * fit size_t. For option checks before the data is read. */
+size_t dp_model_spec_size(const dp_model_spec *spec, int inputs, int *widest, int *overflow);
+/* The same, and each module's parameter count into counts[i] (spec->count of them; may be NULL). */
+size_t dp_model_spec_module_params(const dp_model_spec *spec, int inputs, size_t *counts, int *widest,
+                                   int *overflow);
+/* The module names --model accepts, for --help. */
+const char *dp_model_module_names(void);
+
+typedef struct dp_module dp_module;
+
+/* Called during backward as soon as a piece of module `module`'s parameter gradients (flat
+ * slice [offset, offset + count) of the gradient buffer) is final, last module first: the hook
+ * where communication overlaps the rest of backward. The pieces of a module cover its slice
+ * exactly once; a module reports its gradients whole unless grad_piece_floats asks for less. */
+typedef void (*dp_grad_ready_fn)(void *arg, int module, size_t offset, size_t count);
+
+/* Called as each module's forward (backward 0) or backward (backward 1) begins (begin 1) and
+ * ends (begin 0): for the timeline, and to progress communication between modules. */
+typedef void (*dp_module_event_fn)(void *arg, int module, int backward, int begin);
+
+/* Called right before the forward (backward 0) or backward (backward 1) of each module with
+ * parameters: where a strategy that keeps parameters or gradients outside the model's flat
+ * buffers (ZeRO) materialises them and points the module at them (dp_model_bind). A non-zero
+ * return ends the pass with that status. */
+typedef int (*dp_param_hook_fn)(void *arg, int module, int backward);
+
+/* Which flat buffers dp_model_create_owning allocates: a sharded strategy holds the rest. */
+enum dp_model_owns {
+    DP_MODEL_OWNS_WEIGHTS = 1u << 0,
+    DP_MODEL_OWNS_GRADS = 1u << 1,
+    DP_MODEL_OWNS_ALL = DP_MODEL_OWNS_WEIGHTS | DP_MODEL_OWNS_GRADS
+};
+
+typedef struct dp_model {
+    const dp_backend *be;
+    dp_model_spec spec;
+    int count;
+    dp_module *modules;
+    int inputs, outputs;
+    int max_rows;              /* most rows one forward takes */
+    dp_param_table params;     /* trainable: flat `weights`, mirrored by `grads` */
+    dp_param_table buffers;    /* running statistics (float32) and counters (int64) */
+    float *weights, *grads;    /* backend memory */
+    float *buffer_values;      /* backend memory: the float32 buffers */
+    int64_t *counters;         /* host memory: the int64 buffers */
+    const float **inputs_of;   /* forward: each module's input, kept for backward */
+    float *delta[2];           /* gradients w.r.t. activations, ping-pong */
+    int batchnorms, sync_batchnorms;
+    dp_grad_ready_fn grad_ready; /* may be NULL */
+    void *grad_ready_arg;
+    size_t grad_piece_floats;  /* > 0: a Linear's weight gradient is computed and reported in row
+                                * blocks of at most this many floats, last rows first, so the
+                                * collective of a bucket cut inside it starts before the whole
+                                * layer's backward ends; 0: each module's gradients in one piece */
+    dp_module_event_fn on_module; /* may be NULL */
+    void *on_module_arg;
+    dp_param_hook_fn param_hook; /* may be NULL: every module uses the model's flat buffers */
+    void *param_hook_arg;
+} dp_model;
+
+/* Builds spec on `inputs` features: checks widths, names every tensor, allocates in be's
+ * memory for max_rows rows per forward. Errors name the spec and the module. */
+int dp_model_create(dp_model *m, const dp_backend *be, const dp_model_spec *spec, int inputs,
+                    int max_rows);
+/* The same, allocating only the flat buffers of `owns` (enum dp_model_owns); weights or grads
+ * not owned stay NULL, and modules get their memory from the param hook (dp_model_bind). */
+int dp_model_create_owning(dp_model *m, const dp_backend *be, const dp_model_spec *spec, int inputs,
+                           int max_rows, unsigned owns);
+void dp_model_free(dp_model *m);
+
+/* Points module i at parameters and gradients laid out as its slice of the flat buffers
+ * (NULL leaves that pointer as it is). */
+void dp_model_bind(dp_model *m, int module, float *weights, float *grads);
+
+/* Module i's slice [offset, offset + count) of the flat parameter buffer. */
+void dp_model_module_params(const dp_model *m, int module, size_t *offset, size_t *count);
+
+/* The initial values into host arrays laid out like the flat buffers, from seed: PyTorch's
+ * defaults (Linear: uniform +-1/sqrt(fan_in), drawn in table order from one stream, so
+ * --layers gives version 1's bytes; BatchNorm: weight 1, bias 0, running mean 0, variance 1). */
+void dp_model_init(const dp_model *m, uint64_t seed, float *params, float *buffers, int64_t *counters);
+
+/* Forward of rows samples x [rows, inputs] (backend memory); *out gets the output. Every
+ * module runs even for rows == 0, so each rank reaches the same collectives (SyncBatchNorm). */
+int dp_model_forward(dp_model *m, const dp_nn_context *ctx, const float *x, int rows,
+                     const float **out);
+
+/* Backward from dout [rows, outputs] (overwritten) into m->grads (added or overwritten per
+ * ctx->accumulate), calling grad_ready as each piece of a module's gradients is final. */
+int dp_model_backward(dp_model *m, const dp_nn_context *ctx, float *dout, int rows);
+
+/* The loss of `out` (the last forward's output): its gradient into dout (NULL in evaluation),
+ * the summed loss and correct count into totals (backend memory, see dp_backend.softmax_xent). */
+void dp_model_loss(const dp_model *m, dp_loss loss, const float *out, const int32_t *labels,
+                   const float *targets, int rows, float *dout, double *totals);
+
+/* "layers.3 (linear)": module i's tensor prefix and type, for the timeline. */
+void dp_model_module_name(const dp_model *m, int i, char *text, size_t size);
+
+/* One line for the banner: "MLP 784,256,10" for --layers, else the modules with widths. */
+void dp_model_describe(const dp_model *m, char *text, size_t size);
+
+#endif

@@ -1,0 +1,219 @@
+/* nn.BatchNorm1d over the features of [rows, features] activations. Training normalises with
+ * the batch's statistics: this rank's rows, or with sync=1 (SyncBatchNorm) every rank's, from
+ * one sum over ranks of (sum, sum of squares, count) per layer; backward sums its two column
+ * sums over ranks too, so W ranks compute exactly what one rank computes on the whole batch.
+ * Running statistics follow PyTorch: momentum 0.1, unbiased variance, num_batches_tracked
+ * counting training forwards. Eval mode normalises with the running statistics. Column sums
+ * are in double and the per-feature statistics are worked out on the host (a few numbers per
+ * feature), then the backend applies them to every element. */
+#include "src/nn/module.h"
+
+#include "dp/error.h"
+
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static const dp_module_arg batchnorm_args[] = {
+    {"momentum", DP_ARG_FLOAT, offsetof(dp_module_options, momentum), 0, 1, 0, 0,
+     "weight of the batch in the running statistics"},
+    {"eps", DP_ARG_FLOAT, offsetof(dp_module_options, eps), 1e-30, HUGE_VAL, 0, 0,
+     "added to the variance"},
+    {"sync", DP_ARG_BOOL, offsetof(dp_module_options, sync), 0, 1, 0, 0,
+     "1: statistics over every rank's rows (SyncBatchNorm)"},
+};
+
+/* The per-feature coefficient rows in host_coefs and coefs, each `width` floats. */
+enum bn_coef { COEF_MEAN, COEF_INVSTD, COEF_VAR_UNBIASED, COEF_MEAN_DY, COEF_MEAN_DY_XHAT, COEF_ROWS };
+/* host_sums: the two column-sum rows, then the row count. */
+enum { SUM_ROWS = 2 };
+
+static float *coef(float *coefs, const dp_module *m, enum bn_coef row)
+{
+    return coefs + (size_t)row * m->in_width;
+}
+
+static int batchnorm_configure(dp_module *m, const char *spec)
+{
+    (void)spec;
+    m->out_width = m->in_width;
+    return 0;
+}
+
+static int batchnorm_declare(dp_module *m, dp_param_table *params, dp_param_table *buffers, const char *prefix)
+{
+    static const char *const affine[] = {"weight", "bias"};
+    static const char *const running[] = {"running_mean", "running_var"};
+    int64_t shape[1] = {m->in_width};
+    char name[DP_TENSOR_NAME_MAX];
+    int status = 0;
+    for (int i = 0; !status && i < DP_COUNT(affine); i++) {
+        snprintf(name, sizeof name, "%s.%s", prefix, affine[i]);
+        status = dp_params_add(params, name, 1, shape, DP_DTYPE_F32, 0, m->index);
+    }
+    for (int i = 0; !status && i < DP_COUNT(running); i++) {
+        snprintf(name, sizeof name, "%s.%s", prefix, running[i]);
+        status = dp_params_add(buffers, name, 1, shape, DP_DTYPE_F32, 0, m->index);
+    }
+    snprintf(name, sizeof name, "%s.num_batches_tracked", prefix);
+    return status ? status : dp_params_add(buffers, name, 0, NULL, DP_DTYPE_I64, 0, m->index);
+}
+
+/* weight 1, bias 0; running mean 0, running variance 1, no batches yet. */
+static void batchnorm_init(const dp_module *m, dp_rng *rng, float *params, float *buffers, int64_t *counters)
+{
+    (void)rng;
+    int c = m->in_width;
+    for (int i = 0; i < c; i++) {
+        params[i] = 1.0f;
+        params[c + i] = 0.0f;
+        buffers[i] = 0.0f;
+        buffers[c + i] = 1.0f;
+    }
+    counters[0] = 0;
+}
+
+static int batchnorm_allocate(dp_module *m, const dp_backend *be, int max_rows)
+{
+    size_t n = (size_t)max_rows * m->in_width, c = (size_t)m->in_width;
+    int status = dp_module_alloc(be, n, DP_MEM_ACTIVATIONS, "a BatchNorm's output", &m->out);
+    if (!status)
+        status = dp_module_alloc(be, n, DP_MEM_ACTIVATIONS, "a BatchNorm's normalised input", &m->xhat);
+    if (!status)
+        status = dp_module_alloc(be, COEF_ROWS * c, DP_MEM_ACTIVATIONS, "a BatchNorm's coefficients", &m->coefs);
+    if (status)
+        return status;
+    m->sums = be->alloc(SUM_ROWS * c * sizeof(double), DP_MEM_ACTIVATIONS, "a BatchNorm's column sums");
+    m->host_sums = dp_alloc((SUM_ROWS * c + 1) * sizeof(double), "a BatchNorm's column sums");
+    m->host_coefs = dp_alloc(COEF_ROWS * c * sizeof(float), "a BatchNorm's coefficients");
+    return m->sums && m->host_sums && m->host_coefs ? 0 : DP_ENOMEM;
+}
+
+/* The column sums of (a, b) on the host, summed over ranks when sync; with_rows also sums the
+ * row count into host_sums[SUM_ROWS * width]. */
+static int gather_sums(dp_module *m, const dp_nn_context *ctx, const float *a, const float *b, int rows,
+                       int with_rows)
+{
+    size_t c = (size_t)m->in_width;
+    ctx->be->column_sums(a, b, rows, m->in_width, m->sums);
+    ctx->be->download(m->host_sums, m->sums, SUM_ROWS * c * sizeof(double));
+    m->host_sums[SUM_ROWS * c] = rows;
+    if (!m->options.sync || !ctx->sum_doubles)
+        return 0;
+    return ctx->sum_doubles(ctx->sum_arg, m->host_sums, (int)(SUM_ROWS * c) + with_rows);
+}
+
+static int forward_train(dp_module *m, const dp_nn_context *ctx, const float *x, int rows)
+{
+    int c = m->in_width;
+    int status = gather_sums(m, ctx, x, x, rows, 1);
+    if (status)
+        return status;
+    double n = m->host_sums[SUM_ROWS * c];
+    m->rows_seen = n;
+    /* No rows anywhere: nothing to normalise, no statistics to learn from. */
+    if (n == 0)
+        return 0;
+    if (n < 2)
+        return dp_fail(DP_EINVAL, "BatchNorm layers.%d: %.0f value%s per feature in a training batch; "
+                       "its statistics need at least 2 (PyTorch refuses this too)",
+                       m->name_index, n, n == 1 ? "" : "s");
+    float *mean = coef(m->host_coefs, m, COEF_MEAN), *invstd = coef(m->host_coefs, m, COEF_INVSTD);
+    float *unbiased = coef(m->host_coefs, m, COEF_VAR_UNBIASED);
+    for (int i = 0; i < c; i++) {
+        double mu = m->host_sums[i] / n, var = m->host_sums[c + i] / n - mu * mu;
+        var = var > 0.0 ? var : 0.0;
+        mean[i] = (float)mu;
+        invstd[i] = (float)(1.0 / sqrt(var + m->options.eps));
+        unbiased[i] = (float)(var * n / (n - 1.0));
+    }
+    const dp_backend *be = ctx->be;
+    be->upload(m->coefs, m->host_coefs, (size_t)COEF_MEAN_DY * c * sizeof(float));
+    const float *gamma = m->weights, *beta = m->weights + c;
+    be->bn_normalize(x, m->xhat, m->out, rows, c, coef(m->coefs, m, COEF_MEAN), coef(m->coefs, m, COEF_INVSTD),
+                     gamma, beta);
+    be->bn_update_running(m->buffers, m->buffers + c, coef(m->coefs, m, COEF_MEAN),
+                          coef(m->coefs, m, COEF_VAR_UNBIASED), c, m->options.momentum);
+    m->counters[0]++;
+    return 0;
+}
+
+static void forward_eval(dp_module *m, const dp_nn_context *ctx, const float *x, int rows)
+{
+    int c = m->in_width;
+    float *invstd = coef(m->coefs, m, COEF_INVSTD);
+    ctx->be->inverse_std(m->buffers + c, invstd, c, m->options.eps);
+    ctx->be->bn_normalize(x, NULL, m->out, rows, c, m->buffers, invstd, m->weights, m->weights + c);
+}
+
+static int batchnorm_forward(dp_module *m, const dp_nn_context *ctx, const float *x, int rows, const float **y)
+{
+    *y = m->out;
+    if (!ctx->training) {
+        forward_eval(m, ctx, x, rows);
+        return 0;
+    }
+    return forward_train(m, ctx, x, rows);
+}
+
+/* dgamma (+)= sum dy xhat, dbeta (+)= sum dy, over this rank's rows (DDP sums them over ranks). */
+static void batchnorm_backward_params(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy, int rows,
+                                      const dp_grad_pieces *pieces)
+{
+    (void)x;
+    int c = m->in_width;
+    ctx->be->column_sums(dy, m->xhat, rows, c, m->sums);
+    ctx->be->bn_param_grads(m->sums, c, m->grads, m->grads + c, ctx->accumulate);
+    dp_grad_pieces_ready(pieces, m, 0, m->param_count);
+}
+
+/* dx = gamma invstd (dy - mean(dy) - xhat mean(dy xhat)), means over the statistics' rows. */
+static int batchnorm_backward_input(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy,
+                                    float *dx, int rows, float **dx_out)
+{
+    (void)x;
+    int c = m->in_width;
+    const dp_backend *be = ctx->be;
+    be->download(m->host_sums, m->sums, SUM_ROWS * (size_t)c * sizeof(double));
+    if (m->options.sync && ctx->sum_doubles) {
+        int status = ctx->sum_doubles(ctx->sum_arg, m->host_sums, SUM_ROWS * c);
+        if (status)
+            return status;
+    }
+    float *mean_dy = coef(m->host_coefs, m, COEF_MEAN_DY), *mean_dy_xhat = coef(m->host_coefs, m, COEF_MEAN_DY_XHAT);
+    for (int i = 0; i < c && m->rows_seen > 0; i++) {
+        mean_dy[i] = (float)(m->host_sums[i] / m->rows_seen);
+        mean_dy_xhat[i] = (float)(m->host_sums[c + i] / m->rows_seen);
+    }
+    be->upload(coef(m->coefs, m, COEF_MEAN_DY), mean_dy, 2 * (size_t)c * sizeof(float));
+    be->bn_backward_input(dy, m->xhat, dx, rows, c, m->weights, coef(m->coefs, m, COEF_INVSTD),
+                          coef(m->coefs, m, COEF_MEAN_DY), coef(m->coefs, m, COEF_MEAN_DY_XHAT));
+    *dx_out = dx;
+    return 0;
+}
+
+static void batchnorm_release(dp_module *m, const dp_backend *be)
+{
+    be->free(m->out);
+    be->free(m->xhat);
+    be->free(m->coefs);
+    be->free(m->sums);
+    free(m->host_sums);
+    free(m->host_coefs);
+}
+
+const dp_module_type dp_module_batchnorm = {
+    .name = "batchnorm",
+    .args = batchnorm_args,
+    .nargs = DP_COUNT(batchnorm_args),
+    .defaults = {.momentum = 0.1f, .eps = 1e-5f},
+    .configure = batchnorm_configure,
+    .declare = batchnorm_declare,
+    .init = batchnorm_init,
+    .allocate = batchnorm_allocate,
+    .forward = batchnorm_forward,
+    .backward_params = batchnorm_backward_params,
+    .backward_input = batchnorm_backward_input,
+    .release = batchnorm_release,
+};

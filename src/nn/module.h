@@ -1,0 +1,86 @@
+/* Inside nn: what every module type provides, and the state a module instance keeps. */
+#ifndef DP_NN_MODULE_H
+#define DP_NN_MODULE_H
+
+#include "dp/nn.h"
+
+#include <stddef.h>
+
+struct dp_module {
+    const struct dp_module_type *type;
+    dp_module_options options;
+    int index;           /* position in the model */
+    int name_index;      /* the i of layers.{i}.* */
+    int in_width, out_width;
+    int fused_relu;      /* linear: also applies the ReLU that follows it */
+    int absorbed;        /* relu: applied by the Linear before it, so it passes data through */
+    size_t first_param, param_count; /* its slice of the flat parameter buffer */
+    size_t first_buffer, first_counter;
+    float *weights, *grads;          /* its parameters and gradients (model buffers) */
+    float *buffers;                  /* its float32 buffers (model buffer) */
+    int64_t *counters;               /* its int64 buffers (host) */
+    float *out;                      /* its output [max_rows, out_width]; NULL when passing through */
+    float *mask;                     /* dropout: this forward's mask */
+    float *xhat;                     /* batchnorm: the normalised input */
+    double *sums;                    /* batchnorm: column sums (backend memory, 2 x width) */
+    double *host_sums;               /* batchnorm: their host copy, + the row count */
+    float *coefs, *host_coefs;       /* batchnorm: per-column coefficients (3 x width) */
+    double rows_seen;                /* batchnorm: rows the statistics came from (every rank's when sync) */
+};
+
+/* Where a module reports its final gradient pieces during backward (dp_model.grad_ready). */
+typedef struct dp_grad_pieces {
+    size_t max_floats;     /* the largest piece wanted; 0: the module's gradients whole */
+    dp_grad_ready_fn ready; /* may be NULL */
+    void *arg;
+} dp_grad_pieces;
+
+/* Reports [first, first + count) of module m's slice of the flat gradient buffer final. */
+void dp_grad_pieces_ready(const dp_grad_pieces *pieces, const dp_module *m, size_t first, size_t count);
+
+typedef enum dp_arg_kind { DP_ARG_INT, DP_ARG_FLOAT, DP_ARG_BOOL } dp_arg_kind;
+
+/* One option a module accepts in --model: name=value (the first also positionally). */
+typedef struct dp_module_arg {
+    const char *name;
+    dp_arg_kind kind;
+    size_t offset;      /* into dp_module_options */
+    double min, max;    /* allowed range; max_open: max itself is not allowed */
+    int max_open;
+    int required;
+    const char *meaning;
+} dp_module_arg;
+
+typedef struct dp_module_type {
+    const char *name;
+    const dp_module_arg *args;
+    int nargs;
+    dp_module_options defaults;
+    /* Sets out_width from in_width; checks what the widths allow (errors name spec). */
+    int (*configure)(dp_module *m, const char *spec);
+    /* Adds the module's tensors to the tables under prefix "layers.{i}". */
+    int (*declare)(dp_module *m, dp_param_table *params, dp_param_table *buffers, const char *prefix);
+    /* Initial values of its slices of host arrays shaped like the flat buffers. */
+    void (*init)(const dp_module *m, dp_rng *rng, float *params, float *buffers, int64_t *counters);
+    /* Working memory for max_rows rows. */
+    int (*allocate)(dp_module *m, const dp_backend *be, int max_rows);
+    int (*forward)(dp_module *m, const dp_nn_context *ctx, const float *x, int rows, const float **y);
+    /* Parameter gradients from dy (which it may modify in place: a fused ReLU's mask), each
+     * piece reported to dp_grad_pieces_ready as it is final. */
+    void (*backward_params)(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy, int rows,
+                            const dp_grad_pieces *pieces);
+    /* The input gradient: into dx, or in place into dy; *dx_out says which. */
+    int (*backward_input)(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy,
+                          float *dx, int rows, float **dx_out);
+    void (*release)(dp_module *m, const dp_backend *be);
+} dp_module_type;
+
+#define DP_COUNT(array) ((int)(sizeof(array) / sizeof *(array)))
+
+extern const dp_module_type dp_module_linear, dp_module_relu, dp_module_batchnorm,
+    dp_module_dropout;
+
+/* Allocates count floats of backend memory of kind for what, or records DP_ENOMEM. */
+int dp_module_alloc(const dp_backend *be, size_t count, dp_memory_kind kind, const char *what, float **out);
+
+#endif

@@ -1,0 +1,271 @@
+/* The sequential model: modules in order over shared flat buffers, forward first to last,
+ * backward last to first with a hook as each piece of a module's parameter gradients becomes
+ * final. */
+#include "src/nn/module.h"
+
+#include "dp/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int dp_module_alloc(const dp_backend *be, size_t count, dp_memory_kind kind, const char *what, float **out)
+{
+    *out = be->alloc((count ? count : 1) * sizeof(float), kind, what);
+    return *out ? 0 : DP_ENOMEM;
+}
+
+void dp_grad_pieces_ready(const dp_grad_pieces *pieces, const dp_module *m, size_t first, size_t count)
+{
+    if (pieces->ready)
+        pieces->ready(pieces->arg, m->index, m->first_param + first, count);
+}
+
+/* Widths, tensor names and which ReLUs fold into the Linear before them. */
+static int configure_modules(dp_model *m)
+{
+    const dp_model_spec *spec = &m->spec;
+    int width = m->inputs, linears = 0;
+    for (int i = 0; i < m->count; i++) {
+        dp_module *mod = &m->modules[i];
+        mod->type = spec->modules[i].type;
+        mod->options = spec->modules[i].options;
+        mod->index = i;
+        /* --layers names the k-th Linear layers.{k}, as version 1's MLP; --model is nn.Sequential. */
+        mod->name_index = spec->from_layers ? linears : i;
+        mod->in_width = width;
+        if (mod->type == &dp_module_batchnorm && linears == 0)
+            return dp_fail(DP_EINVAL, "--model '%s': module %d (batchnorm) comes before any linear: "
+                           "normalise the output of a layer, not the raw input", spec->text, i);
+        int status = mod->type->configure(mod, spec->text);
+        if (status)
+            return status;
+        width = mod->out_width;
+        linears += mod->type == &dp_module_linear;
+        if (mod->type == &dp_module_relu && i > 0 && m->modules[i - 1].type == &dp_module_linear) {
+            m->modules[i - 1].fused_relu = 1;
+            mod->absorbed = 1;
+        }
+        m->batchnorms += mod->type == &dp_module_batchnorm;
+        m->sync_batchnorms += mod->type == &dp_module_batchnorm && mod->options.sync;
+    }
+    m->outputs = width;
+    return 0;
+}
+
+static int declare_tensors(dp_model *m)
+{
+    for (int i = 0; i < m->count; i++) {
+        dp_module *mod = &m->modules[i];
+        mod->first_param = dp_params_floats(&m->params);
+        mod->first_buffer = dp_params_floats(&m->buffers);
+        mod->first_counter = m->buffers.totals[DP_DTYPE_I64];
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "layers.%d", mod->name_index);
+        int status = mod->type->declare ? mod->type->declare(mod, &m->params, &m->buffers, prefix) : 0;
+        if (status)
+            return status;
+        mod->param_count = dp_params_floats(&m->params) - mod->first_param;
+    }
+    return 0;
+}
+
+static size_t widest(const dp_model *m)
+{
+    size_t w = (size_t)m->inputs;
+    for (int i = 0; i < m->count; i++)
+        if ((size_t)m->modules[i].out_width > w)
+            w = (size_t)m->modules[i].out_width;
+    return w;
+}
+
+static int allocate(dp_model *m, unsigned owns)
+{
+    const dp_backend *be = m->be;
+    size_t rows = (size_t)m->max_rows;
+    int status = 0;
+    if (owns & DP_MODEL_OWNS_WEIGHTS)
+        status = dp_module_alloc(be, dp_params_floats(&m->params), DP_MEM_PARAMETERS, "the parameters", &m->weights);
+    if (!status && (owns & DP_MODEL_OWNS_GRADS))
+        status = dp_module_alloc(be, dp_params_floats(&m->params), DP_MEM_GRADIENTS, "the gradients", &m->grads);
+    if (!status)
+        status = dp_module_alloc(be, dp_params_floats(&m->buffers), DP_MEM_BUFFERS, "the running statistics", &m->buffer_values);
+    for (int i = 0; !status && i < DP_COUNT(m->delta); i++)
+        status = dp_module_alloc(be, rows * widest(m), DP_MEM_ACTIVATIONS, "activation gradients", &m->delta[i]);
+    if (status)
+        return status;
+    m->counters = dp_calloc(m->buffers.totals[DP_DTYPE_I64] + 1, sizeof *m->counters, "BatchNorm counters");
+    m->inputs_of = dp_calloc((size_t)m->count, sizeof *m->inputs_of, "the modules' inputs");
+    if (!m->counters || !m->inputs_of)
+        return DP_ENOMEM;
+    for (int i = 0; !status && i < m->count; i++) {
+        dp_module *mod = &m->modules[i];
+        mod->weights = m->weights ? m->weights + mod->first_param : NULL;
+        mod->grads = m->grads ? m->grads + mod->first_param : NULL;
+        mod->buffers = m->buffer_values + mod->first_buffer;
+        mod->counters = m->counters + mod->first_counter;
+        status = mod->type->allocate(mod, be, m->max_rows);
+    }
+    return status;
+}
+
+int dp_model_create(dp_model *m, const dp_backend *be, const dp_model_spec *spec, int inputs, int max_rows)
+{
+    return dp_model_create_owning(m, be, spec, inputs, max_rows, DP_MODEL_OWNS_ALL);
+}
+
+int dp_model_create_owning(dp_model *m, const dp_backend *be, const dp_model_spec *spec, int inputs,
+                           int max_rows, unsigned owns)
+{
+    memset(m, 0, sizeof *m);
+    m->be = be;
+    m->spec = *spec;
+    m->count = spec->count;
+    m->inputs = inputs;
+    m->max_rows = max_rows;
+    m->modules = dp_calloc((size_t)spec->count, sizeof *m->modules, "the model's modules");
+    int status = m->modules ? 0 : DP_ENOMEM;
+    if (!status)
+        status = configure_modules(m);
+    if (!status)
+        status = declare_tensors(m);
+    if (!status)
+        status = allocate(m, owns);
+    if (status)
+        dp_model_free(m);
+    return status;
+}
+
+void dp_model_bind(dp_model *m, int module, float *weights, float *grads)
+{
+    dp_module *mod = &m->modules[module];
+    if (weights)
+        mod->weights = weights;
+    if (grads)
+        mod->grads = grads;
+}
+
+void dp_model_module_params(const dp_model *m, int module, size_t *offset, size_t *count)
+{
+    *offset = m->modules[module].first_param;
+    *count = m->modules[module].param_count;
+}
+
+void dp_model_free(dp_model *m)
+{
+    if (!m->be)
+        return;
+    for (int i = 0; m->modules && i < m->count; i++)
+        if (m->modules[i].type && m->modules[i].type->release)
+            m->modules[i].type->release(&m->modules[i], m->be);
+    m->be->free(m->weights);
+    m->be->free(m->grads);
+    m->be->free(m->buffer_values);
+    m->be->free(m->delta[0]);
+    m->be->free(m->delta[1]);
+    free(m->counters);
+    free(m->inputs_of);
+    free(m->modules);
+    dp_params_free(&m->params);
+    dp_params_free(&m->buffers);
+    memset(m, 0, sizeof *m);
+}
+
+void dp_model_init(const dp_model *m, uint64_t seed, float *params, float *buffers, int64_t *counters)
+{
+    dp_rng rng;
+    dp_rng_seed(&rng, dp_rng_mix(seed, 0x1a17));
+    for (int i = 0; i < m->count; i++) {
+        const dp_module *mod = &m->modules[i];
+        if (mod->type->init)
+            mod->type->init(mod, &rng, params + mod->first_param, buffers + mod->first_buffer,
+                            counters + mod->first_counter);
+    }
+}
+
+/* The strategy's chance to materialise module i's parameters before a pass (ZeRO-3). */
+static int materialise(dp_model *m, int i, int backward)
+{
+    return m->param_hook && m->modules[i].param_count ? m->param_hook(m->param_hook_arg, i, backward) : 0;
+}
+
+/* Tells the observer, if any, that module i's pass begins or ends. */
+static void event(const dp_model *m, int i, int backward, int begin)
+{
+    if (m->on_module)
+        m->on_module(m->on_module_arg, i, backward, begin);
+}
+
+int dp_model_forward(dp_model *m, const dp_nn_context *ctx, const float *x, int rows, const float **out)
+{
+    for (int i = 0; i < m->count; i++) {
+        dp_module *mod = &m->modules[i];
+        m->inputs_of[i] = x;
+        event(m, i, 0, 1);
+        int status = materialise(m, i, 0);
+        if (!status)
+            status = mod->type->forward(mod, ctx, x, rows, &x);
+        event(m, i, 0, 0);
+        if (status)
+            return status;
+    }
+    *out = x;
+    return 0;
+}
+
+int dp_model_backward(dp_model *m, const dp_nn_context *ctx, float *dout, int rows)
+{
+    float *dy = dout;
+    for (int i = m->count - 1; i >= 0; i--) {
+        dp_module *mod = &m->modules[i];
+        event(m, i, 1, 1);
+        int status = materialise(m, i, 1);
+        if (status)
+            return status;
+        if (mod->type->backward_params) {
+            dp_grad_pieces pieces = {.max_floats = m->grad_piece_floats, .ready = m->grad_ready,
+                                     .arg = m->grad_ready_arg};
+            mod->type->backward_params(mod, ctx, m->inputs_of[i], dy, rows, &pieces);
+        }
+        if (i > 0) {
+            float *spare = dy == m->delta[0] ? m->delta[1] : m->delta[0];
+            status = mod->type->backward_input(mod, ctx, m->inputs_of[i], dy, spare, rows, &dy);
+        }
+        event(m, i, 1, 0);
+        if (status)
+            return status;
+    }
+    return 0;
+}
+
+void dp_model_loss(const dp_model *m, dp_loss loss, const float *out, const int32_t *labels,
+                   const float *targets, int rows, float *dout, double *totals)
+{
+    if (loss == DP_LOSS_XENT)
+        m->be->softmax_xent(out, labels, rows, m->outputs, dout, totals);
+    else
+        m->be->mse(out, targets, rows, m->outputs, dout, totals);
+}
+
+void dp_model_module_name(const dp_model *m, int i, char *text, size_t size)
+{
+    snprintf(text, size, "layers.%d (%s)", m->modules[i].name_index, m->modules[i].type->name);
+}
+
+void dp_model_describe(const dp_model *m, char *text, size_t size)
+{
+    if (m->spec.from_layers) {
+        snprintf(text, size, "MLP %s", m->spec.text);
+        return;
+    }
+    size_t used = (size_t)snprintf(text, size, "%d", m->inputs);
+    for (int i = 0; i < m->count && used < size; i++) {
+        const dp_module *mod = &m->modules[i];
+        used += (size_t)snprintf(text + used, size - used, " -> %s%s", mod->type->name,
+                                 mod->type == &dp_module_batchnorm && mod->options.sync ? "(sync)" : "");
+        if (mod->type == &dp_module_linear && used < size)
+            used += (size_t)snprintf(text + used, size - used, "(%d)", mod->out_width);
+        if (mod->type == &dp_module_dropout && used < size)
+            used += (size_t)snprintf(text + used, size - used, "(%g)", mod->options.p);
+    }
+}

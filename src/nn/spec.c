@@ -1,0 +1,300 @@
+/* --model and --layers: text into a list of module specs, with errors that name the spec,
+ * the module and the problem. */
+#include "src/nn/module.h"
+
+#include "dp/error.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const dp_module_type *const module_types[] = {
+    &dp_module_linear, &dp_module_relu, &dp_module_batchnorm, &dp_module_dropout,
+};
+#define TYPE_COUNT (sizeof module_types / sizeof module_types[0])
+
+const char *dp_model_module_names(void)
+{
+    static char names[128];
+    if (!names[0])
+        for (size_t i = 0; i < TYPE_COUNT; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                     module_types[i]->name);
+    return names;
+}
+
+static const dp_module_type *find_type(const char *name, size_t len)
+{
+    for (size_t i = 0; i < TYPE_COUNT; i++)
+        if (strlen(module_types[i]->name) == len && strncmp(module_types[i]->name, name, len) == 0)
+            return module_types[i];
+    return NULL;
+}
+
+/* The text between begin and end without surrounding blanks, as a C string in out. */
+static void trimmed(const char *begin, const char *end, char *out, size_t size)
+{
+    while (begin < end && isspace((unsigned char)*begin))
+        begin++;
+    while (end > begin && isspace((unsigned char)end[-1]))
+        end--;
+    size_t len = (size_t)(end - begin) < size - 1 ? (size_t)(end - begin) : size - 1;
+    memcpy(out, begin, len);
+    out[len] = '\0';
+}
+
+static const dp_module_arg *find_arg(const dp_module_type *type, const char *name)
+{
+    for (int i = 0; i < type->nargs; i++)
+        if (strcmp(type->args[i].name, name) == 0)
+            return &type->args[i];
+    return NULL;
+}
+
+static void describe_arg_range(const dp_module_arg *a, char *text, size_t size)
+{
+    if (a->kind == DP_ARG_BOOL)
+        snprintf(text, size, "0 or 1");
+    else if (a->max == HUGE_VAL)
+        snprintf(text, size, "%s >= %g", a->kind == DP_ARG_INT ? "an integer" : "a number", a->min);
+    else
+        snprintf(text, size, "%s in [%g, %g%c", a->kind == DP_ARG_INT ? "an integer" : "a number",
+                 a->min, a->max, a->max_open ? ')' : ']');
+}
+
+/* Parses value into the option a names, checking kind and range. */
+static int set_arg(const char *spec, int position, const dp_module_type *type, const dp_module_arg *a,
+                   const char *value, dp_module_options *options)
+{
+    char *end;
+    errno = 0;
+    double v = a->kind == DP_ARG_FLOAT ? strtod(value, &end) : (double)strtol(value, &end, 10);
+    int in_range = *value && !*end && !errno && isfinite(v) && v >= a->min &&
+                   (a->max_open ? v < a->max : v <= a->max);
+    if (!in_range) {
+        char range[64];
+        describe_arg_range(a, range, sizeof range);
+        return dp_fail(DP_EINVAL, "--model '%s': module %d (%s): %s='%s' must be %s (%s)", spec,
+                       position, type->name, a->name, value, range, a->meaning);
+    }
+    char *field = (char *)options + a->offset;
+    if (a->kind == DP_ARG_FLOAT)
+        *(float *)field = (float)v;
+    else
+        *(int *)field = (int)v;
+    return 0;
+}
+
+/* Parses "a, name=b, ..." (the text inside the parentheses) into options. */
+static int parse_args(const char *spec, int position, const dp_module_type *type, const char *args,
+                      dp_module_options *options)
+{
+    int given[16] = {0};
+    const char *p = args;
+    for (int n = 0; *p; n++) {
+        const char *comma = strchr(p, ','), *end = comma ? comma : p + strlen(p);
+        char item[128], name[64];
+        trimmed(p, end, item, sizeof item);
+        char *equals = strchr(item, '=');
+        const dp_module_arg *a;
+        const char *value;
+        if (equals) {
+            trimmed(item, equals, name, sizeof name);
+            value = equals + 1;
+            while (isspace((unsigned char)*value))
+                value++;
+            a = find_arg(type, name);
+        } else {
+            if (n > 0 || type->nargs == 0)
+                return dp_fail(DP_EINVAL, "--model '%s': module %d (%s): '%s': %s", spec, position,
+                               type->name, item,
+                               type->nargs ? "only the first option may be given without name=" : "takes no options");
+            snprintf(name, sizeof name, "%s", type->args[0].name);
+            value = item;
+            a = &type->args[0];
+        }
+        if (!a)
+            return dp_fail(DP_EINVAL, "--model '%s': module %d (%s): unknown option '%s'", spec,
+                           position, type->name, name);
+        if (given[a - type->args]++)
+            return dp_fail(DP_EINVAL, "--model '%s': module %d (%s): %s given twice", spec, position,
+                           type->name, a->name);
+        int status = set_arg(spec, position, type, a, value, options);
+        if (status)
+            return status;
+        p = comma ? comma + 1 : end;
+        if (comma && !*p)
+            return dp_fail(DP_EINVAL, "--model '%s': module %d (%s): trailing comma in its options", spec,
+                           position, type->name);
+    }
+    for (int i = 0; i < type->nargs; i++)
+        if (type->args[i].required && !given[i])
+            return dp_fail(DP_EINVAL, "--model '%s': module %d (%s) needs %s (%s), e.g. %s(%s)", spec,
+                           position, type->name, type->args[i].name, type->args[i].meaning, type->name,
+                           type->args[i].kind == DP_ARG_INT ? "256" : "0.5");
+    return 0;
+}
+
+/* One item "name" or "name(args)" of the list. */
+static int parse_item(const char *spec, int position, const char *item, dp_module_spec *out)
+{
+    const char *open = strchr(item, '(');
+    char name[64];
+    trimmed(item, open ? open : item + strlen(item), name, sizeof name);
+    const dp_module_type *type = find_type(name, strlen(name));
+    if (!type)
+        return dp_fail(DP_EINVAL, "--model '%s': module %d '%s': unknown module (known: %s)", spec,
+                       position, name, dp_model_module_names());
+    out->type = type;
+    out->options = type->defaults;
+    char args[256] = "";
+    if (open) {
+        const char *close = strrchr(item, ')');
+        char after[16];
+        trimmed(close ? close + 1 : open, item + strlen(item), after, sizeof after);
+        if (!close || after[0] || strchr(open + 1, '(') )
+            return dp_fail(DP_EINVAL, "--model '%s': module %d (%s): unbalanced parentheses in '%s'", spec,
+                           position, name, item);
+        trimmed(open + 1, close, args, sizeof args);
+    }
+    return parse_args(spec, position, type, args, &out->options);
+}
+
+int dp_model_spec_parse(const char *text, dp_model_spec *spec)
+{
+    memset(spec, 0, sizeof *spec);
+    if (strlen(text) >= sizeof spec->text)
+        return dp_fail(DP_EINVAL, "--model: longer than %zu characters", sizeof spec->text - 1);
+    strcpy(spec->text, text);
+    const char *p = text;
+    while (*p) {
+        /* The item ends at the first comma outside parentheses. */
+        const char *end = p;
+        int depth = 0;
+        for (; *end && (depth > 0 || *end != ','); end++)
+            depth += *end == '(' ? 1 : *end == ')' ? -1 : 0;
+        char item[256];
+        trimmed(p, end, item, sizeof item);
+        if (!item[0])
+            return dp_fail(DP_EINVAL, "--model '%s': empty module at position %d", text, spec->count);
+        if (spec->count == DP_MODEL_MAX_MODULES)
+            return dp_fail(DP_EINVAL, "--model '%s': more than %d modules", text, DP_MODEL_MAX_MODULES);
+        int status = parse_item(text, spec->count, item, &spec->modules[spec->count]);
+        if (status)
+            return status;
+        spec->count++;
+        p = *end ? end + 1 : end;
+        if (*end && !*p)
+            return dp_fail(DP_EINVAL, "--model '%s': trailing comma", text);
+    }
+    if (spec->count == 0)
+        return dp_fail(DP_EINVAL, "--model '%s': no modules", text);
+    return 0;
+}
+
+int dp_model_spec_from_layers(const char *text, dp_model_spec *spec)
+{
+    memset(spec, 0, sizeof *spec);
+    snprintf(spec->text, sizeof spec->text, "%s", text);
+    spec->from_layers = 1;
+    const char *p = text;
+    int widths = 0;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long w = strtol(p, &end, 10);
+        if (end == p || errno || w <= 0 || w > INT_MAX || (*end && *end != ','))
+            return dp_fail(DP_EINVAL, "--layers '%s': widths must be positive integers separated by commas", text);
+        if (spec->count + 2 > DP_MODEL_MAX_MODULES)
+            return dp_fail(DP_EINVAL, "--layers '%s': at most %d layers", text, DP_MODEL_MAX_MODULES / 2);
+        if (widths++ == 0) {
+            spec->inputs = (int)w;
+        } else {
+            if (spec->count > 0)
+                spec->modules[spec->count++] = (dp_module_spec){&dp_module_relu, dp_module_relu.defaults};
+            dp_module_spec *linear = &spec->modules[spec->count++];
+            *linear = (dp_module_spec){&dp_module_linear, dp_module_linear.defaults};
+            linear->options.out_features = (int)w;
+        }
+        p = *end ? end + 1 : end;
+        if (*end && !*p)
+            return dp_fail(DP_EINVAL, "--layers '%s': trailing comma", text);
+    }
+    if (widths < 2)
+        return dp_fail(DP_EINVAL, "--layers '%s': needs at least an input and an output width", text);
+    return 0;
+}
+
+void dp_model_spec_sync_batchnorm(dp_model_spec *spec)
+{
+    for (int i = 0; i < spec->count; i++)
+        if (spec->modules[i].type == &dp_module_batchnorm)
+            spec->modules[i].options.sync = 1;
+}
+
+/* Appends one module's text to the list in text: its name, then as name=value either the
+ * options that decide which tensors exist (structural) or the others. */
+static size_t append_module(char *text, size_t size, size_t used, const dp_module_spec *mod, int structural)
+{
+    const dp_module_type *type = mod->type;
+    int shapes_tensors = type == &dp_module_linear, shown = 0;
+    used += (size_t)snprintf(text + used, size - used, "%s%s", used ? "," : "", type->name);
+    for (int i = 0; i < type->nargs && used < size && shapes_tensors == structural; i++) {
+        const dp_module_arg *a = &type->args[i];
+        const char *field = (const char *)&mod->options + a->offset;
+        double value = a->kind == DP_ARG_FLOAT ? *(const float *)field : *(const int *)field;
+        used += (size_t)snprintf(text + used, size - used, "%s%s=%.8g", shown++ ? "," : "(", a->name, value);
+    }
+    if (shown && used < size)
+        used += (size_t)snprintf(text + used, size - used, ")");
+    return used < size ? used : size - 1;
+}
+
+void dp_model_spec_canonical(const dp_model_spec *spec, int inputs, int structural, char *text, size_t size)
+{
+    char modules[DP_MODEL_SPEC_MAX * 2] = "";
+    size_t used = 0;
+    for (int i = 0; i < spec->count; i++)
+        used = append_module(modules, sizeof modules, used, &spec->modules[i], structural);
+    snprintf(text, size, "%s %d: %s", spec->from_layers ? "layers" : "sequential", inputs, modules);
+}
+
+size_t dp_model_spec_size(const dp_model_spec *spec, int inputs, int *widest, int *overflow)
+{
+    return dp_model_spec_module_params(spec, inputs, NULL, widest, overflow);
+}
+
+size_t dp_model_spec_module_params(const dp_model_spec *spec, int inputs, size_t *counts, int *widest, int *overflow)
+{
+    size_t total = 0, width = (size_t)(spec->from_layers ? spec->inputs : inputs);
+    *widest = (int)width;
+    for (int i = 0; i < spec->count; i++) {
+        const dp_module_spec *mod = &spec->modules[i];
+        size_t count = 0, out = width;
+        if (mod->type == &dp_module_linear) {
+            out = (size_t)mod->options.out_features;
+            count = out * (size_t)mod->options.bias;
+            if (width > SIZE_MAX / out || count > SIZE_MAX - width * out)
+                *overflow = 1;
+            else
+                count += width * out;
+        } else if (mod->type == &dp_module_batchnorm) {
+            count = 2 * width;
+        }
+        if (*overflow || total > SIZE_MAX - count) {
+            *overflow = 1;
+            return 0;
+        }
+        total += count;
+        if (counts)
+            counts[i] = count;
+        width = out;
+        if (width > (size_t)*widest)
+            *widest = (int)width;
+    }
+    return total;
+}
