@@ -17,12 +17,12 @@
 
 #include <stddef.h>
 
-struct dp_allreduce_algorithm;
+struct dp_algorithm;
 
 typedef struct dp_auto_rule {
     int world;
     size_t max_bytes; /* SIZE_MAX: inf */
-    const struct dp_allreduce_algorithm *algorithm;
+    const struct dp_algorithm *algorithm;
     int line;         /* in the source text, for messages */
 } dp_auto_rule;
 

@@ -1,6 +1,21 @@
-/* Collectives on flat float buffers, with the gradient all-reduce algorithm chosen by name.
- * This module knows MPI and nothing of models. Every call works for any count (0 too) and
- * any world size (1 too). */
+/* Collectives on flat float buffers, as requests: start -> test/progress -> wait, with the
+ * blocking calls as start + wait. The algorithm is chosen by name. This module knows MPI and
+ * nothing of models. Every call works for any count (0 too) and any world size (1 too).
+ *
+ * A reducer during backward:
+ *
+ *     dp_comm_reserve(c, largest_bucket, buckets, 0);            before the first step
+ *     ...
+ *     dp_comm_start_allreduce(c, grads + offset, count, "bucket 3", &bucket[3]);
+ *     dp_comm_progress(c);                                        between module backward steps
+ *     ...
+ *     dp_comm_wait_all(c);                                        before the update
+ *
+ * Every rank must start the same requests (kind, count, layout, algorithm) in the same order,
+ * as MPI requires of collectives; tests and waits may come in any order on any rank. A request
+ * moves only while its rank is inside a dp_comm call (or while a progress thread runs), so
+ * while requests are outstanding block only in dp_comm calls, which progress them all: a rank
+ * blocked in an MPI call of its own leaves the other ranks waiting for its part. */
 #ifndef DP_COMM_H
 #define DP_COMM_H
 
@@ -8,30 +23,44 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct dp_allreduce_algorithm;
+struct dp_algorithm;
 struct dp_auto_table;
 struct dp_watchdog;
 struct dp_nccl;
+struct dp_request_pool;
 
-/* Working memory the algorithms reuse across calls: grown on demand, never shrunk, so a
- * training loop allocates only on its first step. */
-typedef struct dp_scratch {
-    float *data;
-    size_t capacity; /* floats */
-} dp_scratch;
+/* What a request computes, in place, over the W blocks of its buffer (see dp_request_args). */
+typedef enum dp_collective {
+    DP_ALLREDUCE,      /* every rank: the sum over ranks of the whole buffer */
+    DP_REDUCE_SCATTER, /* rank r: block r holds the sum over ranks of block r; the rest is unspecified */
+    DP_ALLGATHER,      /* every rank: block r as rank r holds it, for every r */
+    DP_COLLECTIVE_KINDS
+} dp_collective;
+
+/* Bytes this rank has handed to the network per collective kind, since dp_comm_init (the
+ * caller may zero the struct between steps). Hand-written algorithms count the messages
+ * they post; MPI's and NCCL's collectives send what their own algorithm chooses, so they
+ * count what the ring would send (its bandwidth-optimal volume), and that share is also
+ * added to `modelled`. */
+typedef struct dp_comm_traffic {
+    uint64_t bytes[DP_COLLECTIVE_KINDS];
+    uint64_t modelled[DP_COLLECTIVE_KINDS]; /* the part of bytes[] that is the ring's model */
+    uint64_t requests[DP_COLLECTIVE_KINDS]; /* requests started */
+} dp_comm_traffic;
 
 typedef struct dp_comm {
-    MPI_Comm comm;        /* the training communicator (not owned) */
+    MPI_Comm comm;        /* the caller's communicator (not owned): metric sums, broadcasts */
+    MPI_Comm requests_comm; /* a private duplicate: the requests' messages never meet the caller's */
     int rank, size;
     int local_rank, local_size; /* among ranks sharing this node (MPI_COMM_TYPE_SHARED) */
-    const struct dp_allreduce_algorithm *algorithm;
-    dp_scratch scratch;
-    struct dp_watchdog *watchdog; /* when set, brackets every dp_comm_* collective */
+    const struct dp_algorithm *algorithm;
+    struct dp_watchdog *watchdog; /* when set, watches every outstanding request and collective */
     size_t segment_bytes;       /* ring-pipelined segment size; 0: DP_SEGMENT_BYTES_DEFAULT */
-    int *block_counts, *block_offsets; /* size entries each: the MPI v-collectives' arguments */
     struct dp_auto_table *auto_table; /* auto's rules; NULL until loaded or first used */
     int cuda_aware;             /* MPI may be handed GPU memory (dp_comm_set_cuda_aware) */
-    struct dp_nccl *nccl;       /* nccl's communicator; NULL until its first all-reduce */
+    struct dp_nccl *nccl;       /* nccl's communicator and stream; NULL until reserved or first used */
+    struct dp_request_pool *pool; /* request slots with their scratch memory */
+    dp_comm_traffic traffic;
 } dp_comm;
 
 /* Default ring-pipelined segment: big enough that each message's fixed cost (on shared memory,
@@ -39,20 +68,19 @@ typedef struct dp_comm {
  * 16 MiB gradient still gives each block several segments at W <= 4. */
 #define DP_SEGMENT_BYTES_DEFAULT ((size_t)1 << 20)
 
-/* Sets up collectives on comm with the named all-reduce algorithm; an unknown name fails
- * with a message listing the valid ones. */
+/* Sets up collectives on comm with the named algorithm; an unknown name fails with a message
+ * listing the valid ones. Collective over comm (it duplicates it). */
 int dp_comm_init(dp_comm *c, MPI_Comm comm, const char *algorithm);
 
-/* Frees the scratch memory. */
+/* Frees the request slots, their scratch and the private communicator. No request may be
+ * outstanding. */
 void dp_comm_free(dp_comm *c);
 
 const char *dp_comm_algorithm_name(const dp_comm *c);
 
-/* Switches c to the named algorithm (as dp_comm_init names it), keeping its scratch memory. */
+/* Switches c to the named algorithm (as dp_comm_init names it), keeping its request slots.
+ * No request may be outstanding. */
 int dp_comm_set_algorithm(dp_comm *c, const char *algorithm);
-
-/* At least count floats of c's scratch, or NULL with DP_ENOMEM recorded. */
-float *dp_comm_scratch(dp_comm *c, size_t count);
 
 /* Space-separated names of every algorithm that sums host memory: all that --allreduce
  * accepts but those of dp_comm_gpu_algorithm_names. */
@@ -76,15 +104,96 @@ int dp_comm_set_cuda_aware(dp_comm *c, dp_cuda_aware mode);
  * stages them through host memory (device -> host -> algorithm -> device). */
 int dp_comm_wants_device_buffer(const dp_comm *c);
 
+/* ---- requests ---- */
+
+/* One started collective. It lives in c's pool from dp_comm_start until a test that finds
+ * it complete, or a wait, sets the caller's handle to NULL. */
+typedef struct dp_request dp_request;
+
+typedef struct dp_request_args {
+    dp_collective kind;
+    float *buf;       /* in place: the data, and the result */
+    size_t count;     /* floats */
+    /* What the data is, named by the watchdog ("bucket 3" -> "the all-reduce of bucket 3");
+     * copied. NULL: "a buffer". */
+    const char *label;
+    /* The blocks. parent_count 0: block r is dp_partition(count, W, r) of buf. Otherwise buf
+     * is [parent_offset, parent_offset + count) of a buffer of parent_count floats, and block
+     * r is the part of dp_partition(parent_count, W, r) that falls in it (possibly empty):
+     * a bucket's reduce-scatter then leaves each rank the bucket's share of its shard of the
+     * whole buffer (ZeRO-2), and the ring sums every element in the same order whichever
+     * bucket carries it (so bucketed ring all-reduces are bitwise the whole buffer's). */
+    size_t parent_count, parent_offset;
+    /* nccl only: a cudaEvent_t recorded after the kernels that produce buf; the request's
+     * stream waits for it. NULL: one is recorded on the legacy default stream at the start. */
+    void *ready_event;
+} dp_request_args;
+
+/* Prepares c for up to `requests` requests in flight at once, each of up to max_count floats
+ * (parent_count: the largest parent buffer those requests' blocks come from, 0 if none):
+ * slots, scratch memory, MPI argument arrays, and for nccl the communicator, stream and
+ * events. Collective (nccl connects here). After it, starting and completing such requests
+ * allocates nothing (dp_comm_allocations stays put); a larger or further request still works,
+ * growing the pool. */
+int dp_comm_reserve(dp_comm *c, size_t max_count, int requests, size_t parent_count);
+
+/* Starts a collective with c's algorithm and advances it as far as it goes without waiting.
+ * *request is the handle for dp_request_test / dp_request_wait. */
+int dp_comm_start(dp_comm *c, const dp_request_args *args, dp_request **request);
+
+/* dp_comm_start of buf's own blocks, labelled. */
+int dp_comm_start_allreduce(dp_comm *c, float *buf, size_t count, const char *label, dp_request **request);
+int dp_comm_start_reduce_scatter(dp_comm *c, float *buf, size_t count, const char *label,
+                                 dp_request **request);
+int dp_comm_start_allgather(dp_comm *c, float *buf, size_t count, const char *label, dp_request **request);
+
+/* Advances every outstanding request of c as far as it goes without waiting: the call to
+ * make between pieces of computation (docs/ALGORITHMS.md, "Progress"). */
+int dp_comm_progress(dp_comm *c);
+
+/* A thread that calls dp_comm_progress every interval_us microseconds (0: without pausing,
+ * which takes a core from computation) until stopped (dp_comm_free stops it too): requests
+ * then move during computation that cannot be cut into pieces. The caller's own calls still
+ * work; the two take turns. Needs MPI_THREAD_MULTIPLE; one per comm. */
+int dp_comm_start_progress_thread(dp_comm *c, long interval_us);
+void dp_comm_stop_progress_thread(dp_comm *c);
+
+/* dp_comm_progress, then *done = 1 and *request = NULL when this request has completed. */
+int dp_request_test(dp_request **request, int *done);
+
+/* Advances every outstanding request until this one has completed; *request = NULL. */
+int dp_request_wait(dp_request **request);
+
+/* Waits for every outstanding request of c. Handles still held become invalid. */
+int dp_comm_wait_all(dp_comm *c);
+
+/* Requests started and not yet completed. */
+int dp_comm_outstanding(const dp_comm *c);
+
+/* Times c has allocated memory for requests (slots, scratch, arrays), reserve included. */
+long dp_comm_allocations(const dp_comm *c);
+
+/* Host memory c holds as its requests' scratch (the ring's incoming blocks, ...), in bytes. */
+size_t dp_comm_scratch_bytes(const dp_comm *c);
+
+/* ---- blocking collectives: start + wait ---- */
+
+/* dp_comm_start then dp_request_wait. Results are those of the request, except that mpi's
+ * blocking forms are MPI's blocking collectives (see docs/ALGORITHMS.md). */
+int dp_comm_run(dp_comm *c, const dp_request_args *args);
+
 /* In place: buf = sum over ranks of buf, with the selected algorithm. Identical on every
- * rank (bitwise). */
+ * rank (bitwise). The watchdog names it "the all-reduce of the gradient". */
 int dp_comm_allreduce_sum(dp_comm *c, float *buf, size_t count);
 
-/* Reduce-scatter and all-gather over the blocks of dp_partition(count, size, r), in place.
- * After a reduce-scatter, rank r's block of buf holds the sum over ranks of that block (the
- * rest of buf is unspecified); an all-gather takes rank r's block from rank r to every rank.
- * The ring forms take any count; the MPI forms (MPI_Reduce_scatter, MPI_Allgatherv) take
- * counts up to INT_MAX, as MPI's int counts and displacements allow. */
+/* Reduce-scatter and all-gather over the blocks of dp_partition(count, size, r), in place,
+ * with the selected algorithm (DP_REDUCE_SCATTER, DP_ALLGATHER). */
+int dp_comm_reduce_scatter(dp_comm *c, float *buf, size_t count);
+int dp_comm_allgather(dp_comm *c, float *buf, size_t count);
+
+/* The same with a fixed algorithm, whatever c's: the ring takes any count; the MPI forms
+ * (MPI_Reduce_scatter, MPI_Allgatherv) take counts up to INT_MAX, as MPI's int counts and
+ * displacements allow. */
 int dp_reduce_scatter_ring(dp_comm *c, float *buf, size_t count);
 int dp_allgather_ring(dp_comm *c, float *buf, size_t count);
 int dp_reduce_scatter_mpi(dp_comm *c, float *buf, size_t count);
@@ -92,6 +201,13 @@ int dp_allgather_mpi(dp_comm *c, float *buf, size_t count);
 
 /* In place sum of a few doubles (metrics: loss sums, counts) with MPI_Allreduce. */
 int dp_comm_sum_doubles(dp_comm *c, double *values, int count);
+
+/* Rank r's block of dp_partition(total, W, r) to rank root, where all (total floats) gets
+ * every block; mine holds this rank's block (on root it may already be in place in all).
+ * Blocks of more than INT_MAX floats are refused (MPI's int counts). ZeRO's checkpoints. */
+int dp_comm_gather_blocks(dp_comm *c, const float *mine, float *all, size_t total, int root);
+/* The reverse: root's all (total floats) sends rank r its block, into mine. */
+int dp_comm_scatter_blocks(dp_comm *c, const float *all, float *mine, size_t total, int root);
 
 /* Every rank's 64-bit value into all[rank] on every rank (replica checks). */
 int dp_comm_gather_hashes(dp_comm *c, uint64_t mine, uint64_t *all);

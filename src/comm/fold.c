@@ -1,10 +1,12 @@
-/* The standard fold that lets a power-of-two algorithm (rhd, rd) run on any W. P is the
+/* The standard fold that lets a power-of-two schedule (rhd, rd) run on any W. P is the
  * largest power of two <= W; the first 2 (W-P) ranks pair up, each even one hands its buffer
  * to the odd one after it and waits; the odd one takes part for both and hands the result
- * back. Every rank ends with the group's bits, since the sitting-out rank receives them. */
+ * back. Every rank ends with the group's bits, since the sitting-out rank receives them.
+ * For a reduce-scatter or an all-gather only the even rank's own block needs to travel back
+ * or over: the odd one speaks for both blocks in the group. */
 #include "src/comm/algorithms.h"
 
-static dp_fold_plan plan_for(const dp_comm *c)
+dp_fold_plan dp_fold_plan_for(const dp_comm *c)
 {
     dp_fold_plan p = {.group = 1};
     while (p.group * 2 <= c->size)
@@ -22,34 +24,68 @@ int dp_fold_real_rank(const dp_fold_plan *p, int v)
     return v < p->extra ? 2 * v + 1 : v + p->extra;
 }
 
-/* An extra rank (even, below 2 (W-P)) hands its buffer over and gets the result back. */
-static int sit_out(dp_comm *c, float *buf, size_t count)
+void dp_plan_fold(dp_request *q)
 {
-    int partner = c->rank + 1;
-    int status = dp_sendrecv_floats(c, buf, count, partner, buf, 0, MPI_PROC_NULL, DP_TAG_FOLD_IN, count);
-    return status ? status
-                  : dp_sendrecv_floats(c, buf, 0, MPI_PROC_NULL, buf, count, partner, DP_TAG_FOLD_OUT, count);
+    q->fold = dp_fold_plan_for(q->comm);
 }
 
-/* The partner of an extra rank adds its buffer before the group's work starts. */
-static int fold_in(dp_comm *c, float *buf, size_t count)
+static int sits_out(const dp_request *q)
 {
-    return dp_sendrecv_add(c, buf, 0, MPI_PROC_NULL, count, c->rank - 1, DP_TAG_FOLD_IN);
+    return q->fold.index < 0;
 }
 
-int dp_allreduce_folded(dp_comm *c, float *buf, size_t count, dp_group_allreduce_fn on_group)
+static int folds(const dp_request *q)
 {
-    if (count == 0 || c->size == 1)
+    return q->fold.index >= 0 && q->fold.index < q->fold.extra;
+}
+
+/* One round that moves `block` from the sitting-out rank to its partner (to_partner) or
+ * back; the partner adds what arrives when `add` is set. Ranks outside a pair have none. */
+static int pair_round(dp_request *q, int round, dp_range block, int to_partner, int add, dp_round *r)
+{
+    if (round > 0 || (!sits_out(q) && !folds(q)))
         return 0;
-    dp_fold_plan p = plan_for(c);
-    if (p.index < 0)
-        return sit_out(c, buf, count);
-    int folds = p.index < p.extra;
-    int status = folds ? fold_in(c, buf, count) : 0;
-    if (!status)
-        status = on_group(c, &p, buf, count);
-    if (!status && folds)
-        status = dp_sendrecv_floats(c, buf, count, c->rank - 1, buf, 0, MPI_PROC_NULL,
-                                    DP_TAG_FOLD_OUT, count);
-    return status;
+    int sender = sits_out(q) == to_partner, peer = sits_out(q) ? q->comm->rank + 1 : q->comm->rank - 1;
+    float *data = q->buf + block.begin;
+    size_t n = dp_range_size(block);
+    if (sender)
+        r->send = (dp_transfer){data, n, peer};
+    else if (add) {
+        r->recv = (dp_transfer){q->scratch, n, peer};
+        r->sum = (dp_sum){data, q->scratch, n};
+    } else
+        r->recv = (dp_transfer){data, n, peer};
+    return 1;
+}
+
+static dp_range whole(const dp_request *q)
+{
+    dp_range all = {0, q->count};
+    return all;
+}
+
+/* The even (sitting-out) rank's block: the one that travels for reduce-scatter and all-gather. */
+static dp_range even_block(const dp_request *q)
+{
+    return dp_request_block(q, sits_out(q) ? q->comm->rank : q->comm->rank - 1);
+}
+
+int dp_fold_in(dp_request *q, int round, dp_round *out)
+{
+    return pair_round(q, round, whole(q), 1, 1, out);
+}
+
+int dp_fold_out(dp_request *q, int round, dp_round *out)
+{
+    return pair_round(q, round, whole(q), 0, 0, out);
+}
+
+int dp_fold_hand_back(dp_request *q, int round, dp_round *out)
+{
+    return pair_round(q, round, even_block(q), 0, 0, out);
+}
+
+int dp_fold_hand_over(dp_request *q, int round, dp_round *out)
+{
+    return pair_round(q, round, even_block(q), 1, 0, out);
 }

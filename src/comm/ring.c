@@ -1,23 +1,25 @@
 /* The ring: rank r sends only to r+1 and receives only from r-1. The buffer is cut into W
- * blocks (dp_partition). Reduce-scatter: in W-1 steps each block travels once around the
- * ring, every rank adding its own part, and ends complete on the rank of the same index.
- * All-gather: W-1 more steps pass each complete block on, so every rank holds all of them.
- * Each rank sends 2 (W-1)/W of the buffer in all, whatever W: the bandwidth-optimal amount.
- * Each block's sum is formed once, on its owner, and then copied: bitwise identical everywhere.
- * ring-pipelined (below) makes the same passes in segments, with nonblocking messages. */
+ * blocks (the request's blocks, dp_partition by default). Reduce-scatter: in W-1 steps each
+ * block travels once around the ring, every rank adding its own part, and ends complete on
+ * the rank of the same index. All-gather: W-1 more steps pass each complete block on, so
+ * every rank holds all of them. The all-reduce is literally those two phases, one after the
+ * other, so it equals a reduce-scatter followed by an all-gather bit for bit (ZeRO-2 against
+ * DDP). Each rank sends 2 (W-1)/W of the buffer in all, whatever W: the bandwidth-optimal
+ * amount. Each block's sum is formed once, on its owner, and then copied: bitwise identical
+ * everywhere; block b's sum adds the ranks in the order b+1, b+2, ..., b, whatever the
+ * block's size, so an element's sum depends only on which block holds it.
+ * ring-pipelined (below) makes the same passes in segments, two in flight. */
 #include "src/comm/algorithms.h"
-
-#include "dp/error.h"
-#include "dp/partition.h"
 
 /* Step s of a pass sends block rank-s-shift and receives block rank-s-shift-1: shift 1 makes
  * the reduce-scatter end with rank r owning block r, shift 0 starts the all-gather there. */
 enum { REDUCE_SCATTER_SHIFT = 1, ALLGATHER_SHIFT = 0 };
 
-/* Block (rank + offset) mod W of count elements; offset >= -W. */
-static dp_range ring_block(const dp_comm *c, size_t count, int offset)
+/* Block (rank + offset) mod W; offset >= -W. */
+static dp_range ring_block(const dp_request *q, int offset)
 {
-    return dp_partition(count, c->size, ((c->rank + offset) % c->size + c->size) % c->size);
+    int w = q->comm->size;
+    return dp_request_block(q, ((q->comm->rank + offset) % w + w) % w);
 }
 
 static int right_of(const dp_comm *c)
@@ -30,120 +32,58 @@ static int left_of(const dp_comm *c)
     return (c->rank + c->size - 1) % c->size;
 }
 
-/* The largest block (block 0): equal on every rank, so it sizes messages the same everywhere. */
-static size_t largest_block(const dp_comm *c, size_t count)
+/* The messages of one piece of a pass: `out` of buf goes right, `in` comes from the left,
+ * added into buf from `incoming` (reduce) or landing in buf directly. */
+static void ring_round(dp_request *q, dp_range out, dp_range in, float *incoming, int reduce, dp_round *r)
 {
-    return dp_range_size(dp_partition(count, c->size, 0));
+    r->send = (dp_transfer){q->buf + out.begin, dp_range_size(out), right_of(q->comm)};
+    r->recv = (dp_transfer){reduce ? incoming : q->buf + in.begin, dp_range_size(in), left_of(q->comm)};
+    if (reduce)
+        r->sum = (dp_sum){q->buf + in.begin, incoming, dp_range_size(in)};
 }
 
-/* W-1 blocking steps; reduce != 0 adds each received block into buf, otherwise it lands there. */
-static int ring_pass(dp_comm *c, float *buf, size_t count, int shift, int reduce, int tag)
+/* W-1 steps of whole blocks. */
+static int ring_pass(dp_request *q, int step, int shift, int reduce, dp_round *r)
 {
-    if (count == 0 || c->size == 1)
+    if (step >= q->comm->size - 1)
         return 0;
-    size_t span = largest_block(c, count);
-    float *incoming = reduce ? dp_comm_scratch(c, span) : buf;
-    if (!incoming)
-        return DP_ENOMEM;
-    for (int step = 0; step < c->size - 1; step++) {
-        dp_range out = ring_block(c, count, -step - shift), in = ring_block(c, count, -step - shift - 1);
-        float *dst = reduce ? incoming : buf + in.begin;
-        int status = dp_sendrecv_floats(c, buf + out.begin, dp_range_size(out), right_of(c), dst,
-                                        dp_range_size(in), left_of(c), tag, span);
-        if (status)
-            return status;
-        if (reduce)
-            dp_add_floats(buf + in.begin, incoming, dp_range_size(in));
-    }
-    return 0;
+    ring_round(q, ring_block(q, -step - shift), ring_block(q, -step - shift - 1), q->scratch, reduce, r);
+    return 1;
 }
 
-int dp_reduce_scatter_ring(dp_comm *c, float *buf, size_t count)
+static int reduce_scatter(dp_request *q, int round, dp_round *r)
 {
-    return ring_pass(c, buf, count, REDUCE_SCATTER_SHIFT, 1, DP_TAG_REDUCE_SCATTER);
+    return ring_pass(q, round, REDUCE_SCATTER_SHIFT, 1, r);
 }
 
-int dp_allgather_ring(dp_comm *c, float *buf, size_t count)
+static int allgather(dp_request *q, int round, dp_round *r)
 {
-    return ring_pass(c, buf, count, ALLGATHER_SHIFT, 0, DP_TAG_ALLGATHER);
+    return ring_pass(q, round, ALLGATHER_SHIFT, 0, r);
 }
 
-int dp_allreduce_ring(dp_comm *c, float *buf, size_t count)
+static size_t ring_scratch(const dp_comm *c, dp_collective kind, size_t count, size_t largest_block)
 {
-    int status = dp_reduce_scatter_ring(c, buf, count);
-    return status ? status : dp_allgather_ring(c, buf, count);
+    (void)c, (void)count;
+    return kind == DP_ALLGATHER ? 0 : largest_block;
 }
+
+static const dp_phase_fn ring_allreduce[] = {reduce_scatter, allgather, NULL};
+static const dp_phase_fn ring_reduce_scatter[] = {reduce_scatter, NULL};
+static const dp_phase_fn ring_allgather[] = {allgather, NULL};
+
+const struct dp_algorithm dp_algorithm_ring = {
+    .name = "ring",
+    .summary = "ring reduce-scatter + ring all-gather on nonblocking point-to-point, W-1 steps each",
+    .place = DP_BUFFER_HOST,
+    .driver = &dp_schedule_driver,
+    .phases = {ring_allreduce, ring_reduce_scatter, ring_allgather},
+    .scratch_floats = ring_scratch,
+};
 
 /* The pipelined pass: the W-1 steps become a sequence of items, item i being segment
- * i % segments of step i / segments. Item i+1 is on the wire while item i is reduced; its
- * data is final because it was item i+1-segments, reduced earlier (when segments >= 2). */
-typedef struct segment_ring {
-    dp_comm *c;
-    float *buf;
-    size_t count;
-    int shift, reduce, tag, right, left;
-    size_t segment;  /* elements per segment */
-    size_t segments; /* per block: from the largest block, so the same on every rank */
-    float *slots[2]; /* double buffer for incoming segments (reduce passes only) */
-    MPI_Request recvs[2], sends[2];
-} segment_ring;
-
-/* Item's segment of the block it sends (incoming 0) or receives (incoming 1). */
-static dp_range item_range(const segment_ring *g, size_t item, int incoming)
-{
-    int step = (int)(item / g->segments);
-    dp_range block = ring_block(g->c, g->count, -step - g->shift - incoming);
-    size_t begin = block.begin + (item % g->segments) * g->segment;
-    dp_range r = {begin < block.end ? begin : block.end, block.end};
-    if (r.end - r.begin > g->segment)
-        r.end = r.begin + g->segment;
-    return r;
-}
-
-static int post_recv(segment_ring *g, size_t item)
-{
-    dp_range r = item_range(g, item, 1);
-    float *dst = g->reduce ? g->slots[item % 2] : g->buf + r.begin;
-    DP_MPI_CHECK(MPI_Irecv(dst, (int)dp_range_size(r), MPI_FLOAT, g->left, g->tag, g->c->comm,
-                           &g->recvs[item % 2]));
-    return 0;
-}
-
-static int post_send(segment_ring *g, size_t item)
-{
-    dp_range r = item_range(g, item, 0);
-    DP_MPI_CHECK(MPI_Isend(g->buf + r.begin, (int)dp_range_size(r), MPI_FLOAT, g->right, g->tag,
-                           g->c->comm, &g->sends[item % 2]));
-    return 0;
-}
-
-static int finish_recv(segment_ring *g, size_t item)
-{
-    DP_MPI_CHECK(MPI_Wait(&g->recvs[item % 2], MPI_STATUS_IGNORE));
-    if (g->reduce) {
-        dp_range r = item_range(g, item, 1);
-        dp_add_floats(g->buf + r.begin, g->slots[item % 2], dp_range_size(r));
-    }
-    return 0;
-}
-
-/* One iteration: start moving item+1, then complete item. */
-static int advance(segment_ring *g, size_t item, size_t items)
-{
-    int next = item + 1 < items, status = 0;
-    if (next)
-        status = post_recv(g, item + 1);
-    if (!status && next && g->segments > 1)
-        status = post_send(g, item + 1);
-    if (!status)
-        status = finish_recv(g, item);
-    if (!status && next && g->segments == 1)
-        status = post_send(g, item + 1);
-    if (!status)
-        DP_MPI_CHECK(MPI_Wait(&g->sends[item % 2], MPI_STATUS_IGNORE));
-    return status;
-}
-
+ * i % segments of step i / segments, one round each. With two or more segments per block,
+ * item i+1 is on the wire while item i is reduced: its data is final because it was item
+ * i+1-segments, reduced earlier; incoming segments alternate between two scratch slots. */
 static size_t segment_elements(const dp_comm *c, size_t largest)
 {
     size_t bytes = c->segment_bytes ? c->segment_bytes : DP_SEGMENT_BYTES_DEFAULT;
@@ -153,31 +93,62 @@ static size_t segment_elements(const dp_comm *c, size_t largest)
     return elements < largest ? elements : largest;
 }
 
-static int pipelined_pass(dp_comm *c, float *buf, size_t count, int shift, int reduce, int tag)
+static void plan_segments(dp_request *q)
 {
-    if (count == 0 || c->size == 1)
-        return 0;
-    size_t largest = largest_block(c, count);
-    segment_ring g = {.c = c, .buf = buf, .count = count, .shift = shift, .reduce = reduce,
-                      .tag = tag, .right = right_of(c), .left = left_of(c)};
-    g.segment = segment_elements(c, largest);
-    g.segments = (largest + g.segment - 1) / g.segment;
-    if (reduce) {
-        if (!(g.slots[0] = dp_comm_scratch(c, 2 * g.segment)))
-            return DP_ENOMEM;
-        g.slots[1] = g.slots[0] + g.segment;
-    }
-    size_t items = (size_t)(c->size - 1) * g.segments;
-    int status = post_recv(&g, 0);
-    if (!status)
-        status = post_send(&g, 0);
-    for (size_t item = 0; item < items && !status; item++)
-        status = advance(&g, item, items);
-    return status;
+    size_t largest = dp_request_largest_block(q);
+    q->segment = segment_elements(q->comm, largest);
+    q->segments = q->segment ? (largest + q->segment - 1) / q->segment : 0;
 }
 
-int dp_allreduce_ring_pipelined(dp_comm *c, float *buf, size_t count)
+/* Item's segment of the block it sends (incoming 0) or receives (incoming 1). */
+static dp_range item_range(const dp_request *q, size_t item, int shift, int incoming)
 {
-    int status = pipelined_pass(c, buf, count, REDUCE_SCATTER_SHIFT, 1, DP_TAG_REDUCE_SCATTER);
-    return status ? status : pipelined_pass(c, buf, count, ALLGATHER_SHIFT, 0, DP_TAG_ALLGATHER);
+    int step = (int)(item / q->segments);
+    dp_range block = ring_block(q, -step - shift - incoming);
+    size_t begin = block.begin + (item % q->segments) * q->segment;
+    dp_range r = {begin < block.end ? begin : block.end, block.end};
+    if (r.end - r.begin > q->segment)
+        r.end = r.begin + q->segment;
+    return r;
 }
+
+static int pipelined_pass(dp_request *q, int round, int shift, int reduce, dp_round *r)
+{
+    size_t item = (size_t)round, items = (size_t)(q->comm->size - 1) * q->segments;
+    if (item >= items)
+        return 0;
+    float *slot = q->scratch + (item % 2) * q->segment;
+    ring_round(q, item_range(q, item, shift, 0), item_range(q, item, shift, 1), slot, reduce, r);
+    r->overlaps_previous = q->segments > 1;
+    return 1;
+}
+
+static int pipelined_reduce_scatter(dp_request *q, int round, dp_round *r)
+{
+    return pipelined_pass(q, round, REDUCE_SCATTER_SHIFT, 1, r);
+}
+
+static int pipelined_allgather(dp_request *q, int round, dp_round *r)
+{
+    return pipelined_pass(q, round, ALLGATHER_SHIFT, 0, r);
+}
+
+static size_t pipelined_scratch(const dp_comm *c, dp_collective kind, size_t count, size_t largest_block)
+{
+    (void)count;
+    return kind == DP_ALLGATHER ? 0 : 2 * segment_elements(c, largest_block);
+}
+
+static const dp_phase_fn pipelined_allreduce[] = {pipelined_reduce_scatter, pipelined_allgather, NULL};
+static const dp_phase_fn pipelined_reduce_scatter_phases[] = {pipelined_reduce_scatter, NULL};
+static const dp_phase_fn pipelined_allgather_phases[] = {pipelined_allgather, NULL};
+
+const struct dp_algorithm dp_algorithm_ring_pipelined = {
+    .name = "ring-pipelined",
+    .summary = "the ring in segments, two in flight, reducing one while moving the next",
+    .place = DP_BUFFER_HOST,
+    .driver = &dp_schedule_driver,
+    .phases = {pipelined_allreduce, pipelined_reduce_scatter_phases, pipelined_allgather_phases},
+    .plan = plan_segments,
+    .scratch_floats = pipelined_scratch,
+};

@@ -9,8 +9,9 @@
 #include <time.h>
 
 enum { ARRIVAL_TAG = 0x7a11, WATCHDOG_EXIT_CODE = 3 };
-/* Other ranks give rank 0, which can name the missing ranks, time to report first. */
-static const double NON_ROOT_GRACE_SECONDS = 3.0;
+/* Each reporter in turn (rank 0, rank 1, then the others) waits this much longer, so the
+ * first one alive that can name the missing ranks is the one printed. */
+static const double REPORT_GRACE_SECONDS = 3.0;
 
 static double now_seconds(void)
 {
@@ -19,46 +20,79 @@ static double now_seconds(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Lists the ranks whose arrival message for the current operation has not come. */
-static void describe_missing(dp_watchdog *w, char *text, size_t size)
+static int is_tracker(const dp_watchdog *w, int rank)
 {
-    if (!w->track_arrivals || w->rank != 0) {
-        snprintf(text, size, "unknown here (rank 0 tracks arrivals%s)",
-                 w->track_arrivals ? "" : "; MPI lacks MPI_THREAD_MULTIPLE");
+    return w->track_arrivals && rank < DP_WATCHDOG_TRACKERS;
+}
+
+/* Seconds an operation may take on this rank before it reports. */
+static double report_after(const dp_watchdog *w)
+{
+    if (!w->track_arrivals)
+        return w->timeout;
+    int turn = w->rank < DP_WATCHDOG_TRACKERS ? w->rank : DP_WATCHDOG_TRACKERS;
+    return w->timeout + turn * REPORT_GRACE_SECONDS;
+}
+
+/* Trackers, under the lock: every announcement received so far, recorded per rank. */
+static int drain_announcements(dp_watchdog *w)
+{
+    for (int r = 0; r < w->size; r++) {
+        if (r == w->rank)
+            continue;
+        for (int arrived = 1; arrived;) {
+            DP_MPI_CHECK(MPI_Test(&w->arrivals[r], &arrived, MPI_STATUS_IGNORE));
+            if (arrived) {
+                w->started[r] = w->arrival_message[r];
+                DP_MPI_CHECK(MPI_Start(&w->arrivals[r]));
+            }
+        }
+    }
+    return 0;
+}
+
+/* Lists the ranks that have not announced operation `sequence`. */
+static void describe_missing(dp_watchdog *w, long sequence, char *text, size_t size)
+{
+    if (!is_tracker(w, w->rank)) {
+        snprintf(text, size, "unknown here (%s)",
+                 w->track_arrivals ? "ranks 0 and 1 track arrivals" : "MPI lacks MPI_THREAD_MULTIPLE");
+        return;
+    }
+    if (drain_announcements(w)) {
+        snprintf(text, size, "unknown (reading the announcements failed: %s)", dp_last_error());
         return;
     }
     size_t used = 0;
     text[0] = '\0';
-    for (int r = 1; r < w->size; r++) {
-        int arrived = 0;
-        MPI_Test(&w->arrivals[r - 1], &arrived, MPI_STATUS_IGNORE);
-        if (!arrived && used < size)
+    for (int r = 0; r < w->size; r++)
+        if (r != w->rank && w->started[r] < sequence && used < size)
             used += (size_t)snprintf(text + used, size - used, "%s%d", used ? ", " : "", r);
-    }
     if (!used)
-        snprintf(text, size, "none (all ranks entered it; one is stuck inside)");
+        snprintf(text, size, "none (all ranks started it; one is stuck inside)");
 }
 
-static void report_and_abort(dp_watchdog *w, double waited)
+static void report_and_abort(dp_watchdog *w, const dp_watch *oldest, double waited)
 {
     char missing[512];
-    describe_missing(w, missing, sizeof missing);
-    fprintf(stderr, "dp_worker: rank %d: error: watchdog: step %ld: %s has not completed after %.0f s "
-                    "(--timeout %.0f); ranks that have not arrived: %s\n",
-            w->rank, w->step, w->operation, waited, w->timeout, missing);
+    describe_missing(w, oldest->sequence, missing, sizeof missing);
+    fprintf(stderr, "dp_worker: rank %d: error: watchdog: step %ld: %s has not completed after %.1f s "
+                    "(--timeout %g); ranks that have not arrived: %s\n",
+            w->rank, w->step, oldest->what, waited, w->timeout, missing);
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, WATCHDOG_EXIT_CODE);
     _Exit(WATCHDOG_EXIT_CODE);
 }
 
-static void *watch(void *arg)
+static void *watch_thread(void *arg)
 {
     dp_watchdog *w = arg;
-    double limit = w->timeout + (w->rank != 0 && w->track_arrivals ? NON_ROOT_GRACE_SECONDS : 0.0);
+    double limit = report_after(w);
     pthread_mutex_lock(&w->lock);
     while (!w->stopping) {
-        if (w->inside && now_seconds() - w->entered_at > limit)
-            report_and_abort(w, now_seconds() - w->entered_at);
+        /* Operations start in order, so the oldest outstanding one is the first to overrun. */
+        if (w->oldest && now_seconds() - w->oldest->started_at > limit)
+            report_and_abort(w, w->oldest, now_seconds() - w->oldest->started_at);
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += 200 * 1000 * 1000;
@@ -75,14 +109,18 @@ static void *watch(void *arg)
 static int start_arrival_receives(dp_watchdog *w)
 {
     w->arrivals = dp_calloc((size_t)w->size, sizeof *w->arrivals, "watchdog requests");
-    w->arrival_sequence = dp_calloc((size_t)w->size, sizeof *w->arrival_sequence, "watchdog buffers");
-    if (!w->arrivals || !w->arrival_sequence)
+    w->arrival_message = dp_calloc((size_t)w->size, sizeof *w->arrival_message, "watchdog buffers");
+    w->started = dp_calloc((size_t)w->size, sizeof *w->started, "watchdog arrivals");
+    if (!w->arrivals || !w->arrival_message || !w->started)
         return DP_ENOMEM;
-    for (int r = 1; r < w->size; r++)
-        DP_MPI_CHECK(MPI_Recv_init(&w->arrival_sequence[r - 1], 1, MPI_LONG, r, ARRIVAL_TAG,
-                                   w->comm, &w->arrivals[r - 1]));
-    if (w->size > 1)
-        DP_MPI_CHECK(MPI_Startall(w->size - 1, w->arrivals));
+    for (int r = 0; r < w->size; r++) {
+        w->arrivals[r] = MPI_REQUEST_NULL;
+        if (r != w->rank) {
+            DP_MPI_CHECK(MPI_Recv_init(&w->arrival_message[r], 1, MPI_LONG, r, ARRIVAL_TAG, w->comm,
+                                       &w->arrivals[r]));
+            DP_MPI_CHECK(MPI_Start(&w->arrivals[r]));
+        }
+    }
     return 0;
 }
 
@@ -99,13 +137,13 @@ int dp_watchdog_start(dp_watchdog *w, dp_comm *c, double timeout)
     w->track_arrivals = level == MPI_THREAD_MULTIPLE;
     if (w->track_arrivals) {
         DP_MPI_CHECK(MPI_Comm_dup(c->comm, &w->comm));
-        int status = w->rank == 0 ? start_arrival_receives(w) : 0;
+        int status = is_tracker(w, w->rank) ? start_arrival_receives(w) : 0;
         if (status)
             return status;
     }
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->wake, NULL);
-    if (pthread_create(&w->thread, NULL, watch, w) != 0)
+    if (pthread_create(&w->thread, NULL, watch_thread, w) != 0)
         return dp_fail(DP_EINVAL, "cannot start the watchdog thread: %s", strerror(errno));
     return 0;
 }
@@ -119,57 +157,54 @@ void dp_watchdog_set_step(dp_watchdog *w, long step)
     pthread_mutex_unlock(&w->lock);
 }
 
-int dp_watchdog_enter(dp_watchdog *w, const char *operation)
+/* Tells each tracker (but itself) that this rank has started entry's operation. */
+static int announce(dp_watchdog *w, dp_watch *entry)
+{
+    for (int t = 0; t < DP_WATCHDOG_TRACKERS; t++) {
+        entry->announcements[t] = MPI_REQUEST_NULL;
+        if (w->track_arrivals && t < w->size && t != w->rank)
+            DP_MPI_CHECK(MPI_Isend(&entry->sequence, 1, MPI_LONG, t, ARRIVAL_TAG, w->comm,
+                                   &entry->announcements[t]));
+    }
+    return 0;
+}
+
+int dp_watchdog_watch(dp_watchdog *w, dp_watch *entry)
 {
     if (w->timeout <= 0.0)
         return 0;
     pthread_mutex_lock(&w->lock);
-    w->operation = operation;
-    w->entered_at = now_seconds();
-    w->inside = 1;
-    w->sequence++;
+    entry->sequence = ++w->sequence;
+    entry->started_at = now_seconds();
+    entry->next = NULL;
+    entry->prev = w->newest;
+    if (w->newest)
+        w->newest->next = entry;
+    else
+        w->oldest = entry;
+    w->newest = entry;
+    /* Reading the announcements as they come keeps MPI's queue of them short. */
+    int status = is_tracker(w, w->rank) ? drain_announcements(w) : 0;
     pthread_mutex_unlock(&w->lock);
-    if (w->track_arrivals && w->rank != 0)
-        DP_MPI_CHECK(MPI_Isend(&w->sequence, 1, MPI_LONG, 0, ARRIVAL_TAG, w->comm, &w->announcement));
-    return 0;
+    return status ? status : announce(w, entry);
 }
 
-/* One poll of rank 0's arrivals for this operation, re-arming them once all have come.
- * Called under the lock: the watchdog thread tests the same requests when it fires. */
-static int poll_arrivals(dp_watchdog *w, int *all_arrived)
-{
-    DP_MPI_CHECK(MPI_Testall(w->size - 1, w->arrivals, all_arrived, MPI_STATUSES_IGNORE));
-    if (*all_arrived)
-        DP_MPI_CHECK(MPI_Startall(w->size - 1, w->arrivals));
-    return 0;
-}
-
-/* Rank 0 polls rather than waits, releasing the lock between polls, so the watchdog can
- * still fire if a rank never arrives (a broadcast can finish on its root early). */
-static int collect_arrivals(dp_watchdog *w)
-{
-    if (w->rank != 0) {
-        DP_MPI_CHECK(MPI_Wait(&w->announcement, MPI_STATUS_IGNORE));
-        return 0;
-    }
-    int all_arrived = w->size == 1, status = 0;
-    while (!status && !all_arrived) {
-        pthread_mutex_lock(&w->lock);
-        status = poll_arrivals(w, &all_arrived);
-        pthread_mutex_unlock(&w->lock);
-        if (!all_arrived)
-            nanosleep(&(struct timespec){0, 20 * 1000}, NULL);
-    }
-    return status;
-}
-
-int dp_watchdog_leave(dp_watchdog *w)
+int dp_watchdog_unwatch(dp_watchdog *w, dp_watch *entry)
 {
     if (w->timeout <= 0.0)
         return 0;
-    int status = w->track_arrivals ? collect_arrivals(w) : 0;
+    /* Eight bytes go eagerly: the sends completed when they were posted. */
+    DP_MPI_CHECK(MPI_Waitall(DP_WATCHDOG_TRACKERS, entry->announcements, MPI_STATUSES_IGNORE));
     pthread_mutex_lock(&w->lock);
-    w->inside = 0;
+    if (entry->prev)
+        entry->prev->next = entry->next;
+    else
+        w->oldest = entry->next;
+    if (entry->next)
+        entry->next->prev = entry->prev;
+    else
+        w->newest = entry->prev;
+    int status = is_tracker(w, w->rank) ? drain_announcements(w) : 0;
     pthread_mutex_unlock(&w->lock);
     return status;
 }
@@ -185,13 +220,15 @@ void dp_watchdog_stop(dp_watchdog *w)
     pthread_join(w->thread, NULL);
     pthread_mutex_destroy(&w->lock);
     pthread_cond_destroy(&w->wake);
-    for (int r = 1; w->rank == 0 && w->arrivals && r < w->size; r++) {
-        MPI_Cancel(&w->arrivals[r - 1]);
-        MPI_Wait(&w->arrivals[r - 1], MPI_STATUS_IGNORE);
-        MPI_Request_free(&w->arrivals[r - 1]);
-    }
+    for (int r = 0; w->arrivals && r < w->size; r++)
+        if (w->arrivals[r] != MPI_REQUEST_NULL) {
+            MPI_Cancel(&w->arrivals[r]);
+            MPI_Wait(&w->arrivals[r], MPI_STATUS_IGNORE);
+            MPI_Request_free(&w->arrivals[r]);
+        }
     free(w->arrivals);
-    free(w->arrival_sequence);
+    free(w->arrival_message);
+    free(w->started);
     if (w->track_arrivals)
         MPI_Comm_free(&w->comm);
     memset(w, 0, sizeof *w);

@@ -2,6 +2,7 @@
 
 #include "dp/atomic_file.h"
 #include "dp/error.h"
+#include "dp/input_file.h"
 #include "dp/units.h"
 #include "src/comm/algorithms.h"
 
@@ -73,12 +74,12 @@ static int parse_max_bytes(const char *text, size_t *bytes)
 
 /* The algorithm a table may name: registered, on host memory (auto's), and not auto itself. */
 static int resolve_algorithm(const char *name, const char *source, int line,
-                             const struct dp_allreduce_algorithm **algorithm)
+                             const struct dp_algorithm **algorithm)
 {
     if (strcmp(name, "auto") == 0)
         return dp_fail(DP_EFORMAT, "%s:%d: 'auto' cannot choose itself; name a concrete algorithm",
                        source, line);
-    *algorithm = dp_allreduce_find(name);
+    *algorithm = dp_algorithm_find(name);
     if (!*algorithm || (*algorithm)->place == DP_BUFFER_DEVICE)
         return dp_fail(DP_EFORMAT, "%s:%d: %s algorithm '%s' (valid: %s)", source, line,
                        *algorithm ? "auto sums host memory; not the GPU-only" : "unknown", name,
@@ -161,15 +162,16 @@ int dp_auto_table_parse(const char *text, const char *source, dp_auto_table *t)
 
 static int read_text(const char *path, char **text, size_t *length)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return dp_fail(DP_EIO, "%s: cannot open the auto table: %s", path, strerror(errno));
+    FILE *f = NULL;
+    int status = dp_open_input(path, &f);
+    if (status)
+        return status;
     char *buf = dp_alloc(TABLE_MAX_BYTES + 1, "auto table text");
     size_t n = buf ? fread(buf, 1, TABLE_MAX_BYTES + 1, f) : 0;
-    int failed = ferror(f);
+    int failed = ferror(f) ? errno : 0;
     fclose(f);
-    int status = !buf ? DP_ENOMEM
-                 : failed ? dp_fail(DP_EIO, "%s: cannot read the auto table", path)
+    status = !buf ? DP_ENOMEM
+                 : failed ? dp_fail(DP_EIO, "%s: cannot read the auto table: %s", path, strerror(failed))
                  : n > TABLE_MAX_BYTES
                      ? dp_fail(DP_EFORMAT, "%s: larger than %d bytes, not an auto table", path, TABLE_MAX_BYTES)
                      : 0;
@@ -380,14 +382,48 @@ int dp_comm_load_auto_table(dp_comm *c, const char *path)
     return 0;
 }
 
-int dp_allreduce_auto(dp_comm *c, float *buf, size_t count)
+/* auto's pick for a message of `bytes` (the whole buffer's, for reduce-scatter and
+ * all-gather too: the table is measured on all-reduces). Every rank decides from the same
+ * table, world size and count, so all ranks run the same algorithm. */
+static int pick(dp_comm *c, size_t bytes, const struct dp_algorithm **picked)
 {
-    /* The built-in table is parsed on the first call, as scratch memory grows on the first step. */
+    /* The built-in table is parsed on the first call, as request slots are made on the first step. */
     if (!c->auto_table) {
         int status = dp_comm_load_auto_table(c, NULL);
         if (status)
             return status;
     }
-    const dp_auto_rule *rule = dp_auto_table_pick(c->auto_table, c->size, count * sizeof(float));
-    return rule->algorithm->allreduce_sum(c, buf, count);
+    *picked = dp_auto_table_pick(c->auto_table, c->size, bytes)->algorithm;
+    return 0;
 }
+
+struct largest_scratch {
+    const dp_comm *c;
+    dp_collective kind;
+    size_t count, largest_block, floats;
+};
+
+static void widen(const struct dp_algorithm *a, void *context)
+{
+    struct largest_scratch *s = context;
+    size_t n = a->pick ? 0 : a->scratch_floats(s->c, s->kind, s->count, s->largest_block);
+    s->floats = n > s->floats ? n : s->floats;
+}
+
+/* For reserve, before any pick: the most any algorithm auto may pick needs. */
+static size_t auto_scratch(const dp_comm *c, dp_collective kind, size_t count, size_t largest_block)
+{
+    struct largest_scratch s = {c, kind, count, largest_block, 0};
+    dp_host_algorithms(widen, &s);
+    return s.floats;
+}
+
+/* auto never runs a request itself: its pick does, so its own driver is never called. */
+const struct dp_algorithm dp_algorithm_auto = {
+    .name = "auto",
+    .summary = "picks one of the above by world size and message size from a table (dp_bench --tune)",
+    .place = DP_BUFFER_HOST,
+    .driver = &dp_schedule_driver,
+    .scratch_floats = auto_scratch,
+    .pick = pick,
+};

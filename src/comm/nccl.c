@@ -1,0 +1,218 @@
+/* nccl: NCCL's collectives on GPU memory, over NVLink, PCIe peer copies or the network as
+ * NCCL finds best. The communicator and a communication stream are made at dp_comm_reserve
+ * (or the first request): rank 0 draws the unique id and MPI_Bcast hands it to every rank.
+ * A request waits on its stream for an event recorded after the kernels that produced the
+ * buffer (the caller's, or one recorded here on the legacy default stream, where the CUDA
+ * backend computes), enqueues the collective and records a completion event, which tests
+ * query: compute on the default stream goes on meanwhile. The stream does not synchronise
+ * with the default stream (cudaStreamNonBlocking), or every request would wait for all
+ * compute queued before it and block all compute queued after it.
+ *
+ * Reduce-scatter and all-gather over equal blocks are ncclReduceScatter and ncclAllGather in
+ * place; over uneven blocks (dp_partition of a count W does not divide, or a parent layout)
+ * one grouped ncclReduce (ncclBroadcast) per block, to (from) the block's owner, as PyTorch
+ * does for uneven shards. */
+#include "config.h"
+
+#include "src/comm/algorithms.h"
+
+#include "dp/error.h"
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <stdlib.h>
+
+struct dp_nccl {
+    ncclComm_t comm;
+    cudaStream_t stream;
+};
+
+struct dp_nccl_events {
+    cudaEvent_t ready, done;
+};
+
+static int nccl_failed(const dp_comm *c, ncclResult_t result, const char *call, const char *file, int line)
+{
+    const char *hint = result == ncclInvalidUsage
+                           ? " (two ranks on one GPU? NCCL needs a GPU per rank; to test on one GPU, "
+                             "give each rank its own NCCL_HOSTID)"
+                           : " (NCCL_DEBUG=WARN prints NCCL's own explanation)";
+    return dp_fail(DP_EDEVICE, "%s failed at %s:%d on rank %d: %s%s", call, file, line, c->rank,
+                   ncclGetErrorString(result), hint);
+}
+
+static int cuda_failed(const dp_comm *c, cudaError_t e, const char *call, const char *file, int line)
+{
+    (void)cudaGetLastError();
+    return dp_fail(DP_EDEVICE, "%s failed at %s:%d on rank %d: %s", call, file, line, c->rank,
+                   cudaGetErrorString(e));
+}
+
+#define NCCL_TRY(c, call)                                                    \
+    do {                                                                     \
+        ncclResult_t r_ = (call);                                            \
+        if (r_ != ncclSuccess)                                               \
+            return nccl_failed(c, r_, #call, __FILE__, __LINE__);            \
+    } while (0)
+#define CUDA_TRY(c, call)                                                    \
+    do {                                                                     \
+        cudaError_t e_ = (call);                                             \
+        if (e_ != cudaSuccess)                                               \
+            return cuda_failed(c, e_, #call, __FILE__, __LINE__);            \
+    } while (0)
+
+static int check_device_buffer(const dp_comm *c, const float *buf)
+{
+    struct cudaPointerAttributes where;
+    CUDA_TRY(c, cudaPointerGetAttributes(&where, buf));
+    if (where.type != cudaMemoryTypeDevice && where.type != cudaMemoryTypeManaged)
+        return dp_fail(DP_EINVAL, "--allreduce nccl sums GPU memory, but rank %d's buffer is in host "
+                       "memory: use it with --device cuda", c->rank);
+    return 0;
+}
+
+static int connect_ranks(dp_comm *c)
+{
+    ncclUniqueId id;
+    if (c->rank == 0)
+        NCCL_TRY(c, ncclGetUniqueId(&id));
+    int status = dp_broadcast_bytes(c, &id, sizeof id, 0);
+    if (status)
+        return status;
+    struct dp_nccl *nccl = dp_calloc(1, sizeof *nccl, "the NCCL communicator");
+    if (!nccl)
+        return DP_ENOMEM;
+    c->nccl = nccl;
+    NCCL_TRY(c, ncclCommInitRank(&nccl->comm, c->size, id, c->rank));
+    CUDA_TRY(c, cudaStreamCreateWithFlags(&nccl->stream, cudaStreamNonBlocking));
+    return 0;
+}
+
+static int create_events(dp_request *q)
+{
+    struct dp_nccl_events *e = dp_calloc(1, sizeof *e, "a request's CUDA events");
+    if (!e)
+        return DP_ENOMEM;
+    q->events = e;
+    CUDA_TRY(q->comm, cudaEventCreateWithFlags(&e->ready, cudaEventDisableTiming));
+    CUDA_TRY(q->comm, cudaEventCreateWithFlags(&e->done, cudaEventDisableTiming));
+    return 0;
+}
+
+static int prepare(dp_request *q)
+{
+    int status = q->comm->nccl ? 0 : connect_ranks(q->comm);
+    return status || q->events ? status : create_events(q);
+}
+
+/* W equal blocks of buf itself: NCCL's own reduce-scatter and all-gather fit. */
+static int equal_blocks(const dp_request *q)
+{
+    return !q->parent_count && q->count % (size_t)q->comm->size == 0;
+}
+
+/* One grouped call per non-empty block, rooted at its owner. */
+static int per_block(dp_request *q, int reduce)
+{
+    dp_comm *c = q->comm;
+    NCCL_TRY(c, ncclGroupStart());
+    for (int r = 0; r < c->size; r++) {
+        dp_range b = dp_request_block(q, r);
+        float *p = q->buf + b.begin;
+        if (!dp_range_size(b))
+            continue;
+        if (reduce)
+            NCCL_TRY(c, ncclReduce(p, p, dp_range_size(b), ncclFloat, ncclSum, r, c->nccl->comm, c->nccl->stream));
+        else
+            NCCL_TRY(c, ncclBroadcast(p, p, dp_range_size(b), ncclFloat, r, c->nccl->comm, c->nccl->stream));
+    }
+    NCCL_TRY(c, ncclGroupEnd());
+    return 0;
+}
+
+static int enqueue(dp_request *q)
+{
+    dp_comm *c = q->comm;
+    ncclComm_t comm = c->nccl->comm;
+    cudaStream_t stream = c->nccl->stream;
+    size_t share = q->count / (size_t)c->size;
+    float *mine = q->buf + (size_t)c->rank * share;
+    if (q->kind == DP_ALLREDUCE)
+        NCCL_TRY(c, ncclAllReduce(q->buf, q->buf, q->count, ncclFloat, ncclSum, comm, stream));
+    else if (!equal_blocks(q))
+        return per_block(q, q->kind == DP_REDUCE_SCATTER);
+    else if (q->kind == DP_REDUCE_SCATTER)
+        NCCL_TRY(c, ncclReduceScatter(q->buf, mine, share, ncclFloat, ncclSum, comm, stream));
+    else
+        NCCL_TRY(c, ncclAllGather(mine, q->buf, share, ncclFloat, comm, stream));
+    return 0;
+}
+
+static int advance(dp_request *q)
+{
+    cudaError_t e = cudaEventQuery(q->events->done);
+    if (e == cudaSuccess) {
+        q->complete = 1;
+        return 0;
+    }
+    if (e != cudaErrorNotReady)
+        return cuda_failed(q->comm, e, "cudaEventQuery(done)", __FILE__, __LINE__);
+    /* Still running: a failure inside NCCL (a peer gone, a network error) shows only here. */
+    ncclResult_t async = ncclSuccess;
+    NCCL_TRY(q->comm, ncclCommGetAsyncError(q->comm->nccl->comm, &async));
+    if (async != ncclSuccess && async != ncclInProgress)
+        return nccl_failed(q->comm, async, "the NCCL communicator (ncclCommGetAsyncError)", __FILE__, __LINE__);
+    return 0;
+}
+
+static int start(dp_request *q)
+{
+    dp_comm *c = q->comm;
+    int status = check_device_buffer(c, q->buf);
+    if (status)
+        return status;
+    cudaEvent_t ready = q->ready_event;
+    if (!ready) {
+        ready = q->events->ready;
+        CUDA_TRY(c, cudaEventRecord(ready, cudaStreamLegacy));
+    }
+    CUDA_TRY(c, cudaStreamWaitEvent(c->nccl->stream, ready, 0));
+    if ((status = enqueue(q)))
+        return status;
+    CUDA_TRY(c, cudaEventRecord(q->events->done, c->nccl->stream));
+    dp_request_count_bytes(q, dp_request_ring_floats(q), 1);
+    return advance(q);
+}
+
+static const dp_driver nccl_driver = {.prepare = prepare, .start = start, .advance = advance};
+
+const struct dp_algorithm dp_algorithm_nccl = {
+    .name = "nccl",
+    .summary = "NCCL's collectives on GPU memory (--device cuda), on their own stream; the id travels by MPI_Bcast",
+    .place = DP_BUFFER_DEVICE,
+    .driver = &nccl_driver,
+    .scratch_floats = dp_scratch_none,
+};
+
+void dp_nccl_release(dp_request *q)
+{
+    if (!q->events)
+        return;
+    /* At teardown a failure has nothing left to stop: the events go either way. */
+    (void)cudaEventDestroy(q->events->ready);
+    (void)cudaEventDestroy(q->events->done);
+    free(q->events);
+    q->events = NULL;
+}
+
+void dp_nccl_free(dp_comm *c)
+{
+    if (!c->nccl)
+        return;
+    if (c->nccl->comm)
+        (void)ncclCommDestroy(c->nccl->comm);
+    if (c->nccl->stream)
+        (void)cudaStreamDestroy(c->nccl->stream);
+    free(c->nccl);
+    c->nccl = NULL;
+}

@@ -1,0 +1,164 @@
+/* Inside a request: what every algorithm's driver sees. Hand-written algorithms are
+ * schedules: lists of phases, each a function that gives round i of the phase (the messages
+ * to post and the sum to form once they have arrived); schedule.c posts the rounds and
+ * advances them when tested. mpi and nccl hand the whole collective to their library. */
+#ifndef DP_COMM_REQUEST_H
+#define DP_COMM_REQUEST_H
+
+#include "dp/comm.h"
+#include "dp/partition.h"
+#include "dp/watchdog.h"
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stddef.h>
+
+/* Largest element count one MPI call takes (counts are int); bigger messages go in chunks. */
+#define DP_MPI_MAX_CHUNK ((size_t)1 << 30)
+
+/* Elements in the chunk that starts at `done` of `total`. */
+static inline int dp_mpi_chunk(size_t total, size_t done)
+{
+    return (int)(total - done < DP_MPI_MAX_CHUNK ? total - done : DP_MPI_MAX_CHUNK);
+}
+
+enum {
+    DP_MAX_CHUNKS = 64,     /* chunks per message: a request moves up to 64 Gi floats */
+    DP_LABEL_MAX = 64
+};
+
+/* One message of a round; count 0 posts nothing (both sides compute the same count). */
+typedef struct dp_transfer {
+    float *data;
+    size_t count;
+    int peer;
+} dp_transfer;
+
+/* into[i] += from[i]: formed once the round's messages have arrived. */
+typedef struct dp_sum {
+    float *into;
+    const float *from;
+    size_t count;
+} dp_sum;
+
+typedef struct dp_round {
+    dp_transfer send, recv;
+    dp_sum sum;
+    /* It may be posted while the previous round is still moving (its messages neither read
+     * nor overwrite what that round's sum writes): at most two rounds are in flight. */
+    int overlaps_previous;
+} dp_round;
+
+/* Round `round` (0, 1, ...) of a phase: fills *out and returns 1, or returns 0 when the phase
+ * has no such round on this rank. Called with *out zeroed. */
+typedef struct dp_request dp_request;
+typedef int (*dp_phase_fn)(dp_request *q, int round, dp_round *out);
+
+/* A round posted and not yet complete, with its MPI requests. */
+typedef struct dp_flight {
+    dp_round round;
+    MPI_Request requests[2 * DP_MAX_CHUNKS];
+    int count;
+} dp_flight;
+
+/* The power-of-two group a recursive algorithm runs on (see fold.c). */
+typedef struct dp_fold_plan {
+    int group;   /* P: the largest power of two <= W */
+    int extra;   /* W - P: ranks that fold into a partner */
+    int index;   /* this rank's index among the P, or -1 for a rank that sits out */
+} dp_fold_plan;
+
+struct dp_nccl_events;
+
+struct dp_request {
+    dp_comm *comm;
+    const struct dp_algorithm *algorithm; /* the one running it (auto's pick, for auto) */
+    dp_collective kind;
+    float *buf;
+    size_t count, parent_count, parent_offset;
+    void *ready_event;
+    int tag;                   /* from the start sequence: unique among requests in flight */
+    int blocking;              /* started by dp_comm_run: mpi may use MPI's blocking collective */
+    int in_use, complete, status;
+    char label[DP_LABEL_MAX];
+    dp_watch watch;
+    int watched;
+    /* the schedule driver */
+    const dp_phase_fn *phases; /* NULL-terminated */
+    int phase, round;          /* the next round to plan */
+    dp_round next;
+    int has_next;
+    dp_flight flights[2];
+    int first_flight, flights_used;
+    /* algorithm plans, set when the request starts */
+    dp_fold_plan fold;
+    size_t segment, segments;  /* ring-pipelined: elements per segment, segments per block */
+    /* memory kept with the slot and reused */
+    float *scratch;
+    size_t scratch_capacity;   /* floats */
+    int *block_counts, *block_offsets; /* mpi: W each */
+    struct dp_nccl_events *events;
+};
+
+/* Block r of q's buffer (see dp_request_args), as offsets into q->buf. */
+dp_range dp_request_block(const dp_request *q, int r);
+
+/* The largest of q's W blocks (the same on every rank). */
+size_t dp_request_largest_block(const dp_request *q);
+
+/* How an algorithm's requests are posted and advanced. */
+typedef struct dp_driver {
+    /* Sets up what a slot needs beyond memory (nccl: communicator, stream, events), at
+     * reserve and at each start; idempotent. NULL: nothing. */
+    int (*prepare)(dp_request *q);
+    /* Posts what can be posted now (may complete q). */
+    int (*start)(dp_request *q);
+    /* Advances q without waiting; sets q->complete when done. */
+    int (*advance)(dp_request *q);
+} dp_driver;
+
+extern const dp_driver dp_schedule_driver;
+
+/* The slots behind c's requests, and the lock every entry point takes so that a progress
+ * thread (progress.c) and the caller take turns. */
+struct dp_request_pool {
+    dp_request **slots;  /* each allocated once: handles stay valid while the pool grows */
+    int capacity;
+    long started;        /* requests started: request n gets tag n mod tag_window */
+    long allocations;
+    int tag_window;      /* tags 0 .. MPI_TAG_UB */
+    pthread_mutex_t lock;
+    struct dp_progress_thread *thread; /* NULL: none running */
+};
+
+/* request.c: the pool (dp_comm_init, dp_comm_free). */
+int dp_request_pool_open(dp_comm *c);
+void dp_request_pool_free(dp_comm *c);
+
+/* progress.c: the failure of c's progress thread, recorded here for the caller (0: none).
+ * Called with c's lock held. */
+int dp_progress_thread_status(dp_comm *c);
+
+/* dp_comm_progress with c's lock already held. */
+int dp_request_progress_locked(dp_comm *c);
+
+/* Waits for one of MPI's own requests on c's ranks while progressing c's requests. */
+int dp_request_wait_mpi(dp_comm *c, MPI_Request *request);
+
+/* Starts a with the given algorithm, whatever c's, and waits for it: the blocking forms. */
+int dp_request_run(dp_comm *c, const dp_request_args *a, const struct dp_algorithm *algorithm);
+
+/* Bytes counted as sent by q's kind: count floats posted, or modelled (mpi, nccl). */
+void dp_request_count_bytes(dp_request *q, size_t floats, int modelled);
+
+/* The bytes the ring sends for q: the volume mpi and nccl are counted at. */
+size_t dp_request_ring_floats(const dp_request *q);
+
+/* dst[i] += src[i]: the reduction every hand-written algorithm applies. */
+void dp_add_floats(float *restrict dst, const float *restrict src, size_t count);
+
+/* Root's bytes to every rank with MPI_Ibcast on the caller's communicator, in pieces,
+ * progressing c's requests while it waits. */
+int dp_broadcast_bytes(dp_comm *c, void *buf, size_t bytes, int root);
+
+#endif
