@@ -1,0 +1,35 @@
+/* What each ZeRO stage holds per rank, predicted: the parameters, gradients and optimizer
+ * state (persistent, sharded by stage as the ZeRO paper's P_os, P_os+g, P_os+g+p) and the
+ * working buffers the stage adds (gradient buckets in flight, gathered parameters). The
+ * banner sets it beside what the allocation counter measured; --memory-plan prints it for
+ * any model size and precision assumption without training. */
+#ifndef DP_ZERO_PLAN_H
+#define DP_ZERO_PLAN_H
+
+#include <stddef.h>
+
+typedef struct dp_zero_plan_input {
+    size_t params;           /* Psi: trainable parameters */
+    int world, rank;         /* whose shard: sizes differ by at most one (rank 0's is the largest) */
+    double param_bytes;      /* per parameter: the parameters as the model computes with them */
+    double grad_bytes;       /* the gradients */
+    double state_bytes;      /* optimizer state (AdamW: two moments; mixed precision adds the FP32 master copy) */
+    size_t bucket_floats;    /* the largest gradient bucket (0: unknown) */
+    size_t segment_floats;   /* the largest module's parameters (0: unknown) */
+    int grad_slots;          /* buckets in flight at once in stages 2 and 3 (2 with overlap) */
+    int gather_slots;        /* modules gathered at once in stage 3 (the current and the next) */
+} dp_zero_plan_input;
+
+typedef struct dp_zero_plan {
+    double params, grads, optimizer, working; /* bytes */
+} dp_zero_plan;
+
+dp_zero_plan dp_zero_predict(const dp_zero_plan_input *in, int stage);
+
+/* params + grads + optimizer (what the ZeRO paper and the documents' tables count). */
+static inline double dp_zero_plan_model_bytes(const dp_zero_plan *p)
+{
+    return p->params + p->grads + p->optimizer;
+}
+
+#endif

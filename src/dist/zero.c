@@ -1,0 +1,436 @@
+/* ZeRO stages 1, 2 and 3 (Rajbhandari et al., "ZeRO: Memory Optimizations Toward Training
+ * Trillion Parameter Models", 2019; DeepSpeed's stage_1_and_2.py and stage3.py; PyTorch
+ * FSDP's SHARD_GRAD_OP and FULL_SHARD) as strategies over DDP's buckets. Rank r's shard is
+ * dp_partition(total, W, r) of the flat buffers (sizes differ by at most one; a module may
+ * span shards, or have none of its elements on a rank).
+ *
+ * Stage 1: gradients whole, reduce-scattered bucket by bucket during backward (each rank
+ *   needs only its shard's sums); the optimizer updates the shard; an all-gather of the
+ *   updated shards makes every replica whole. With the ring, reduce-scatter + all-gather is
+ *   DDP's all-reduce, so the result is bitwise DDP's.
+ * Stage 2: no whole gradient: backward writes each bucket into a working buffer (two, so one
+ *   fills while the other reduces), its reduce-scatter leaves this rank's part, which is
+ *   added into the gradient shard. Every micro-batch is reduced (DeepSpeed does the same).
+ * Stage 3: no whole parameters either: before each module's forward and backward its
+ *   parameters are all-gathered into a working buffer (the next module's gather started
+ *   meanwhile), and the update touches the shard alone. */
+#include "src/dist/zero.h"
+
+#include "dp/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+dp_range dp_zero_overlap(dp_range range, size_t offset, size_t count)
+{
+    size_t begin = range.begin > offset ? range.begin : offset;
+    size_t end = range.end < offset + count ? range.end : offset + count;
+    return (dp_range){begin, end > begin ? end : begin};
+}
+
+static const dp_backend *backend(const dp_dist *d)
+{
+    return d->buffers.be;
+}
+
+static size_t largest_segment(const dp_dist *d)
+{
+    size_t largest = 0;
+    for (int s = 0; s < d->layout.segments; s++)
+        largest = d->layout.count[s] > largest ? d->layout.count[s] : largest;
+    return largest;
+}
+
+static int alloc_floats(const dp_dist *d, size_t n, dp_memory_kind kind, const char *what, float **out)
+{
+    *out = backend(d)->alloc((n ? n : 1) * sizeof(float), kind, what);
+    return *out ? 0 : DP_ENOMEM;
+}
+
+/* A working buffer's host copy, where collectives need host memory. */
+static int alloc_host_copy(const dp_dist *d, size_t n, const char *what, float **out)
+{
+    if (!d->buffers.staged)
+        return 0;
+    *out = backend(d)->alloc_host((n ? n : 1) * sizeof(float), what);
+    return *out ? 0 : DP_ENOMEM;
+}
+
+int dp_zero_grad_slots(const dp_dist *d)
+{
+    return d->config.overlap && d->nbuckets > 1 ? ZERO_GRAD_SLOTS : 1;
+}
+
+int dp_zero_gather_slots(const dp_dist *d)
+{
+    return d->config.overlap ? ZERO_GATHER_SLOTS : 1;
+}
+
+static int open_grad_slots(dp_dist *d, struct dp_zero *z)
+{
+    z->grad_slots = dp_zero_grad_slots(d);
+    z->slot_of = malloc((size_t)(d->nbuckets ? d->nbuckets : 1) * sizeof *z->slot_of);
+    if (!z->slot_of)
+        return dp_fail(DP_ENOMEM, "out of memory for the bucket slots");
+    for (int b = 0; b < d->nbuckets; b++)
+        z->slot_of[b] = -1;
+    size_t shard = dp_range_size(z->shard);
+    int status = alloc_floats(d, shard, DP_MEM_GRADIENTS, "the gradient shard", &z->grad_shard);
+    for (int i = 0; !status && i < z->grad_slots; i++) {
+        z->grads[i].bucket = -1;
+        status = alloc_floats(d, z->bucket_floats, DP_MEM_WORKING, "a gradient bucket's working buffer",
+                              &z->grads[i].data);
+        if (!status)
+            status = alloc_host_copy(d, z->bucket_floats, "a gradient bucket's staging buffer", &z->grads[i].host);
+    }
+    return status;
+}
+
+static int open_gather_slots(dp_dist *d, struct dp_zero *z)
+{
+    int status = alloc_floats(d, dp_range_size(z->shard), DP_MEM_PARAMETERS, "the parameter shard", &z->param_shard);
+    z->gather_slots = dp_zero_gather_slots(d);
+    for (int i = 0; !status && i < z->gather_slots; i++) {
+        z->gathers[i].segment = -1;
+        status = alloc_floats(d, z->segment_floats, DP_MEM_WORKING, "a module's gathered parameters",
+                              &z->gathers[i].data);
+        if (!status)
+            status = alloc_host_copy(d, z->segment_floats, "gathered parameters' staging buffer", &z->gathers[i].host);
+    }
+    return status;
+}
+
+/* Requests: stage 1 as DDP (every bucket may be in flight, or one of the whole gradient with
+ * --no-overlap), stages 2 and 3 a bucket per slot, stage 3 a gather per slot. The all-gather
+ * after the update takes a free slot: no algorithm needs scratch memory to all-gather. */
+static int reserve(dp_dist *d, const struct dp_zero *z)
+{
+    size_t largest = z->bucket_floats;
+    int requests = z->grad_slots + z->gather_slots;
+    if (!d->type->reduces_every_micro) {
+        largest = d->config.overlap ? z->bucket_floats : d->layout.total;
+        requests = d->config.overlap ? d->nbuckets : 1;
+    } else if (d->type->shards_params && z->segment_floats > largest) {
+        largest = z->segment_floats;
+    }
+    return dp_comm_reserve(d->comm, largest, requests > 0 ? requests : 1, d->layout.total);
+}
+
+static void zero_close(dp_dist *d)
+{
+    struct dp_zero *z = d->zero;
+    if (!z)
+        return;
+    const dp_backend *be = backend(d);
+    for (int i = 0; i < z->gather_slots; i++) {
+        if (z->gathers[i].request) /* a prefetch still in flight: the comm layer must be idle */
+            dp_request_wait(&z->gathers[i].request);
+        be->free(z->gathers[i].data);
+        if (z->gathers[i].host)
+            be->free_host(z->gathers[i].host);
+    }
+    for (int i = 0; i < z->grad_slots; i++) {
+        be->free(z->grads[i].data);
+        if (z->grads[i].host)
+            be->free_host(z->grads[i].host);
+    }
+    be->free(z->grad_shard);
+    be->free(z->param_shard);
+    free(z->slot_of);
+    free(z);
+    d->zero = NULL;
+}
+
+static int zero_open(dp_dist *d)
+{
+    struct dp_zero *z = dp_calloc(1, sizeof *z, "the ZeRO state");
+    if (!z)
+        return DP_ENOMEM;
+    d->zero = z;
+    z->shard = dp_partition(d->layout.total, d->comm->size, d->comm->rank);
+    for (int b = 0; b < d->nbuckets; b++)
+        z->bucket_floats = d->buckets[b].count > z->bucket_floats ? d->buckets[b].count : z->bucket_floats;
+    z->segment_floats = largest_segment(d);
+    int status = 0;
+    if (d->type->shards_grads)
+        status = open_grad_slots(d, z);
+    if (!status && d->type->shards_params)
+        status = open_gather_slots(d, z);
+    if (!status)
+        status = reserve(d, z);
+    return status;
+}
+
+/* ---- stages 2 and 3: gradient buckets in working buffers ---- */
+
+/* A new micro-batch's backward begins: the last one's buckets complete first (their slots
+ * and their accounting are reused). */
+static int drain(dp_dist *d)
+{
+    int started = 0, status = 0;
+    for (int b = 0; !status && b < d->nbuckets; b++) {
+        started |= d->buckets[b].started;
+        status = dp_dist_wait_bucket(d, &d->buckets[b]);
+    }
+    if (started) {
+        dp_dist_account_buckets(d);
+        d->zero->micro++;
+    }
+    return status;
+}
+
+/* A free slot for bucket index `bucket`, waiting for the oldest bucket in flight if none is. */
+static int acquire_slot(dp_dist *d, int bucket)
+{
+    struct dp_zero *z = d->zero;
+    int status = bucket == 0 ? drain(d) : 0;
+    while (!status && z->slot_of[bucket] < 0) {
+        int free_slot = -1, oldest = -1;
+        for (int i = 0; i < z->grad_slots; i++) {
+            int held = z->grads[i].bucket;
+            if (held < 0 && free_slot < 0)
+                free_slot = i;
+            else if (held >= 0 && (oldest < 0 || held < z->grads[oldest].bucket))
+                oldest = i;
+        }
+        if (free_slot >= 0) {
+            z->grads[free_slot].bucket = bucket;
+            z->slot_of[bucket] = free_slot;
+        } else {
+            status = dp_dist_wait_bucket(d, &d->buckets[z->grads[oldest].bucket]);
+        }
+    }
+    return status;
+}
+
+static int bind_gradients(dp_dist *d, int segment, float **grads)
+{
+    int bucket = d->bucket_of[segment];
+    const dp_bucket *b = &d->buckets[bucket];
+    /* Backward reaches a bucket at its last segment. */
+    int status = segment == b->last_segment ? acquire_slot(d, bucket) : 0;
+    if (!status)
+        *grads = d->zero->grads[d->zero->slot_of[bucket]].data + (d->layout.offset[segment] - b->offset);
+    return status;
+}
+
+static float *bucket_data(dp_dist *d, dp_bucket *b)
+{
+    zero_grad_slot *slot = &d->zero->grads[d->zero->slot_of[b - d->buckets]];
+    if (!slot->host)
+        return slot->data;
+    backend(d)->download(slot->host, slot->data, b->count * sizeof(float));
+    return slot->host;
+}
+
+/* This rank's part of the reduced bucket into the gradient shard (the step's first
+ * micro-batch copies, later ones add), and the slot is free again. */
+static void bucket_done(dp_dist *d, dp_bucket *b)
+{
+    struct dp_zero *z = d->zero;
+    int bucket = (int)(b - d->buckets);
+    zero_grad_slot *slot = &z->grads[z->slot_of[bucket]];
+    dp_range mine = dp_zero_overlap(z->shard, b->offset, b->count);
+    size_t n = dp_range_size(mine), at = mine.begin - b->offset;
+    const dp_backend *be = backend(d);
+    if (n && slot->host)
+        be->upload(slot->data + at, slot->host + at, n * sizeof(float));
+    if (n)
+        be->accumulate(z->grad_shard + (mine.begin - z->shard.begin), slot->data + at, n, z->micro > 0);
+    slot->bucket = -1;
+    z->slot_of[bucket] = -1;
+}
+
+/* ---- stage 3: parameters gathered module by module ---- */
+
+static zero_gather_slot *holding(struct dp_zero *z, int segment)
+{
+    for (int i = 0; i < z->gather_slots; i++)
+        if (z->gathers[i].segment == segment)
+            return &z->gathers[i];
+    return NULL;
+}
+
+/* Starts the all-gather of segment's parameters into slot g: this rank's part copied in, the
+ * others' arriving (each rank's block of the module is its shard's part of it). */
+static int start_gather(dp_dist *d, zero_gather_slot *g, int segment)
+{
+    struct dp_zero *z = d->zero;
+    const dp_backend *be = backend(d);
+    size_t offset = d->layout.offset[segment], count = d->layout.count[segment];
+    dp_range mine = dp_zero_overlap(z->shard, offset, count);
+    size_t n = dp_range_size(mine);
+    const float *source = z->param_shard + (mine.begin - z->shard.begin);
+    float *buf = g->host ? g->host : g->data;
+    if (n && g->host)
+        be->download(g->host + (mine.begin - offset), source, n * sizeof(float));
+    else if (n)
+        be->accumulate(g->data + (mine.begin - offset), source, n, 0);
+    g->segment = segment;
+    g->started_at = MPI_Wtime();
+    snprintf(g->label, sizeof g->label, "the parameters of part %d", segment);
+    dp_request_args args = {.kind = DP_ALLGATHER, .buf = buf, .count = count, .label = g->label,
+                            .parent_count = d->layout.total, .parent_offset = offset};
+    return dp_comm_start(d->comm, &args, &g->request);
+}
+
+static int finish_gather(dp_dist *d, zero_gather_slot *g)
+{
+    if (!g->request)
+        return 0;
+    int status = dp_request_wait(&g->request);
+    if (status)
+        return status;
+    double done = MPI_Wtime();
+    if (g->host)
+        backend(d)->upload(g->data, g->host, d->layout.count[g->segment] * sizeof(float));
+    d->times.busy += done - g->started_at;
+    if (d->on_span)
+        d->on_span(d->span_arg, g->label, g->started_at, done);
+    return 0;
+}
+
+/* A slot other than `keep` for a new gather (an empty one if there is), its own gather (a
+ * prefetch) completed first. */
+static int free_gather_slot(dp_dist *d, const zero_gather_slot *keep, zero_gather_slot **out)
+{
+    zero_gather_slot *g = NULL;
+    for (int i = d->zero->gather_slots - 1; i >= 0; i--) {
+        zero_gather_slot *candidate = &d->zero->gathers[i];
+        if (candidate != keep && (!g || candidate->segment < 0))
+            g = candidate;
+    }
+    *out = g;
+    return finish_gather(d, g);
+}
+
+int dp_zero_gathered(dp_dist *d, int segment, zero_gather_slot **slot)
+{
+    zero_gather_slot *g = holding(d->zero, segment);
+    int status = 0;
+    if (!g && !(status = free_gather_slot(d, NULL, &g)))
+        status = start_gather(d, g, segment);
+    if (!status)
+        status = finish_gather(d, g);
+    *slot = g;
+    return status;
+}
+
+/* Segment's parameters whole before its pass, and the next segment's gather started (the
+ * pass's direction: forward goes up, backward down). */
+static int materialise(dp_dist *d, int segment, int backward, float **weights)
+{
+    zero_gather_slot *g, *spare;
+    int status = dp_zero_gathered(d, segment, &g);
+    int next = backward ? segment - 1 : segment + 1;
+    int prefetch = d->zero->gather_slots > 1 && next >= 0 && next < d->layout.segments;
+    if (!status && prefetch && !holding(d->zero, next) &&
+        !(status = free_gather_slot(d, g, &spare)))
+        status = start_gather(d, spare, next);
+    *weights = g->data;
+    return status;
+}
+
+static int before_module(dp_dist *d, int segment, int backward, float **weights, float **grads)
+{
+    int status = d->type->shards_params ? materialise(d, segment, backward, weights) : 0;
+    if (!status && backward && d->communicate)
+        status = bind_gradients(d, segment, grads);
+    return status;
+}
+
+/* ---- after the update ---- */
+
+/* Stages 1 and 2: the updated shards to every rank, so each holds the whole model again. */
+static int gather_updated_parameters(dp_dist *d)
+{
+    if (d->comm->size == 1)
+        return 0;
+    const dp_backend *be = backend(d);
+    size_t total = d->layout.total;
+    dp_range mine = d->zero->shard;
+    float *buf = d->buffers.weights;
+    if (d->buffers.staged) {
+        buf = d->buffers.comm_grads;
+        be->download(buf + mine.begin, d->buffers.weights + mine.begin, dp_range_size(mine) * sizeof(float));
+    }
+    double started = MPI_Wtime();
+    dp_request_args args = {.kind = DP_ALLGATHER, .buf = buf, .count = total, .label = "the updated parameters"};
+    int status = dp_comm_run(d->comm, &args);
+    if (!status && d->buffers.staged)
+        be->upload(d->buffers.weights, buf, total * sizeof(float));
+    double done = MPI_Wtime();
+    d->times.busy += done - started;
+    if (d->on_span)
+        d->on_span(d->span_arg, "the updated parameters", started, done);
+    return status;
+}
+
+/* Stage 3: gathered parameters are stale; the next forward's first module is fetched now. */
+static int forget_gathered_parameters(dp_dist *d)
+{
+    struct dp_zero *z = d->zero;
+    int status = 0;
+    for (int i = 0; !status && i < z->gather_slots; i++) {
+        status = finish_gather(d, &z->gathers[i]);
+        z->gathers[i].segment = -1;
+    }
+    int prefetch = z->gather_slots > 1 && d->layout.segments > 0;
+    return status || !prefetch ? status : start_gather(d, &z->gathers[0], 0);
+}
+
+static int after_update(dp_dist *d)
+{
+    d->zero->micro = 0;
+    return d->type->shards_params ? forget_gathered_parameters(d) : gather_updated_parameters(d);
+}
+
+void dp_dist_update_memory(const dp_dist *d, float **params, float **grads)
+{
+    size_t begin, end;
+    dp_dist_shard(d, &begin, &end);
+    *params = d->type->shards_params ? d->zero->param_shard : d->buffers.weights + begin;
+    *grads = d->type->shards_grads ? d->zero->grad_shard : d->buffers.grads + begin;
+}
+
+const dp_strategy_type dp_strategy_zero1 = {
+    .name = "zero-1",
+    .gradient_collective = DP_REDUCE_SCATTER,
+    .collective_name = "reduce-scatter",
+    .shards_state = 1,
+    .open = zero_open,
+    .close = zero_close,
+    .after_update = after_update,
+};
+
+const dp_strategy_type dp_strategy_zero2 = {
+    .name = "zero-2",
+    .gradient_collective = DP_REDUCE_SCATTER,
+    .collective_name = "reduce-scatter",
+    .shards_state = 1,
+    .shards_grads = 1,
+    .reduces_every_micro = 1,
+    .open = zero_open,
+    .close = zero_close,
+    .before_module = before_module,
+    .bucket_data = bucket_data,
+    .bucket_done = bucket_done,
+    .after_update = after_update,
+};
+
+const dp_strategy_type dp_strategy_zero3 = {
+    .name = "zero-3",
+    .gradient_collective = DP_REDUCE_SCATTER,
+    .collective_name = "reduce-scatter",
+    .shards_state = 1,
+    .shards_grads = 1,
+    .shards_params = 1,
+    .reduces_every_micro = 1,
+    .open = zero_open,
+    .close = zero_close,
+    .before_module = before_module,
+    .bucket_data = bucket_data,
+    .bucket_done = bucket_done,
+    .after_update = after_update,
+};

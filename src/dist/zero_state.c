@@ -1,0 +1,77 @@
+/* Whole flat tensors in and out of a strategy that shards them: the parameters and optimizer
+ * state gathered to one rank (checkpoints, --save) or to all (tests), scattered back on
+ * --resume, and stage 3's replica check over the gathered parameters. Host memory is the
+ * meeting point: MPI's gather and scatter for one rank, the ring's all-gather for all. */
+#include "src/dist/zero.h"
+
+#include "dp/error.h"
+#include "dp/zero_plan.h"
+
+#include <stdlib.h>
+
+static size_t bytes_of(size_t floats)
+{
+    return floats * sizeof(float);
+}
+
+int dp_dist_gather(dp_dist *d, const float *data, int sharded, float *host, int root)
+{
+    const dp_backend *be = d->buffers.be;
+    size_t total = d->layout.total;
+    int rank = d->comm->rank, whole_here = root < 0 || rank == root;
+    if (!sharded) {
+        if (whole_here)
+            be->download(host, data, bytes_of(total));
+        return 0;
+    }
+    dp_range mine = dp_partition(total, d->comm->size, rank);
+    float *part = whole_here ? host + mine.begin : host;
+    be->download(part, data, bytes_of(dp_range_size(mine)));
+    /* The ring works on host memory whatever --allreduce is (nccl takes device memory only). */
+    return root < 0 ? dp_allgather_ring(d->comm, host, total) : dp_comm_gather_blocks(d->comm, part, host, total, root);
+}
+
+int dp_dist_scatter(dp_dist *d, float *host, float *data, int sharded, int root)
+{
+    const dp_backend *be = d->buffers.be;
+    size_t total = d->layout.total;
+    int rank = d->comm->rank, status = 0, whole_here = root < 0 || rank == root;
+    if (!sharded) {
+        if (root >= 0)
+            status = dp_comm_broadcast(d->comm, host, bytes_of(total), root);
+        if (!status)
+            be->upload(data, host, bytes_of(total));
+        return status;
+    }
+    dp_range mine = dp_partition(total, d->comm->size, rank);
+    float *part = whole_here ? host + mine.begin : host;
+    if (root >= 0)
+        status = dp_comm_scatter_blocks(d->comm, host, part, total, root);
+    if (!status)
+        be->upload(data, part, bytes_of(dp_range_size(mine)));
+    return status;
+}
+
+int dp_dist_gathered_parameters(dp_dist *d, int segment, float **data)
+{
+    zero_gather_slot *g;
+    int status = dp_zero_gathered(d, segment, &g);
+    *data = status ? NULL : g->data;
+    return status;
+}
+
+void dp_dist_plan_input(const dp_dist *d, dp_zero_plan_input *in)
+{
+    size_t bucket = 0, segment = 0;
+    for (int b = 0; b < d->nbuckets; b++)
+        bucket = d->buckets[b].count > bucket ? d->buckets[b].count : bucket;
+    for (int s = 0; s < d->layout.segments; s++)
+        segment = d->layout.count[s] > segment ? d->layout.count[s] : segment;
+    *in = (dp_zero_plan_input){
+        .params = d->layout.total, .world = d->comm->size, .rank = d->comm->rank,
+        .param_bytes = sizeof(float), .grad_bytes = sizeof(float),
+        .bucket_floats = bucket, .segment_floats = segment,
+        .grad_slots = dp_zero_grad_slots(d),
+        .gather_slots = dp_zero_gather_slots(d),
+    };
+}
