@@ -7,15 +7,44 @@
 #ifndef DP_BACKEND_H
 #define DP_BACKEND_H
 
+#include "dp/memory.h"
+
 #include <stddef.h>
 #include <stdint.h>
+
+/* Where a dropout layer's masks come from: a hash of these and the sample and unit alone. */
+typedef struct dp_dropout_key {
+    uint64_t seed;        /* the run's seed mixed with the module's index */
+    uint64_t step;        /* the optimizer step */
+    uint64_t first_sample;/* the position of row 0 among the step's samples */
+    float p;              /* drop probability */
+    float scale;          /* 1 / (1 - p), what kept units are multiplied by */
+} dp_dropout_key;
+
+/* One optimizer pass (see sgd_step); apply 0 only scales and counts. */
+typedef struct dp_sgd_coefs {
+    float grad_scale, lr, momentum, weight_decay;
+    int apply;
+} dp_sgd_coefs;
+
+/* AdamW as torch.optim.AdamW computes it: p *= decay_factor (1 - lr wd); m = beta1 m +
+ * one_minus_beta1 g; v = beta2 v + (one_minus_beta2 g) g; p += neg_step_size * (m /
+ * (sqrt(v) / bias_correction2_sqrt + eps)), with the scalars worked out in double and
+ * rounded to float once, as PyTorch's Python scalars are. */
+typedef struct dp_adamw_coefs {
+    float grad_scale, decay_factor, beta1, one_minus_beta1, beta2, one_minus_beta2;
+    float bias_correction2_sqrt, eps, neg_step_size;
+    int apply;
+} dp_adamw_coefs;
 
 typedef struct dp_backend {
     const char *name;
     int host_memory; /* 1 when backend memory is host memory, so host arrays serve in place */
 
-    /* Backend memory; alloc returns NULL (with dp_last_error set) on failure. */
-    void *(*alloc)(size_t bytes, const char *what);
+    /* Backend memory, charged to `kind` in the allocation counter (dp/memory.h); alloc returns
+     * NULL (with dp_last_error set) on failure, and when the process's --max-memory-mb would
+     * be exceeded. */
+    void *(*alloc)(size_t bytes, dp_memory_kind kind, const char *what);
     void (*free)(void *ptr);
     /* Host memory the device copies fastest (page-locked under CUDA); NULL on failure. */
     void *(*alloc_host)(size_t bytes, const char *what);
@@ -28,28 +57,67 @@ typedef struct dp_backend {
     void (*gemm)(int trans_a, int trans_b, int m, int n, int k, float alpha,
                  const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
-    /* y[r, c] += bias[c], then max(0, y) when relu. */
+    /* y[r, c] += bias[c] (bias may be NULL), then max(0, y) when relu. */
     void (*bias_act_forward)(float *y, const float *bias, int rows, int cols, int relu);
+    /* y[i] = max(0, x[i]): a ReLU that follows something other than a Linear. */
+    void (*relu_forward)(float *y, const float *x, size_t n);
     /* dy[i] = 0 where the ReLU output y[i] was 0. */
     void (*relu_backward)(float *dy, const float *y, size_t n);
-    /* db[c] += sum over rows of dy[r, c]. */
-    void (*bias_grad)(const float *dy, int rows, int cols, float *db);
+    /* db[c] = (accumulate ? db[c] : 0) + sum over rows of dy[r, c]. */
+    void (*bias_grad)(const float *dy, int rows, int cols, float *db, int accumulate);
+
+    /* Dropout: mask[r, c] = key->scale (kept) or 0, drawn from (seed, step, sample
+     * first_sample + r, unit c) alone, so any split of the rows over ranks draws the same
+     * masks; y = x * mask. */
+    void (*dropout_forward)(float *y, const float *x, float *mask, int rows, int cols,
+                            const dp_dropout_key *key);
+    /* y[i] = x[i] * mask[i] (dropout's backward). */
+    void (*multiply)(float *y, const float *x, const float *mask, size_t n);
+    /* y[i] = x[i] (add 0), or y[i] + x[i] (add 1): copies and sums within backend memory (a
+     * ZeRO rank's share of a reduced gradient bucket into its gradient shard). */
+    void (*accumulate)(float *y, const float *x, size_t n, int add);
+
+    /* Column sums in double for BatchNorm: out[c] = sum_r a[r, c] and
+     * out[cols + c] = sum_r a[r, c] * b[r, c]; out is backend memory, overwritten. */
+    void (*column_sums)(const float *a, const float *b, int rows, int cols, double *out);
+    /* xhat = (x - mean[c]) * invstd[c]; y = gamma[c] * xhat + beta[c] (xhat NULL in eval). */
+    void (*bn_normalize)(const float *x, float *xhat, float *y, int rows, int cols,
+                         const float *mean, const float *invstd, const float *gamma,
+                         const float *beta);
+    /* dx = gamma[c] * invstd[c] * (dy - mean_dy[c] - xhat * mean_dy_xhat[c]). */
+    void (*bn_backward_input)(const float *dy, const float *xhat, float *dx, int rows, int cols,
+                              const float *gamma, const float *invstd, const float *mean_dy,
+                              const float *mean_dy_xhat);
+    /* dgamma (+)= (float) sums[cols + c], dbeta (+)= (float) sums[c]: column_sums of (dy, xhat). */
+    void (*bn_param_grads)(const double *sums, int cols, float *dgamma, float *dbeta,
+                           int accumulate);
+    /* running = (1 - momentum) running + momentum batch, for the mean and the unbiased variance. */
+    void (*bn_update_running)(float *running_mean, float *running_var, const float *mean,
+                              const float *var_unbiased, int cols, float momentum);
+    /* invstd[i] = 1 / sqrt(var[i] + eps) (BatchNorm in eval mode). */
+    void (*inverse_std)(const float *var, float *invstd, int n, float eps);
 
     /* Summed (not averaged) softmax cross-entropy over rows; dlogits = softmax - onehot
-     * (skipped when NULL); *loss_sum and *correct (argmax == label) are accumulated into. */
+     * (skipped when NULL); totals[0] += the loss, totals[1] += rows whose argmax is the
+     * label. totals is backend memory (two doubles), so the sums stay on a device until the
+     * caller downloads them. */
     void (*softmax_xent)(const float *logits, const int32_t *labels, int rows, int cols,
-                         float *dlogits, double *loss_sum, long *correct);
-    /* Per-sample loss mean_c (pred - target)^2 summed over rows, as PyTorch's MSELoss once
-     * divided by the batch; dpred = 2 (pred - target) / cols (skipped when NULL). */
-    void (*mse)(const float *pred, const float *targets, int rows, int cols,
-                float *dpred, double *loss_sum);
+                         float *dlogits, double *totals);
+    /* Per-sample loss mean_c (pred - target)^2 summed over rows into totals[0], as PyTorch's
+     * MSELoss once divided by the batch; dpred = 2 (pred - target) / cols (skipped when NULL). */
+    void (*mse)(const float *pred, const float *targets, int rows, int cols, float *dpred,
+                double *totals);
 
-    void (*scale)(float *x, size_t n, float alpha);
-    /* How many of x[0..n) are NaN or infinite. */
+    /* How many of x[0..n) are NaN or infinite (returned to the host). */
     size_t (*count_nonfinite)(const float *x, size_t n);
-    /* PyTorch SGD: d = g + wd p; v = momentum v + d (v = d when momentum is 0); p -= lr v. */
-    void (*sgd_update)(float *params, const float *grads, float *velocity, size_t n,
-                       float lr, float momentum, float weight_decay);
+    /* The optimizer's pass over one range: g *= k->grad_scale (the 1 / global sample count),
+     * *nonfinite += NaN or infinite g (backend memory), then, when k->apply, the update:
+     * PyTorch SGD (d = g + wd p; v = momentum v + d, or v = d when momentum is 0; p -= lr v)
+     * or AdamW (torch.optim.AdamW's formulas, roundings in its order; see dp_adamw_coefs). */
+    void (*sgd_step)(float *params, float *grads, float *velocity, size_t n,
+                     const dp_sgd_coefs *k, double *nonfinite);
+    void (*adamw_step)(float *params, float *grads, float *exp_avg, float *exp_avg_sq, size_t n,
+                       const dp_adamw_coefs *k, double *nonfinite);
 
     /* dst row r = src row index[r], rows of `width` 4-byte values (float features or int32
      * labels): a batch assembled from a dataset held in backend memory. */
@@ -62,28 +130,69 @@ typedef struct dp_backend {
 
 const dp_backend *dp_backend_cpu(void);
 
-/* Sets the CPU backend's BLAS threads per rank (OpenBLAS); others ignore it. */
-void dp_backend_cpu_set_threads(int threads);
+/* Sets the CPU backend's BLAS threads per rank (OpenBLAS); others ignore it. why, when not
+ * NULL, says where the number came from (for the banner). */
+void dp_backend_cpu_set_threads(int threads, const char *why);
+
+/* What decides how be's results round, for checkpoints to compare: on the CPU, OpenBLAS's
+ * thread count ("cpu with 2 BLAS threads"); elsewhere the backend's name. */
+void dp_backend_arithmetic(const dp_backend *be, char *text, size_t size);
+
+/* The default of --threads: the cores this process is bound to, or, unbound, the node's
+ * cores divided by its local_size ranks (at least 1); why says which (src/backend/cpu_threads.c). */
+int dp_backend_cpu_default_threads(int local_size, char *why, size_t size);
 
 typedef enum dp_device { DP_DEVICE_CPU, DP_DEVICE_CUDA, DP_DEVICE_AUTO } dp_device;
 
+/* A GPU's identity across processes: its UUID. Two ranks whose CUDA_VISIBLE_DEVICES differ
+ * (srun --gpus-per-task=1 gives each rank "0") see one physical GPU under one UUID. */
+typedef struct dp_gpu_id {
+    unsigned char uuid[16];
+} dp_gpu_id;
+
+/* Visible GPUs one rank reports for the binding. */
+#define DP_MAX_VISIBLE_GPUS 16
+
+/* Which GPU a rank binds, decided over its node's ranks (dp_backend_plan_binding). */
+typedef struct dp_gpu_binding {
+    int gpu;          /* this rank's GPU: an index into its visible GPUs */
+    int own_gpu;      /* 1: no other rank of the node binds the same physical GPU */
+    int gpus_visible; /* GPUs this rank sees */
+    char text[320];   /* the node's binding in words, for the banner and errors */
+} dp_gpu_binding;
+
 typedef struct dp_backend_request {
     dp_device device;     /* AUTO: CUDA when dp_backend_cuda_usable, decided by this rank alone */
-    int share_gpu;        /* allow more ranks on a node than GPUs (they take turns) */
+    int share_gpu;        /* allow ranks of a node to share a GPU (they take turns) */
     int tf32;             /* GEMMs on TF32 tensor cores instead of exact FP32 */
     int rank, local_rank, local_size; /* this rank, and its place among the node's ranks */
+    /* The node's plan, when the caller made one; NULL: GPU local_rank % visible GPUs, and
+     * own GPUs when the node's ranks are no more than the GPUs (one process's view). */
+    const dp_gpu_binding *binding;
 } dp_backend_request;
 
 /* CUDA GPUs this process sees: 0 without a CUDA build, a driver or a GPU. */
 int dp_backend_gpu_count(void);
 
-/* 1 when `request` may run on CUDA: GPUs are visible and, without share_gpu, at least as
- * many as the node's ranks. */
+/* The UUIDs of up to max GPUs this process sees, in CUDA's order; returns how many. */
+int dp_backend_gpu_ids(dp_gpu_id *ids, int max);
+
+/* The binding of the node's `ranks` ranks: visible[r * DP_MAX_VISIBLE_GPUS + i] is local rank
+ * r's i-th visible GPU, counts[r] how many it sees. Every rank of the node computes the same
+ * plan from the same table: ranks get distinct physical GPUs whenever that is possible (a
+ * matching; with the same N >= ranks GPUs everywhere, local rank r gets GPU r), else own_gpu
+ * is 0 and each takes GPU local_rank % its count. Fills `out` for local rank `me`. */
+int dp_backend_plan_binding(const dp_gpu_id *visible, const int *counts, int ranks, int me,
+                            dp_gpu_binding *out);
+
+/* 1 when `request` may run on CUDA: this rank sees a GPU and, without share_gpu, has one of
+ * its own. */
 int dp_backend_cuda_usable(const dp_backend_request *request);
 
-/* The backend of request->device. CUDA binds GPU local_rank % count and fails, naming the
- * problem, without a CUDA build or GPU, or with more ranks on the node than GPUs unless
- * share_gpu. One CUDA backend per process at a time; dp_backend_close releases it. */
+/* The backend of request->device. CUDA binds the planned GPU (or local_rank % count) and
+ * fails, naming the problem, without a CUDA build or GPU, or when ranks of the node would
+ * share a GPU unless share_gpu. One CUDA backend per process at a time; dp_backend_close
+ * releases it. */
 int dp_backend_open(const dp_backend_request *request, const dp_backend **out);
 void dp_backend_close(const dp_backend *be);
 

@@ -1,24 +1,46 @@
-/* The CPU backend: CBLAS sgemm for the linear layers, plain loops for the rest. */
+/* The CPU backend: CBLAS sgemm for the linear layers, and for the rest vectorised loops
+ * (cpu_loops.c, one build per instruction set, the best chosen at run time) shared among the
+ * rank's threads (cpu_parallel.c). Each loop's arithmetic is kernel_math.h's, the same
+ * functions the CUDA kernels call, so both backends compute every element alike
+ * (tests/test_kernel_math.c, tests/test_gpu.c, tests/test_cpu_loops.c). */
 #include "config.h"
 
 #include "dp/backend.h"
 #include "dp/error.h"
+#include "src/backend/cpu_loops.h"
+#include "src/backend/cpu_parallel.h"
 
 #include <cblas.h>
-#include <float.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static int blas_threads = 1;
+static char threads_why[128] = "--threads";
 
-static void *cpu_alloc(size_t bytes, const char *what)
+/* Backend memory is host memory here, counted (dp/memory.h) like a GPU's. */
+static void *cpu_alloc(size_t bytes, dp_memory_kind kind, const char *what)
+{
+    if (dp_memory_admit(bytes, kind, what))
+        return NULL;
+    void *p = dp_alloc(bytes, what);
+    dp_memory_record(p, bytes, kind);
+    return p;
+}
+
+static void cpu_free(void *ptr)
+{
+    dp_memory_release(ptr);
+    free(ptr);
+}
+
+/* Host staging is plain host memory, outside the counter (as on a GPU machine). */
+static void *cpu_alloc_host(size_t bytes, const char *what)
 {
     return dp_alloc(bytes, what);
 }
 
-static void cpu_free(void *ptr)
+static void cpu_free_host(void *ptr)
 {
     free(ptr);
 }
@@ -40,113 +62,172 @@ static void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
 {
     if (m == 0 || n == 0)
         return;
+    /* An empty sum (a rank without rows) leaves beta C, which BLAS need not handle. */
+    if (k == 0) {
+        for (int r = 0; r < m; r++)
+            for (int col = 0; col < n; col++)
+                c[(size_t)r * ldc + col] = beta == 0.0f ? 0.0f : beta * c[(size_t)r * ldc + col];
+        return;
+    }
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
                 trans_b ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+/* The loops of the best instruction set this CPU has, each operation split over the rank's
+ * threads in parts of at least a grain. A grain is 256 Ki values (1 MiB of floats): on the
+ * 2-core machine of bench/RESULTS.md a ReLU pass over 256 x 1024 takes 25 us on one thread and
+ * no less on two, as waking a thread costs about as much; AdamW over 1.86 M values takes half
+ * the time on two. */
+static const dp_cpu_loops *loops(void)
+{
+    return dp_cpu_loops_best();
+}
+
+#define GRAIN_ELEMENTS ((size_t)1 << 18)
+
+static size_t grain_of(size_t per_unit)
+{
+    return per_unit >= GRAIN_ELEMENTS ? 1 : GRAIN_ELEMENTS / (per_unit ? per_unit : 1);
+}
+
+static void over_rows(dp_loop_fn fn, const dp_loop_args *a, int rows)
+{
+    dp_cpu_parallel(fn, a, (size_t)rows, grain_of(a->cols));
+}
+
+static void over_columns(dp_loop_fn fn, const dp_loop_args *a, int cols)
+{
+    dp_cpu_parallel(fn, a, (size_t)cols, grain_of(a->rows));
+}
+
+static size_t over_elements(dp_loop_fn fn, const dp_loop_args *a, size_t n)
+{
+    return dp_cpu_parallel(fn, a, n, GRAIN_ELEMENTS);
+}
+
 static void cpu_bias_act_forward(float *y, const float *bias, int rows, int cols, int relu)
 {
-    for (int r = 0; r < rows; r++) {
-        float *row = y + (size_t)r * cols;
-        for (int c = 0; c < cols; c++) {
-            float v = row[c] + bias[c];
-            row[c] = relu && v < 0.0f ? 0.0f : v;
-        }
-    }
+    over_rows(loops()->bias_act_forward, &(dp_loop_args){.y = y, .bias = bias, .cols = (size_t)cols, .relu = relu},
+              rows);
+}
+
+static void cpu_relu_forward(float *y, const float *x, size_t n)
+{
+    over_elements(loops()->relu_forward, &(dp_loop_args){.y = y, .x = x}, n);
 }
 
 static void cpu_relu_backward(float *dy, const float *y, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if (y[i] <= 0.0f)
-            dy[i] = 0.0f;
+    over_elements(loops()->relu_backward, &(dp_loop_args){.y = dy, .other = y}, n);
 }
 
-static void cpu_bias_grad(const float *dy, int rows, int cols, float *db)
+static void cpu_bias_grad(const float *dy, int rows, int cols, float *db, int accumulate)
 {
-    for (int r = 0; r < rows; r++) {
-        const float *row = dy + (size_t)r * cols;
-        for (int c = 0; c < cols; c++)
-            db[c] += row[c];
-    }
+    dp_loop_args a = {.x = dy, .rows = (size_t)rows, .cols = (size_t)cols, .y = db, .accumulate = accumulate};
+    over_columns(loops()->bias_grad, &a, cols);
 }
 
-static int argmax(const float *x, int n)
+static void cpu_dropout_forward(float *y, const float *x, float *mask, int rows, int cols,
+                                const dp_dropout_key *key)
 {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best])
-            best = i;
-    return best;
+    dp_loop_args a = {.y = y, .x = x, .mask = mask, .cols = (size_t)cols, .dropout = key};
+    over_rows(loops()->dropout_forward, &a, rows);
 }
 
+static void cpu_multiply(float *y, const float *x, const float *mask, size_t n)
+{
+    over_elements(loops()->multiply, &(dp_loop_args){.y = y, .x = x, .other = mask}, n);
+}
+
+static void cpu_accumulate(float *y, const float *x, size_t n, int add)
+{
+    over_elements(loops()->accumulate, &(dp_loop_args){.y = y, .x = x, .accumulate = add}, n);
+}
+
+static void cpu_column_sums(const float *a, const float *b, int rows, int cols, double *out)
+{
+    dp_loop_args args = {.x = a, .other = b, .rows = (size_t)rows, .cols = (size_t)cols, .sums = out};
+    over_columns(loops()->column_sums, &args, cols);
+}
+
+static void cpu_bn_normalize(const float *x, float *xhat, float *y, int rows, int cols,
+                             const float *mean, const float *invstd, const float *gamma,
+                             const float *beta)
+{
+    dp_loop_args a = {.x = x, .xhat = xhat, .y = y, .cols = (size_t)cols, .mean = mean, .invstd = invstd,
+                      .gamma = gamma, .beta = beta};
+    over_rows(loops()->bn_normalize, &a, rows);
+}
+
+static void cpu_bn_backward_input(const float *dy, const float *xhat, float *dx, int rows, int cols,
+                                  const float *gamma, const float *invstd, const float *mean_dy,
+                                  const float *mean_dy_xhat)
+{
+    dp_loop_args a = {.x = dy, .other = xhat, .y = dx, .cols = (size_t)cols, .gamma = gamma, .invstd = invstd,
+                      .mean_dy = mean_dy, .mean_dy_xhat = mean_dy_xhat};
+    over_rows(loops()->bn_backward_input, &a, rows);
+}
+
+/* The per-feature passes are a few thousand values: one thread. */
+static void cpu_bn_param_grads(const double *sums, int cols, float *dgamma, float *dbeta,
+                               int accumulate)
+{
+    dp_loop_args a = {.sums = (double *)sums, .cols = (size_t)cols, .dgamma = dgamma, .dbeta = dbeta,
+                      .accumulate = accumulate};
+    loops()->bn_param_grads(&a, 0, (size_t)cols);
+}
+
+static void cpu_bn_update_running(float *running_mean, float *running_var, const float *mean,
+                                  const float *var_unbiased, int cols, float momentum)
+{
+    dp_loop_args a = {.running_mean = running_mean, .running_var = running_var, .mean = mean,
+                      .var = var_unbiased, .momentum = momentum};
+    loops()->bn_update_running(&a, 0, (size_t)cols);
+}
+
+static void cpu_inverse_std(const float *var, float *invstd, int n, float eps)
+{
+    loops()->inverse_std(&(dp_loop_args){.var = var, .y = invstd, .eps = eps}, 0, (size_t)n);
+}
+
+/* The losses add their totals in element order: one thread. */
 static void cpu_softmax_xent(const float *logits, const int32_t *labels, int rows, int cols,
-                             float *dlogits, double *loss_sum, long *correct)
+                             float *dlogits, double *totals)
 {
-    for (int r = 0; r < rows; r++) {
-        const float *z = logits + (size_t)r * cols;
-        int label = labels[r];
-        int best = argmax(z, cols);
-        /* Subtracting the max keeps exp() finite for any logits. */
-        double sum = 0.0;
-        for (int c = 0; c < cols; c++)
-            sum += exp((double)z[c] - z[best]);
-        *loss_sum += log(sum) - ((double)z[label] - z[best]);
-        *correct += best == label;
-        if (dlogits) {
-            float *d = dlogits + (size_t)r * cols;
-            for (int c = 0; c < cols; c++)
-                d[c] = (float)(exp((double)z[c] - z[best]) / sum) - (c == label ? 1.0f : 0.0f);
-        }
-    }
+    dp_loop_args a = {.x = logits, .labels = labels, .cols = (size_t)cols, .y = dlogits, .sums = totals};
+    loops()->softmax_xent(&a, 0, (size_t)rows);
 }
 
 static void cpu_mse(const float *pred, const float *targets, int rows, int cols,
-                    float *dpred, double *loss_sum)
+                    float *dpred, double *totals)
 {
-    size_t n = (size_t)rows * cols;
-    double squares = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        float diff = pred[i] - targets[i];
-        squares += (double)diff * diff;
-        if (dpred)
-            dpred[i] = 2.0f * diff / (float)cols;
-    }
-    *loss_sum += squares / cols;
-}
-
-static void cpu_scale(float *x, size_t n, float alpha)
-{
-    for (size_t i = 0; i < n; i++)
-        x[i] *= alpha;
+    dp_loop_args a = {.x = pred, .other = targets, .cols = (size_t)cols, .y = dpred, .sums = totals};
+    loops()->mse(&a, 0, (size_t)rows);
 }
 
 static size_t cpu_count_nonfinite(const float *x, size_t n)
 {
-    size_t bad = 0;
-    for (size_t i = 0; i < n; i++)
-        bad += !isfinite(x[i]);
-    return bad;
+    return over_elements(loops()->count_nonfinite, &(dp_loop_args){.x = x}, n);
 }
 
-static void cpu_sgd_update(float *params, const float *grads, float *velocity, size_t n,
-                           float lr, float momentum, float weight_decay)
+static void cpu_sgd_step(float *params, float *grads, float *velocity, size_t n,
+                         const dp_sgd_coefs *k, double *nonfinite)
 {
-    for (size_t i = 0; i < n; i++) {
-        float d = grads[i] + weight_decay * params[i];
-        if (momentum != 0.0f) {
-            velocity[i] = momentum * velocity[i] + d;
-            d = velocity[i];
-        }
-        params[i] -= lr * d;
-    }
+    dp_loop_args a = {.params = params, .grads = grads, .state1 = velocity, .sgd = k};
+    *nonfinite += (double)over_elements(loops()->sgd_step, &a, n);
+}
+
+static void cpu_adamw_step(float *params, float *grads, float *exp_avg, float *exp_avg_sq,
+                           size_t n, const dp_adamw_coefs *k, double *nonfinite)
+{
+    dp_loop_args a = {.params = params, .grads = grads, .state1 = exp_avg, .state2 = exp_avg_sq, .adamw = k};
+    *nonfinite += (double)over_elements(loops()->adamw_step, &a, n);
 }
 
 static void cpu_gather_rows(void *dst, const void *src, const size_t *index, int rows, int width)
 {
-    size_t row_bytes = (size_t)width * sizeof(uint32_t);
-    for (int r = 0; r < rows; r++)
-        memcpy((char *)dst + (size_t)r * row_bytes, (const char *)src + index[r] * row_bytes, row_bytes);
+    dp_loop_args a = {.dst = dst, .src = src, .index = index, .cols = (size_t)width};
+    over_rows(loops()->gather_rows, &a, rows);
 }
 
 /* Every operation has finished when it returns. */
@@ -156,9 +237,9 @@ static void cpu_synchronize(void)
 
 static const char *cpu_describe(void)
 {
-    static char text[64];
-    snprintf(text, sizeof text, "cpu (%d BLAS thread%s per rank)", blas_threads,
-             blas_threads == 1 ? "" : "s");
+    static char text[256];
+    snprintf(text, sizeof text, "cpu (%d BLAS thread%s per rank, shared by the %s loops: %s)", blas_threads,
+             blas_threads == 1 ? "" : "s", loops()->isa, threads_why);
     return text;
 }
 
@@ -167,20 +248,30 @@ static const dp_backend cpu_backend = {
     .host_memory = 1,
     .alloc = cpu_alloc,
     .free = cpu_free,
-    .alloc_host = cpu_alloc,
-    .free_host = cpu_free,
+    .alloc_host = cpu_alloc_host,
+    .free_host = cpu_free_host,
     .upload = cpu_copy,
     .download = cpu_copy,
     .zero = cpu_zero,
     .gemm = cpu_gemm,
     .bias_act_forward = cpu_bias_act_forward,
+    .relu_forward = cpu_relu_forward,
     .relu_backward = cpu_relu_backward,
     .bias_grad = cpu_bias_grad,
+    .dropout_forward = cpu_dropout_forward,
+    .multiply = cpu_multiply,
+    .accumulate = cpu_accumulate,
+    .column_sums = cpu_column_sums,
+    .bn_normalize = cpu_bn_normalize,
+    .bn_backward_input = cpu_bn_backward_input,
+    .bn_param_grads = cpu_bn_param_grads,
+    .bn_update_running = cpu_bn_update_running,
+    .inverse_std = cpu_inverse_std,
     .softmax_xent = cpu_softmax_xent,
     .mse = cpu_mse,
-    .scale = cpu_scale,
     .count_nonfinite = cpu_count_nonfinite,
-    .sgd_update = cpu_sgd_update,
+    .sgd_step = cpu_sgd_step,
+    .adamw_step = cpu_adamw_step,
     .gather_rows = cpu_gather_rows,
     .synchronize = cpu_synchronize,
     .describe = cpu_describe,
@@ -191,9 +282,19 @@ const dp_backend *dp_backend_cpu(void)
     return &cpu_backend;
 }
 
-void dp_backend_cpu_set_threads(int threads)
+void dp_backend_arithmetic(const dp_backend *be, char *text, size_t size)
+{
+    if (be == &cpu_backend)
+        snprintf(text, size, "cpu with %d BLAS thread%s", blas_threads, blas_threads == 1 ? "" : "s");
+    else
+        snprintf(text, size, "%s", be->name);
+}
+
+void dp_backend_cpu_set_threads(int threads, const char *why)
 {
     blas_threads = threads;
+    snprintf(threads_why, sizeof threads_why, "%s", why ? why : "--threads");
+    dp_cpu_parallel_set_threads(threads);
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
     openblas_set_num_threads(threads);
 #endif

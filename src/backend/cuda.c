@@ -1,6 +1,8 @@
 /* The CUDA backend: cuBLAS for the GEMMs, the kernels of cuda_kernels.cu for the rest, one GPU
- * per process. Everything runs on the legacy default stream, so operations execute in issue
- * order and an NCCL all-reduce queued on the same stream follows backward without events. */
+ * per process (the one the node's binding plan gives this rank). Everything runs on the
+ * legacy default stream, so operations execute in issue order and an NCCL all-reduce queued
+ * on the same stream follows backward without events. make check runs this file against the
+ * fake CUDA runtime of tests/fakecuda/. */
 #include "config.h"
 
 #include "dp/error.h"
@@ -16,17 +18,30 @@
 static struct cuda_state {
     int open;
     int rank, device, gpus;
+    int check_launches;             /* CUDA_LAUNCH_BLOCKING=1: synchronise after every kernel */
     cublasHandle_t blas;
     cublasComputeType_t compute;    /* exact FP32, or TF32 tensor cores with --tf32 */
-    dp_cuda_partial *partials;      /* DP_CUDA_MAX_BLOCKS reduction results, device */
+    dp_cuda_partial *partials;      /* DP_MAX_PARTIALS reduction results, device */
     dp_cuda_partial *host_partials; /* where they are read back, page-locked */
-    char description[256];
+    char description[640];
 } cuda = {.device = -1};
 
 static const char *visible_devices(void)
 {
     const char *list = getenv("CUDA_VISIBLE_DEVICES");
     return list ? list : "(unset)";
+}
+
+/* Errors a kernel raises while it runs: sticky, and reported by whichever call comes next. */
+static int kernel_fault(cudaError_t e)
+{
+    static const cudaError_t faults[] = {cudaErrorIllegalAddress, cudaErrorLaunchFailure, cudaErrorMisalignedAddress,
+                                         cudaErrorIllegalInstruction, cudaErrorInvalidAddressSpace, cudaErrorInvalidPc,
+                                         cudaErrorHardwareStackError, cudaErrorAssert, cudaErrorLaunchTimeout};
+    for (size_t i = 0; i < sizeof faults / sizeof *faults; i++)
+        if (e == faults[i])
+            return 1;
+    return 0;
 }
 
 /* 0, or the error of a failed call recorded with the call, file, line, rank and CUDA's message;
@@ -36,8 +51,21 @@ static int cuda_status(cudaError_t e, const char *call, const char *file, int li
     if (e == cudaSuccess)
         return 0;
     (void)cudaGetLastError();
-    return dp_fail(DP_EDEVICE, "%s failed at %s:%d on rank %d (GPU %d): %s: %s", call, file, line,
-                   cuda.rank, cuda.device, cudaGetErrorName(e), cudaGetErrorString(e));
+    const char *hint = kernel_fault(e) && !cuda.check_launches
+                           ? " (a kernel's fault, reported by the next call: it may come from any earlier kernel; "
+                             "rerun with CUDA_LAUNCH_BLOCKING=1 to stop at the kernel that faulted)"
+                           : "";
+    return dp_fail(DP_EDEVICE, "%s failed at %s:%d on rank %d (GPU %d): %s: %s%s", call, file, line,
+                   cuda.rank, cuda.device, cudaGetErrorName(e), cudaGetErrorString(e), hint);
+}
+
+/* A kernel launch's status; with CUDA_LAUNCH_BLOCKING=1 also its completion, so a fault is
+ * named after the kernel that raised it. */
+static int launch_status(cudaError_t e, const char *call, const char *file, int line)
+{
+    if (e == cudaSuccess && cuda.check_launches)
+        e = cudaDeviceSynchronize();
+    return cuda_status(e, call, file, line);
 }
 
 static int blas_status(cublasStatus_t s, const char *call, const char *file, int line)
@@ -50,6 +78,7 @@ static int blas_status(cublasStatus_t s, const char *call, const char *file, int
 
 #define CUDA_CALL(call) cuda_status((call), #call, __FILE__, __LINE__)
 #define BLAS_CALL(call) blas_status((call), #call, __FILE__, __LINE__)
+#define LAUNCH(call) launch_status((call), #call, __FILE__, __LINE__)
 /* TRY returns the error (while opening); MUST is for the operations, which cannot. */
 #define TRY(checked)                                                         \
     do {                                                                     \
@@ -63,12 +92,16 @@ static int blas_status(cublasStatus_t s, const char *call, const char *file, int
             dp_backend_fatal();                                              \
     } while (0)
 
-static void *cuda_alloc(size_t bytes, const char *what)
+static void *cuda_alloc(size_t bytes, dp_memory_kind kind, const char *what)
 {
+    if (dp_memory_admit(bytes, kind, what))
+        return NULL;
     void *p = NULL;
     cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
-    if (e == cudaSuccess)
+    if (e == cudaSuccess) {
+        dp_memory_record(p, bytes, kind);
         return p;
+    }
     (void)cudaGetLastError();
     size_t free_bytes = 0, total_bytes = 0;
     if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
@@ -92,6 +125,7 @@ static void *cuda_alloc_host(size_t bytes, const char *what)
 
 static void cuda_free(void *ptr)
 {
+    dp_memory_release(ptr);
     MUST(CUDA_CALL(cudaFree(ptr)));
 }
 
@@ -128,21 +162,78 @@ static void cuda_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha
     MUST(BLAS_CALL(cublasGemmEx(cuda.blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                            n, m, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c, CUDA_R_32F,
                            ldc, cuda.compute, CUBLAS_GEMM_DEFAULT)));
+    if (cuda.check_launches)
+        MUST(launch_status(cudaSuccess, "cublasGemmEx's kernels", __FILE__, __LINE__));
 }
 
 static void cuda_bias_act_forward(float *y, const float *bias, int rows, int cols, int relu)
 {
-    MUST(CUDA_CALL(dp_cuda_bias_act(y, bias, rows, cols, relu)));
+    MUST(LAUNCH(dp_cuda_bias_act(y, bias, rows, cols, relu)));
+}
+
+static void cuda_relu_forward(float *y, const float *x, size_t n)
+{
+    MUST(LAUNCH(dp_cuda_relu_forward(y, x, n)));
 }
 
 static void cuda_relu_backward(float *dy, const float *y, size_t n)
 {
-    MUST(CUDA_CALL(dp_cuda_relu_backward(dy, y, n)));
+    MUST(LAUNCH(dp_cuda_relu_backward(dy, y, n)));
 }
 
-static void cuda_bias_grad(const float *dy, int rows, int cols, float *db)
+static void cuda_bias_grad(const float *dy, int rows, int cols, float *db, int accumulate)
 {
-    MUST(CUDA_CALL(dp_cuda_bias_grad(dy, rows, cols, db)));
+    MUST(LAUNCH(dp_cuda_bias_grad(dy, rows, cols, db, accumulate)));
+}
+
+static void cuda_dropout_forward(float *y, const float *x, float *mask, int rows, int cols,
+                                 const dp_dropout_key *key)
+{
+    MUST(LAUNCH(dp_cuda_dropout_forward(y, x, mask, rows, cols, key)));
+}
+
+static void cuda_multiply(float *y, const float *x, const float *mask, size_t n)
+{
+    MUST(LAUNCH(dp_cuda_multiply(y, x, mask, n)));
+}
+
+static void cuda_accumulate(float *y, const float *x, size_t n, int add)
+{
+    MUST(LAUNCH(dp_cuda_accumulate(y, x, n, add)));
+}
+
+static void cuda_column_sums(const float *a, const float *b, int rows, int cols, double *out)
+{
+    MUST(LAUNCH(dp_cuda_column_sums(a, b, rows, cols, out)));
+}
+
+static void cuda_bn_normalize(const float *x, float *xhat, float *y, int rows, int cols, const float *mean,
+                              const float *invstd, const float *gamma, const float *beta)
+{
+    MUST(LAUNCH(dp_cuda_bn_normalize(x, xhat, y, rows, cols, mean, invstd, gamma, beta)));
+}
+
+static void cuda_bn_backward_input(const float *dy, const float *xhat, float *dx, int rows, int cols,
+                                   const float *gamma, const float *invstd, const float *mean_dy,
+                                   const float *mean_dy_xhat)
+{
+    MUST(LAUNCH(dp_cuda_bn_backward_input(dy, xhat, dx, rows, cols, gamma, invstd, mean_dy, mean_dy_xhat)));
+}
+
+static void cuda_bn_param_grads(const double *sums, int cols, float *dgamma, float *dbeta, int accumulate)
+{
+    MUST(LAUNCH(dp_cuda_bn_param_grads(sums, cols, dgamma, dbeta, accumulate)));
+}
+
+static void cuda_bn_update_running(float *running_mean, float *running_var, const float *mean,
+                                   const float *var_unbiased, int cols, float momentum)
+{
+    MUST(LAUNCH(dp_cuda_bn_update_running(running_mean, running_var, mean, var_unbiased, cols, momentum)));
+}
+
+static void cuda_inverse_std(const float *var, float *invstd, int n, float eps)
+{
+    MUST(LAUNCH(dp_cuda_inverse_std(var, invstd, n, eps)));
 }
 
 /* The reduction's per-block results, copied to the host (this waits for the kernel). */
@@ -155,38 +246,21 @@ static const dp_cuda_partial *read_partials(int blocks)
 }
 
 static void cuda_softmax_xent(const float *logits, const int32_t *labels, int rows, int cols,
-                              float *dlogits, double *loss_sum, long *correct)
+                              float *dlogits, double *totals)
 {
-    int blocks = 0;
-    MUST(CUDA_CALL(dp_cuda_softmax_xent(logits, labels, rows, cols, dlogits, cuda.partials, &blocks)));
-    const dp_cuda_partial *p = read_partials(blocks);
-    for (int i = 0; i < blocks; i++) {
-        *loss_sum += p[i].sum;
-        *correct += (long)p[i].count;
-    }
+    MUST(LAUNCH(dp_cuda_softmax_xent(logits, labels, rows, cols, dlogits, cuda.partials, totals)));
 }
 
 static void cuda_mse(const float *pred, const float *targets, int rows, int cols, float *dpred,
-                     double *loss_sum)
+                     double *totals)
 {
-    int blocks = 0;
-    MUST(CUDA_CALL(dp_cuda_mse(pred, targets, (size_t)rows * cols, cols, dpred, cuda.partials, &blocks)));
-    const dp_cuda_partial *p = read_partials(blocks);
-    double squares = 0.0;
-    for (int i = 0; i < blocks; i++)
-        squares += p[i].sum;
-    *loss_sum += squares / cols;
-}
-
-static void cuda_scale(float *x, size_t n, float alpha)
-{
-    MUST(CUDA_CALL(dp_cuda_scale(x, n, alpha)));
+    MUST(LAUNCH(dp_cuda_mse(pred, targets, (size_t)rows * cols, cols, dpred, cuda.partials, totals)));
 }
 
 static size_t cuda_count_nonfinite(const float *x, size_t n)
 {
     int blocks = 0;
-    MUST(CUDA_CALL(dp_cuda_count_nonfinite(x, n, cuda.partials, &blocks)));
+    MUST(LAUNCH(dp_cuda_count_nonfinite(x, n, cuda.partials, &blocks)));
     const dp_cuda_partial *p = read_partials(blocks);
     size_t bad = 0;
     for (int i = 0; i < blocks; i++)
@@ -194,15 +268,21 @@ static size_t cuda_count_nonfinite(const float *x, size_t n)
     return bad;
 }
 
-static void cuda_sgd_update(float *params, const float *grads, float *velocity, size_t n, float lr,
-                            float momentum, float weight_decay)
+static void cuda_sgd_step(float *params, float *grads, float *velocity, size_t n, const dp_sgd_coefs *k,
+                          double *nonfinite)
 {
-    MUST(CUDA_CALL(dp_cuda_sgd_update(params, grads, velocity, n, lr, momentum, weight_decay)));
+    MUST(LAUNCH(dp_cuda_sgd_step(params, grads, velocity, n, k, cuda.partials, nonfinite)));
+}
+
+static void cuda_adamw_step(float *params, float *grads, float *exp_avg, float *exp_avg_sq, size_t n,
+                            const dp_adamw_coefs *k, double *nonfinite)
+{
+    MUST(LAUNCH(dp_cuda_adamw_step(params, grads, exp_avg, exp_avg_sq, n, k, cuda.partials, nonfinite)));
 }
 
 static void cuda_gather_rows(void *dst, const void *src, const size_t *index, int rows, int width)
 {
-    MUST(CUDA_CALL(dp_cuda_gather_rows(dst, src, index, rows, width)));
+    MUST(LAUNCH(dp_cuda_gather_rows(dst, src, index, rows, width)));
 }
 
 static void cuda_synchronize(void)
@@ -227,13 +307,23 @@ static const dp_backend cuda_backend = {
     .zero = cuda_zero,
     .gemm = cuda_gemm,
     .bias_act_forward = cuda_bias_act_forward,
+    .relu_forward = cuda_relu_forward,
     .relu_backward = cuda_relu_backward,
     .bias_grad = cuda_bias_grad,
+    .dropout_forward = cuda_dropout_forward,
+    .multiply = cuda_multiply,
+    .accumulate = cuda_accumulate,
+    .column_sums = cuda_column_sums,
+    .bn_normalize = cuda_bn_normalize,
+    .bn_backward_input = cuda_bn_backward_input,
+    .bn_param_grads = cuda_bn_param_grads,
+    .bn_update_running = cuda_bn_update_running,
+    .inverse_std = cuda_inverse_std,
     .softmax_xent = cuda_softmax_xent,
     .mse = cuda_mse,
-    .scale = cuda_scale,
     .count_nonfinite = cuda_count_nonfinite,
-    .sgd_update = cuda_sgd_update,
+    .sgd_step = cuda_sgd_step,
+    .adamw_step = cuda_adamw_step,
     .gather_rows = cuda_gather_rows,
     .synchronize = cuda_synchronize,
     .describe = cuda_describe,
@@ -248,6 +338,20 @@ int dp_cuda_gpu_count(void)
     return 0;
 }
 
+int dp_cuda_gpu_ids(dp_gpu_id *ids, int max)
+{
+    int count = dp_cuda_gpu_count(), found = 0;
+    struct cudaDeviceProp prop;
+    for (; found < count && found < max; found++) {
+        if (cudaGetDeviceProperties(&prop, found) != cudaSuccess) {
+            (void)cudaGetLastError();
+            break;
+        }
+        memcpy(ids[found].uuid, prop.uuid.bytes, sizeof ids[found].uuid);
+    }
+    return found;
+}
+
 static int bind_device(const dp_backend_request *request)
 {
     cudaError_t e = cudaGetDeviceCount(&cuda.gpus);
@@ -256,45 +360,65 @@ static int bind_device(const dp_backend_request *request)
         return dp_fail(DP_EDEVICE, "--device cuda: rank %d sees no CUDA GPU (cudaGetDeviceCount: %s; CUDA_VISIBLE_DEVICES=%s)",
                        request->rank, e != cudaSuccess ? cudaGetErrorString(e) : "0 devices", visible_devices());
     }
-    if (request->local_size > cuda.gpus && !request->share_gpu)
+    const dp_gpu_binding *plan = request->binding;
+    if (plan && !plan->own_gpu && !request->share_gpu)
+        return dp_fail(DP_EINVAL, "--device cuda: %s (rank %d sees %d GPU%s; CUDA_VISIBLE_DEVICES=%s): start one rank per GPU, "
+                       "or add --share-gpu to let ranks take turns on a GPU",
+                       plan->text, request->rank, cuda.gpus, cuda.gpus == 1 ? "" : "s", visible_devices());
+    if (!plan && request->local_size > cuda.gpus && !request->share_gpu)
         return dp_fail(DP_EINVAL, "--device cuda: %d ranks on rank %d's node but %d GPU%s visible (CUDA_VISIBLE_DEVICES=%s): "
                        "start one rank per GPU, or add --share-gpu to let ranks take turns on a GPU",
                        request->local_size, request->rank, cuda.gpus, cuda.gpus == 1 ? "" : "s", visible_devices());
-    cuda.device = request->local_rank % cuda.gpus;
+    cuda.device = plan ? plan->gpu : request->local_rank % cuda.gpus;
     TRY(CUDA_CALL(cudaSetDevice(cuda.device)));
     return 0;
 }
 
-static int describe_device(int tf32)
+static int describe_device(const dp_backend_request *request)
 {
     struct cudaDeviceProp prop;
     TRY(CUDA_CALL(cudaGetDeviceProperties(&prop, cuda.device)));
-    snprintf(cuda.description, sizeof cuda.description, "cuda: GPU %d of %d, %.128s (sm_%d%d, %zu GiB), %s GEMMs",
-             cuda.device, cuda.gpus, prop.name, prop.major, prop.minor,
-             (size_t)(prop.totalGlobalMem >> 30), tf32 ? "TF32 tensor-core" : "exact FP32");
+    const unsigned char *u = (const unsigned char *)prop.uuid.bytes;
+    snprintf(cuda.description, sizeof cuda.description,
+             "cuda: GPU %d of %d visible (GPU-%02x%02x%02x%02x, PCI %04x:%02x:%02x.0), %.96s (sm_%d%d, %zu GiB), %s GEMMs%s%s",
+             cuda.device, cuda.gpus, u[0], u[1], u[2], u[3], (unsigned)prop.pciDomainID, (unsigned)prop.pciBusID,
+             (unsigned)prop.pciDeviceID, prop.name, prop.major, prop.minor, (size_t)(prop.totalGlobalMem >> 30),
+             request->tf32 ? "TF32 tensor-core" : "exact FP32", request->binding ? "; " : "",
+             request->binding ? request->binding->text : "");
     return 0;
 }
 
-static int create_resources(int tf32)
+static int create_resources(const dp_backend_request *request)
 {
     TRY(BLAS_CALL(cublasCreate(&cuda.blas)));
-    TRY(CUDA_CALL(cudaMalloc((void **)&cuda.partials, DP_CUDA_MAX_BLOCKS * sizeof *cuda.partials)));
-    TRY(CUDA_CALL(cudaMallocHost((void **)&cuda.host_partials, DP_CUDA_MAX_BLOCKS * sizeof *cuda.host_partials)));
-    cuda.compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    return describe_device(tf32);
+    TRY(CUDA_CALL(cudaMalloc((void **)&cuda.partials, DP_MAX_PARTIALS * sizeof *cuda.partials)));
+    TRY(CUDA_CALL(cudaMallocHost((void **)&cuda.host_partials, DP_MAX_PARTIALS * sizeof *cuda.host_partials)));
+    cuda.compute = request->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    return describe_device(request);
 }
 
-static void release_resources(void)
+/* Releases what create_resources made. With `report`, the first failure is recorded and
+ * returned; without (after a failed open), failures are ignored so that the error that made
+ * the open fail is the one the caller reports. */
+static int release_resources(int report)
 {
-    if (cuda.blas)
-        MUST(BLAS_CALL(cublasDestroy(cuda.blas)));
-    if (cuda.partials)
-        MUST(CUDA_CALL(cudaFree(cuda.partials)));
-    if (cuda.host_partials)
-        MUST(CUDA_CALL(cudaFreeHost(cuda.host_partials)));
+    int status = 0;
+    if (cuda.blas) {
+        cublasStatus_t s = cublasDestroy(cuda.blas);
+        if (report && !status)
+            status = blas_status(s, "cublasDestroy(cuda.blas)", __FILE__, __LINE__);
+    }
+    cudaError_t freed[2] = {cuda.partials ? cudaFree(cuda.partials) : cudaSuccess,
+                            cuda.host_partials ? cudaFreeHost(cuda.host_partials) : cudaSuccess};
+    if (report && !status)
+        status = cuda_status(freed[0], "cudaFree(cuda.partials)", __FILE__, __LINE__);
+    if (report && !status)
+        status = cuda_status(freed[1], "cudaFreeHost(cuda.host_partials)", __FILE__, __LINE__);
+    (void)cudaGetLastError();
     cuda.blas = NULL;
     cuda.partials = cuda.host_partials = NULL;
     cuda.open = 0;
+    return status;
 }
 
 int dp_cuda_open(const dp_backend_request *request, const dp_backend **out)
@@ -304,11 +428,13 @@ int dp_cuda_open(const dp_backend_request *request, const dp_backend **out)
     memset(&cuda, 0, sizeof cuda);
     cuda.rank = request->rank;
     cuda.device = -1;
+    const char *blocking = getenv("CUDA_LAUNCH_BLOCKING");
+    cuda.check_launches = blocking && strcmp(blocking, "1") == 0;
     int status = bind_device(request);
     if (!status)
-        status = create_resources(request->tf32);
+        status = create_resources(request);
     if (status) {
-        release_resources();
+        (void)release_resources(0);
         return status;
     }
     cuda.open = 1;
@@ -318,5 +444,6 @@ int dp_cuda_open(const dp_backend_request *request, const dp_backend **out)
 
 void dp_cuda_close(void)
 {
-    release_resources();
+    if (release_resources(1))
+        dp_backend_fatal();
 }

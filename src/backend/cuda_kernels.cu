@@ -1,49 +1,45 @@
-/* The GPU backend's kernels: everything but the GEMMs (cuBLAS). Elementwise results match the
- * CPU backend bit for bit: products it rounds on their own use __fmul_rn, which nvcc never
- * fuses into an FMA. Reductions use a grid that depends only on the problem size and fixed
- * summation trees (no floating-point atomics), so they are deterministic. */
+/* The GPU backend's kernels: everything but the GEMMs (cuBLAS). What each thread computes is
+ * in kernel_grid.h and kernel_math.h, shared with the CPU backend and with the host emulation
+ * that `make check` runs (tests/fakecuda/kernels.c); this file adds only what a GPU has and a
+ * host loop has not: block and thread indices, warp shuffles and shared-memory trees.
+ * Elementwise results match the CPU backend bit for bit; reductions use a grid that depends
+ * only on the problem size and fixed summation trees (no floating-point atomics), so they are
+ * deterministic. */
 #include "src/backend/cuda_kernels.h"
-
-#include <math.h>
+#include "src/backend/kernel_grid.h"
 
 namespace {
 
-constexpr int THREADS = 256;               /* threads per block of the 1-D and row kernels */
-constexpr int WARP = 32;
-constexpr int WARPS = THREADS / WARP;
 constexpr unsigned ALL_LANES = 0xffffffffu;
-constexpr unsigned MAX_GRID = 1u << 16;    /* grid-stride loops cover any size beyond this */
-constexpr int ROW_TILE = 32;               /* bias_grad: rows summed in parallel per column */
 
-unsigned blocks_for(size_t items, size_t per_block, unsigned cap)
+dim3 grid_of(dp_shape s)
 {
-    size_t blocks = (items + per_block - 1) / per_block;
-    return (unsigned)(blocks < cap ? blocks : cap);
+    return dim3(s.grid_x, s.grid_y);
 }
 
-/* Grid of (column blocks, row blocks) for kernels that walk a [rows, cols] matrix by rows. */
-dim3 row_grid(int rows, int cols)
+dim3 block_of(dp_shape s)
 {
-    return dim3(blocks_for((size_t)cols, THREADS, 64), blocks_for((size_t)rows, 1, 65535));
+    return dim3(s.block_x, s.block_y);
 }
 
-__device__ size_t first_index()
+/* This thread's span along x / y of the launch shape s. */
+__device__ dp_span span_x(dp_shape s)
 {
-    return (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    return dp_span_x(s, blockIdx.x, threadIdx.x);
 }
 
-__device__ size_t grid_stride()
+__device__ dp_span span_y(dp_shape s)
 {
-    return (size_t)gridDim.x * blockDim.x;
+    return dp_span_y(s, blockIdx.y, threadIdx.y);
 }
 
-/* Sum of v over the block, in a fixed tree; every thread gets the result. */
+/* Sum of v over the block in a fixed tree (the host emulation adds in the same order). */
 template <typename T> __device__ T block_sum(T v)
 {
-    __shared__ T lanes[THREADS];
+    __shared__ T lanes[DP_THREADS];
     lanes[threadIdx.x] = v;
     __syncthreads();
-    for (int half = THREADS / 2; half > 0; half /= 2) {
+    for (int half = DP_THREADS / 2; half > 0; half /= 2) {
         if ((int)threadIdx.x < half)
             lanes[threadIdx.x] += lanes[threadIdx.x + half];
         __syncthreads();
@@ -53,132 +49,167 @@ template <typename T> __device__ T block_sum(T v)
     return total;
 }
 
-__global__ void bias_act_kernel(float *y, const float *bias, int rows, int cols, int relu)
+__global__ void bias_act_kernel(dp_shape s, float *y, const float *bias, int rows, int cols, int relu)
 {
-    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
-        float *row = y + (size_t)r * cols;
-        for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x) {
-            float v = row[c] + bias[c];
-            row[c] = relu && v < 0.0f ? 0.0f : v;
-        }
+    dp_bias_act_thread(y, bias, rows, cols, relu, span_y(s), span_x(s));
+}
+
+__global__ void relu_forward_kernel(dp_shape s, float *y, const float *x, size_t n)
+{
+    dp_relu_forward_thread(y, x, n, span_x(s));
+}
+
+__global__ void relu_backward_kernel(dp_shape s, float *dy, const float *y, size_t n)
+{
+    dp_relu_backward_thread(dy, y, n, span_x(s));
+}
+
+__global__ void multiply_kernel(dp_shape s, float *y, const float *x, const float *mask, size_t n)
+{
+    dp_multiply_thread(y, x, mask, n, span_x(s));
+}
+
+__global__ void accumulate_kernel(dp_shape s, float *y, const float *x, size_t n, int add)
+{
+    dp_accumulate_thread(y, x, n, add, span_x(s));
+}
+
+__global__ void bias_grad_kernel(dp_shape s, const float *dy, int rows, int cols, float *db, int accumulate)
+{
+    __shared__ float lanes[DP_ROW_TILE][DP_WARP + 1];
+    for (size_t first = (size_t)blockIdx.x * DP_WARP; first < (size_t)cols; first += (size_t)s.grid_x * DP_WARP) {
+        int c = (int)first + (int)threadIdx.x;
+        lanes[threadIdx.y][threadIdx.x] = c < cols ? dp_bias_grad_lane(dy, rows, cols, c, threadIdx.y) : 0.0f;
+        __syncthreads();
+        if (threadIdx.y == 0 && c < cols)
+            db[c] = dp_accumulate(db[c], dp_bias_grad_merge(&lanes[0][threadIdx.x], DP_WARP + 1), accumulate);
+        __syncthreads();
     }
 }
 
-__global__ void relu_backward_kernel(float *dy, const float *y, size_t n)
+/* Shaped as bias_grad, in double, two sums per column; out is overwritten. */
+__global__ void column_sums_kernel(dp_shape s, const float *a, const float *b, int rows, int cols, double *out)
 {
-    for (size_t i = first_index(); i < n; i += grid_stride())
-        if (y[i] <= 0.0f)
-            dy[i] = 0.0f;
-}
-
-/* Block (x: 32 columns, y: ROW_TILE row lanes); each lane sums every ROW_TILE-th row of its
- * column, then the lanes are added in order. */
-__global__ void bias_grad_kernel(const float *dy, int rows, int cols, float *db)
-{
-    __shared__ float lanes[ROW_TILE][WARP + 1];
-    for (int first = blockIdx.x * WARP; first < cols; first += gridDim.x * WARP) {
-        int c = first + threadIdx.x;
-        float sum = 0.0f;
+    __shared__ double sums[DP_ROW_TILE][DP_WARP + 1], products[DP_ROW_TILE][DP_WARP + 1];
+    for (size_t first = (size_t)blockIdx.x * DP_WARP; first < (size_t)cols; first += (size_t)s.grid_x * DP_WARP) {
+        int c = (int)first + (int)threadIdx.x;
+        double sum = 0.0, product = 0.0;
         if (c < cols)
-            for (int r = threadIdx.y; r < rows; r += ROW_TILE)
-                sum += dy[(size_t)r * cols + c];
-        lanes[threadIdx.y][threadIdx.x] = sum;
+            dp_column_sums_lane(a, b, rows, cols, c, threadIdx.y, &sum, &product);
+        sums[threadIdx.y][threadIdx.x] = sum;
+        products[threadIdx.y][threadIdx.x] = product;
         __syncthreads();
         if (threadIdx.y == 0 && c < cols) {
-            float total = 0.0f;
-            for (int lane = 0; lane < ROW_TILE; lane++)
-                total += lanes[lane][threadIdx.x];
-            db[c] += total;
+            out[c] = dp_column_sums_merge(&sums[0][threadIdx.x], DP_WARP + 1);
+            out[cols + c] = dp_column_sums_merge(&products[0][threadIdx.x], DP_WARP + 1);
         }
         __syncthreads();
     }
 }
 
-__global__ void scale_kernel(float *x, size_t n, float alpha)
+__global__ void dropout_kernel(dp_shape s, float *y, const float *x, float *mask, int rows, int cols,
+                               dp_dropout_key key)
 {
-    for (size_t i = first_index(); i < n; i += grid_stride())
-        x[i] = __fmul_rn(x[i], alpha);
+    dp_dropout_thread(y, x, mask, rows, cols, &key, span_y(s), span_x(s));
 }
 
-__global__ void sgd_kernel(float *params, const float *grads, float *velocity, size_t n,
-                           float lr, float momentum, float weight_decay)
+__global__ void bn_normalize_kernel(dp_shape s, const float *x, float *xhat, float *y, int rows, int cols,
+                                    const float *mean, const float *invstd, const float *gamma, const float *beta)
 {
-    for (size_t i = first_index(); i < n; i += grid_stride()) {
-        float d = __fadd_rn(grads[i], __fmul_rn(weight_decay, params[i]));
-        if (momentum != 0.0f) {
-            velocity[i] = __fadd_rn(__fmul_rn(momentum, velocity[i]), d);
-            d = velocity[i];
-        }
-        params[i] = __fsub_rn(params[i], __fmul_rn(lr, d));
-    }
+    dp_bn_normalize_thread(x, xhat, y, rows, cols, mean, invstd, gamma, beta, span_y(s), span_x(s));
 }
 
-/* 4-byte words, so one kernel moves float features and int32 labels alike. */
-__global__ void gather_rows_kernel(uint32_t *dst, const uint32_t *src, const size_t *index,
+__global__ void bn_backward_input_kernel(dp_shape s, const float *dy, const float *xhat, float *dx, int rows,
+                                         int cols, const float *gamma, const float *invstd, const float *mean_dy,
+                                         const float *mean_dy_xhat)
+{
+    dp_bn_backward_input_thread(dy, xhat, dx, rows, cols, gamma, invstd, mean_dy, mean_dy_xhat, span_y(s),
+                                span_x(s));
+}
+
+__global__ void bn_param_grads_kernel(dp_shape s, const double *sums, int cols, float *dgamma, float *dbeta,
+                                      int accumulate)
+{
+    dp_bn_param_grads_thread(sums, cols, dgamma, dbeta, accumulate, span_x(s));
+}
+
+__global__ void bn_update_running_kernel(dp_shape s, float *running_mean, float *running_var, const float *mean,
+                                         const float *var_unbiased, int cols, float momentum)
+{
+    dp_bn_update_running_thread(running_mean, running_var, mean, var_unbiased, cols, momentum, span_x(s));
+}
+
+__global__ void inverse_std_kernel(dp_shape s, const float *var, float *invstd, int n, float eps)
+{
+    dp_inverse_std_thread(var, invstd, n, eps, span_x(s));
+}
+
+__global__ void sgd_step_kernel(dp_shape s, float *params, float *grads, float *velocity, size_t n, dp_sgd_coefs k,
+                                dp_cuda_partial *partials)
+{
+    unsigned long long total = block_sum(dp_sgd_thread(params, grads, velocity, n, &k, span_x(s)));
+    if (threadIdx.x == 0)
+        partials[blockIdx.x] = dp_cuda_partial{0.0, total};
+}
+
+__global__ void adamw_step_kernel(dp_shape s, float *params, float *grads, float *exp_avg, float *exp_avg_sq,
+                                  size_t n, dp_adamw_coefs k, dp_cuda_partial *partials)
+{
+    unsigned long long total = block_sum(dp_adamw_thread(params, grads, exp_avg, exp_avg_sq, n, &k, span_x(s)));
+    if (threadIdx.x == 0)
+        partials[blockIdx.x] = dp_cuda_partial{0.0, total};
+}
+
+__global__ void add_partials_kernel(const dp_cuda_partial *partials, int blocks, double *sum_into,
+                                    double *count_into, double sum_divisor)
+{
+    dp_add_partials(partials, blocks, sum_into, count_into, sum_divisor);
+}
+
+__global__ void gather_rows_kernel(dp_shape s, uint32_t *dst, const uint32_t *src, const size_t *index,
                                    int rows, int width)
 {
-    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
-        const uint32_t *from = src + index[r] * (size_t)width;
-        uint32_t *to = dst + (size_t)r * width;
-        for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < width; c += gridDim.x * blockDim.x)
-            to[c] = from[c];
-    }
+    dp_gather_rows_thread(dst, src, index, rows, width, span_y(s), span_x(s));
 }
 
-/* The first column holding the row's largest value (the CPU backend's argmax), in every lane. */
-__device__ void row_argmax(const float *z, int cols, int lane, float *best_value, int *best)
+/* The row's argmax under dp_argmax_beats, identical in every lane (the order is total). */
+__device__ void row_argmax(const float *z, int cols, int lane, float *top, int *best)
 {
-    float v = lane < cols ? z[lane] : -INFINITY;
-    int at = lane < cols ? lane : cols;
-    for (int c = lane + WARP; c < cols; c += WARP)
-        if (z[c] > v) {
-            v = z[c];
-            at = c;
-        }
-    for (int offset = WARP / 2; offset > 0; offset /= 2) {
-        float other = __shfl_xor_sync(ALL_LANES, v, offset);
-        int other_at = __shfl_xor_sync(ALL_LANES, at, offset);
-        if (other > v || (other == v && other_at < at)) {
-            v = other;
-            at = other_at;
-        }
+    dp_argmax_lane(z, cols, lane, top, best);
+    for (int offset = DP_WARP / 2; offset > 0; offset /= 2) {
+        float other = __shfl_xor_sync(ALL_LANES, *top, offset);
+        int other_at = __shfl_xor_sync(ALL_LANES, *best, offset);
+        dp_argmax_merge(top, best, other, other_at);
     }
-    /* Lane 0's answer for all: with NaNs the lanes could disagree. */
-    *best_value = __shfl_sync(ALL_LANES, v, 0);
-    *best = __shfl_sync(ALL_LANES, at, 0);
 }
 
+/* Butterfly sum: lane l adds lane l ^ offset's value; addition commutes, so all lanes agree. */
 __device__ double warp_sum(double v)
 {
-    for (int offset = WARP / 2; offset > 0; offset /= 2)
-        v += __shfl_xor_sync(ALL_LANES, v, offset);
-    return __shfl_sync(ALL_LANES, v, 0);
+    for (int offset = DP_WARP / 2; offset > 0; offset /= 2)
+        v = dp_dadd(v, __shfl_xor_sync(ALL_LANES, v, offset));
+    return v;
 }
 
 /* One warp per row, in double as the CPU backend: loss = log sum exp(z - max) - (z_label - max). */
-__global__ void softmax_xent_kernel(const float *logits, const int32_t *labels, int rows, int cols,
-                                    float *dlogits, dp_cuda_partial *partials)
+__global__ void softmax_xent_kernel(dp_shape s, const float *logits, const int32_t *labels, int rows,
+                                    int cols, float *dlogits, dp_cuda_partial *partials)
 {
-    __shared__ double warp_loss[WARPS];
-    __shared__ unsigned long long warp_correct[WARPS];
-    int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    __shared__ double warp_loss[DP_WARPS];
+    __shared__ unsigned long long warp_correct[DP_WARPS];
+    int lane = threadIdx.x % DP_WARP, warp = threadIdx.x / DP_WARP;
     double loss = 0.0;
     unsigned long long correct = 0;
-    for (int r = blockIdx.x * WARPS + warp; r < rows; r += gridDim.x * WARPS) {
-        const float *z = logits + (size_t)r * cols;
+    for (size_t r = (size_t)blockIdx.x * DP_WARPS + warp; r < (size_t)rows; r += (size_t)s.grid_x * DP_WARPS) {
+        const float *z = logits + r * cols;
         int label = labels[r], best;
         float top;
         row_argmax(z, cols, lane, &top, &best);
-        double exps = 0.0;
-        for (int c = lane; c < cols; c += WARP)
-            exps += exp((double)z[c] - top);
-        double sum = warp_sum(exps);
-        loss += log(sum) - ((double)z[label] - top);
+        double sum = warp_sum(dp_xent_lane_exps(z, cols, lane, top));
+        loss = dp_dadd(loss, dp_xent_loss(sum, z[label], top));
         correct += best == label;
         if (dlogits)
-            for (int c = lane; c < cols; c += WARP)
-                dlogits[(size_t)r * cols + c] =
-                    (float)(exp((double)z[c] - top) / sum) - (c == label ? 1.0f : 0.0f);
+            dp_xent_lane_grads(z, cols, lane, top, sum, label, dlogits + r * cols);
     }
     if (lane == 0) {
         warp_loss[warp] = loss;
@@ -187,35 +218,25 @@ __global__ void softmax_xent_kernel(const float *logits, const int32_t *labels, 
     __syncthreads();
     if (threadIdx.x == 0) {
         dp_cuda_partial p = {0.0, 0};
-        for (int w = 0; w < WARPS; w++) {
-            p.sum += warp_loss[w];
+        for (int w = 0; w < DP_WARPS; w++) {
+            p.sum = dp_dadd(p.sum, warp_loss[w]);
             p.count += warp_correct[w];
         }
         partials[blockIdx.x] = p;
     }
 }
 
-__global__ void mse_kernel(const float *pred, const float *targets, size_t n, int cols,
+__global__ void mse_kernel(dp_shape s, const float *pred, const float *targets, size_t n, int cols,
                            float *dpred, dp_cuda_partial *partials)
 {
-    double squares = 0.0;
-    for (size_t i = first_index(); i < n; i += grid_stride()) {
-        float diff = pred[i] - targets[i];
-        squares += (double)diff * diff;
-        if (dpred)
-            dpred[i] = __fmul_rn(2.0f, diff) / (float)cols;
-    }
-    double total = block_sum(squares);
+    double total = block_sum(dp_mse_thread(pred, targets, n, cols, dpred, span_x(s)));
     if (threadIdx.x == 0)
         partials[blockIdx.x] = dp_cuda_partial{total, 0};
 }
 
-__global__ void count_nonfinite_kernel(const float *x, size_t n, dp_cuda_partial *partials)
+__global__ void count_nonfinite_kernel(dp_shape s, const float *x, size_t n, dp_cuda_partial *partials)
 {
-    unsigned long long bad = 0;
-    for (size_t i = first_index(); i < n; i += grid_stride())
-        bad += !isfinite(x[i]);
-    unsigned long long total = block_sum(bad);
+    unsigned long long total = block_sum(dp_count_nonfinite_thread(x, n, span_x(s)));
     if (threadIdx.x == 0)
         partials[blockIdx.x] = dp_cuda_partial{0.0, total};
 }
@@ -228,85 +249,155 @@ cudaError_t launched()
 
 } // namespace
 
+/* Launches kernel on shape s when it has work (n > 0). */
+#define LAUNCH(n, s, kernel, ...)                                            \
+    do {                                                                     \
+        if ((n) == 0)                                                        \
+            return cudaSuccess;                                              \
+        kernel<<<grid_of(s), block_of(s)>>>(s, __VA_ARGS__);                 \
+        return launched();                                                   \
+    } while (0)
+
+/* Queues the one-thread kernel that adds a reduction's partials into device totals. */
+static cudaError_t add_partials(dp_shape s, const dp_cuda_partial *partials, double *sum_into, double *count_into,
+                                double sum_divisor)
+{
+    cudaError_t e = launched();
+    if (e != cudaSuccess)
+        return e;
+    add_partials_kernel<<<1, 1>>>(partials, (int)s.grid_x, sum_into, count_into, sum_divisor);
+    return launched();
+}
+
 extern "C" cudaError_t dp_cuda_bias_act(float *y, const float *bias, int rows, int cols, int relu)
 {
-    if (rows == 0 || cols == 0)
-        return cudaSuccess;
-    bias_act_kernel<<<row_grid(rows, cols), THREADS>>>(y, bias, rows, cols, relu);
-    return launched();
+    LAUNCH((size_t)rows * cols, dp_shape_rows(rows, cols), bias_act_kernel, y, bias, rows, cols, relu);
+}
+
+extern "C" cudaError_t dp_cuda_relu_forward(float *y, const float *x, size_t n)
+{
+    LAUNCH(n, dp_shape_flat(n), relu_forward_kernel, y, x, n);
 }
 
 extern "C" cudaError_t dp_cuda_relu_backward(float *dy, const float *y, size_t n)
 {
-    if (n == 0)
-        return cudaSuccess;
-    relu_backward_kernel<<<blocks_for(n, THREADS, MAX_GRID), THREADS>>>(dy, y, n);
-    return launched();
+    LAUNCH(n, dp_shape_flat(n), relu_backward_kernel, dy, y, n);
 }
 
-extern "C" cudaError_t dp_cuda_bias_grad(const float *dy, int rows, int cols, float *db)
+extern "C" cudaError_t dp_cuda_multiply(float *y, const float *x, const float *mask, size_t n)
 {
-    if (rows == 0 || cols == 0)
-        return cudaSuccess;
-    bias_grad_kernel<<<blocks_for((size_t)cols, WARP, 65535), dim3(WARP, ROW_TILE)>>>(dy, rows, cols, db);
-    return launched();
+    LAUNCH(n, dp_shape_flat(n), multiply_kernel, y, x, mask, n);
 }
 
-extern "C" cudaError_t dp_cuda_scale(float *x, size_t n, float alpha)
+extern "C" cudaError_t dp_cuda_accumulate(float *y, const float *x, size_t n, int add)
 {
-    if (n == 0)
-        return cudaSuccess;
-    scale_kernel<<<blocks_for(n, THREADS, MAX_GRID), THREADS>>>(x, n, alpha);
-    return launched();
+    LAUNCH(n, dp_shape_flat(n), accumulate_kernel, y, x, n, add);
 }
 
-extern "C" cudaError_t dp_cuda_sgd_update(float *params, const float *grads, float *velocity,
-                                          size_t n, float lr, float momentum, float weight_decay)
+extern "C" cudaError_t dp_cuda_bias_grad(const float *dy, int rows, int cols, float *db, int accumulate)
 {
-    if (n == 0)
-        return cudaSuccess;
-    sgd_kernel<<<blocks_for(n, THREADS, MAX_GRID), THREADS>>>(params, grads, velocity, n, lr,
-                                                               momentum, weight_decay);
-    return launched();
+    /* No rows still overwrites: a rank without samples contributes zeros. */
+    size_t work = rows == 0 && accumulate ? 0 : (size_t)cols;
+    LAUNCH(work, dp_shape_bias_grad(cols), bias_grad_kernel, dy, rows, cols, db, accumulate);
 }
 
-extern "C" cudaError_t dp_cuda_gather_rows(void *dst, const void *src, const size_t *index,
-                                           int rows, int width)
+extern "C" cudaError_t dp_cuda_column_sums(const float *a, const float *b, int rows, int cols, double *out)
 {
-    if (rows == 0 || width == 0)
-        return cudaSuccess;
-    gather_rows_kernel<<<row_grid(rows, width), THREADS>>>(
-        static_cast<uint32_t *>(dst), static_cast<const uint32_t *>(src), index, rows, width);
-    return launched();
+    LAUNCH((size_t)cols, dp_shape_bias_grad(cols), column_sums_kernel, a, b, rows, cols, out);
 }
 
-extern "C" cudaError_t dp_cuda_softmax_xent(const float *logits, const int32_t *labels, int rows,
-                                            int cols, float *dlogits, dp_cuda_partial *partials,
-                                            int *blocks)
+extern "C" cudaError_t dp_cuda_gather_rows(void *dst, const void *src, const size_t *index, int rows, int width)
 {
-    *blocks = (int)blocks_for((size_t)rows, WARPS, DP_CUDA_MAX_BLOCKS);
+    LAUNCH((size_t)rows * width, dp_shape_rows(rows, width), gather_rows_kernel, static_cast<uint32_t *>(dst),
+           static_cast<const uint32_t *>(src), index, rows, width);
+}
+
+extern "C" cudaError_t dp_cuda_dropout_forward(float *y, const float *x, float *mask, int rows, int cols,
+                                               const dp_dropout_key *key)
+{
+    LAUNCH((size_t)rows * cols, dp_shape_rows(rows, cols), dropout_kernel, y, x, mask, rows, cols, *key);
+}
+
+extern "C" cudaError_t dp_cuda_bn_normalize(const float *x, float *xhat, float *y, int rows, int cols,
+                                            const float *mean, const float *invstd, const float *gamma,
+                                            const float *beta)
+{
+    LAUNCH((size_t)rows * cols, dp_shape_rows(rows, cols), bn_normalize_kernel, x, xhat, y, rows, cols, mean, invstd,
+           gamma, beta);
+}
+
+extern "C" cudaError_t dp_cuda_bn_backward_input(const float *dy, const float *xhat, float *dx, int rows, int cols,
+                                                 const float *gamma, const float *invstd, const float *mean_dy,
+                                                 const float *mean_dy_xhat)
+{
+    LAUNCH((size_t)rows * cols, dp_shape_rows(rows, cols), bn_backward_input_kernel, dy, xhat, dx, rows, cols, gamma,
+           invstd, mean_dy, mean_dy_xhat);
+}
+
+extern "C" cudaError_t dp_cuda_bn_param_grads(const double *sums, int cols, float *dgamma, float *dbeta,
+                                              int accumulate)
+{
+    LAUNCH((size_t)cols, dp_shape_flat((size_t)cols), bn_param_grads_kernel, sums, cols, dgamma, dbeta, accumulate);
+}
+
+extern "C" cudaError_t dp_cuda_bn_update_running(float *running_mean, float *running_var, const float *mean,
+                                                 const float *var_unbiased, int cols, float momentum)
+{
+    LAUNCH((size_t)cols, dp_shape_flat((size_t)cols), bn_update_running_kernel, running_mean, running_var, mean,
+           var_unbiased, cols, momentum);
+}
+
+extern "C" cudaError_t dp_cuda_inverse_std(const float *var, float *invstd, int n, float eps)
+{
+    LAUNCH((size_t)n, dp_shape_flat((size_t)n), inverse_std_kernel, var, invstd, n, eps);
+}
+
+extern "C" cudaError_t dp_cuda_softmax_xent(const float *logits, const int32_t *labels, int rows, int cols,
+                                            float *dlogits, dp_cuda_partial *partials, double *totals)
+{
+    dp_shape s = dp_shape_softmax(rows);
     if (rows == 0)
         return cudaSuccess;
-    softmax_xent_kernel<<<*blocks, THREADS>>>(logits, labels, rows, cols, dlogits, partials);
+    softmax_xent_kernel<<<grid_of(s), block_of(s)>>>(s, logits, labels, rows, cols, dlogits, partials);
+    return add_partials(s, partials, &totals[0], &totals[1], 1.0);
+}
+
+extern "C" cudaError_t dp_cuda_mse(const float *pred, const float *targets, size_t n, int cols, float *dpred,
+                                   dp_cuda_partial *partials, double *totals)
+{
+    dp_shape s = dp_shape_reduce(n);
+    if (n == 0)
+        return cudaSuccess;
+    mse_kernel<<<grid_of(s), block_of(s)>>>(s, pred, targets, n, cols, dpred, partials);
+    return add_partials(s, partials, &totals[0], NULL, (double)cols);
+}
+
+extern "C" cudaError_t dp_cuda_count_nonfinite(const float *x, size_t n, dp_cuda_partial *partials, int *blocks)
+{
+    dp_shape s = dp_shape_reduce(n);
+    *blocks = (int)s.grid_x;
+    if (n == 0)
+        return cudaSuccess;
+    count_nonfinite_kernel<<<grid_of(s), block_of(s)>>>(s, x, n, partials);
     return launched();
 }
 
-extern "C" cudaError_t dp_cuda_mse(const float *pred, const float *targets, size_t n, int cols,
-                                   float *dpred, dp_cuda_partial *partials, int *blocks)
+extern "C" cudaError_t dp_cuda_sgd_step(float *params, float *grads, float *velocity, size_t n,
+                                        const dp_sgd_coefs *k, dp_cuda_partial *partials, double *nonfinite)
 {
-    *blocks = (int)blocks_for(n, THREADS, DP_CUDA_MAX_BLOCKS);
+    dp_shape s = dp_shape_reduce(n);
     if (n == 0)
         return cudaSuccess;
-    mse_kernel<<<*blocks, THREADS>>>(pred, targets, n, cols, dpred, partials);
-    return launched();
+    sgd_step_kernel<<<grid_of(s), block_of(s)>>>(s, params, grads, velocity, n, *k, partials);
+    return add_partials(s, partials, NULL, nonfinite, 1.0);
 }
 
-extern "C" cudaError_t dp_cuda_count_nonfinite(const float *x, size_t n, dp_cuda_partial *partials,
-                                               int *blocks)
+extern "C" cudaError_t dp_cuda_adamw_step(float *params, float *grads, float *exp_avg, float *exp_avg_sq, size_t n,
+                                          const dp_adamw_coefs *k, dp_cuda_partial *partials, double *nonfinite)
 {
-    *blocks = (int)blocks_for(n, THREADS, DP_CUDA_MAX_BLOCKS);
+    dp_shape s = dp_shape_reduce(n);
     if (n == 0)
         return cudaSuccess;
-    count_nonfinite_kernel<<<*blocks, THREADS>>>(x, n, partials);
-    return launched();
+    adamw_step_kernel<<<grid_of(s), block_of(s)>>>(s, params, grads, exp_avg, exp_avg_sq, n, *k, partials);
+    return add_partials(s, partials, NULL, nonfinite, 1.0);
 }

@@ -1,45 +1,65 @@
-/* The CUDA kernels of the GPU backend (cuda_kernels.cu), callable from C (cuda.c). Each
+/* The CUDA kernels of the GPU backend (cuda_kernels.cu), callable from C (cuda.c); in the
+ * fake-CUDA test build the same launchers run on the host (tests/fakecuda/kernels.c). Each
  * launcher queues its kernel on the legacy default stream and returns the launch's status;
  * pointers are device memory. Reductions leave one dp_cuda_partial per block in `partials`
- * (at most DP_CUDA_MAX_BLOCKS) and report the block count; the caller adds them in block
- * order, so a result is bitwise the same run to run. */
+ * (at most DP_MAX_PARTIALS, kernel_grid.h); a one-thread kernel then adds them in block order
+ * into totals in device memory, so a result is bitwise the same run to run and stays on the
+ * GPU until the caller reads it. */
 #ifndef DP_CUDA_KERNELS_H
 #define DP_CUDA_KERNELS_H
+
+#include "dp/backend.h"
 
 #include <cuda_runtime_api.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "src/backend/kernel_grid.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define DP_CUDA_MAX_BLOCKS 1024
-
-typedef struct dp_cuda_partial {
-    double sum;
-    unsigned long long count;
-} dp_cuda_partial;
-
 /* The operations of include/dp/backend.h, same arguments and results. */
 cudaError_t dp_cuda_bias_act(float *y, const float *bias, int rows, int cols, int relu);
+cudaError_t dp_cuda_relu_forward(float *y, const float *x, size_t n);
 cudaError_t dp_cuda_relu_backward(float *dy, const float *y, size_t n);
-cudaError_t dp_cuda_bias_grad(const float *dy, int rows, int cols, float *db);
-cudaError_t dp_cuda_scale(float *x, size_t n, float alpha);
-cudaError_t dp_cuda_sgd_update(float *params, const float *grads, float *velocity, size_t n,
-                               float lr, float momentum, float weight_decay);
+cudaError_t dp_cuda_bias_grad(const float *dy, int rows, int cols, float *db, int accumulate);
 cudaError_t dp_cuda_gather_rows(void *dst, const void *src, const size_t *index, int rows,
                                 int width);
+cudaError_t dp_cuda_dropout_forward(float *y, const float *x, float *mask, int rows, int cols,
+                                    const dp_dropout_key *key);
+cudaError_t dp_cuda_multiply(float *y, const float *x, const float *mask, size_t n);
+cudaError_t dp_cuda_accumulate(float *y, const float *x, size_t n, int add);
+cudaError_t dp_cuda_column_sums(const float *a, const float *b, int rows, int cols, double *out);
+cudaError_t dp_cuda_bn_normalize(const float *x, float *xhat, float *y, int rows, int cols,
+                                 const float *mean, const float *invstd, const float *gamma,
+                                 const float *beta);
+cudaError_t dp_cuda_bn_backward_input(const float *dy, const float *xhat, float *dx, int rows,
+                                      int cols, const float *gamma, const float *invstd,
+                                      const float *mean_dy, const float *mean_dy_xhat);
+cudaError_t dp_cuda_bn_param_grads(const double *sums, int cols, float *dgamma, float *dbeta,
+                                   int accumulate);
+cudaError_t dp_cuda_bn_update_running(float *running_mean, float *running_var, const float *mean,
+                                      const float *var_unbiased, int cols, float momentum);
+cudaError_t dp_cuda_inverse_std(const float *var, float *invstd, int n, float eps);
 
-/* Per block: sum = the rows' cross-entropy, count = rows whose argmax is the label. */
+/* The reductions leave per-block partials, then add them in block order into totals (device
+ * memory), so the sums stay on the GPU: totals[0] += loss, totals[1] += correct rows. */
 cudaError_t dp_cuda_softmax_xent(const float *logits, const int32_t *labels, int rows, int cols,
-                                 float *dlogits, dp_cuda_partial *partials, int *blocks);
-/* Per block: sum = the elements' squared differences (the caller divides by cols). */
+                                 float *dlogits, dp_cuda_partial *partials, double *totals);
+/* totals[0] += the elements' squared differences / cols. */
 cudaError_t dp_cuda_mse(const float *pred, const float *targets, size_t n, int cols,
-                        float *dpred, dp_cuda_partial *partials, int *blocks);
-/* Per block: count = NaN or infinite elements. */
+                        float *dpred, dp_cuda_partial *partials, double *totals);
+/* Per block: count = NaN or infinite elements (the caller adds them). */
 cudaError_t dp_cuda_count_nonfinite(const float *x, size_t n, dp_cuda_partial *partials,
                                     int *blocks);
+/* The optimizer passes; *nonfinite (device) += the scaled gradient's NaN and infinite values. */
+cudaError_t dp_cuda_sgd_step(float *params, float *grads, float *velocity, size_t n,
+                             const dp_sgd_coefs *k, dp_cuda_partial *partials, double *nonfinite);
+cudaError_t dp_cuda_adamw_step(float *params, float *grads, float *exp_avg, float *exp_avg_sq,
+                               size_t n, const dp_adamw_coefs *k, dp_cuda_partial *partials,
+                               double *nonfinite);
 
 #ifdef __cplusplus
 }

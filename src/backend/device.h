@@ -8,6 +8,7 @@
 _Noreturn void dp_backend_fatal(void);
 
 int dp_cuda_gpu_count(void);
+int dp_cuda_gpu_ids(dp_gpu_id *ids, int max);
 int dp_cuda_open(const dp_backend_request *request, const dp_backend **out);
 void dp_cuda_close(void);
 

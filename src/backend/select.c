@@ -35,10 +35,22 @@ int dp_backend_gpu_count(void)
 #endif
 }
 
+int dp_backend_gpu_ids(dp_gpu_id *ids, int max)
+{
+#ifdef HAVE_CUDA
+    return dp_cuda_gpu_ids(ids, max);
+#else
+    (void)ids;
+    (void)max;
+    return 0;
+#endif
+}
+
 int dp_backend_cuda_usable(const dp_backend_request *request)
 {
     int gpus = dp_backend_gpu_count();
-    return gpus > 0 && (request->share_gpu || request->local_size <= gpus);
+    int own = request->binding ? request->binding->own_gpu : request->local_size <= gpus;
+    return gpus > 0 && (request->share_gpu || own);
 }
 
 int dp_backend_open(const dp_backend_request *request, const dp_backend **out)

@@ -1,0 +1,383 @@
+/* The CPU backend's loops, one part of an operation each (cpu_loops.h). This file is compiled
+ * once per instruction set (Makefile.am: DP_LOOPS_ISA generic, avx2, avx512, each with its -m
+ * flags and the vectoriser on), and each compilation exports its table, dp_cpu_loops_ISA.
+ *
+ * The loops are written for the vectoriser: restrict pointers, coefficients copied into locals,
+ * and inner loops with the operation's options fixed (a helper inlined with constant flags),
+ * so each inner loop is straight-line arithmetic. Vector instructions round each element as
+ * the scalar ones do (IEEE add, mul, div and sqrt are correctly rounded in every lane), and
+ * -ffp-contract=off keeps products apart from sums, so every instruction set gives the bits of
+ * kernel_math.h's scalar bodies. Reductions keep their order: column sums vectorise across
+ * columns, each column still summed row by row; the loss totals stay sequential. */
+#include "config.h"
+
+#include "src/backend/cpu_loops.h"
+#include "src/backend/kernel_math.h"
+
+#include <string.h>
+
+#ifndef DP_LOOPS_ISA
+#error "compile with -DDP_LOOPS_ISA=generic, avx2 or avx512 (Makefile.am)"
+#endif
+
+/* ---- elementwise, over rows ---- */
+
+static inline void bias_act_rows(float *restrict y, const float *restrict bias, size_t rows, size_t cols,
+                                 int has_bias, int relu)
+{
+    for (size_t r = 0; r < rows; r++) {
+        float *restrict row = y + r * cols;
+        for (size_t c = 0; c < cols; c++)
+            row[c] = has_bias ? dp_bias_act(row[c], bias[c], relu) : dp_act(row[c], relu);
+    }
+}
+
+/* y (+)= bias, then ReLU: rows. */
+static size_t bias_act_forward(const dp_loop_args *a, size_t begin, size_t end)
+{
+    float *y = a->y + begin * a->cols;
+    size_t rows = end - begin;
+    if (a->bias && a->relu)
+        bias_act_rows(y, a->bias, rows, a->cols, 1, 1);
+    else if (a->bias)
+        bias_act_rows(y, a->bias, rows, a->cols, 1, 0);
+    else if (a->relu)
+        bias_act_rows(y, NULL, rows, a->cols, 0, 1);
+    return 0;
+}
+
+/* mask and y = x * mask from (key, row, unit): rows. The hash of (seed, step, sample) is the
+ * row's; only the unit's last round runs per element. */
+static size_t dropout_forward(const dp_loop_args *a, size_t begin, size_t end)
+{
+    const dp_dropout_key key = *a->dropout;
+    size_t cols = a->cols;
+    for (size_t r = begin; r < end; r++) {
+        const float *restrict x = a->x + r * cols;
+        float *restrict y = a->y + r * cols, *restrict mask = a->mask + r * cols;
+        for (size_t c = 0; c < cols; c++) {
+            float m = dp_dropout_mask(&key, (uint64_t)r, (uint64_t)c);
+            mask[c] = m;
+            y[c] = dp_mul(x[c], m);
+        }
+    }
+    return 0;
+}
+
+static inline void bn_normalize_row(const float *restrict x, float *restrict xhat, float *restrict y, size_t cols,
+                                    const dp_loop_args *a, int keep_xhat)
+{
+    const float *restrict mean = a->mean, *restrict invstd = a->invstd;
+    const float *restrict gamma = a->gamma, *restrict beta = a->beta;
+    for (size_t c = 0; c < cols; c++) {
+        float normalized = dp_bn_normalized(x[c], mean[c], invstd[c]);
+        if (keep_xhat)
+            xhat[c] = normalized;
+        y[c] = dp_bn_affine(normalized, gamma[c], beta[c]);
+    }
+}
+
+/* xhat = (x - mean) invstd (xhat NULL: not kept), y = gamma xhat + beta: rows. */
+static size_t bn_normalize(const dp_loop_args *a, size_t begin, size_t end)
+{
+    size_t cols = a->cols;
+    for (size_t r = begin; r < end; r++) {
+        if (a->xhat)
+            bn_normalize_row(a->x + r * cols, a->xhat + r * cols, a->y + r * cols, cols, a, 1);
+        else
+            bn_normalize_row(a->x + r * cols, NULL, a->y + r * cols, cols, a, 0);
+    }
+    return 0;
+}
+
+/* dx = gamma invstd (dy - mean_dy - xhat mean_dy_xhat), dy in x, xhat in other, dx in y: rows. */
+static size_t bn_backward_input(const dp_loop_args *a, size_t begin, size_t end)
+{
+    size_t cols = a->cols;
+    const float *restrict gamma = a->gamma, *restrict invstd = a->invstd;
+    const float *restrict mean_dy = a->mean_dy, *restrict mean_dy_xhat = a->mean_dy_xhat;
+    for (size_t r = begin; r < end; r++) {
+        const float *restrict dy = a->x + r * cols, *restrict xhat = a->other + r * cols;
+        float *restrict dx = a->y + r * cols;
+        for (size_t c = 0; c < cols; c++)
+            dx[c] = dp_bn_input_grad(dy[c], xhat[c], gamma[c], invstd[c], mean_dy[c], mean_dy_xhat[c]);
+    }
+    return 0;
+}
+
+/* dst row r = src row index[r], cols 4-byte values a row: rows. */
+static size_t gather_rows(const dp_loop_args *a, size_t begin, size_t end)
+{
+    size_t row_bytes = a->cols * sizeof(uint32_t);
+    for (size_t r = begin; r < end; r++)
+        memcpy((char *)a->dst + r * row_bytes, (const char *)a->src + a->index[r] * row_bytes, row_bytes);
+    return 0;
+}
+
+/* ---- elementwise, over elements ---- */
+
+/* y = ReLU(x): elements. */
+static size_t relu_forward(const dp_loop_args *a, size_t begin, size_t end)
+{
+    float *restrict y = a->y;
+    const float *restrict x = a->x;
+    for (size_t i = begin; i < end; i++)
+        y[i] = dp_act(x[i], 1);
+    return 0;
+}
+
+/* y (the gradient, in place) blocked where the ReLU's output (other) was <= 0: elements. */
+static size_t relu_backward(const dp_loop_args *a, size_t begin, size_t end)
+{
+    float *restrict dy = a->y;
+    const float *restrict out = a->other;
+    for (size_t i = begin; i < end; i++)
+        dy[i] = dp_relu_grad(dy[i], out[i]);
+    return 0;
+}
+
+/* y = (accumulate ? y + x : x), ZeRO-2's gradient shard: elements. */
+static size_t accumulate(const dp_loop_args *a, size_t begin, size_t end)
+{
+    float *restrict y = a->y;
+    const float *restrict x = a->x;
+    for (size_t i = begin; i < end; i++)
+        y[i] = dp_accumulate(y[i], x[i], a->accumulate);
+    return 0;
+}
+
+/* y = x * other, in place when y is x (dropout's backward): elements. */
+static size_t multiply(const dp_loop_args *a, size_t begin, size_t end)
+{
+    float *restrict y = a->y;
+    const float *restrict mask = a->other;
+    if (a->y == a->x) {
+        for (size_t i = begin; i < end; i++)
+            y[i] = dp_mul(y[i], mask[i]);
+        return 0;
+    }
+    const float *restrict x = a->x;
+    for (size_t i = begin; i < end; i++)
+        y[i] = dp_mul(x[i], mask[i]);
+    return 0;
+}
+
+/* Non-finite values among x: elements. */
+static size_t count_nonfinite(const dp_loop_args *a, size_t begin, size_t end)
+{
+    const float *restrict x = a->x;
+    size_t bad = 0;
+    for (size_t i = begin; i < end; i++)
+        bad += (size_t)dp_is_nonfinite(x[i]);
+    return bad;
+}
+
+/* The SGD pass with apply and momentum known, so the inner loop is one straight line. The
+ * body works on copies in registers: the count reads the new gradient there, not back from
+ * memory (a 64-byte load of what was just stored stalls on store forwarding). */
+static inline size_t sgd_elements(float *restrict p, float *restrict g, float *restrict v, size_t n,
+                                  const dp_sgd_coefs *coefs, int apply, int momentum)
+{
+    dp_sgd_coefs k = *coefs;
+    k.apply = apply;
+    /* No momentum: the body leaves v alone. */
+    if (!momentum)
+        k.momentum = 0.0f;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float param = p[i], grad = g[i], velocity = momentum ? v[i] : 0.0f;
+        dp_sgd_element(&param, &grad, &velocity, &k);
+        g[i] = grad;
+        if (apply)
+            p[i] = param;
+        if (momentum)
+            v[i] = velocity;
+        bad += (size_t)dp_is_nonfinite(grad);
+    }
+    return bad;
+}
+
+/* The SGD pass (params, grads, state1 = velocity or NULL): elements. */
+static size_t sgd_step(const dp_loop_args *a, size_t begin, size_t end)
+{
+    const dp_sgd_coefs *k = a->sgd;
+    float *p = a->params + begin, *g = a->grads + begin, *v = a->state1 ? a->state1 + begin : NULL;
+    size_t n = end - begin;
+    if (!k->apply)
+        return sgd_elements(p, g, NULL, n, k, 0, 0);
+    if (k->momentum != 0.0f)
+        return sgd_elements(p, g, v, n, k, 1, 1);
+    return sgd_elements(p, g, NULL, n, k, 1, 0);
+}
+
+static inline size_t adamw_elements(float *restrict p, float *restrict g, float *restrict m, float *restrict v,
+                                    size_t n, const dp_adamw_coefs *coefs, int apply)
+{
+    dp_adamw_coefs k = *coefs;
+    k.apply = apply;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        float param = p[i], grad = g[i], mean = m[i], square = v[i];
+        dp_adamw_element(&param, &grad, &mean, &square, &k);
+        g[i] = grad;
+        if (apply) {
+            p[i] = param;
+            m[i] = mean;
+            v[i] = square;
+        }
+        bad += (size_t)dp_is_nonfinite(grad);
+    }
+    return bad;
+}
+
+/* The AdamW pass (params, grads, state1 = exp_avg, state2 = exp_avg_sq): elements. */
+static size_t adamw_step(const dp_loop_args *a, size_t begin, size_t end)
+{
+    float *p = a->params + begin, *g = a->grads + begin, *m = a->state1 + begin, *v = a->state2 + begin;
+    if (a->adamw->apply)
+        return adamw_elements(p, g, m, v, end - begin, a->adamw, 1);
+    return adamw_elements(p, g, m, v, end - begin, a->adamw, 0);
+}
+
+/* ---- per column: sums down the rows, in row order ---- */
+
+/* db[c] = (accumulate ? db[c] : 0) + dy[0, c] + dy[1, c] + ..., dy in x, db in y: columns. */
+static size_t bias_grad(const dp_loop_args *a, size_t begin, size_t end)
+{
+    float *restrict db = a->y + begin;
+    size_t width = end - begin, cols = a->cols;
+    if (!a->accumulate)
+        memset(db, 0, width * sizeof *db);
+    for (size_t r = 0; r < a->rows; r++) {
+        const float *restrict row = a->x + r * cols + begin;
+        for (size_t c = 0; c < width; c++)
+            db[c] = dp_add(db[c], row[c]);
+    }
+    return 0;
+}
+
+/* sums[c] = sum of x[r, c] and sums[cols + c] = sum of x[r, c] other[r, c], in double: columns. */
+static size_t column_sums(const dp_loop_args *a, size_t begin, size_t end)
+{
+    size_t cols = a->cols, width = end - begin;
+    double *restrict sums = a->sums + begin, *restrict products = a->sums + cols + begin;
+    for (size_t c = 0; c < width; c++)
+        sums[c] = products[c] = 0.0;
+    for (size_t r = 0; r < a->rows; r++) {
+        const float *restrict x = a->x + r * cols + begin, *restrict b = a->other + r * cols + begin;
+        for (size_t c = 0; c < width; c++) {
+            sums[c] = dp_dadd(sums[c], (double)x[c]);
+            products[c] = dp_dadd(products[c], dp_dmul((double)x[c], (double)b[c]));
+        }
+    }
+    return 0;
+}
+
+/* dgamma (+)= (float) sums[cols + c], dbeta (+)= (float) sums[c]: columns. */
+static size_t bn_param_grads(const dp_loop_args *a, size_t begin, size_t end)
+{
+    const double *restrict sums = a->sums;
+    float *restrict dgamma = a->dgamma, *restrict dbeta = a->dbeta;
+    for (size_t c = begin; c < end; c++) {
+        dgamma[c] = dp_accumulate_sum(dgamma[c], sums[a->cols + c], a->accumulate);
+        dbeta[c] = dp_accumulate_sum(dbeta[c], sums[c], a->accumulate);
+    }
+    return 0;
+}
+
+/* running = (1 - momentum) running + momentum batch, batch mean in mean, variance in var: columns. */
+static size_t bn_update_running(const dp_loop_args *a, size_t begin, size_t end)
+{
+    float *restrict running_mean = a->running_mean, *restrict running_var = a->running_var;
+    const float *restrict mean = a->mean, *restrict var = a->var;
+    float momentum = a->momentum;
+    for (size_t c = begin; c < end; c++) {
+        running_mean[c] = dp_running_update(running_mean[c], mean[c], momentum);
+        running_var[c] = dp_running_update(running_var[c], var[c], momentum);
+    }
+    return 0;
+}
+
+/* y = 1 / sqrt(var + eps): columns. */
+static size_t inverse_std(const dp_loop_args *a, size_t begin, size_t end)
+{
+    float *restrict invstd = a->y;
+    const float *restrict var = a->var;
+    float eps = a->eps;
+    for (size_t c = begin; c < end; c++)
+        invstd[c] = dp_inverse_std(var[c], eps);
+    return 0;
+}
+
+/* ---- the losses: totals in double, added in the order of the elements ---- */
+
+/* Softmax cross-entropy of logits x against labels; gradient into y unless NULL; sums[0] +=
+ * the loss, sums[1] += rows whose argmax is the label: rows, the whole matrix at once. */
+static size_t softmax_xent(const dp_loop_args *a, size_t begin, size_t end)
+{
+    size_t cols = a->cols;
+    for (size_t r = begin; r < end; r++) {
+        const float *z = a->x + r * cols;
+        int label = a->labels[r];
+        int best = dp_row_argmax(z, (int)cols);
+        /* Subtracting the max keeps exp() finite for any logits. */
+        double sum = 0.0;
+        for (size_t c = 0; c < cols; c++)
+            sum = dp_dadd(sum, dp_xent_exp(z[c], z[best]));
+        a->sums[0] += dp_xent_loss(sum, z[label], z[best]);
+        a->sums[1] += best == label;
+        if (a->y) {
+            float *d = a->y + r * cols;
+            for (size_t c = 0; c < cols; c++)
+                d[c] = dp_xent_grad(z[c], z[best], sum, (int)c == label);
+        }
+    }
+    return 0;
+}
+
+/* MSE of predictions x against targets other; gradient into y unless NULL; sums[0] += the
+ * per-sample loss: rows, the whole matrix at once. */
+static size_t mse(const dp_loop_args *a, size_t begin, size_t end)
+{
+    size_t cols = a->cols;
+    const float *pred = a->x + begin * cols, *targets = a->other + begin * cols;
+    size_t n = (end - begin) * cols;
+    double squares = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        float diff = dp_mse_diff(pred[i], targets[i]);
+        squares = dp_dadd(squares, dp_mse_square(diff));
+        if (a->y)
+            a->y[begin * cols + i] = dp_mse_grad(diff, (int)cols);
+    }
+    a->sums[0] += squares / (double)cols;
+    return 0;
+}
+
+#define DP_LOOPS_NAME_(isa) dp_cpu_loops_##isa
+#define DP_LOOPS_NAME(isa) DP_LOOPS_NAME_(isa)
+#define DP_LOOPS_STRING_(isa) #isa
+#define DP_LOOPS_STRING(isa) DP_LOOPS_STRING_(isa)
+
+extern const dp_cpu_loops DP_LOOPS_NAME(DP_LOOPS_ISA);
+const dp_cpu_loops DP_LOOPS_NAME(DP_LOOPS_ISA) = {
+    .isa = DP_LOOPS_STRING(DP_LOOPS_ISA),
+    .bias_act_forward = bias_act_forward,
+    .relu_forward = relu_forward,
+    .relu_backward = relu_backward,
+    .bias_grad = bias_grad,
+    .dropout_forward = dropout_forward,
+    .multiply = multiply,
+    .accumulate = accumulate,
+    .column_sums = column_sums,
+    .bn_normalize = bn_normalize,
+    .bn_backward_input = bn_backward_input,
+    .bn_param_grads = bn_param_grads,
+    .bn_update_running = bn_update_running,
+    .inverse_std = inverse_std,
+    .softmax_xent = softmax_xent,
+    .mse = mse,
+    .count_nonfinite = count_nonfinite,
+    .sgd_step = sgd_step,
+    .adamw_step = adamw_step,
+    .gather_rows = gather_rows,
+};
