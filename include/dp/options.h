@@ -5,7 +5,7 @@
 
 #include "dp/backend.h"
 #include "dp/comm.h"
-#include "dp/mlp.h"
+#include "dp/nn.h"
 #include "dp/optim.h"
 
 #include <stdint.h>
@@ -15,16 +15,26 @@
 
 typedef enum dp_loss_choice { DP_LOSS_AUTO, DP_LOSS_CHOICE_XENT, DP_LOSS_CHOICE_MSE } dp_loss_choice;
 
+/* --precision: the bytes per parameter --memory-plan assumes. fp32 is what dptrain trains;
+ * fp16 is the documents' table (FP16 parameters and gradients, FP32 optimizer state, no FP32
+ * master copy); mixed is the ZeRO paper's (FP16 parameters and gradients, an FP32 master copy
+ * beside the FP32 optimizer state). */
+typedef enum dp_precision { DP_PRECISION_FP32, DP_PRECISION_FP16, DP_PRECISION_MIXED } dp_precision;
+
 typedef struct dp_options {
     char data[DP_PATH_MAX];
     char test_data[DP_PATH_MAX];  /* "" : the test split of --data where it has one */
-    char layers_spec[DP_PATH_MAX];
-    int widths[DP_MLP_MAX_LAYERS + 1];
-    int nwidths;
+    char layers_spec[DP_PATH_MAX]; /* --layers W0,W1,...: version 1's MLP */
+    char model_text[DP_PATH_MAX];  /* --model: "" unless given (it then replaces --layers) */
+    dp_model_spec model;          /* what --model or --layers describe */
+    int sync_bn;                  /* every BatchNorm is a SyncBatchNorm */
     dp_loss_choice loss;
     long batch;                   /* global batch of one micro-batch, over all ranks */
     long accum;                   /* micro-batches per optimizer step */
-    float lr, momentum, weight_decay;
+    dp_optimizer_kind optimizer;
+    float lr, momentum, weight_decay; /* lr and weight decay default per optimizer */
+    float beta1, beta2, eps;      /* AdamW */
+    int decay_all;                /* AdamW: decay biases and normalisation weights too */
     dp_lr_schedule lr_schedule;
     long epochs;
     long steps;                   /* > 0: train exactly this many optimizer steps */
@@ -32,10 +42,22 @@ typedef struct dp_options {
     uint64_t seed;
     char allreduce[64];
     long segment_bytes;           /* ring-pipelined segment size */
+    double bucket_mb;             /* gradient buckets' cap, MiB; 0: auto (dp_dist_default_config) */
+    int no_overlap;               /* one collective of the whole gradient after backward */
+    long progress_us;             /* > 0: a thread progresses collectives every so many microseconds;
+                                   * 0: none; -1 (auto): 1000 when the job spans hosts */
+    int zero;                     /* --zero: 0 DDP; 1, 2, 3 shard optimizer state, + gradients, + parameters */
+    double max_memory_mb;         /* per-rank limit on backend memory (the allocation counter); 0: none */
+    int memory_plan;              /* --memory-plan: print each stage's memory per rank and exit */
+    double plan_params;           /* --params: the parameter count --memory-plan assumes (0: the model's) */
+    long plan_world;              /* --world: the ranks --memory-plan assumes (0: this job's) */
+    dp_precision precision;       /* --precision: --memory-plan's bytes per parameter */
+    char trace_path[DP_PATH_MAX]; /* --trace: the timeline (Chrome trace JSON) */
+    char metrics_path[DP_PATH_MAX]; /* --metrics: one JSON object per logged step */
     char auto_table[DP_PATH_MAX]; /* --allreduce auto's table (dp_bench --tune); "": built-in */
     long log_every;
     int quiet;
-    int threads;                  /* BLAS threads per rank */
+    int threads;                  /* BLAS threads per rank; 0: the cores available to the rank */
     dp_device device;             /* where each rank computes (auto: a GPU when every rank has one) */
     int share_gpu;                /* more ranks on a node than GPUs may take turns on a GPU */
     int tf32;                     /* GEMMs on TF32 tensor cores instead of exact FP32 */
@@ -45,13 +67,20 @@ typedef struct dp_options {
     char checkpoint_dir[DP_PATH_MAX];
     long checkpoint_every;        /* steps between checkpoints; 0: only at the end */
     long keep;                    /* checkpoints kept in checkpoint_dir */
+    int checkpoint_shards;        /* one file per rank (its shard) and an index, nothing gathered */
     char resume[DP_PATH_MAX];     /* checkpoint file or directory to continue from */
     double timeout;               /* watchdog seconds per collective; 0 disables */
     long check_replicas;          /* steps between replica hash comparisons; 0 disables */
     int skip_nonfinite;           /* --on-nan skip: drop the step instead of aborting */
     int corrupt_rank;             /* --debug-corrupt RANK:STEP, for testing; -1: off */
     long corrupt_step;
+    char predict_path[DP_PATH_MAX]; /* --predict: inference on these inputs instead of training */
+    char output_path[DP_PATH_MAX];  /* where --predict writes its outputs */
+    int predict_classes;            /* --predict-classes: argmax indices instead of the outputs */
 } dp_options;
+
+/* The optimizer the options describe. */
+dp_optimizer_config dp_options_optimizer(const dp_options *o);
 
 enum { DP_OPTIONS_RUN = 0, DP_OPTIONS_EXIT = 1 };
 

@@ -5,7 +5,19 @@
 
 #include "dp/comm.h"
 #include "dp/data.h"
+#include "dp/memory.h"
 #include "dp/options.h"
+
+/* Where training time went (seconds, rank 0's): the phases of a step in order, which add up
+ * to its wall time, then the collectives' own durations, mostly hidden behind backward. */
+typedef struct dp_time_split {
+    double forward;    /* gathering rows, forward and loss */
+    double backward;   /* backward, starting collectives as buckets fill */
+    double exposed;    /* waiting for the collectives after backward: communication not hidden */
+    double optimizer;  /* the optimizer pass, the checks, the buffers' broadcast */
+    double comm;       /* the collectives, from start to seen complete */
+    double hidden;     /* the part of comm during backward */
+} dp_time_split;
 
 typedef struct dp_train_result {
     long steps;                /* optimizer steps this run took (after any --resume) */
@@ -14,21 +26,34 @@ typedef struct dp_train_result {
     double train_loss;         /* mean loss over the last epoch (or partial epoch) */
     int has_test;
     double test_loss, test_accuracy; /* after the last step */
-    double wall_seconds, compute_seconds, comm_seconds; /* rank 0's, over the step loop */
+    double wall_seconds;       /* rank 0's, over the step loop */
+    dp_time_split split;       /* rank 0's */
+    size_t nparams;            /* trainable parameters */
+    float *params;             /* with keep_params: the final parameters (malloc'd; free them) */
+    int zero;                  /* the ZeRO stage (0: DDP) */
+    int world;                 /* ranks */
+    double sent[DP_COLLECTIVE_KINDS]; /* bytes sent in the training steps per rank (mean over ranks), per kind */
+    double memory_peak;        /* backend bytes at the peak, the largest over ranks */
+    int memory_peak_rank;      /* the rank that held it */
+    dp_memory_usage memory;    /* rank 0's allocation counter at the end (peaks per kind) */
 } dp_train_result;
 
-/* Rank 0 draws the initial parameters (--seed) or loads them (--init), then MPI_Bcast
- * gives every rank the same bytes in host_params (nparams floats). (src/train/state.c) */
-int dp_train_init_params(const dp_options *o, dp_comm *comm, float *host_params);
-
-/* Checks that the data fit the model (input width, label range, target width, loss kind). */
+/* Checks that the data fit the model (input width, label range, output width, loss kind). */
 int dp_train_check_data(const dp_options *o, const dp_dataset *data, const char *role);
 
 /* Trains per o on train (evaluating on test after each epoch when test is not NULL), from
  * --resume when given, writing checkpoints and --save on rank 0, under the --timeout
- * watchdog; copies the final parameters into host_params_out when not NULL. */
+ * watchdog; with keep_params, result->params gets the final parameters. */
 int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *test,
-             dp_comm *comm, float *host_params_out, dp_train_result *result);
+             dp_comm *comm, dp_train_result *result, int keep_params);
+
+/* --predict: data-parallel inference of the --init model on o->predict_path, written by rank 0
+ * to o->output_path (src/train/predict.c). */
+int dp_predict(const dp_options *o, dp_comm *comm);
+
+/* --memory-plan: each ZeRO stage's memory and communication per rank for o's model (or
+ * --params) over --world ranks (default: world), printed to stdout; src/train/memory_plan.c. */
+int dp_memory_plan_print(const dp_options *o, int world);
 
 /* The loss o selects for this data (auto: cross-entropy for labels, MSE for targets). */
 dp_loss dp_train_loss_for(const dp_options *o, const dp_dataset *data);

@@ -53,6 +53,8 @@ static int write_rules(const char *path, int world, const size_t *max_bytes, con
 {
     dp_auto_table t = {0};
     int status = access(path, F_OK) == 0 ? dp_auto_table_read(path, &t) : 0;
+    if (status)
+        dp_fail_context(status, "--tune %s: its other world sizes' rules are kept, so it is read first", path);
     if (!status)
         status = dp_auto_table_set_world(&t, world, max_bytes, names, rules);
     char comment[256], host[64] = "?";

@@ -1,5 +1,6 @@
 /* dp_bench: all-reduce algorithms side by side, in the columns of nccl-tests' all_reduce_perf
  * (see --help). The measuring, checking and reporting live in src/bench/. */
+#include "dp/atomic_file.h"
 #include "dp/auto_table.h"
 #include "dp/bench.h"
 #include "dp/comm.h"
@@ -45,7 +46,7 @@ static int prepare(dp_comm *c, const dp_bench_options *o)
     int status = dp_comm_init(c, MPI_COMM_WORLD, o->algorithms[0]);
     if (!status && uses_auto(o))
         status = dp_comm_load_auto_table(c, o->auto_table_path[0] ? o->auto_table_path : NULL);
-    return status;
+    return status && o->auto_table_path[0] ? dp_fail_context(status, "--auto-table") : status;
 }
 
 int main(int argc, char **argv)
@@ -65,6 +66,9 @@ int main(int argc, char **argv)
     }
     if (status)
         return usage_error(rank);
+    /* The table --tune writes is checked before the minutes of measuring, on the rank that writes it. */
+    if (rank == 0 && o.tune_path[0] && dp_check_output_file("--tune", o.tune_path))
+        abort_job(rank);
     dp_comm comm;
     dp_bench_results results = {0};
     if (prepare(&comm, &o) || dp_bench_run(&comm, &o, &results))

@@ -1,10 +1,10 @@
 /* dp_gemm_bench: what the backend's GEMMs reach on their own, for the shapes one training step
- * of an MLP issues. It runs the model's own forward and backward through a backend whose gemm
+ * of a model issues. It runs the model's own forward and backward through a backend whose gemm
  * times each call alone (synchronised, repeated), so the shapes are exactly dp_worker's; the
  * sum over a step is the step time a GEMM-bound trainer would approach. */
 #include "dp/backend.h"
 #include "dp/error.h"
-#include "dp/mlp.h"
+#include "dp/nn.h"
 #include "dp/rng.h"
 
 #include <getopt.h>
@@ -15,8 +15,8 @@
 
 typedef struct bench_options {
     char layers[256];
-    int widths[DP_MLP_MAX_LAYERS + 1], nwidths;
-    int batch, repeat, tf32;
+    dp_model_spec spec;
+    int batch, repeat, tf32, threads;
     dp_device device;
 } bench_options;
 
@@ -45,10 +45,11 @@ static void timed_gemm(int trans_a, int trans_b, int m, int n, int k, float alph
 
 static void usage(FILE *out)
 {
-    fprintf(out, "Usage: dp_gemm_bench --layers W0,W1,... --batch ROWS [--device cpu|cuda] [--tf32] [--repeat N]\n"
+    fprintf(out, "Usage: dp_gemm_bench --layers W0,W1,... --batch ROWS [--device cpu|cuda] [--tf32] [--repeat N] [--threads T]\n"
                  "Times each GEMM of one training step of the MLP on ROWS samples alone (forward\n"
                  "X W^T, backward dY^T X and dY W), through the backend dp_worker uses, as the\n"
-                 "mean of N calls after a warm-up step. Prints one line per GEMM and\n"
+                 "mean of N calls after a warm-up step (on the CPU with T BLAS threads, default: as\n"
+                 "dp_worker's --threads). Prints one line per GEMM and\n"
                  "gemm_ms_per_step=MS gemm_gflop_per_step=GFLOP.\n");
 }
 
@@ -57,19 +58,20 @@ static int parse(int argc, char **argv, bench_options *o)
     static const struct option longopts[] = {
         {"layers", required_argument, NULL, 'l'}, {"batch", required_argument, NULL, 'b'},
         {"device", required_argument, NULL, 'd'}, {"tf32", no_argument, NULL, 't'},
-        {"repeat", required_argument, NULL, 'r'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+        {"repeat", required_argument, NULL, 'r'}, {"threads", required_argument, NULL, 'T'},
+        {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     *o = (bench_options){.batch = 0, .repeat = 20, .device = DP_DEVICE_CUDA};
     opterr = 0;
     for (int id; (id = getopt_long(argc, argv, "", longopts, NULL)) != -1;) {
         if (id == 'l')
             snprintf(o->layers, sizeof o->layers, "%s", optarg);
-        else if (id == 'b' || id == 'r') {
+        else if (id == 'b' || id == 'r' || id == 'T') {
             char *end;
             long v = strtol(optarg, &end, 10);
+            const char *name = id == 'b' ? "batch" : id == 'r' ? "repeat" : "threads";
             if (*end || v < 1 || v > 1 << 24)
-                return dp_fail(DP_EINVAL, "--%s '%s': must be an integer from 1 to %d", id == 'b' ? "batch" : "repeat",
-                               optarg, 1 << 24);
-            *(id == 'b' ? &o->batch : &o->repeat) = (int)v;
+                return dp_fail(DP_EINVAL, "--%s '%s': must be an integer from 1 to %d", name, optarg, 1 << 24);
+            *(id == 'b' ? &o->batch : id == 'r' ? &o->repeat : &o->threads) = (int)v;
         } else if (id == 'd' && (strcmp(optarg, "cpu") == 0 || strcmp(optarg, "cuda") == 0))
             o->device = strcmp(optarg, "cpu") == 0 ? DP_DEVICE_CPU : DP_DEVICE_CUDA;
         else if (id == 't')
@@ -82,7 +84,7 @@ static int parse(int argc, char **argv, bench_options *o)
     }
     if (!o->layers[0] || !o->batch)
         return dp_fail(DP_EINVAL, "--layers and --batch are required (see --help)");
-    return dp_mlp_parse_widths(o->layers, o->widths, &o->nwidths);
+    return dp_model_spec_from_layers(o->layers, &o->spec);
 }
 
 /* Uploads host_values, count floats, into dev; frees host_values. */
@@ -107,24 +109,35 @@ static float *uniform_values(size_t count, uint64_t seed)
 }
 
 /* nn.Linear's initialisation, so activations keep their scale through wide layers. */
-static float *initial_params(const bench_options *o, size_t count)
+static float *initial_params(const dp_model *model)
 {
-    float *host = dp_alloc(count * sizeof(float), "the benchmark's parameters");
-    if (host)
-        dp_mlp_init_uniform(o->widths, o->nwidths, 42, host);
+    size_t params = dp_params_floats(&model->params), buffers = dp_params_floats(&model->buffers);
+    float *host = dp_alloc(params * sizeof(float), "the benchmark's parameters");
+    float *host_buffers = dp_alloc((buffers + 1) * sizeof(float), "the benchmark's buffers");
+    if (host && host_buffers)
+        dp_model_init(model, 42, host, host_buffers, model->counters);
+    free(host_buffers);
     return host;
 }
 
-/* A warm-up step, then one step with every GEMM timed alone. */
-static void time_one_step(dp_mlp *model, const float *x, const float *targets, int rows)
+/* One training step's forward, loss and backward. */
+static void one_step(dp_model *model, const float *x, const float *targets, int rows, double *totals)
 {
-    double loss = 0.0;
-    long correct = 0;
-    real->zero(model->grads, model->nparams);
-    dp_mlp_forward_backward(model, x, NULL, targets, rows, DP_LOSS_MSE, &loss, &correct);
+    dp_nn_context ctx = {.be = model->be, .training = 1};
+    const float *out;
+    if (dp_model_forward(model, &ctx, x, rows, &out) == 0) {
+        dp_model_loss(model, DP_LOSS_MSE, out, NULL, targets, rows, model->delta[0], totals);
+        dp_model_backward(model, &ctx, model->delta[0], rows);
+    }
+}
+
+/* A warm-up step, then one step with every GEMM timed alone. */
+static void time_one_step(dp_model *model, const float *x, const float *targets, int rows, double *totals)
+{
+    one_step(model, x, targets, rows, totals);
     printf("  gemm op    %7s %7s %7s  %9s  %8s\n", "m", "n", "k", "ms", "TFLOP/s");
     timing = 1;
-    dp_mlp_forward_backward(model, x, NULL, targets, rows, DP_LOSS_MSE, &loss, &correct);
+    one_step(model, x, targets, rows, totals);
     timing = 0;
     printf("total: %d GEMMs, %.1f GFLOP in %.3f ms per step = %.2f TFLOP/s\n", gemm_count,
            total_flop * 1e-9, total_ms, total_flop / total_ms * 1e-9);
@@ -135,25 +148,27 @@ static int run(const bench_options *o)
 {
     dp_backend timed = *real;
     timed.gemm = timed_gemm;
-    dp_mlp model;
-    size_t inputs = (size_t)o->batch * o->widths[0], outputs = (size_t)o->batch * o->widths[o->nwidths - 1];
-    int status = dp_mlp_create(&model, &timed, o->widths, o->nwidths, o->batch);
+    dp_model model;
+    int status = dp_model_create(&model, &timed, &o->spec, o->spec.inputs, o->batch);
     if (status)
         return status;
-    float *x = real->alloc(inputs * sizeof(float), "the inputs");
-    float *targets = real->alloc(outputs * sizeof(float), "the targets");
-    status = x && targets ? 0 : DP_ENOMEM;
+    size_t inputs = (size_t)o->batch * (size_t)model.inputs, outputs = (size_t)o->batch * (size_t)model.outputs;
+    float *x = real->alloc(inputs * sizeof(float), DP_MEM_ACTIVATIONS, "the inputs");
+    float *targets = real->alloc(outputs * sizeof(float), DP_MEM_ACTIVATIONS, "the targets");
+    double *totals = real->alloc(2 * sizeof(double), DP_MEM_ACTIVATIONS, "the loss totals");
+    status = x && targets && totals ? 0 : DP_ENOMEM;
     if (!status)
         status = upload_and_free(x, uniform_values(inputs, 1), inputs);
     if (!status)
         status = upload_and_free(targets, uniform_values(outputs, 2), outputs);
     if (!status)
-        status = upload_and_free(model.params, initial_params(o, model.nparams), model.nparams);
+        status = upload_and_free(model.weights, initial_params(&model), dp_params_floats(&model.params));
     if (!status)
-        time_one_step(&model, x, targets, o->batch);
+        time_one_step(&model, x, targets, o->batch, totals);
     real->free(x);
     real->free(targets);
-    dp_mlp_free(&model);
+    real->free(totals);
+    dp_model_free(&model);
     return status;
 }
 
@@ -165,6 +180,8 @@ int main(int argc, char **argv)
     if (status == 0) {
         dp_backend_request request = {.device = o.device, .share_gpu = 1, .tf32 = o.tf32, .local_size = 1};
         repeat = o.repeat;
+        char why[128] = "--threads";
+        dp_backend_cpu_set_threads(o.threads ? o.threads : dp_backend_cpu_default_threads(1, why, sizeof why), why);
         status = dp_backend_open(&request, &real);
         if (!status) {
             printf("dp_gemm_bench: MLP %s on %d rows, backend %s; each GEMM alone, mean of %d calls\n",

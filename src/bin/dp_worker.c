@@ -41,24 +41,20 @@ static void abort_on_usage_error(int rank)
     abort_job(rank, EXIT_USAGE);
 }
 
-/* .npy pairs carry no test split; the other data forms do. */
-static int spec_has_test_split(const char *spec)
-{
-    return strstr(spec, ".npy") == NULL;
-}
-
 static int open_datasets(const dp_options *o, dp_dataset *train, dp_dataset *test, int *has_test)
 {
     int regression = o->loss == DP_LOSS_CHOICE_MSE;
     int status = dp_dataset_open(o->data, 0, regression, o->seed, train);
     if (status)
-        return status;
-    *has_test = o->test_data[0] || spec_has_test_split(o->data);
+        return dp_fail_context(status, "--data %s", o->data);
+    *has_test = o->test_data[0] || dp_dataset_has_test_split(o->data);
     if (!*has_test)
         return 0;
-    if (o->test_data[0])
-        return dp_dataset_open(o->test_data, 1, regression, o->seed, test);
-    return dp_dataset_open(o->data, 1, regression, o->seed, test);
+    if (o->test_data[0] && (status = dp_dataset_open(o->test_data, 1, regression, o->seed, test)))
+        return dp_fail_context(status, "--test-data %s", o->test_data);
+    if (!o->test_data[0] && (status = dp_dataset_open(o->data, 1, regression, o->seed, test)))
+        return dp_fail_context(status, "--data %s (its test split)", o->data);
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -84,17 +80,35 @@ int main(int argc, char **argv)
     if (status || (status = dp_comm_init(&comm, MPI_COMM_WORLD, o.allreduce)))
         abort_on_usage_error(rank);
     comm.segment_bytes = (size_t)o.segment_bytes;
-    if (o.auto_table[0] && dp_comm_load_auto_table(&comm, o.auto_table))
+    if (o.auto_table[0] && dp_comm_load_auto_table(&comm, o.auto_table)) {
+        dp_fail_context(DP_EIO, "--auto-table");
         abort_job(rank, EXIT_RUN_FAILED);
+    }
     if (dp_launch_env_check(comm.rank, comm.size, comm.local_rank))
         abort_job(rank, EXIT_RUN_FAILED);
-    dp_backend_cpu_set_threads(o.threads);
+    char why[128] = "--threads";
+    int threads = o.threads ? o.threads : dp_backend_cpu_default_threads(comm.local_size, why, sizeof why);
+    dp_backend_cpu_set_threads(threads, why);
 
+    if (o.memory_plan) {
+        if (rank == 0 && dp_memory_plan_print(&o, world))
+            abort_job(rank, EXIT_RUN_FAILED);
+        dp_comm_free(&comm);
+        MPI_Finalize();
+        return EXIT_SUCCESS;
+    }
+    if (o.predict_path[0]) {
+        if (dp_predict(&o, &comm))
+            abort_job(rank, EXIT_RUN_FAILED);
+        dp_comm_free(&comm);
+        MPI_Finalize();
+        return EXIT_SUCCESS;
+    }
     dp_dataset train = {0}, test = {0};
     int has_test = 0;
     dp_train_result result;
     if (open_datasets(&o, &train, &test, &has_test) ||
-        dp_train(&o, &train, has_test ? &test : NULL, &comm, NULL, &result))
+        dp_train(&o, &train, has_test ? &test : NULL, &comm, &result, 0))
         abort_job(rank, EXIT_RUN_FAILED);
     dp_dataset_free(&train);
     dp_dataset_free(&test);

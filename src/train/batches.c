@@ -8,7 +8,7 @@
 /* A device copy of n_values 4-byte values, or NULL (with the allocation's error). */
 static void *copy_to_device(const dp_backend *be, const void *host, size_t n_values, const char *what)
 {
-    void *copy = be->alloc(n_values * sizeof(float), what);
+    void *copy = be->alloc(n_values * sizeof(float), DP_MEM_DATA, what);
     if (copy)
         be->upload(copy, host, n_values * sizeof(float));
     return copy;
@@ -51,7 +51,7 @@ int dp_trainer_place_data(trainer *t)
         t->order = t->sampler.order;
         return status;
     }
-    t->device_order = be->alloc(t->sampler.count * sizeof(size_t), "the epoch's sample order");
+    t->device_order = be->alloc(t->sampler.count * sizeof(size_t), DP_MEM_DATA, "the epoch's sample order");
     t->order = t->device_order;
     return t->device_order ? 0 : DP_ENOMEM;
 }

@@ -4,6 +4,7 @@
 
 #include "dp/comm.h"
 #include "dp/error.h"
+#include "src/train/limits.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -17,8 +18,10 @@ enum option_id {
     OPT_ALLREDUCE, OPT_SEGMENT_BYTES, OPT_AUTO_TABLE, OPT_LOG_EVERY, OPT_QUIET, OPT_THREADS, OPT_SAVE, OPT_INIT,
     OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_KEEP, OPT_RESUME, OPT_TIMEOUT,
     OPT_CHECK_REPLICAS, OPT_ON_NAN, OPT_DEBUG_CORRUPT, OPT_DEVICE, OPT_SHARE_GPU, OPT_TF32,
-    OPT_CUDA_AWARE, OPT_HELP,
-    OPT_VERSION
+    OPT_CUDA_AWARE, OPT_MODEL, OPT_SYNC_BN, OPT_OPTIMIZER, OPT_BETAS, OPT_EPS, OPT_DECAY_ALL,
+    OPT_PREDICT, OPT_OUTPUT, OPT_PREDICT_CLASSES, OPT_BUCKET_MB, OPT_NO_OVERLAP, OPT_PROGRESS_THREAD, OPT_TRACE, OPT_METRICS,
+    OPT_ZERO, OPT_MAX_MEMORY_MB, OPT_CHECKPOINT_SHARDS, OPT_MEMORY_PLAN, OPT_PARAMS, OPT_WORLD, OPT_PRECISION,
+    OPT_HELP, OPT_VERSION
 };
 
 struct option_doc {
@@ -34,19 +37,33 @@ static const struct option_doc option_docs[] = {
     {{"test-data", required_argument, NULL, OPT_TEST_DATA}, "SPEC", "test split of --data",
      "evaluation data after every epoch, same forms as --data"},
     {{"layers", required_argument, NULL, OPT_LAYERS}, "W0,W1,...", "784,256,256,10",
-     "MLP widths: input, hidden (ReLU) ..., output"},
+     "MLP widths: input, hidden (ReLU) ..., output; tensors layers.{k} = the k-th Linear"},
+    {{"model", required_argument, NULL, OPT_MODEL}, "SPEC", "none (use --layers)",
+     "a sequential model, e.g. \"linear(256),batchnorm,relu,dropout(0.2),linear(10)\" (input width "
+     "from the data; options in parentheses, name=value for the optional ones); tensors layers.{i} "
+     "with i the index in the list, as nn.Sequential"},
+    {{"sync-bn", no_argument, NULL, OPT_SYNC_BN}, NULL, "off",
+     "every batchnorm is a SyncBatchNorm: statistics over the whole global batch (W ranks equal 1 rank)"},
     {{"loss", required_argument, NULL, OPT_LOSS}, "auto|xent|mse", "auto",
      "softmax cross-entropy for labels, MSE for float targets (auto picks from the data)"},
     {{"batch", required_argument, NULL, OPT_BATCH}, "B", "256",
      "global batch per micro-batch, split over the ranks (sizes differ by at most one)"},
     {{"accum", required_argument, NULL, OPT_ACCUM}, "M", "1",
      "micro-batches accumulated locally per optimizer step (one all-reduce per step)"},
-    {{"lr", required_argument, NULL, OPT_LR}, "LR", "0.05", "SGD learning rate"},
+    {{"optimizer", required_argument, NULL, OPT_OPTIMIZER}, "sgd|adamw", "sgd",
+     "torch.optim.SGD, or torch.optim.AdamW (decoupled weight decay)"},
+    {{"lr", required_argument, NULL, OPT_LR}, "LR", "0.05 for sgd, 0.001 for adamw", "learning rate"},
     {{"lr-schedule", required_argument, NULL, OPT_LR_SCHEDULE}, "constant|cosine", "constant",
      "learning rate over training: constant, or cosine annealing to 0 by the last step"},
     {{"momentum", required_argument, NULL, OPT_MOMENTUM}, "MU", "0.9", "SGD momentum (0 disables)"},
-    {{"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY}, "WD", "0",
-     "L2 weight decay added to the gradient, as torch.optim.SGD"},
+    {{"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY}, "WD", "0 for sgd, 0.01 for adamw",
+     "sgd: L2 added to the gradient of every parameter, as torch.optim.SGD; adamw: decoupled "
+     "(p *= 1 - lr WD), on weight matrices only, not on biases or normalisation weights, as most "
+     "recipes do (--decay-all: every parameter, like PyTorch's default)"},
+    {{"betas", required_argument, NULL, OPT_BETAS}, "B1,B2", "0.9,0.999", "AdamW's moment decay rates"},
+    {{"eps", required_argument, NULL, OPT_EPS}, "EPS", "1e-8", "AdamW's denominator term"},
+    {{"decay-all", no_argument, NULL, OPT_DECAY_ALL}, NULL, "off",
+     "adamw: decay biases and normalisation weights too (torch.optim.AdamW's default)"},
     {{"epochs", required_argument, NULL, OPT_EPOCHS}, "E", "10", "passes over the training data"},
     {{"steps", required_argument, NULL, OPT_STEPS}, "S", "0 (use --epochs)",
      "train exactly S optimizer steps, crossing epochs; overrides --epochs"},
@@ -56,18 +73,55 @@ static const struct option_doc option_docs[] = {
      "seed for initialisation, shuffling and synthetic data"},
     {{"allreduce", required_argument, NULL, OPT_ALLREDUCE}, "NAME", "mpi",
      "gradient all-reduce algorithm"},
+    {{"bucket-mb", required_argument, NULL, OPT_BUCKET_MB}, "MB|auto", "auto (the first bucket: 1)",
+     "gradients are reduced in buckets of at most this many MiB, each started as soon as backward "
+     "finishes it, so communication overlaps the rest of backward (PyTorch DDP's bucket_cap_mb); "
+     "auto: 25 as DDP, or an eighth of the gradients when that is smaller (at least 1), so a "
+     "small model still has buckets to overlap"},
+    {{"no-overlap", no_argument, NULL, OPT_NO_OVERLAP}, NULL, "off",
+     "reduce the whole gradient in one collective after backward instead (version 1's step); under "
+     "--zero 2 and 3, each bucket as backward fills it and one gathered module at a time (the least memory)"},
+    {{"progress-thread", required_argument, NULL, OPT_PROGRESS_THREAD}, "US|auto", "auto",
+     "a thread that advances the buckets' collectives every US microseconds while backward "
+     "computes, besides the calls between pieces of backward; 0: none. auto: 1000 when the job "
+     "spans hosts (TCP moves only inside MPI calls), none on one host (shared memory needs no "
+     "help); 50-100 beside a GPU (docs/ALGORITHMS.md, Progress)"},
+    {{"zero", required_argument, NULL, OPT_ZERO}, "0|1|2|3", "0 (DDP)",
+     "ZeRO stage: 1 shards the optimizer state over the ranks, 2 also the gradients (reduce-scattered "
+     "bucket by bucket), 3 also the parameters (each module's gathered before its forward and "
+     "backward); the banner shows each stage's memory per rank"},
+    {{"max-memory-mb", required_argument, NULL, OPT_MAX_MEMORY_MB}, "MB", "none",
+     "per-rank limit on backend memory (GPU memory, or host memory on the CPU), enforced by the "
+     "allocation counter: a run that needs more stops at start-up naming what"},
+    {{"memory-plan", no_argument, NULL, OPT_MEMORY_PLAN}, NULL, "off",
+     "print each ZeRO stage's memory per rank for this model (or --params) and --world, and exit"},
+    {{"params", required_argument, NULL, OPT_PARAMS}, "N", "the model's",
+     "--memory-plan: the parameter count, e.g. 70e9"},
+    {{"world", required_argument, NULL, OPT_WORLD}, "W", "this job's ranks", "--memory-plan: the ranks"},
+    {{"precision", required_argument, NULL, OPT_PRECISION}, "fp32|fp16|mixed", "fp32",
+     "--memory-plan's bytes per parameter: fp32 as dptrain trains (4 + 4 + optimizer state), fp16 "
+     "as the documents' table (FP16 parameters and gradients, FP32 optimizer state, no master copy), "
+     "mixed as the ZeRO paper (FP16 parameters and gradients, FP32 master copy and state)"},
+    {{"trace", required_argument, NULL, OPT_TRACE}, "FILE.json", "none",
+     "the timeline: every rank's module passes, collectives, gathers and updates as Chrome trace "
+     "JSON (Perfetto, chrome://tracing), written by rank 0 at the end"},
+    {{"metrics", required_argument, NULL, OPT_METRICS}, "FILE.jsonl", "none",
+     "one JSON object per progress line (step, epoch, loss, samples/s, the time split, lr), "
+     "for plotting (scripts/plot-metrics.sh)"},
     {{"segment-bytes", required_argument, NULL, OPT_SEGMENT_BYTES}, "N", "1048576 (1 MiB)",
-     "ring-pipelined: bytes per segment, rounded down to whole floats (at least 4)"},
+     "ring-pipelined: bytes per segment, rounded down to whole floats (4 to 4294967296)"},
     {{"auto-table", required_argument, NULL, OPT_AUTO_TABLE}, "FILE", "built-in",
      "--allreduce auto's table of algorithm per world and message size (dp_bench --tune writes one); rank 0 reads it for all"},
     {{"log-every", required_argument, NULL, OPT_LOG_EVERY}, "K", "50",
      "print a progress line every K optimizer steps (0: only per-epoch lines)"},
     {{"quiet", no_argument, NULL, OPT_QUIET}, NULL, "off", "print only errors and the final summary"},
-    {{"threads", required_argument, NULL, OPT_THREADS}, "T", "1", "BLAS threads per rank"},
+    {{"threads", required_argument, NULL, OPT_THREADS}, "T",
+     "the cores this rank is bound to; unbound: the node's cores / its ranks",
+     "BLAS threads per rank, 1 to 1024 (scripts/launch.sh binds each rank to its own cores)"},
     {{"device", required_argument, NULL, OPT_DEVICE}, "cpu|cuda|auto", "auto",
-     "where ranks compute; cuda binds GPU (local rank % GPUs); auto: cuda when every rank gets a GPU"},
+     "where ranks compute; cuda gives each rank of a node its own GPU (matched by UUID); auto: cuda when every rank has one"},
     {{"share-gpu", no_argument, NULL, OPT_SHARE_GPU}, NULL, "off",
-     "allow more ranks on a node than GPUs, taking turns on them (testing W ranks on one GPU)"},
+     "let ranks of a node share a GPU, taking turns on it (testing W ranks on one GPU)"},
     {{"tf32", no_argument, NULL, OPT_TF32}, NULL, "off (exact FP32)",
      "GPU GEMMs on TF32 tensor cores: inputs rounded to a 10-bit mantissa, FP32 accumulation"},
     {{"cuda-aware", required_argument, NULL, OPT_CUDA_AWARE}, "on|off|auto", "auto (ask MPI)",
@@ -77,20 +131,32 @@ static const struct option_doc option_docs[] = {
     {{"init", required_argument, NULL, OPT_INIT}, "FILE", "none",
      "start from a safetensors file instead of random initialisation"},
     {{"checkpoint-dir", required_argument, NULL, OPT_CHECKPOINT_DIR}, "DIR", "none",
-     "write the full training state to DIR/step-N.safetensors (atomically) at the end"},
+     "write the full training state to DIR/step-N.safetensors (atomically) at the end; a DIR "
+     "holding another run's checkpoints is refused"},
     {{"checkpoint-every", required_argument, NULL, OPT_CHECKPOINT_EVERY}, "N", "0 (end only)",
      "also checkpoint every N optimizer steps"},
-    {{"keep", required_argument, NULL, OPT_KEEP}, "K", "3", "checkpoints kept in --checkpoint-dir"},
+    {{"keep", required_argument, NULL, OPT_KEEP}, "K", "3", "this run's checkpoints kept in --checkpoint-dir"},
+    {{"checkpoint-shards", no_argument, NULL, OPT_CHECKPOINT_SHARDS}, NULL, "off (one gathered file)",
+     "every rank writes its own shard (step-N.rank-R-of-W.safetensors) and rank 0 an index "
+     "(step-N.safetensors), nothing gathered: for models too large for one rank; --resume reads "
+     "them back into any --zero stage and world size"},
     {{"resume", required_argument, NULL, OPT_RESUME}, "DIR|FILE", "none",
      "continue from a checkpoint (the newest in DIR); bit-exact with the same world size and algorithm"},
     {{"timeout", required_argument, NULL, OPT_TIMEOUT}, "SECONDS", "300",
-     "watchdog: end the job when a collective has not completed in time (0 disables)"},
+     "watchdog: end the job when a collective has not completed in time (fractions allowed; 0 disables)"},
     {{"check-replicas", required_argument, NULL, OPT_CHECK_REPLICAS}, "N", "0 (off)",
      "every N steps compare a hash of every rank's parameters; stop if any differ"},
     {{"on-nan", required_argument, NULL, OPT_ON_NAN}, "abort|skip", "abort",
      "non-finite gradients: end the job, or skip that step's update"},
     {{"debug-corrupt", required_argument, NULL, OPT_DEBUG_CORRUPT}, "RANK:STEP", "off",
      "testing aid: flip one parameter bit on RANK after STEP (to see --check-replicas work)"},
+    {{"predict", required_argument, NULL, OPT_PREDICT}, "FILE.npy", "off (train)",
+     "inference instead of training: rank 0 reads float32 [N, D] inputs, scatters rows over the "
+     "ranks, every rank runs the --init model in eval mode, rank 0 gathers and writes --output"},
+    {{"output", required_argument, NULL, OPT_OUTPUT}, "FILE.npy", "none",
+     "--predict: where the outputs go ([N, K] float32, written atomically)"},
+    {{"predict-classes", no_argument, NULL, OPT_PREDICT_CLASSES}, NULL, "off",
+     "--predict: write each row's argmax class as int64 [N] instead of the outputs"},
     {{"help", no_argument, NULL, OPT_HELP}, NULL, NULL, "print this help and exit"},
     {{"version", no_argument, NULL, OPT_VERSION}, NULL, NULL, "print the version and exit"},
 };
@@ -104,14 +170,19 @@ void dp_options_defaults(dp_options *o)
     o->loss = DP_LOSS_AUTO;
     o->batch = 256;
     o->accum = 1;
+    o->optimizer = DP_OPTIMIZER_SGD;
     o->lr = 0.05f;
     o->momentum = 0.9f;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.999f;
+    o->eps = 1e-8f;
     o->epochs = 10;
     o->seed = 42;
     strcpy(o->allreduce, "mpi");
     o->segment_bytes = (long)DP_SEGMENT_BYTES_DEFAULT;
+    o->bucket_mb = 0.0; /* auto */
+    o->progress_us = -1; /* auto */
     o->log_every = 50;
-    o->threads = 1;
     o->keep = 3;
     o->timeout = 300.0;
     o->corrupt_rank = -1;
@@ -122,8 +193,9 @@ void dp_options_defaults(dp_options *o)
 void dp_options_print_help(FILE *out)
 {
     fprintf(out, "Usage: mpirun -np W dp_worker [OPTION]...\n"
-                 "Trains an MLP data-parallel: every rank holds a replica, trains on its slice of\n"
-                 "each global batch, and gradients are summed across ranks before each update.\n\n");
+                 "Trains a model data-parallel: every rank holds a replica, trains on its slice of\n"
+                 "each global batch, and gradients are summed across ranks before each update.\n"
+                 "With --predict, runs data-parallel inference instead.\n\n");
     for (size_t i = 0; i < OPTION_COUNT; i++) {
         const struct option_doc *d = &option_docs[i];
         char flag[64];
@@ -134,7 +206,9 @@ void dp_options_print_help(FILE *out)
             fprintf(out, " [default: %s]", d->default_text);
         fputc('\n', out);
     }
-    fprintf(out, "\nAll-reduce algorithms: %s\n", dp_comm_algorithm_names());
+    fprintf(out, "\n--model modules: linear(OUT, bias=1), relu, batchnorm(momentum=0.1, eps=1e-5, sync=0), "
+                 "dropout(P=0.5)\n");
+    fprintf(out, "All-reduce algorithms: %s\n", dp_comm_algorithm_names());
     if (*dp_comm_gpu_algorithm_names())
         fprintf(out, "On GPU memory only (--device cuda): %s\n", dp_comm_gpu_algorithm_names());
 }
@@ -144,21 +218,72 @@ static int parse_long(const char *option, const char *text, long min, long *out)
     char *end;
     errno = 0;
     long v = strtol(text, &end, 10);
-    if (end == text || *end || errno || v < min)
+    if (end == text || *end || v < min)
         return dp_fail(DP_EINVAL, "--%s '%s': must be an integer >= %ld", option, text, min);
+    int status = dp_option_limit_long(option, text, v, errno == ERANGE);
+    if (status)
+        return status;
     *out = v;
     return 0;
 }
 
+/* Parsed in double, so the float32 it becomes can be checked against what was given. */
 static int parse_float(const char *option, const char *text, int positive, float *out)
 {
     char *end;
-    errno = 0;
-    float v = strtof(text, &end);
-    if (end == text || *end || errno || !isfinite(v) || v < 0.0f || (positive && v == 0.0f))
+    double v = strtod(text, &end);
+    if (end == text || *end || !isfinite(v) || v < 0.0 || (positive && v == 0.0))
         return dp_fail(DP_EINVAL, "--%s '%s': must be a finite number %s 0", option, text,
                        positive ? ">" : ">=");
+    return dp_option_to_float(option, text, v, out);
+}
+
+/* A positive size in MiB, kept in double (fractions of a MiB are fine). */
+static int parse_double(const char *option, const char *text, double *out)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end || !isfinite(v) || v <= 0.0 || v > 1e6)
+        return dp_fail(DP_EINVAL, "--%s '%s': must be a number of MiB above 0 and at most 1e6", option, text);
     *out = v;
+    return 0;
+}
+
+/* A count that may be written as 70e9: a whole number from 1 to 1e15. */
+static int parse_count(const char *option, const char *text, double *out)
+{
+    char *end;
+    double v = strtod(text, &end);
+    if (end == text || *end || !isfinite(v) || v < 1.0 || v > 1e15 || v != floor(v))
+        return dp_fail(DP_EINVAL, "--%s '%s': must be a whole number from 1 to 1e15 (70e9 is fine)", option, text);
+    *out = v;
+    return 0;
+}
+
+/* A seed is any 64-bit unsigned integer, digits only. */
+static int parse_seed(const char *option, const char *text, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (text[0] < '0' || text[0] > '9' || *end || errno)
+        return dp_fail(DP_EINVAL, "--%s '%s': must be an integer from 0 to %llu", option, text,
+                       (unsigned long long)UINT64_MAX);
+    *out = (uint64_t)v;
+    return 0;
+}
+
+/* "B1,B2", each in [0, 1). */
+static int parse_betas(const char *text, dp_options *o)
+{
+    char *middle, *end;
+    errno = 0;
+    float b1 = strtof(text, &middle), b2 = *middle == ',' ? strtof(middle + 1, &end) : -1.0f;
+    if (middle == text || *middle != ',' || end == middle + 1 || *end || errno || !(b1 >= 0.0f && b1 < 1.0f) ||
+        !(b2 >= 0.0f && b2 < 1.0f))
+        return dp_fail(DP_EINVAL, "--betas '%s': must be two numbers in [0, 1) separated by a comma, e.g. 0.9,0.999", text);
+    o->beta1 = b1;
+    o->beta2 = b2;
     return 0;
 }
 
@@ -206,12 +331,55 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
     static const char *const nan_policies[] = {"abort", "skip"};
     static const char *const devices[] = {"cpu", "cuda", "auto"};
     static const char *const cuda_aware_modes[] = {"auto", "on", "off"};
-    long seed;
+    static const char *const optimizers[] = {[DP_OPTIMIZER_SGD] = "sgd", [DP_OPTIMIZER_ADAMW] = "adamw"};
+    static const char *const zero_stages[] = {"0", "1", "2", "3"};
+    static const char *const precisions[] = {[DP_PRECISION_FP32] = "fp32", [DP_PRECISION_FP16] = "fp16",
+                                             [DP_PRECISION_MIXED] = "mixed"};
     int status, choice;
     switch (id) {
     case OPT_DATA: return copy_text(name, arg, o->data, sizeof o->data);
     case OPT_TEST_DATA: return copy_text(name, arg, o->test_data, sizeof o->test_data);
     case OPT_LAYERS: return copy_text(name, arg, o->layers_spec, sizeof o->layers_spec);
+    case OPT_MODEL: return copy_text(name, arg, o->model_text, sizeof o->model_text);
+    case OPT_SYNC_BN: o->sync_bn = 1; return 0;
+    case OPT_OPTIMIZER:
+        status = parse_choice(name, arg, optimizers, 2, &choice);
+        o->optimizer = (dp_optimizer_kind)choice;
+        return status;
+    case OPT_BETAS: return parse_betas(arg, o);
+    case OPT_EPS: return parse_float(name, arg, 1, &o->eps);
+    case OPT_DECAY_ALL: o->decay_all = 1; return 0;
+    case OPT_PREDICT: return copy_text(name, arg, o->predict_path, sizeof o->predict_path);
+    case OPT_OUTPUT: return copy_text(name, arg, o->output_path, sizeof o->output_path);
+    case OPT_PREDICT_CLASSES: o->predict_classes = 1; return 0;
+    case OPT_BUCKET_MB:
+        if (strcmp(arg, "auto") == 0) {
+            o->bucket_mb = 0.0;
+            return 0;
+        }
+        return parse_double(name, arg, &o->bucket_mb);
+    case OPT_NO_OVERLAP: o->no_overlap = 1; return 0;
+    case OPT_PROGRESS_THREAD:
+        if (strcmp(arg, "auto") == 0) {
+            o->progress_us = -1;
+            return 0;
+        }
+        return parse_long(name, arg, 0, &o->progress_us);
+    case OPT_ZERO:
+        status = parse_choice(name, arg, zero_stages, 4, &choice);
+        o->zero = choice;
+        return status;
+    case OPT_MAX_MEMORY_MB: return parse_double(name, arg, &o->max_memory_mb);
+    case OPT_CHECKPOINT_SHARDS: o->checkpoint_shards = 1; return 0;
+    case OPT_MEMORY_PLAN: o->memory_plan = 1; return 0;
+    case OPT_PARAMS: return parse_count(name, arg, &o->plan_params);
+    case OPT_WORLD: return parse_long(name, arg, 1, &o->plan_world);
+    case OPT_PRECISION:
+        status = parse_choice(name, arg, precisions, 3, &choice);
+        o->precision = (dp_precision)choice;
+        return status;
+    case OPT_TRACE: return copy_text(name, arg, o->trace_path, sizeof o->trace_path);
+    case OPT_METRICS: return copy_text(name, arg, o->metrics_path, sizeof o->metrics_path);
     case OPT_LOSS:
         status = parse_choice(name, arg, losses, 3, &choice);
         o->loss = (dp_loss_choice)choice;
@@ -228,10 +396,7 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
     case OPT_EPOCHS: return parse_long(name, arg, 1, &o->epochs);
     case OPT_STEPS: return parse_long(name, arg, 0, &o->steps);
     case OPT_DROP_LAST: o->drop_last = 1; return 0;
-    case OPT_SEED:
-        status = parse_long(name, arg, 0, &seed);
-        o->seed = (uint64_t)seed;
-        return status;
+    case OPT_SEED: return parse_seed(name, arg, &o->seed);
     case OPT_ALLREDUCE: return copy_text(name, arg, o->allreduce, sizeof o->allreduce);
     case OPT_SEGMENT_BYTES: return parse_long(name, arg, (long)sizeof(float), &o->segment_bytes);
     case OPT_AUTO_TABLE: return copy_text(name, arg, o->auto_table, sizeof o->auto_table);
@@ -240,7 +405,7 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
     case OPT_THREADS: {
         long threads;
         status = parse_long(name, arg, 1, &threads);
-        o->threads = threads > 1024 ? 1024 : (int)threads;
+        o->threads = (int)threads;
         return status;
     }
     case OPT_SAVE: return copy_text(name, arg, o->save_path, sizeof o->save_path);
@@ -282,16 +447,80 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
     }
 }
 
-static int check_combination(dp_options *o, int world)
+/* The option that only applies to another optimizer, if one was given. */
+static const char *foreign_optimizer_option(const dp_options *o, const int *seen)
 {
-    int status = dp_mlp_parse_widths(o->layers_spec, o->widths, &o->nwidths);
+    if (o->optimizer == DP_OPTIMIZER_SGD)
+        return seen[OPT_BETAS] ? "--betas" : seen[OPT_EPS] ? "--eps" : seen[OPT_DECAY_ALL] ? "--decay-all" : NULL;
+    return seen[OPT_MOMENTUM] ? "--momentum" : NULL;
+}
+
+/* --lr and --weight-decay default per optimizer, as PyTorch's constructors do. */
+static void apply_optimizer_defaults(dp_options *o, const int *seen)
+{
+    if (o->optimizer != DP_OPTIMIZER_ADAMW)
+        return;
+    if (!seen[OPT_LR])
+        o->lr = 1e-3f;
+    if (!seen[OPT_WEIGHT_DECAY])
+        o->weight_decay = 1e-2f;
+    o->momentum = 0.0f;
+}
+
+static int check_model(dp_options *o, const int *seen)
+{
+    if (seen[OPT_MODEL] && seen[OPT_LAYERS])
+        return dp_fail(DP_EINVAL, "--model and --layers both describe the model: use one");
+    int status = seen[OPT_MODEL] ? dp_model_spec_parse(o->model_text, &o->model)
+                                 : dp_model_spec_from_layers(o->layers_spec, &o->model);
+    if (!status && o->sync_bn)
+        dp_model_spec_sync_batchnorm(&o->model);
+    return status;
+}
+
+static int check_predict(const dp_options *o)
+{
+    if (!o->predict_path[0])
+        return o->output_path[0] || o->predict_classes
+                   ? dp_fail(DP_EINVAL, "%s applies to --predict", o->output_path[0] ? "--output" : "--predict-classes")
+                   : 0;
+    if (!o->init_path[0])
+        return dp_fail(DP_EINVAL, "--predict %s needs --init MODEL.safetensors: the trained model to run", o->predict_path);
+    if (!o->output_path[0])
+        return dp_fail(DP_EINVAL, "--predict %s needs --output FILE.npy: where the outputs go", o->predict_path);
+    return 0;
+}
+
+/* --params, --world and --precision describe --memory-plan's table only; --checkpoint-shards
+ * needs checkpoints to shard. */
+static int check_memory_options(const dp_options *o, const int *seen)
+{
+    const char *plan_only = seen[OPT_PARAMS] ? "--params" : seen[OPT_WORLD] ? "--world"
+                          : seen[OPT_PRECISION] ? "--precision" : NULL;
+    if (plan_only && !o->memory_plan)
+        return dp_fail(DP_EINVAL, "%s applies to --memory-plan%s", plan_only,
+                       seen[OPT_WORLD] ? " (a training run's ranks are mpirun's -np)" : "");
+    if (o->checkpoint_shards && !o->checkpoint_dir[0])
+        return dp_fail(DP_EINVAL, "--checkpoint-shards needs --checkpoint-dir");
+    return 0;
+}
+
+static int check_combination(dp_options *o, int world, const int *seen)
+{
+    int status = check_model(o, seen);
+    if (!status)
+        status = check_memory_options(o, seen);
+    if (!status)
+        status = check_predict(o);
     if (status)
         return status;
+    const char *foreign = foreign_optimizer_option(o, seen);
+    if (foreign)
+        return dp_fail(DP_EINVAL, "%s does not apply to --optimizer %s", foreign, dp_optimizer_kind_name(o->optimizer));
+    apply_optimizer_defaults(o, seen);
     if (o->batch < world)
         return dp_fail(DP_EINVAL, "--batch %ld is smaller than the world size %d: every rank needs at least one sample per batch",
                        o->batch, world);
-    if (o->momentum >= 1.0f)
-        return dp_fail(DP_EINVAL, "--momentum %g: must be below 1", o->momentum);
     if (o->init_path[0] && o->resume[0])
         return dp_fail(DP_EINVAL, "--init and --resume both give the starting point: use one");
     if (o->checkpoint_every && !o->checkpoint_dir[0])
@@ -300,7 +529,7 @@ static int check_combination(dp_options *o, int world)
                          : o->cuda_aware == DP_CUDA_AWARE_ON ? "--cuda-aware on" : NULL;
     if (o->device == DP_DEVICE_CPU && gpu_only)
         return dp_fail(DP_EINVAL, "%s applies to GPUs, but --device is cpu", gpu_only);
-    return 0;
+    return dp_options_check_limits(o, world);
 }
 
 int dp_options_parse(dp_options *o, int argc, char **argv, int world, FILE *out)
@@ -311,6 +540,7 @@ int dp_options_parse(dp_options *o, int argc, char **argv, int world, FILE *out)
     memset(&longopts[OPTION_COUNT], 0, sizeof longopts[OPTION_COUNT]);
 
     dp_options_defaults(o);
+    int seen[OPT_VERSION + 1] = {0};
     opterr = 0; /* our own messages name the option; getopt's would print once per rank */
     optind = 0; /* GNU getopt: a full re-initialisation, so tests can parse repeatedly */
     for (;;) {
@@ -324,8 +554,16 @@ int dp_options_parse(dp_options *o, int argc, char **argv, int world, FILE *out)
         int status = apply_option(o, id, longopts[index].name, optarg, out);
         if (status)
             return status;
+        seen[id] = 1;
     }
     if (optind < argc)
         return dp_fail(DP_EINVAL, "'%s': unexpected argument (options start with --; see --help)", argv[optind]);
-    return check_combination(o, world);
+    return check_combination(o, world, seen);
+}
+
+dp_optimizer_config dp_options_optimizer(const dp_options *o)
+{
+    return (dp_optimizer_config){.kind = o->optimizer, .lr = o->lr, .momentum = o->momentum,
+                                 .weight_decay = o->weight_decay, .beta1 = o->beta1, .beta2 = o->beta2,
+                                 .eps = o->eps, .decay_all = o->decay_all};
 }

@@ -2,12 +2,28 @@
 
 #include "src/train/report.h"
 
+#include "dp/memory.h"
+#include "dp/zero_plan.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 
 static double per_step_ms(double seconds, long steps)
 {
     return steps ? 1e3 * seconds / (double)steps : 0.0;
+}
+
+/* The shortest %g form that reads back as the same float32: 0.05 stays "0.05", and a
+ * momentum of 0.99999988 is not shown as "1". */
+const char *dp_float_text(float value, char text[24])
+{
+    for (int digits = 6; digits < 9; digits++) {
+        snprintf(text, 24, "%.*g", digits, (double)value);
+        if (strtof(text, NULL) == value)
+            return text;
+    }
+    snprintf(text, 24, "%.9g", (double)value);
+    return text;
 }
 
 /* Batch scripts export the rendezvous address; MPI does not need it, but the log should name
@@ -20,37 +36,103 @@ static void report_master_address(void)
                port ? port : "(unset)");
 }
 
+/* "SGD lr 0.05 (constant) momentum 0.9 weight decay 0" or AdamW's settings. */
+static void describe_optimizer(const dp_options *o, const dp_optimizer *opt, char *text, size_t size)
+{
+    char lr[24], momentum[24], decay[24], beta1[24], beta2[24], eps[24];
+    int used = snprintf(text, size, "%s lr %s (%s)", dp_optimizer_title(opt), dp_float_text(o->lr, lr),
+                        o->lr_schedule == DP_LR_COSINE ? "cosine to 0" : "constant");
+    dp_float_text(o->weight_decay, decay);
+    if (o->optimizer == DP_OPTIMIZER_SGD)
+        snprintf(text + used, size - (size_t)used, " momentum %s weight decay %s",
+                 dp_float_text(o->momentum, momentum), decay);
+    else
+        snprintf(text + used, size - (size_t)used, " betas (%s, %s) eps %s weight decay %s (%s)",
+                 dp_float_text(o->beta1, beta1), dp_float_text(o->beta2, beta2), dp_float_text(o->eps, eps), decay,
+                 o->decay_all ? "every parameter" : "weights only, not biases or norms");
+}
+
+static double mib(double bytes)
+{
+    return bytes / (1 << 20);
+}
+
+/* What this rank holds, from the allocation counter, and what each --zero stage would hold
+ * (predicted for this model, optimizer, buckets and world): the documents' table, measured. */
+static void report_memory(const dp_options *o, const dp_optimizer *opt, const dp_dist *dist)
+{
+    dp_memory_usage now = dp_memory_usage_now();
+    printf("memory: rank 0 holds %.2f MiB of backend memory (allocation counter):", mib((double)now.total));
+    for (int kind = 0; kind < DP_MEM_KINDS; kind++)
+        if (now.bytes[kind])
+            printf(" %s %.2f%s", dp_memory_kind_name((dp_memory_kind)kind), mib((double)now.bytes[kind]),
+                   kind + 1 < DP_MEM_KINDS ? "," : "");
+    if (o->max_memory_mb > 0)
+        printf(" (limit %g MiB)", o->max_memory_mb);
+    printf("; and %.2f MiB of host memory as the collectives' scratch\n", mib((double)dp_comm_scratch_bytes(dist->comm)));
+    dp_zero_plan_input in;
+    dp_dist_plan_input(dist, &in);
+    in.state_bytes = (double)dp_optimizer_state_count(opt) * sizeof(float);
+    double measured = (double)(now.bytes[DP_MEM_PARAMETERS] + now.bytes[DP_MEM_GRADIENTS] + now.bytes[DP_MEM_OPTIMIZER]);
+    printf("memory by stage, rank 0, MiB: parameters + gradients + optimizer state = total (+ working buffers)\n");
+    for (int stage = 0; stage < DP_ZERO_STAGES; stage++) {
+        dp_zero_plan p = dp_zero_predict(&in, stage);
+        printf("  --zero %d: %9.2f + %9.2f + %9.2f = %9.2f (+ %.2f)", stage, mib(p.params), mib(p.grads),
+               mib(p.optimizer), mib(dp_zero_plan_model_bytes(&p)), mib(p.working));
+        if (stage == o->zero)
+            printf("   this run, measured: %.2f (+ %.2f)", mib(measured), mib((double)now.bytes[DP_MEM_WORKING]));
+        printf("\n");
+    }
+}
+
 void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *plan,
+                      const dp_model *model, const dp_optimizer *opt, const dp_dist *dist,
                       const char *backend, const char *gradient_path,
                       const dp_dataset *train, const dp_dataset *test)
 {
+    char strategy[256];
+    dp_dist_describe(dist, strategy, sizeof strategy);
     size_t slice = ((size_t)o->batch + comm->size - 1) / comm->size;
     printf("dptrain %s: %d rank%s (%d on this node), all-reduce %s, backend %s\n",
            PACKAGE_VERSION, comm->size, comm->size == 1 ? "" : "s", comm->local_size,
            dp_comm_algorithm_name(comm), backend);
-    printf("gradients: %s\n", gradient_path);
+    printf("gradients: %s; %s\n", gradient_path, strategy);
     report_master_address();
-    printf("model: MLP %s, %zu parameters (%.2f MiB float32), loss %s\n", o->layers_spec,
-           plan->nparams, (double)plan->nparams * 4.0 / (1 << 20),
-           plan->loss == DP_LOSS_XENT ? "softmax cross-entropy" : "MSE");
+    char text[512];
+    dp_model_describe(model, text, sizeof text);
+    printf("model: %s, %zu parameters (%.2f MiB float32)", text, plan->nparams,
+           (double)plan->nparams * 4.0 / (1 << 20));
+    if (model->batchnorms)
+        printf(", %d BatchNorm%s (%d sync)", model->batchnorms, model->batchnorms == 1 ? "" : "s",
+               model->sync_batchnorms);
+    printf(", loss %s\n", plan->loss == DP_LOSS_XENT ? "softmax cross-entropy" : "MSE");
     printf("data: train %s; test %s\n", train->description,
            test ? test->description : "none");
     printf("batch: %ld global = %zu%s per rank, x%ld accumulation = %zu samples per step; "
            "%ld steps/epoch%s, %ld steps\n",
            o->batch, slice, o->batch % comm->size ? " or fewer" : "", o->accum, plan->step_batch,
            plan->steps_per_epoch, o->drop_last ? " (drop last)" : "", plan->total_steps);
-    printf("optimizer: SGD lr %g (%s) momentum %g weight decay %g, seed %llu\n", o->lr,
-           o->lr_schedule == DP_LR_COSINE ? "cosine to 0" : "constant", o->momentum,
-           o->weight_decay, (unsigned long long)o->seed);
+    describe_optimizer(o, opt, text, sizeof text);
+    printf("optimizer: %s, seed %llu\n", text, (unsigned long long)o->seed);
+    report_memory(o, opt, dist);
     fflush(stdout);
+}
+
+/* "forward F, backward B, exposed comm E, optimizer O; comm C, H% hidden" in ms per step. */
+static void print_split(const dp_time_split *t, long steps)
+{
+    printf("forward %.2f, backward %.2f, exposed comm %.2f, optimizer %.2f; comm %.2f, %.0f%% hidden",
+           per_step_ms(t->forward, steps), per_step_ms(t->backward, steps), per_step_ms(t->exposed, steps),
+           per_step_ms(t->optimizer, steps), per_step_ms(t->comm, steps),
+           t->comm > 0.0 ? 100.0 * t->hidden / t->comm : 0.0);
 }
 
 void dp_report_step(const dp_plan *plan, long step, long epoch, const dp_interval *iv)
 {
-    printf("step %6ld/%ld  epoch %ld  loss %.4f  %.0f samples/s  %.2f ms/step (compute %.2f, comm %.2f)\n",
-           step, plan->total_steps, epoch + 1, iv->loss_sum / iv->samples, iv->samples / iv->seconds,
-           per_step_ms(iv->seconds, iv->steps), per_step_ms(iv->compute_seconds, iv->steps),
-           per_step_ms(iv->comm_seconds, iv->steps));
+    printf("step %6ld/%ld  epoch %ld  loss %.4f  %.0f samples/s  %.2f ms/step (", step, plan->total_steps,
+           epoch + 1, iv->loss_sum / iv->samples, iv->samples / iv->seconds, per_step_ms(iv->seconds, iv->steps));
+    print_split(&iv->split, iv->steps);
+    printf(")\n");
     fflush(stdout);
 }
 
@@ -74,11 +156,16 @@ void dp_report_epoch(const dp_plan *plan, long epoch, long epochs, const dp_inte
 
 void dp_report_summary(const dp_plan *plan, const dp_train_result *r)
 {
+    if (r->steps == 0) {
+        printf("summary: 0 steps: the run was already at its last step (%ld of %ld); nothing "
+               "trained, the parameters are the checkpoint's\n", plan->total_steps, plan->total_steps);
+        fflush(stdout);
+        return;
+    }
     double step_ms = per_step_ms(r->wall_seconds, r->steps);
-    printf("summary: %ld steps, %ld samples in %.2f s = %.0f samples/s; %.2f ms/step = compute %.2f (%.0f%%) + comm %.2f (%.0f%%)",
-           r->steps, r->samples, r->wall_seconds, (double)r->samples / r->wall_seconds, step_ms,
-           per_step_ms(r->compute_seconds, r->steps), 100.0 * r->compute_seconds / r->wall_seconds,
-           per_step_ms(r->comm_seconds, r->steps), 100.0 * r->comm_seconds / r->wall_seconds);
+    printf("summary: %ld steps, %ld samples in %.2f s = %.0f samples/s; %.2f ms/step = ", r->steps, r->samples,
+           r->wall_seconds, (double)r->samples / r->wall_seconds, step_ms);
+    print_split(&r->split, r->steps);
     if (r->skipped_steps)
         printf("; %ld steps skipped for non-finite gradients", r->skipped_steps);
     if (r->has_test) {
@@ -87,5 +174,26 @@ void dp_report_summary(const dp_plan *plan, const dp_train_result *r)
             printf(", accuracy %.2f%%", 100.0 * r->test_accuracy);
     }
     printf("\n");
+    static const char *const kinds[DP_COLLECTIVE_KINDS] = {"all-reduce", "reduce-scatter", "all-gather"};
+    double sent = 0.0;
+    for (int kind = 0; kind < DP_COLLECTIVE_KINDS; kind++)
+        sent += r->sent[kind];
+    /* The ZeRO paper's unit: a ring all-reduce sends 2 x Psi (W-1)/W elements per rank, "2 Psi". */
+    double psi = (double)r->nparams * sizeof(float) * (r->world - 1) / (r->world ? r->world : 1);
+    printf("memory and communication (--zero %d): peak %.2f MiB of backend memory per rank (rank %d's; rank 0's "
+           "peaks: parameters %.2f, gradients %.2f, optimizer state %.2f, working buffers %.2f); sent %.3f MiB "
+           "per step per rank (mean over ranks", r->zero, mib(r->memory_peak), r->memory_peak_rank,
+           mib((double)r->memory.peak[DP_MEM_PARAMETERS]), mib((double)r->memory.peak[DP_MEM_GRADIENTS]),
+           mib((double)r->memory.peak[DP_MEM_OPTIMIZER]), mib((double)r->memory.peak[DP_MEM_WORKING]),
+           mib(sent / (double)r->steps));
+    const char *separator = ": ";
+    for (int kind = 0; kind < DP_COLLECTIVE_KINDS; kind++)
+        if (r->sent[kind] > 0.0) {
+            printf("%s%s %.3f", separator, kinds[kind], mib(r->sent[kind] / (double)r->steps));
+            separator = ", ";
+        }
+    if (psi > 0.0)
+        printf("; %.2f Psi in the ZeRO paper's units, where DDP's all-reduce is 2 Psi", sent / (double)r->steps / psi);
+    printf(")\n");
     fflush(stdout);
 }

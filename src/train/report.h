@@ -4,6 +4,9 @@
 
 #include "dp/comm.h"
 #include "dp/data.h"
+#include "dp/dist.h"
+#include "dp/nn.h"
+#include "dp/optim.h"
 #include "dp/options.h"
 #include "dp/train.h"
 
@@ -17,14 +20,19 @@ typedef struct dp_plan {
 
 typedef struct dp_interval {
     double loss_sum, samples, correct; /* summed over ranks */
-    double seconds, compute_seconds, comm_seconds;
+    double seconds;
+    dp_time_split split;
     long steps;
 } dp_interval;
 
-/* backend: the backend's own description; gradient_path: how gradients reach the all-reduce. */
+/* backend: the backend's own description; gradient_path: how gradients reach the collectives. */
 void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *plan,
+                      const dp_model *model, const dp_optimizer *opt, const dp_dist *dist,
                       const char *backend, const char *gradient_path,
                       const dp_dataset *train, const dp_dataset *test);
+/* The shortest decimal that reads back as value: options quoted as given, exact in records. */
+const char *dp_float_text(float value, char text[24]);
+
 void dp_report_step(const dp_plan *plan, long step, long epoch, const dp_interval *iv);
 void dp_report_epoch(const dp_plan *plan, long epoch, long epochs, const dp_interval *train,
                      const dp_train_result *eval);

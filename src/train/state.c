@@ -1,5 +1,9 @@
-/* Training state in files: initial parameters (drawn or --init), --resume, checkpoints and
- * --save. Rank 0 reads and writes; MPI_Bcast keeps every replica identical. */
+/* Training state in files: the initial model (drawn or --init), --resume, checkpoints and
+ * --save. Tensor names come from the model's parameter table and the optimizer; the run's
+ * settings are a table of fields, each with the role it plays when resuming. Rank 0 reads
+ * and writes whole files; what a ZeRO stage shards is gathered to it and scattered back
+ * (dp_dist_gather, dp_dist_scatter), what is replicated is broadcast. --checkpoint-shards
+ * writes and reads per-rank files instead (shards.c). */
 #include "config.h"
 
 #include "src/train/trainer.h"
@@ -7,210 +11,472 @@
 #include "dp/checkpoint.h"
 #include "dp/error.h"
 #include "dp/safetensors.h"
+#include "dp/zero_plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_TENSORS (2 * DP_MLP_MAX_LAYERS + 1)
-#define VELOCITY_NAME "optimizer.momentum_buffer"
+/* What a recorded setting means to --resume. */
+typedef enum field_role {
+    FIELD_IDENTITY, /* fixes the tensors or the sample order: must match */
+    FIELD_EXACT,    /* changes the arithmetic: a different value continues, no longer bit-exact */
+    FIELD_RECORD    /* the position (step, epoch) or a note */
+} field_role;
 
-/* The configuration a checkpoint records; the first COMPATIBILITY_KEYS must match to resume
- * (they fix the model and which samples each step sees), the rest are informative. */
-enum { COMPATIBILITY_KEYS = 6, CHECKPOINT_KEYS = 20 };
-static const char *const checkpoint_keys[CHECKPOINT_KEYS] = {
-    "layers", "step_batch", "drop_last", "seed", "train_samples", "has_momentum_buffer",
-    "step", "format", "dptrain_version", "epoch", "sampler", "batch", "accum", "world_size",
-    "allreduce", "lr", "lr_schedule", "momentum", "weight_decay", "total_steps"};
+enum state_field {
+    FIELD_MODEL, FIELD_STEP_BATCH, FIELD_DROP_LAST, FIELD_SEED, FIELD_TRAIN_SAMPLES, FIELD_OPTIMIZER,
+    FIELD_OPTIMIZER_STATE, FIELD_WORLD_SIZE, FIELD_ALLREDUCE, FIELD_BATCH, FIELD_ACCUM, FIELD_LR,
+    FIELD_LR_SCHEDULE, FIELD_TOTAL_STEPS, FIELD_MOMENTUM, FIELD_WEIGHT_DECAY, FIELD_BETAS, FIELD_EPS,
+    FIELD_DECAY_ALL, FIELD_MODULE_OPTIONS, FIELD_ZERO, FIELD_COMPUTE, FIELD_STEP, FIELD_EPOCH, FIELD_RUN_ID, FIELD_FORMAT,
+    FIELD_VERSION, FIELD_SAMPLER, FIELD_COUNT
+};
 
-typedef struct checkpoint_values {
-    char text[CHECKPOINT_KEYS][96];
-} checkpoint_values;
+static const struct {
+    const char *key;
+    field_role role;
+    const char *absent; /* the value a checkpoint written before the field existed meant */
+} fields[FIELD_COUNT] = {
+    [FIELD_MODEL] = {"model", FIELD_IDENTITY},
+    [FIELD_STEP_BATCH] = {"step_batch", FIELD_IDENTITY},
+    [FIELD_DROP_LAST] = {"drop_last", FIELD_IDENTITY},
+    [FIELD_SEED] = {"seed", FIELD_IDENTITY},
+    [FIELD_TRAIN_SAMPLES] = {"train_samples", FIELD_IDENTITY},
+    [FIELD_OPTIMIZER] = {"optimizer", FIELD_IDENTITY},
+    [FIELD_OPTIMIZER_STATE] = {"optimizer_state", FIELD_IDENTITY},
+    [FIELD_WORLD_SIZE] = {"world_size", FIELD_EXACT},
+    [FIELD_ALLREDUCE] = {"allreduce", FIELD_EXACT},
+    [FIELD_BATCH] = {"batch", FIELD_EXACT},
+    [FIELD_ACCUM] = {"accum", FIELD_EXACT},
+    [FIELD_LR] = {"lr", FIELD_EXACT},
+    [FIELD_LR_SCHEDULE] = {"lr_schedule", FIELD_EXACT},
+    [FIELD_TOTAL_STEPS] = {"total_steps", FIELD_EXACT},
+    [FIELD_MOMENTUM] = {"momentum", FIELD_EXACT},
+    [FIELD_WEIGHT_DECAY] = {"weight_decay", FIELD_EXACT},
+    [FIELD_BETAS] = {"betas", FIELD_EXACT},
+    [FIELD_EPS] = {"eps", FIELD_EXACT},
+    [FIELD_DECAY_ALL] = {"decay_all", FIELD_EXACT},
+    [FIELD_MODULE_OPTIONS] = {"module_options", FIELD_EXACT},
+    /* Stages sum in other orders (reduce-scatter instead of all-reduce, stages 2 and 3 every
+     * micro-batch), so a change continues without being bit-exact. */
+    [FIELD_ZERO] = {"zero", FIELD_EXACT, "0"},
+    /* OpenBLAS's sgemm rounds differently with another thread count for widths that are not a
+     * multiple of its kernel's (10 classes, for one), and cuBLAS differs from OpenBLAS. */
+    [FIELD_COMPUTE] = {"compute", FIELD_EXACT, "cpu with 1 BLAS thread"},
+    [FIELD_STEP] = {DP_CHECKPOINT_STEP_KEY, FIELD_RECORD},
+    [FIELD_RUN_ID] = {DP_CHECKPOINT_RUN_ID_KEY, FIELD_RECORD}, /* which run's files these are */
+    [FIELD_EPOCH] = {"epoch", FIELD_RECORD},
+    [FIELD_FORMAT] = {"format", FIELD_RECORD},
+    [FIELD_VERSION] = {"dptrain_version", FIELD_RECORD},
+    [FIELD_SAMPLER] = {"sampler", FIELD_RECORD},
+};
 
-static void canonical_layers(const dp_options *o, char *text, size_t size)
+typedef struct run_fields {
+    char value[FIELD_COUNT][DP_META_VALUE_MAX];
+} run_fields;
+
+/* The index of a sharded checkpoint says how many shards it has (absent: a whole file). */
+#define SHARDS_KEY "shards"
+
+static void optimizer_state_names(const dp_optimizer *opt, char *text, size_t size)
 {
-    size_t used = 0;
-    for (int i = 0; i < o->nwidths && used < size; i++)
-        used += (size_t)snprintf(text + used, size - used, "%s%d", i ? "," : "", o->widths[i]);
+    size_t used = (size_t)snprintf(text, size, "%s", dp_optimizer_state_count(opt) ? "" : "none");
+    for (int i = 0; i < dp_optimizer_state_count(opt) && used < size; i++)
+        used += (size_t)snprintf(text + used, size - used, "%s%s", i ? "," : "", dp_optimizer_state_name(opt, i));
 }
 
-static void describe_run(const trainer *t, checkpoint_values *v)
+static void describe_run(const trainer *t, run_fields *f)
 {
     const dp_options *o = t->o;
-    char(*s)[96] = v->text;
-    canonical_layers(o, s[0], sizeof s[0]);
-    snprintf(s[1], sizeof s[1], "%zu", t->plan.step_batch);
-    snprintf(s[2], sizeof s[2], "%d", o->drop_last);
-    snprintf(s[3], sizeof s[3], "%llu", (unsigned long long)o->seed);
-    snprintf(s[4], sizeof s[4], "%zu", t->train->count);
-    snprintf(s[5], sizeof s[5], "%d", o->momentum != 0.0f);
-    snprintf(s[6], sizeof s[6], "%ld", t->steps_done);
-    snprintf(s[7], sizeof s[7], "pt");
-    snprintf(s[8], sizeof s[8], "%s", PACKAGE_VERSION);
-    snprintf(s[9], sizeof s[9], "%ld", t->steps_done / t->plan.steps_per_epoch);
-    snprintf(s[10], sizeof s[10], "permutation from (seed, epoch); no other random state");
-    snprintf(s[11], sizeof s[11], "%ld", o->batch);
-    snprintf(s[12], sizeof s[12], "%ld", o->accum);
-    snprintf(s[13], sizeof s[13], "%d", t->comm->size);
-    snprintf(s[14], sizeof s[14], "%s", dp_comm_algorithm_name(t->comm));
-    snprintf(s[15], sizeof s[15], "%.9g", o->lr);
-    snprintf(s[16], sizeof s[16], "%s", o->lr_schedule == DP_LR_COSINE ? "cosine" : "constant");
-    snprintf(s[17], sizeof s[17], "%.9g", o->momentum);
-    snprintf(s[18], sizeof s[18], "%.9g", o->weight_decay);
-    snprintf(s[19], sizeof s[19], "%ld", t->plan.total_steps);
+    char(*v)[DP_META_VALUE_MAX] = f->value;
+    size_t size = sizeof v[0];
+    dp_model_spec_canonical(&o->model, t->model.inputs, 1, v[FIELD_MODEL], size);
+    snprintf(v[FIELD_STEP_BATCH], size, "%zu", t->plan.step_batch);
+    snprintf(v[FIELD_DROP_LAST], size, "%d", o->drop_last);
+    snprintf(v[FIELD_SEED], size, "%llu", (unsigned long long)o->seed);
+    snprintf(v[FIELD_TRAIN_SAMPLES], size, "%zu", t->train->count);
+    snprintf(v[FIELD_OPTIMIZER], size, "%s", dp_optimizer_kind_name(o->optimizer));
+    optimizer_state_names(&t->opt, v[FIELD_OPTIMIZER_STATE], size);
+    snprintf(v[FIELD_WORLD_SIZE], size, "%d", t->comm->size);
+    snprintf(v[FIELD_ALLREDUCE], size, "%s", dp_comm_algorithm_name(t->comm));
+    snprintf(v[FIELD_BATCH], size, "%ld", o->batch);
+    snprintf(v[FIELD_ACCUM], size, "%ld", o->accum);
+    dp_float_text(o->lr, v[FIELD_LR]);
+    snprintf(v[FIELD_LR_SCHEDULE], size, "%s", o->lr_schedule == DP_LR_COSINE ? "cosine" : "constant");
+    snprintf(v[FIELD_TOTAL_STEPS], size, "%ld", t->plan.total_steps);
+    dp_float_text(o->momentum, v[FIELD_MOMENTUM]);
+    dp_float_text(o->weight_decay, v[FIELD_WEIGHT_DECAY]);
+    char beta1[24], beta2[24];
+    snprintf(v[FIELD_BETAS], size, "%s,%s", dp_float_text(o->beta1, beta1), dp_float_text(o->beta2, beta2));
+    dp_float_text(o->eps, v[FIELD_EPS]);
+    snprintf(v[FIELD_DECAY_ALL], size, "%d", o->decay_all);
+    dp_model_spec_canonical(&o->model, t->model.inputs, 0, v[FIELD_MODULE_OPTIONS], size);
+    snprintf(v[FIELD_ZERO], size, "%d", o->zero);
+    dp_backend_arithmetic(t->be, v[FIELD_COMPUTE], size);
+    snprintf(v[FIELD_STEP], size, "%ld", t->steps_done);
+    snprintf(v[FIELD_EPOCH], size, "%ld", t->steps_done / t->plan.steps_per_epoch);
+    snprintf(v[FIELD_RUN_ID], size, "%s", t->run_id);
+    snprintf(v[FIELD_FORMAT], size, "pt");
+    snprintf(v[FIELD_VERSION], size, "%s", PACKAGE_VERSION);
+    snprintf(v[FIELD_SAMPLER], size, "permutation from (seed, epoch); dropout masks from (seed, step, sample)");
+}
+/* Host copies for checkpoints and checks: whole where the tensor is replicated, and on rank 0
+ * where it reads or writes whole files (it draws or reads the initial parameters; the
+ * optimizer state only for gathered checkpoints or a resume); a rank's shard elsewhere. */
+int dp_trainer_allocate_host_copies(trainer *t)
+{
+    size_t params = dp_params_floats(&t->model.params), buffers = dp_params_floats(&t->model.buffers);
+    size_t begin, end, shard;
+    dp_dist_shard(&t->dist, &begin, &end);
+    shard = end - begin;
+    const dp_options *o = t->o;
+    int root = t->comm->rank == 0;
+    int whole_state_files = (o->checkpoint_dir[0] && !o->checkpoint_shards) || o->resume[0];
+    size_t param_copy = root || !dp_dist_shards_params(&t->dist) ? params : shard;
+    size_t state_copy = (root && whole_state_files) || !dp_dist_shards_state(&t->dist) ? params : shard;
+    t->host_params = dp_alloc((param_copy ? param_copy : 1) * sizeof(float), "the host copy of the parameters");
+    t->host_buffers = dp_alloc((buffers ? buffers : 1) * sizeof(float), "the host copy of the running statistics");
+    int ok = t->host_params && t->host_buffers;
+    for (int i = 0; ok && i < dp_optimizer_state_count(&t->opt); i++)
+        ok = (t->host_state[i] = dp_alloc((state_copy ? state_copy : 1) * sizeof(float),
+                                          dp_optimizer_state_name(&t->opt, i))) != NULL;
+    t->rank_hashes = dp_calloc((size_t)t->comm->size, sizeof *t->rank_hashes, "replica hashes");
+    if (ok && dp_dist_shards_params(&t->dist)) {
+        dp_zero_plan_input layout;
+        dp_dist_plan_input(&t->dist, &layout);
+        ok = (t->host_gathered = dp_alloc((layout.segment_floats ? layout.segment_floats : 1) * sizeof(float),
+                                          "the host copy of a module's gathered parameters")) != NULL;
+    }
+    return ok && t->rank_hashes ? 0 : DP_ENOMEM;
 }
 
-/* Model tensors over host_params, then the momentum buffer when there is one. */
-static int state_tensors(const trainer *t, dp_tensor_ref *refs)
+/* The model's buffers (running statistics, counters) over the host copies; returns their count. */
+static int buffer_tensors(const trainer *t, dp_tensor_ref *refs)
 {
-    int count = 2 * (t->o->nwidths - 1);
-    dp_mlp_tensor_refs(t->o->widths, t->o->nwidths, t->host_params, refs);
-    if (!t->opt.velocity)
-        return count;
-    dp_tensor_ref *v = &refs[count];
-    memset(v, 0, sizeof *v);
-    snprintf(v->name, sizeof v->name, VELOCITY_NAME);
-    v->ndim = 1;
-    v->shape[0] = (int64_t)t->plan.nparams;
-    v->data = t->host_velocity;
-    return count + 1;
+    return dp_params_refs(&t->model.buffers, t->host_buffers, t->model.counters, refs);
 }
 
-static void download_state(trainer *t)
+/* The model's tensors (parameters, then buffers) over the host copies; returns their count. */
+static int model_tensors(const trainer *t, dp_tensor_ref *refs)
 {
-    size_t bytes = t->plan.nparams * sizeof(float);
-    t->be->download(t->host_params, t->model.params, bytes);
-    if (t->opt.velocity)
-        t->be->download(t->host_velocity, t->opt.velocity, bytes);
+    int count = dp_params_refs(&t->model.params, t->host_params, NULL, refs);
+    return count + buffer_tensors(t, refs + count);
+}
+
+/* AdamW's step count: state too, a scalar. */
+static int step_tensor(trainer *t, dp_tensor_ref *refs)
+{
+    if (!dp_optimizer_counts_steps(&t->opt))
+        return 0;
+    refs[0] = (dp_tensor_ref){.name = "optimizer.step", .dtype = DP_DTYPE_I64, .data = &t->opt.steps};
+    return 1;
+}
+
+/* The model's, then the optimizer's: each state buffer over the whole flat buffer, and its step. */
+static int state_tensors(trainer *t, dp_tensor_ref *refs)
+{
+    int count = model_tensors(t, refs);
+    for (int i = 0; i < dp_optimizer_state_count(&t->opt); i++) {
+        dp_tensor_ref *r = &refs[count++];
+        *r = (dp_tensor_ref){.ndim = 1, .shape = {(int64_t)t->plan.nparams}, .data = t->host_state[i]};
+        snprintf(r->name, sizeof r->name, "%s", dp_optimizer_state_name(&t->opt, i));
+    }
+    return count + step_tensor(t, refs + count);
+}
+
+static int tensor_capacity(const trainer *t)
+{
+    return t->model.params.count + t->model.buffers.count + DP_OPTIMIZER_MAX_STATE + 1;
+}
+
+/* Where the parameters live for dp_dist_gather and dp_dist_scatter: the model's whole buffer,
+ * or the strategy's shard. */
+static float *parameter_memory(const trainer *t)
+{
+    float *params, *grads;
+    dp_dist_update_memory(&t->dist, &params, &grads);
+    return dp_dist_shards_params(&t->dist) ? params : t->model.weights;
+}
+
+/* Collective: the parameters, buffers and (with_state) optimizer state whole in rank root's
+ * host copies (every rank's when root < 0). */
+static int collect_state(trainer *t, int root, int with_state)
+{
+    int status = dp_dist_gather(&t->dist, parameter_memory(t), dp_dist_shards_params(&t->dist), t->host_params, root);
+    if (root < 0 || t->comm->rank == root)
+        t->be->download(t->host_buffers, t->model.buffer_values, dp_params_floats(&t->model.buffers) * sizeof(float));
+    for (int i = 0; !status && with_state && i < dp_optimizer_state_count(&t->opt); i++)
+        status = dp_dist_gather(&t->dist, t->opt.state[i], dp_dist_shards_state(&t->dist), t->host_state[i], root);
+    return status;
+}
+
+/* The run's settings as metadata pairs, plus `extra` more the caller fills. */
+static int run_metadata(const trainer *t, run_fields *f, const char **keys, const char **values)
+{
+    describe_run(t, f);
+    for (int i = 0; i < FIELD_COUNT; i++) {
+        keys[i] = fields[i].key;
+        values[i] = f->value[i];
+    }
+    return FIELD_COUNT;
+}
+
+/* Rank 0 writes DIR/step-N.safetensors: everything, or with shards the index alone (the
+ * buffers, the step count and how many shards there are). */
+static int write_checkpoint(trainer *t, int shards)
+{
+    dp_tensor_ref *refs = dp_calloc((size_t)tensor_capacity(t), sizeof *refs, "checkpoint tensor list");
+    run_fields *f = dp_alloc(sizeof *f, "checkpoint metadata");
+    int status = refs && f ? 0 : DP_ENOMEM;
+    if (!status) {
+        const char *keys[FIELD_COUNT + 1], *values[FIELD_COUNT + 1];
+        char world[16];
+        int count = shards ? buffer_tensors(t, refs) : state_tensors(t, refs);
+        if (shards)
+            count += step_tensor(t, refs + count);
+        int meta = run_metadata(t, f, keys, values);
+        if (shards) {
+            snprintf(world, sizeof world, "%d", t->comm->size);
+            keys[meta] = SHARDS_KEY;
+            values[meta++] = world;
+        }
+        status = dp_checkpoint_save(t->o->checkpoint_dir, t->steps_done, refs, count, keys, values, meta,
+                                    t->o->keep);
+    }
+    free(refs);
+    free(f);
+    return status;
 }
 
 int dp_trainer_checkpoint(trainer *t)
 {
-    if (t->comm->rank != 0)
-        return 0;
-    download_state(t);
-    dp_tensor_ref refs[MAX_TENSORS];
-    int count = state_tensors(t, refs);
-    checkpoint_values v;
-    describe_run(t, &v);
-    const char *values[CHECKPOINT_KEYS];
-    for (int i = 0; i < CHECKPOINT_KEYS; i++)
-        values[i] = v.text[i];
-    return dp_checkpoint_save(t->o->checkpoint_dir, t->steps_done, refs, count, checkpoint_keys,
-                              values, CHECKPOINT_KEYS, (int)t->o->keep);
+    int shards = t->o->checkpoint_shards, status;
+    if (shards) {
+        run_fields *f = dp_alloc(sizeof *f, "checkpoint metadata");
+        const char *keys[FIELD_COUNT], *values[FIELD_COUNT];
+        status = f ? dp_trainer_write_shard(t, keys, values, run_metadata(t, f, keys, values)) : DP_ENOMEM;
+        free(f);
+        if (!status && t->comm->rank == 0)
+            t->be->download(t->host_buffers, t->model.buffer_values,
+                            dp_params_floats(&t->model.buffers) * sizeof(float));
+    } else {
+        status = collect_state(t, 0, 1);
+    }
+    return status || t->comm->rank != 0 ? status : write_checkpoint(t, shards);
 }
 
-static int check_compatible(const trainer *t, const char *path, const dp_meta *saved)
+/* The identity fields must match; the others are listed in `changed` when they differ. */
+static int compare_fields(const char *path, const run_fields *mine, const dp_meta *saved, char *changed, size_t size)
 {
-    checkpoint_values mine;
-    describe_run(t, &mine);
-    for (int i = 0; i < COMPATIBILITY_KEYS; i++)
-        if (strcmp(saved[i].value, mine.text[i]) != 0)
+    size_t used = 0;
+    changed[0] = '\0';
+    for (int i = 0; i < FIELD_COUNT; i++) {
+        const char *theirs = saved[i].value[0] || !fields[i].absent ? saved[i].value : fields[i].absent;
+        const char *ours = mine->value[i];
+        if (fields[i].role == FIELD_RECORD || strcmp(theirs, ours) == 0)
+            continue;
+        if (fields[i].role == FIELD_IDENTITY)
             return dp_fail(DP_EINVAL, "--resume %s: the checkpoint has %s=%s but this run has %s=%s; "
-                           "it cannot continue a different model or sample order",
-                           path, saved[i].key, saved[i].value[0] ? saved[i].value : "(missing)",
-                           saved[i].key, mine.text[i]);
+                           "it cannot continue a different model, optimizer or sample order",
+                           path, fields[i].key, theirs[0] ? theirs : "(missing)", fields[i].key, ours);
+        if (used < size)
+            used += (size_t)snprintf(changed + used, size - used, "%s%s %s -> %s", used ? ", " : "",
+                                     fields[i].key, theirs[0] ? theirs : "(missing)", ours);
+    }
     return 0;
 }
 
-/* Rank 0: loads the checkpoint into the host buffers and returns its step. */
-static int load_checkpoint(trainer *t, long *step)
+/* The step, a whole number the checkpoint reader has checked, within this run. */
+static int resumed_step(const char *path, const char *text, long total, long *step)
 {
+    *step = strtol(text, NULL, 10);
+    if (*step > total)
+        return dp_fail(DP_EINVAL, "--resume %s: checkpoint step %ld is beyond this run's %ld steps", path, *step, total);
+    return 0;
+}
+
+/* How many shards an index names: a whole number from 1 to 2^20 ("": a whole file, 0). */
+static int shard_count(const char *path, const char *text, int *shards)
+{
+    char *end;
+    long n = text[0] ? strtol(text, &end, 10) : 0;
+    if (text[0] && (*end || n < 1 || n > 1 << 20))
+        return dp_fail(DP_EFORMAT, "%s: metadata %s '%s' is not a shard count", path, SHARDS_KEY, text);
+    *shards = (int)n;
+    return 0;
+}
+
+/* Where a resume starts, as rank 0 found it. */
+typedef struct resume_point {
+    long step;
+    int shards; /* the index's shard count; 0: a whole file */
     char path[DP_PATH_MAX + 64];
-    int status = dp_checkpoint_find(t->o->resume, path, sizeof path);
-    dp_meta meta[CHECKPOINT_KEYS];
-    for (int i = 0; i < CHECKPOINT_KEYS; i++)
-        snprintf(meta[i].key, sizeof meta[i].key, "%s", checkpoint_keys[i]);
-    dp_tensor_ref refs[MAX_TENSORS];
-    int count = state_tensors(t, refs);
+    char run_id[DP_CHECKPOINT_RUN_ID_LEN + 1]; /* shards must carry the index's */
+} resume_point;
+
+/* Rank 0: the checkpoint's settings checked against this run's, then what the file holds
+ * into the host copies: everything, or an index's buffers and step count. */
+static int load_checkpoint(trainer *t, resume_point *at)
+{
+    char changed[1024];
+    int status = dp_checkpoint_find(t->o->resume, at->path, sizeof at->path);
+    dp_meta *meta = dp_calloc(FIELD_COUNT + 1, sizeof *meta, "checkpoint metadata");
+    run_fields *mine = dp_alloc(sizeof *mine, "checkpoint metadata");
+    dp_tensor_ref *refs = dp_calloc((size_t)tensor_capacity(t), sizeof *refs, "checkpoint tensor list");
+    if (!meta || !mine || !refs)
+        status = DP_ENOMEM;
+    for (int i = 0; !status && i < FIELD_COUNT; i++)
+        snprintf(meta[i].key, sizeof meta[i].key, "%s", fields[i].key);
+    if (!status)
+        snprintf(meta[FIELD_COUNT].key, sizeof meta[FIELD_COUNT].key, SHARDS_KEY);
     /* The configuration first, so an incompatible run is named as such, not as a shape. */
     if (!status)
-        status = dp_safetensors_read_with_metadata(path, NULL, 0, meta, CHECKPOINT_KEYS);
+        status = dp_checkpoint_read_metadata(at->path, meta, FIELD_COUNT + 1);
     if (!status)
-        status = check_compatible(t, path, meta);
+        status = shard_count(at->path, meta[FIELD_COUNT].value, &at->shards);
+    if (!status) {
+        describe_run(t, mine);
+        status = compare_fields(at->path, mine, meta, changed, sizeof changed);
+    }
+    int count = 0;
+    if (!status && at->shards)
+        count = buffer_tensors(t, refs), count += step_tensor(t, refs + count);
+    else if (!status)
+        count = state_tensors(t, refs);
     if (!status)
-        status = dp_checkpoint_load(path, refs, count, meta, CHECKPOINT_KEYS);
-    if (status)
-        return status;
-    *step = strtol(meta[6].value, NULL, 10);
-    if (*step < 0 || *step > t->plan.total_steps)
-        return dp_fail(DP_EINVAL, "--resume %s: checkpoint step %ld is outside this run's %ld steps",
-                       path, *step, t->plan.total_steps);
-    if (!t->o->quiet)
-        printf("resume: %s at step %ld (saved by %s ranks with all-reduce %s%s)\n", path, *step,
-               meta[13].value, meta[14].value,
-               atoi(meta[13].value) == t->comm->size && strcmp(meta[14].value, dp_comm_algorithm_name(t->comm)) == 0
-                   ? ": continuing bit-exactly"
-                   : "; the world size or algorithm differs, so results match to float rounding, not bitwise");
-    return 0;
-}
-
-static int load_or_draw_params(const dp_options *o, float *host_params)
-{
-    if (!o->init_path[0]) {
-        dp_mlp_init_uniform(o->widths, o->nwidths, o->seed, host_params);
-        return 0;
+        status = dp_checkpoint_load(at->path, refs, count, meta, FIELD_COUNT + 1);
+    if (!status)
+        status = dp_train_check_finite("--resume", at->path, refs, count);
+    if (!status)
+        status = resumed_step(at->path, meta[FIELD_STEP].value, t->plan.total_steps, &at->step);
+    if (!status) { /* a resumed run keeps its identity, so its files stay its own */
+        memcpy(t->run_id, meta[FIELD_RUN_ID].value, DP_CHECKPOINT_RUN_ID_LEN); /* checked: 16 hex digits */
+        t->run_id[DP_CHECKPOINT_RUN_ID_LEN] = '\0';
+        memcpy(at->run_id, t->run_id, sizeof at->run_id);
     }
-    dp_tensor_ref refs[2 * DP_MLP_MAX_LAYERS];
-    dp_mlp_tensor_refs(o->widths, o->nwidths, host_params, refs);
-    return dp_safetensors_read(o->init_path, refs, 2 * (o->nwidths - 1));
+    if (!status && !t->o->quiet)
+        printf("resume: %s at step %ld%s: %s%s\n", at->path, at->step, at->shards ? " (sharded)" : "",
+               changed[0] ? "continuing, but not bit-exactly, because these settings changed: " : "continuing bit-exactly",
+               changed);
+    free(meta);
+    free(mine);
+    free(refs);
+    return status;
 }
 
-int dp_train_init_params(const dp_options *o, dp_comm *comm, float *host_params)
+/* Rank 0's buffers, counters and the parameters (with_params) to every rank: broadcast where
+ * replicated, scattered where sharded, then into backend memory. */
+static int share_model_state(trainer *t, int with_params)
 {
-    size_t nparams = dp_mlp_param_count(o->widths, o->nwidths);
-    if (comm->rank == 0) {
-        int status = load_or_draw_params(o, host_params);
-        if (status)
-            return status;
-    }
-    return dp_comm_broadcast(comm, host_params, nparams * sizeof(float), 0);
+    int status = dp_trainer_share_model(t->comm, &t->model, NULL, t->host_buffers);
+    if (!status && with_params)
+        status = dp_dist_scatter(&t->dist, t->host_params, parameter_memory(t), dp_dist_shards_params(&t->dist), 0);
+    return status;
 }
 
-/* Rank 0's resumed step, momentum buffer and parameters to every rank. */
+/* Rank 0's whole state to every rank: the model, the optimizer state and its step count. */
+static int share_state(trainer *t)
+{
+    int status = share_model_state(t, 1);
+    for (int i = 0; !status && i < dp_optimizer_state_count(&t->opt); i++)
+        status = dp_dist_scatter(&t->dist, t->host_state[i], t->opt.state[i], dp_dist_shards_state(&t->dist), 0);
+    return status ? status : dp_comm_broadcast(t->comm, &t->opt.steps, sizeof t->opt.steps, 0);
+}
+
 static int resume(trainer *t)
 {
-    long step = 0;
-    int status = t->comm->rank == 0 ? load_checkpoint(t, &step) : 0;
-    size_t bytes = t->plan.nparams * sizeof(float);
+    resume_point at = {0};
+    int status = t->comm->rank == 0 ? load_checkpoint(t, &at) : 0;
     if (!status)
-        status = dp_comm_broadcast(t->comm, &step, sizeof step, 0);
+        status = dp_comm_broadcast(t->comm, &at, sizeof at, 0);
+    if (!status && !at.shards)
+        status = share_state(t);
+    /* A sharded checkpoint: every rank reads its own part of the shards. */
+    if (!status && at.shards && !(status = share_model_state(t, 0)))
+        status = dp_comm_broadcast(t->comm, &t->opt.steps, sizeof t->opt.steps, 0);
+    if (!status && at.shards) {
+        memcpy(t->run_id, at.run_id, sizeof t->run_id);
+        status = dp_trainer_read_shards(t, at.path, at.step, at.shards, parameter_memory(t));
+    }
+    t->start_step = t->steps_done = at.step;
+    return status;
+}
+
+int dp_trainer_load_model(const dp_options *o, const dp_model *m, float *params, float *buffers, int64_t *counters)
+{
+    if (!o->init_path[0]) {
+        dp_model_init(m, o->seed, params, buffers, counters);
+        return 0;
+    }
+    dp_tensor_ref *refs = dp_calloc((size_t)(m->params.count + m->buffers.count), sizeof *refs, "the --init tensor list");
+    if (!refs)
+        return DP_ENOMEM;
+    int count = dp_params_refs(&m->params, params, NULL, refs);
+    count += dp_params_refs(&m->buffers, buffers, counters, refs + count);
+    int status = dp_safetensors_read(o->init_path, refs, count);
+    status = status ? dp_fail_context(status, "--init") : dp_train_check_finite("--init", o->init_path, refs, count);
+    free(refs);
+    return status;
+}
+
+int dp_trainer_share_model(dp_comm *comm, dp_model *m, float *params, float *buffers)
+{
+    size_t param_bytes = dp_params_floats(&m->params) * sizeof(float);
+    size_t buffer_bytes = dp_params_floats(&m->buffers) * sizeof(float);
+    int status = params ? dp_comm_broadcast(comm, params, param_bytes, 0) : 0;
     if (!status)
-        status = dp_comm_broadcast(t->comm, t->host_params, bytes, 0);
-    if (!status && t->opt.velocity)
-        status = dp_comm_broadcast(t->comm, t->host_velocity, bytes, 0);
+        status = dp_comm_broadcast(comm, buffers, buffer_bytes, 0);
+    if (!status)
+        status = dp_comm_broadcast(comm, m->counters, m->buffers.totals[DP_DTYPE_I64] * sizeof *m->counters, 0);
     if (status)
         return status;
-    if (t->opt.velocity)
-        t->be->upload(t->opt.velocity, t->host_velocity, bytes);
-    t->start_step = t->steps_done = step;
+    if (params)
+        m->be->upload(m->weights, params, param_bytes);
+    m->be->upload(m->buffer_values, buffers, buffer_bytes);
     return 0;
 }
 
 int dp_trainer_start_state(trainer *t)
 {
-    int status = t->o->resume[0] ? resume(t) : dp_train_init_params(t->o, t->comm, t->host_params);
-    if (!status)
-        t->be->upload(t->model.params, t->host_params, t->plan.nparams * sizeof(float));
+    int status;
+    if (t->o->resume[0])
+        status = resume(t);
+    else if (!(status = t->comm->rank == 0 ? dp_trainer_load_model(t->o, &t->model, t->host_params,
+                                                                   t->host_buffers, t->model.counters)
+                                           : 0))
+        status = share_model_state(t, 1);
+    return status ? status : dp_trainer_claim_checkpoint_dir(t);
+}
+
+/* The model alone, as PyTorch's model.state_dict() holds it. */
+static int save_model(trainer *t)
+{
+    char steps[32], seed[32], structure[DP_META_VALUE_MAX];
+    snprintf(steps, sizeof steps, "%ld", t->steps_done);
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)t->o->seed);
+    dp_model_spec_canonical(&t->o->model, t->model.inputs, 1, structure, sizeof structure);
+    const dp_model_spec *spec = &t->o->model;
+    const char *keys[] = {"format", "dptrain_version", spec->from_layers ? "layers" : "model", "structure", "steps", "seed"};
+    const char *values[] = {"pt", PACKAGE_VERSION, spec->text, structure, steps, seed};
+    dp_tensor_ref *refs = dp_calloc((size_t)tensor_capacity(t), sizeof *refs, "the --save tensor list");
+    if (!refs)
+        return DP_ENOMEM;
+    int status = dp_safetensors_write(t->o->save_path, refs, model_tensors(t, refs), keys, values,
+                                      (int)(sizeof keys / sizeof *keys));
+    free(refs);
     return status;
 }
 
-static int save_params(const trainer *t)
+int dp_trainer_export(trainer *t, float **params_out)
 {
-    char steps[32], seed[32];
-    snprintf(steps, sizeof steps, "%ld", t->steps_done);
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)t->o->seed);
-    const char *keys[] = {"format", "dptrain_version", "layers", "steps", "seed"};
-    const char *values[] = {"pt", PACKAGE_VERSION, t->o->layers_spec, steps, seed};
-    dp_tensor_ref refs[2 * DP_MLP_MAX_LAYERS];
-    dp_mlp_tensor_refs(t->o->widths, t->o->nwidths, t->host_params, refs);
-    return dp_safetensors_write(t->o->save_path, refs, 2 * (t->o->nwidths - 1), keys, values, 5);
-}
-
-int dp_trainer_export(trainer *t, float *host_params_out)
-{
-    t->be->download(t->host_params, t->model.params, t->plan.nparams * sizeof(float));
-    if (host_params_out)
-        memcpy(host_params_out, t->host_params, t->plan.nparams * sizeof(float));
-    return t->comm->rank == 0 && t->o->save_path[0] ? save_params(t) : 0;
+    int status = 0;
+    if (params_out) { /* every rank's whole parameters (the tests compare ranks) */
+        *params_out = dp_alloc(t->plan.nparams * sizeof(float), "the final parameters");
+        if (!*params_out)
+            return DP_ENOMEM;
+        status = dp_dist_gather(&t->dist, parameter_memory(t), dp_dist_shards_params(&t->dist), *params_out, -1);
+    }
+    if (!status && t->o->save_path[0])
+        status = collect_state(t, 0, 0);
+    return status || t->comm->rank != 0 || !t->o->save_path[0] ? status : save_model(t);
 }

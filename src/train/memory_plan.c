@@ -1,0 +1,149 @@
+/* --memory-plan: each ZeRO stage's memory and communication per rank for a model (or any
+ * --params count) over --world ranks, without training: the documents' table, with its
+ * assumptions made a flag (--precision) and the places it differs from ours said. */
+#include "dp/train.h"
+
+#include "dp/data.h"
+#include "dp/dist.h"
+#include "dp/error.h"
+#include "dp/nn.h"
+#include "dp/optim.h"
+#include "dp/zero_plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct precision_bytes {
+    const char *name;
+    double param, grad, master; /* bytes per parameter; master: an FP32 copy kept with the state */
+    const char *meaning;
+} precision_bytes;
+
+static const precision_bytes precisions[] = {
+    [DP_PRECISION_FP32] = {"fp32", 4, 4, 0, "FP32 parameters and gradients, as dptrain trains"},
+    [DP_PRECISION_FP16] = {"fp16", 2, 2, 0, "FP16 parameters and gradients, FP32 optimizer state, no FP32 master "
+                                            "copy: the documents' assumption"},
+    [DP_PRECISION_MIXED] = {"mixed", 2, 2, 4, "FP16 parameters and gradients, FP32 master copy and optimizer state: "
+                                              "the ZeRO paper's mixed precision"},
+};
+
+/* The optimizer's state tensors per parameter, from the optimizer itself (over an empty range). */
+static int state_tensors(const dp_options *o, int *count)
+{
+    dp_param_table none = {0};
+    dp_optimizer opt;
+    dp_optimizer_config config = dp_options_optimizer(o);
+    int status = dp_optimizer_init(&opt, dp_backend_cpu(), &config, &none, 0, 0);
+    *count = status ? 0 : dp_optimizer_state_count(&opt);
+    dp_optimizer_free(&opt);
+    return status;
+}
+
+/* The model's input width: --layers states it; a --model takes the data's. */
+static int model_inputs(const dp_options *o, int *inputs)
+{
+    if (o->model.from_layers) {
+        *inputs = o->model.inputs;
+        return 0;
+    }
+    dp_dataset data;
+    int status = dp_dataset_open(o->data, 0, o->loss == DP_LOSS_CHOICE_MSE, o->seed, &data);
+    if (status)
+        return dp_fail_context(status, "--memory-plan: the input width of --model comes from --data %s", o->data);
+    *inputs = data.dim;
+    dp_dataset_free(&data);
+    return 0;
+}
+
+/* Parameters, the largest module and bucket of the model as the trainer would plan them. */
+static int model_layout(const dp_options *o, dp_zero_plan_input *in)
+{
+    int inputs, widest, overflow = 0, status = model_inputs(o, &inputs);
+    size_t modules = (size_t)o->model.count + 1;
+    size_t *per_module = status ? NULL : calloc(3 * modules, sizeof *per_module);
+    if (!status && !per_module)
+        status = dp_fail(DP_ENOMEM, "out of memory for the memory plan");
+    size_t *offsets = per_module + modules, *counts = per_module + 2 * modules, at = 0;
+    if (!status)
+        in->params = dp_model_spec_module_params(&o->model, inputs, per_module, &widest, &overflow);
+    if (!status && overflow)
+        status = dp_fail(DP_EINVAL, "--memory-plan: the model's parameter count overflows");
+    int segments = 0;
+    for (int i = 0; !status && i < o->model.count; at += per_module[i], i++)
+        if (per_module[i]) { /* a module with parameters is a segment of the flat buffer */
+            offsets[segments] = at;
+            counts[segments++] = per_module[i];
+            in->segment_floats = per_module[i] > in->segment_floats ? per_module[i] : in->segment_floats;
+        }
+    dp_dist_layout layout = {.segments = segments, .offset = offsets, .count = counts, .total = in->params};
+    /* Stage 3's buckets (whole segments), as its working buffers hold them. */
+    dp_dist_config config = dp_dist_default_config(!o->no_overlap, o->bucket_mb, DP_ZERO_STAGES - 1, in->params);
+    int buckets = 0;
+    if (!status)
+        status = dp_dist_plan_sizes(&layout, &config, &buckets, &in->bucket_floats);
+    in->grad_slots = config.overlap && buckets > 1 ? 2 : 1; /* as src/dist/zero.c */
+    in->gather_slots = config.overlap ? 2 : 1;
+    free(per_module);
+    return status;
+}
+
+static void print_notes(const dp_zero_plan_input *in, int known_layout, double unit, const char *unit_name)
+{
+    printf("where these differ from the documents' table (70B parameters, 8 GPUs: DDP 840, ZeRO-1 350, ZeRO-2 210, "
+           "ZeRO-3 105 GB):\n");
+    printf("  - bytes per parameter: the documents count FP16 parameters and gradients and FP32 Adam moments with no "
+           "FP32 master copy (--precision fp16, 12 bytes per parameter under DDP); the ZeRO paper keeps the master "
+           "copy too (--precision mixed, 16); dptrain trains in FP32 (--precision fp32, 16 with AdamW)\n");
+    printf("  - ZeRO-2: the documents' 210 GB is the parameters and the optimizer shard alone (3 bytes per parameter): "
+           "it counts no gradient memory; a rank keeps its gradient shard (%.1f %s here) and the buckets in flight\n",
+           in->grad_bytes * (double)in->params / in->world / unit, unit_name);
+    if (known_layout)
+        printf("  - working buffers (in neither the documents' nor the paper's table): stages 2 and 3 reduce %d "
+               "bucket%s of the largest size at once, stage 3 also holds %d gathered module%s (--no-overlap: one "
+               "of each, no prefetch)\n", in->grad_slots, in->grad_slots == 1 ? "" : "s", in->gather_slots,
+               in->gather_slots == 1 ? "" : "s");
+    printf("communication per rank per step, in the ZeRO paper's unit Psi (W-1)/W = %.4g %s sent (ring volumes): DDP's "
+           "all-reduce 2 Psi; stage 1 reduce-scatter + all-gather of the updated shards 2 Psi (the documents count 3D: "
+           "they all-reduce, then all-gather); stage 2 2 Psi, + 1 Psi per further micro-batch with --accum (each is "
+           "reduced); stage 3 a gather in forward and in backward + the reduce-scatter, 3 Psi less the modules still "
+           "held when backward starts. The paper: 2 / 2 / 2 / 3 Psi; the documents' columns sum to 2D / 3D / 2D / 5D\n",
+           in->grad_bytes * (double)in->params * (in->world - 1) / in->world / unit, unit_name);
+}
+
+int dp_memory_plan_print(const dp_options *o, int world)
+{
+    const precision_bytes *p = &precisions[o->precision];
+    dp_zero_plan_input in = {.world = o->plan_world ? (int)o->plan_world : world, .rank = 0,
+                             .param_bytes = p->param, .grad_bytes = p->grad};
+    int states, status = state_tensors(o, &states);
+    int known_layout = !o->plan_params;
+    if (!status && known_layout)
+        status = model_layout(o, &in);
+    if (status)
+        return status;
+    if (!known_layout)
+        in.params = (size_t)o->plan_params;
+    in.state_bytes = states * 4.0 + p->master;
+    int large = (double)in.params * 16.0 >= 1e10;
+    double unit = large ? 1e9 : 1e6;
+    const char *unit_name = large ? "GB" : "MB";
+    printf("memory plan: %zu parameters over %d ranks, %s, --precision %s: %g + %g bytes per parameter for "
+           "parameters and gradients, %g for optimizer state (%s)\n", in.params, in.world,
+           o->optimizer == DP_OPTIMIZER_ADAMW ? "AdamW" : "SGD", p->name, p->param, p->grad, in.state_bytes, p->meaning);
+    printf("per rank (rank 0, the largest shard), %s (10^%d bytes):\n", unit_name, large ? 9 : 6);
+    printf("  stage          parameters   gradients  optimizer      total   working buffers\n");
+    for (int stage = 0; stage < DP_ZERO_STAGES; stage++) {
+        dp_zero_plan plan = dp_zero_predict(&in, stage);
+        printf("  --zero %d%-6s %10.1f  %10.1f %10.1f %10.1f   ", stage, stage ? "" : " (DDP)", plan.params / unit,
+               plan.grads / unit, plan.optimizer / unit, dp_zero_plan_model_bytes(&plan) / unit);
+        if (stage < 2)
+            printf("none\n");
+        else if (known_layout)
+            printf("%.1f\n", plan.working / unit);
+        else
+            printf("depends on the model's largest layer (give --model)\n");
+    }
+    print_notes(&in, known_layout, unit, unit_name);
+    fflush(stdout);
+    return 0;
+}

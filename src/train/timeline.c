@@ -1,0 +1,75 @@
+/* What the trainer shows of its time: the --trace timeline (spans of modules, collectives,
+ * gathers and the optimizer on every rank) and, tracing or not, the hook between modules that
+ * gives outstanding collectives a chance to progress. */
+#include "src/train/trainer.h"
+
+#include "dp/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* At most this many spans per rank are kept (about 80 bytes each); later ones are dropped. */
+#define MAX_SPANS ((size_t)1 << 20)
+
+static const char *const pass_names[2] = {"forward", "backward"};
+
+/* Around each module's pass: its span when tracing; after a backward one, communication moves. */
+static void on_module(void *arg, int module, int backward, int begin)
+{
+    trainer *t = arg;
+    double now = MPI_Wtime();
+    if (begin) {
+        t->module_began[module] = now;
+        return;
+    }
+    if (t->trace.spans) {
+        char name[DP_TRACE_NAME_MAX], module_name[32];
+        dp_model_module_name(&t->model, module, module_name, sizeof module_name);
+        snprintf(name, sizeof name, "%s %s", pass_names[backward], module_name);
+        dp_trace_add(&t->trace, name, pass_names[backward], DP_LANE_COMPUTE, t->module_began[module], now);
+    }
+    if (backward) {
+        int status = dp_dist_progress(&t->dist);
+        if (status && !t->dist_status)
+            t->dist_status = status;
+    }
+}
+
+static void on_collective(void *arg, const char *label, double begin, double end)
+{
+    trainer *t = arg;
+    dp_trace_add(&t->trace, label, "collective", DP_LANE_COMM, begin, end);
+}
+
+int dp_trainer_open_timeline(trainer *t)
+{
+    t->module_began = dp_calloc((size_t)t->model.count + 1, sizeof *t->module_began, "module start times");
+    if (!t->module_began)
+        return DP_ENOMEM;
+    t->model.on_module = on_module;
+    t->model.on_module_arg = t;
+    if (!t->o->trace_path[0])
+        return 0;
+    /* Per step: every module's two passes per micro-batch, a gather each, the buckets (or the
+     * whole gradient; ZeRO-2 and 3: every micro-batch's), ZeRO-3's parameter gathers (two
+     * per module) or ZeRO-1 and 2's after the update, the update, an evaluation at most. */
+    size_t micro = (size_t)t->o->accum, segments = (size_t)t->dist.layout.segments;
+    size_t per_step = micro * (2 * (size_t)t->model.count + 1) + micro * (size_t)t->dist.nbuckets + 2 * segments + 4;
+    size_t steps = (size_t)(t->plan.total_steps > 0 ? t->plan.total_steps : 1);
+    size_t capacity = steps < MAX_SPANS / per_step ? steps * per_step : MAX_SPANS;
+    t->dist.on_span = on_collective;
+    t->dist.span_arg = t;
+    return dp_trace_open(&t->trace, t->comm, capacity);
+}
+
+int dp_trainer_write_timeline(trainer *t)
+{
+    return t->o->trace_path[0] ? dp_trace_write(&t->trace, t->comm, t->o->trace_path) : 0;
+}
+
+void dp_trainer_close_timeline(trainer *t)
+{
+    dp_trace_close(&t->trace);
+    free(t->module_began);
+    t->module_began = NULL;
+}
