@@ -82,4 +82,13 @@ if [ "$status" -eq 0 ] || [ "$status" -ge 124 ] || ! grep -q "$dir/bad.table:1: 
 else
     echo "ok   malformed --auto-table -> exit $status: $(grep -m1 "bad.table:1" "$dir/out")"
 fi
+# --tune's output checked before measuring, with the reason (here: a directory).
+dp_mpirun 20 2 "$bench" $sizes --tune "$dir" >"$dir/out" 2>&1
+status=$?
+if [ "$status" -eq 0 ] || [ "$status" -ge 124 ] || ! grep -q -- "--tune $dir: is a directory, not a regular file" "$dir/out" ||
+    grep -q "^# Algorithm" "$dir/out"; then
+    fail "--tune DIR: exit status $status"
+else
+    echo "ok   --tune DIR -> exit $status before measuring: $(grep -m1 -- "--tune $dir" "$dir/out")"
+fi
 exit $((failures > 0))

@@ -34,7 +34,12 @@ root_flag=""
 [ "$(id -u)" -ne 0 ] || root_flag=" --allow-run-as-root"
 
 train_tiny ""
-expect "2 ranks train" ok "mpirun -np 2$root_flag $DP_WORKER --steps 2"
+if [ "$cores" -ge 2 ]; then
+    expect "2 ranks train, each bound to its own cores" ok "mpirun -np 2$root_flag --map-by slot:PE=$((cores / 2)) --bind-to core $DP_WORKER --steps 2"
+    expect "each rank runs a BLAS thread per core it holds" ok "BLAS thread"
+else
+    expect "2 ranks train" ok "mpirun -np 2$root_flag --oversubscribe"
+fi
 grep -q '^summary: 2 steps' "$out" || { echo "FAIL 2 ranks: no summary"; failures=$((failures + 1)); }
 # /bin/true in place of dp_worker: these cases check the line, and the rank count can be large.
 launch DP_WORKER=/bin/true -n $((cores + 1))
@@ -43,7 +48,9 @@ launch DP_WORKER=/bin/true
 gpus=$(sed -n 's/^launch.sh: .* and \([0-9]*\) GPU(s).*/\1/p' "$out")
 want=$cores
 [ "${gpus:-0}" -eq 0 ] || want=$gpus
-expect "default rank count: one per GPU, else per core" ok "mpirun -np $want$root_flag /bin/true"
+expect "default rank count: one per GPU, else per core" ok "mpirun -np $want$root_flag --map-by slot:PE=$((cores / want)) --bind-to core /bin/true"
+launch DP_WORKER=/bin/true -n 1 --bind-to none
+expect "the user's placement stands" ok "mpirun -np 1$root_flag --bind-to none /bin/true"
 launch "" -n 0
 expect "rank count 0" fail "-n '0': the rank count must be a positive integer"
 launch DP_WORKER=/nonexistent/dp_worker -n 2

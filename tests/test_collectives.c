@@ -5,21 +5,14 @@
 #include "dp/comm.h"
 #include "dp/error.h"
 #include "dp/partition.h"
-#include "dp/rng.h"
+#include "tests/collective_data.h"
 #include "tests/testutil.h"
 
-#include <float.h>
 #include <limits.h>
 #include <math.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-enum { COUNT_CASES = 7, GUARD = 8 };
-#define SENTINEL (-7777.25f) /* marks the floats after the buffer: none may change */
-
-static int world_rank, world_size;
 
 typedef int (*collective_fn)(dp_comm *c, float *buf, size_t count);
 
@@ -31,102 +24,6 @@ static const struct {
     {"mpi", dp_reduce_scatter_mpi, dp_allgather_mpi},
 };
 #define FORM_COUNT (sizeof block_forms / sizeof block_forms[0])
-
-static void counts_for_world(size_t counts[COUNT_CASES])
-{
-    size_t w = (size_t)world_size;
-    const size_t list[COUNT_CASES] = {0, 1, w - 1, w, w + 1, 1000003, (size_t)1 << 20};
-    memcpy(counts, list, sizeof list);
-}
-
-/* 1 on every rank when ok on every rank, so all ranks fail an assertion together and no
- * rank leaves the others waiting in a collective. */
-static int all_ok(int ok)
-{
-    int every = 0;
-    MPI_Allreduce(&ok, &every, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    return every;
-}
-
-/* Small integers differing by rank and index: every sum of W <= 8 of them is exact in float32. */
-static float exact_value(int rank, size_t i)
-{
-    return (float)(((size_t)rank * 7 + i) % 13) - 6.0f;
-}
-
-/* count floats followed by GUARD sentinels. */
-static float *guarded(size_t count)
-{
-    float *buf = malloc((count + GUARD) * sizeof(float));
-    ck_assert_ptr_nonnull(buf);
-    for (size_t g = 0; g < GUARD; g++)
-        buf[count + g] = SENTINEL;
-    return buf;
-}
-
-static int guard_intact(const float *buf, size_t count)
-{
-    for (size_t g = 0; g < GUARD; g++)
-        if (buf[count + g] != SENTINEL)
-            return 0;
-    return 1;
-}
-
-static float *exact_input(size_t count)
-{
-    float *buf = guarded(count);
-    for (size_t i = 0; i < count; i++)
-        buf[i] = exact_value(world_rank, i);
-    return buf;
-}
-
-/* Uniform in [-1, 1), different on every rank: sums round, so the order of additions shows. */
-static float *random_input(size_t count)
-{
-    float *buf = guarded(count);
-    dp_rng rng;
-    dp_rng_seed(&rng, dp_rng_mix(2024, (uint64_t)world_rank));
-    for (size_t i = 0; i < count; i++)
-        buf[i] = 2.0f * dp_rng_uniform(&rng) - 1.0f;
-    return buf;
-}
-
-static float *copy_of(const float *buf, size_t count)
-{
-    float *copy = guarded(count);
-    memcpy(copy, buf, count * sizeof(float));
-    return copy;
-}
-
-/* The reference: MPI_Allreduce of input (of |input| when absolute, for error bounds). */
-static float *mpi_sum(const float *input, size_t count, int absolute)
-{
-    float *sum = copy_of(input, count);
-    for (size_t i = 0; absolute && i < count; i++)
-        sum[i] = fabsf(sum[i]);
-    MPI_Allreduce(MPI_IN_PLACE, sum, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    return sum;
-}
-
-/* Any order of W additions is within W eps sum|x| of the exact sum; so are two such orders. */
-static int close_to(const float *got, const float *expected, const float *abs_sum, dp_range r)
-{
-    for (size_t i = r.begin; i < r.end; i++)
-        if (!(fabsf(got[i] - expected[i]) <= (float)world_size * FLT_EPSILON * abs_sum[i]))
-            return 0; /* written so that NaN fails too */
-    return 1;
-}
-
-static dp_range whole(size_t count)
-{
-    dp_range r = {0, count};
-    return r;
-}
-
-static void open_comm(dp_comm *c, const char *algorithm)
-{
-    ck_assert_msg(dp_comm_init(c, MPI_COMM_WORLD, algorithm) == 0, "%s", dp_last_error());
-}
 
 /* Runs op on buf; every rank learns whether all succeeded. */
 static int run_ok(collective_fn op, dp_comm *c, float *buf, size_t count)
@@ -257,12 +154,6 @@ START_TEST(reduce_scatter_leaves_each_rank_its_summed_block)
     for_every_form_and_count(check_reduce_scatter);
 }
 END_TEST
-
-/* What the owner of block `owner` puts at index i: says which rank it came from. */
-static float owned_value(int owner, size_t i)
-{
-    return (float)(owner * 1000 + (int)(i % 977));
-}
 
 /* Each rank fills only its own block (the rest is poison); afterwards all hold every block. */
 static void check_allgather(dp_comm *c, size_t f, size_t count)

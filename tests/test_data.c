@@ -728,6 +728,62 @@ START_TEST(test_dataset_fashion_mnist)
 }
 END_TEST
 
+/* A directory is decided by what it is, not by its name: ".npy" or a comma in it changes
+ * nothing, and it keeps its test split. */
+START_TEST(test_dataset_directory_named_like_npy)
+{
+    const char *names[] = {"set.npy", "a.npy,b.npy"};
+    for (int n = 0; n < 2; n++) {
+        char *dir = dp_test_path(names[n]);
+        ck_assert_int_eq(mkdir(dir, 0700), 0);
+        char name[128];
+        const char *files[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
+        for (int i = 0; i < 4; i++) {
+            snprintf(name, sizeof name, "%s/%s", names[n], files[i]);
+            free(i % 2 ? write_labels(name, 0) : write_images(name, 0));
+        }
+        ck_assert_int_eq(dp_dataset_has_test_split(dir), 1);
+        dp_dataset test;
+        ck_assert_msg(dp_dataset_open(dir, 1, 0, 0, &test) == 0, "%s", dp_last_error());
+        ck_assert_ptr_nonnull(strstr(test.labels_source, "t10k-labels-idx1-ubyte"));
+        dp_dataset_free(&test);
+        free(dir);
+    }
+    ck_assert_int_eq(dp_dataset_has_test_split("features.npy,labels.npy"), 0);
+    ck_assert_int_eq(dp_dataset_has_test_split("synthetic:10,2,2"), 1);
+    ck_assert_int_eq(dp_dataset_has_test_split("fashion-mnist"), 1);
+}
+END_TEST
+
+/* A FIFO where a data file belongs is refused at once (with no writer, opening it to read
+ * would block forever, before any watchdog runs); Check's timeout catches a hang. */
+START_TEST(test_dataset_fifo_data_files_are_refused)
+{
+    char *dir = dp_test_path("fifo-data");
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    char *labels = write_labels("fifo-data/train-labels-idx1-ubyte", 0);
+    char *images = dp_test_path("fifo-data/train-images-idx3-ubyte");
+    ck_assert_int_eq(mkfifo(images, 0600), 0);
+    dp_dataset ds;
+    assert_fails(dp_dataset_open(dir, 0, 0, 0, &ds), DP_EIO, images);
+    ck_assert_ptr_nonnull(strstr(dp_last_error(), "is a FIFO (named pipe), not a regular file"));
+    char *features = write_features("fifo-features.npy");
+    char *fifo_labels = dp_test_path("fifo-labels.npy");
+    ck_assert_int_eq(mkfifo(fifo_labels, 0600), 0);
+    char spec[2048];
+    snprintf(spec, sizeof spec, "%s,%s", features, fifo_labels);
+    assert_fails(dp_dataset_open(spec, 0, 0, 0, &ds), DP_EIO, "is a FIFO");
+    dp_idx idx;
+    assert_fails(dp_idx_read(images, 3, &idx), DP_EIO, "is a FIFO");
+    free(dir);
+    free(labels);
+    free(images);
+    free(features);
+    free(fifo_labels);
+}
+END_TEST
+
 static Suite *data_suite(void)
 {
     Suite *s = suite_create("data");
@@ -779,6 +835,8 @@ static Suite *data_suite(void)
     tcase_add_test(dataset, test_dataset_mnist_directory);
     tcase_add_test(dataset, test_dataset_directory_without_idx_files);
     tcase_add_test(dataset, test_dataset_unknown_spec);
+    tcase_add_test(dataset, test_dataset_directory_named_like_npy);
+    tcase_add_test(dataset, test_dataset_fifo_data_files_are_refused);
     tcase_add_test(dataset, test_dataset_free_is_idempotent);
     tcase_add_test(dataset, test_dataset_fashion_mnist);
     suite_add_tcase(s, dataset);

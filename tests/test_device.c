@@ -1,7 +1,9 @@
-/* Choosing the device, on any machine: backend selection and GPU binding rules, the --device,
- * --tf32, --share-gpu and --cuda-aware options, which memory each all-reduce algorithm is
- * handed, and the CPU backend's batch gather. tests/test_gpu.c covers the GPU itself. Run under
- * mpirun with one rank (tests/device.sh). */
+/* Choosing the device, on any machine: backend selection and GPU binding rules (the plan that
+ * gives a node's ranks distinct GPUs by UUID, whatever each rank sees), the --device, --tf32,
+ * --share-gpu and --cuda-aware options, which memory each all-reduce algorithm is handed, and
+ * the CPU backend's batch gather. tests/test_gpu.c covers the GPU itself. Run under mpirun
+ * with one rank (tests/device.sh; tests/fakecuda.sh runs it again with one fake GPU visible,
+ * and tests/fakecuda-binding.sh the binding through dp_worker on two ranks). */
 #include "config.h"
 
 #include "dp/backend.h"
@@ -12,6 +14,7 @@
 #include "dp/train.h"
 #include "tests/testutil.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +44,82 @@ START_TEST(cpu_backend_gathers_rows_by_index)
     ck_assert_int_eq(picked[1], 7);
     ck_assert_int_eq(picked[2], 5);
     dp_backend_close(be);
+}
+END_TEST
+
+/* A node table: rank r sees the GPUs named by the letters of lists[r] ("" for none). */
+typedef struct node {
+    dp_gpu_id visible[8 * DP_MAX_VISIBLE_GPUS];
+    int counts[8];
+} node;
+
+static void fill_node(node *n, const char *const *lists, int ranks)
+{
+    memset(n, 0, sizeof *n);
+    for (int r = 0; r < ranks; r++) {
+        n->counts[r] = (int)strlen(lists[r]);
+        for (int i = 0; i < n->counts[r]; i++)
+            n->visible[r * DP_MAX_VISIBLE_GPUS + i].uuid[0] = (unsigned char)lists[r][i];
+    }
+}
+
+/* Plans the node and returns each rank's choice as the letter of the GPU it binds. */
+static void plan_node(const char *const *lists, int ranks, char *letters, int *own, char *text, size_t text_size)
+{
+    node n;
+    fill_node(&n, lists, ranks);
+    for (int r = 0; r < ranks; r++) {
+        dp_gpu_binding b;
+        ck_assert_int_eq(dp_backend_plan_binding(n.visible, n.counts, ranks, r, &b), 0);
+        ck_assert_int_eq(b.gpus_visible, n.counts[r]);
+        letters[r] = n.counts[r] ? (char)n.visible[r * DP_MAX_VISIBLE_GPUS + b.gpu].uuid[0] : '-';
+        *own = b.own_gpu;
+        snprintf(text, text_size, "%s", b.text);
+    }
+    letters[ranks] = 0;
+}
+
+START_TEST(binding_gives_each_rank_its_own_gpu_by_identity)
+{
+    static const struct {
+        const char *lists[8];
+        int ranks, own;
+        const char *want;
+    } cases[] = {
+        {{"A", "B", "C", "D"}, 4, 1, "ABCD"},           /* srun --gpus-per-task=1: each sees "GPU 0" */
+        {{"ABCD", "ABCD", "ABCD", "ABCD"}, 4, 1, "ABCD"}, /* all see all: local rank r takes GPU r */
+        {{"DCBA", "DCBA", "DCBA", "DCBA"}, 4, 1, "DCBA"}, /* CUDA_VISIBLE_DEVICES=3,2,1,0 */
+        {{"AB", "A"}, 2, 1, "BA"},                       /* rank 0 must move for rank 1 */
+        {{"A", "A"}, 2, 0, "AA"},                        /* two ranks, one GPU: shared */
+        {{"AB", "AB", "AB"}, 3, 0, "ABA"},                /* more ranks than GPUs */
+        {{"A", ""}, 2, 0, "A-"},                         /* a rank without a GPU */
+        {{"AB", "BC", "CA"}, 3, 1, "ABC"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char letters[9], text[320];
+        int own;
+        plan_node(cases[i].lists, cases[i].ranks, letters, &own, text, sizeof text);
+        ck_assert_msg(strcmp(letters, cases[i].want) == 0 && own == cases[i].own, "case %zu: %s (own %d), want %s (own %d)",
+                      i, letters, own, cases[i].want, cases[i].own);
+        ck_assert_ptr_nonnull(strstr(text, own ? "distinct GPUs" : "share"));
+    }
+    char letters[9], text[320];
+    int own;
+    const char *shared[] = {"A", "A"};
+    plan_node(shared, 2, letters, &own, text, sizeof text);
+    ck_assert_msg(strstr(text, "can reach only 1 distinct GPU") && strstr(text, "local rank 1: GPU-41000000"), "%s", text);
+}
+END_TEST
+
+START_TEST(binding_text_lists_the_first_ranks)
+{
+    const char *lists[8] = {"ABCDEFGH", "ABCDEFGH", "ABCDEFGH", "ABCDEFGH", "ABCDEFGH", "ABCDEFGH", "ABCDEFGH", "ABCDEFGH"};
+    char letters[9], text[320];
+    int own;
+    plan_node(lists, 8, letters, &own, text, sizeof text);
+    ck_assert_str_eq(letters, "ABCDEFGH");
+    ck_assert_msg(strstr(text, "this node's 8 ranks on 8 distinct GPUs (local rank 0: GPU-41000000") &&
+                      strstr(text, "local rank 7: GPU-48000000)"), "%s", text);
 }
 END_TEST
 
@@ -180,7 +259,7 @@ START_TEST(gpu_only_algorithm_with_cpu_training_fails_naming_both)
     dp_comm c;
     ck_assert_int_eq(dp_comm_init(&c, MPI_COMM_WORLD, o.allreduce), 0);
     dp_train_result result;
-    ck_assert_int_eq(dp_train(&o, &data, NULL, &c, NULL, &result), DP_EINVAL);
+    ck_assert_int_eq(dp_train(&o, &data, NULL, &c, &result, 0), DP_EINVAL);
     ck_assert_msg(strstr(dp_last_error(), "nccl sums GPU memory") && strstr(dp_last_error(), "--device cpu"),
                   "%s", dp_last_error());
     dp_comm_free(&c);
@@ -196,6 +275,8 @@ int main(int argc, char **argv)
     Suite *s = suite_create("device");
     TCase *tc = tcase_create("choice");
     tcase_add_test(tc, cpu_backend_gathers_rows_by_index);
+    tcase_add_test(tc, binding_gives_each_rank_its_own_gpu_by_identity);
+    tcase_add_test(tc, binding_text_lists_the_first_ranks);
     tcase_add_test(tc, auto_takes_cuda_only_when_every_local_rank_gets_a_gpu);
     tcase_add_test(tc, cuda_fails_naming_the_missing_gpu_or_the_crowding);
     tcase_add_test(tc, cuda_aware_follows_the_request_and_what_mpi_says);

@@ -1,234 +1,465 @@
-/* The model's gradients against finite differences of an independent double-precision
- * forward pass, plus initialisation, layout and the gradient-ready hook. */
+/* Modules and the sequential model: every module's gradients against finite differences of
+ * an independent double-precision forward pass, the model specs and their errors, tensor
+ * names, initialisation, dropout masks, running statistics and the gradient-ready hook. */
 #include "dp/error.h"
-#include "dp/mlp.h"
+#include "dp/nn.h"
 #include "dp/rng.h"
+#include "src/nn/module.h"
 #include "tests/testutil.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { ROWS = 7 };
-static const int widths[] = {5, 6, 4, 3};
-#define NWIDTHS 4
+enum { ROWS = 7, INPUTS = 5, MAX_WIDTH = 16 };
 
 typedef struct fixture {
-    dp_mlp m;
-    float x[ROWS * 5];
+    dp_model m;
+    float x[ROWS * INPUTS];
     int32_t labels[ROWS];
-    float targets[ROWS * 3];
+    float targets[ROWS * MAX_WIDTH];
+    double *totals;
 } fixture;
 
-static void make_fixture(fixture *f)
+static void parse_spec(const char *text, dp_model_spec *spec)
 {
-    ck_assert_int_eq(dp_mlp_create(&f->m, dp_backend_cpu(), widths, NWIDTHS, ROWS), 0);
-    dp_mlp_init_uniform(widths, NWIDTHS, 11, f->m.params);
+    int status = strchr(text, '(') || strchr(text, 'r') ? dp_model_spec_parse(text, spec)
+                                                         : dp_model_spec_from_layers(text, spec);
+    ck_assert_msg(status == 0, "%s", dp_last_error());
+}
+
+static void make_fixture(fixture *f, const char *text)
+{
+    dp_model_spec spec;
+    parse_spec(text, &spec);
+    ck_assert_msg(dp_model_create(&f->m, dp_backend_cpu(), &spec, INPUTS, ROWS) == 0, "%s", dp_last_error());
+    dp_model_init(&f->m, 11, f->m.weights, f->m.buffer_values, f->m.counters);
     dp_rng rng;
     dp_rng_seed(&rng, 99);
-    for (int i = 0; i < ROWS * 5; i++)
+    /* Perturb BatchNorm's weight and bias away from 1 and 0, so their gradients matter. */
+    for (size_t i = 0; i < dp_params_floats(&f->m.params); i++)
+        f->m.weights[i] += 0.1f * (2.0f * dp_rng_uniform(&rng) - 1.0f);
+    for (int i = 0; i < ROWS * INPUTS; i++)
         f->x[i] = 2.0f * dp_rng_uniform(&rng) - 1.0f;
     for (int r = 0; r < ROWS; r++)
         f->labels[r] = r % 3;
-    for (int i = 0; i < ROWS * 3; i++)
+    for (int i = 0; i < ROWS * MAX_WIDTH; i++)
         f->targets[i] = dp_rng_uniform(&rng);
+    f->totals = calloc(2, sizeof(double));
 }
 
-/* The loss summed over rows, computed from scratch in double: the reference. */
-static double reference_loss(const double *params, const float *x, const int32_t *labels,
-                             const float *targets, dp_loss loss)
+static void free_fixture(fixture *f)
 {
+    dp_model_free(&f->m);
+    free(f->totals);
+}
+
+static dp_nn_context train_ctx(int accumulate)
+{
+    return (dp_nn_context){.be = dp_backend_cpu(), .training = 1, .accumulate = accumulate, .seed = 3, .step = 5};
+}
+
+/* Forward, loss and backward; returns the summed loss. */
+static double forward_backward(fixture *f, const float *x, const int32_t *labels, const float *targets, int rows,
+                               dp_loss loss, int accumulate)
+{
+    dp_nn_context ctx = train_ctx(accumulate);
+    const float *out;
+    f->totals[0] = 0.0;
+    ck_assert_int_eq(dp_model_forward(&f->m, &ctx, x, rows, &out), 0);
+    dp_model_loss(&f->m, loss, out, labels, targets, rows, f->m.delta[0], f->totals);
+    ck_assert_int_eq(dp_model_backward(&f->m, &ctx, f->m.delta[0], rows), 0);
+    return f->totals[0];
+}
+
+/* --- the independent reference: the model's forward in double, module by module --- */
+
+static void linear_ref(const dp_module *mod, const double *p, const double *in, double *out)
+{
+    int n_in = mod->in_width, n_out = mod->out_width;
+    for (int r = 0; r < ROWS; r++)
+        for (int o = 0; o < n_out; o++) {
+            double z = mod->options.bias ? p[(size_t)n_out * n_in + o] : 0.0;
+            for (int i = 0; i < n_in; i++)
+                z += p[o * n_in + i] * in[r * n_in + i];
+            out[r * n_out + o] = mod->fused_relu && z < 0.0 ? 0.0 : z;
+        }
+}
+
+/* Training mode: the batch's mean and biased variance. */
+static void batchnorm_ref(const dp_module *mod, const double *p, const double *in, double *out)
+{
+    int c = mod->in_width;
+    for (int j = 0; j < c; j++) {
+        double mean = 0.0, var = 0.0;
+        for (int r = 0; r < ROWS; r++)
+            mean += in[r * c + j] / ROWS;
+        for (int r = 0; r < ROWS; r++)
+            var += (in[r * c + j] - mean) * (in[r * c + j] - mean) / ROWS;
+        for (int r = 0; r < ROWS; r++)
+            out[r * c + j] = p[j] * (in[r * c + j] - mean) / sqrt(var + mod->options.eps) + p[c + j];
+    }
+}
+
+static double reference_loss(const fixture *f, const double *params, dp_loss loss)
+{
+    double a[ROWS * MAX_WIDTH], b[ROWS * MAX_WIDTH], *in = a, *out = b;
+    for (int i = 0; i < ROWS * INPUTS; i++)
+        in[i] = f->x[i];
+    for (int i = 0; i < f->m.count; i++) {
+        const dp_module *mod = &f->m.modules[i];
+        const double *p = params + mod->first_param;
+        size_t n = (size_t)ROWS * mod->out_width;
+        if (mod->type == &dp_module_linear)
+            linear_ref(mod, p, in, out);
+        else if (mod->type == &dp_module_batchnorm)
+            batchnorm_ref(mod, p, in, out);
+        else if (mod->type == &dp_module_dropout) /* this forward's masks, fixed */
+            for (size_t j = 0; j < n; j++)
+                out[j] = in[j] * mod->mask[j];
+        else /* relu: an absorbed one was applied by its Linear */
+            for (size_t j = 0; j < n; j++)
+                out[j] = mod->absorbed || in[j] > 0.0 ? in[j] : 0.0;
+        double *swap = in;
+        in = out;
+        out = swap;
+    }
+    int k = f->m.outputs;
     double total = 0.0;
     for (int r = 0; r < ROWS; r++) {
-        double act[8], next[8];
-        for (int i = 0; i < widths[0]; i++)
-            act[i] = x[r * widths[0] + i];
-        const double *p = params;
-        for (int layer = 0; layer + 1 < NWIDTHS; layer++) {
-            int in = widths[layer], out = widths[layer + 1];
-            for (int o = 0; o < out; o++) {
-                double z = p[out * in + o];
-                for (int i = 0; i < in; i++)
-                    z += p[o * in + i] * act[i];
-                next[o] = layer + 2 < NWIDTHS && z < 0.0 ? 0.0 : z;
-            }
-            p += out * in + out;
-            memcpy(act, next, sizeof act);
-        }
-        int k = widths[NWIDTHS - 1];
+        const double *z = in + r * k;
         if (loss == DP_LOSS_XENT) {
             double sum = 0.0;
             for (int c = 0; c < k; c++)
-                sum += exp(act[c]);
-            total += log(sum) - act[labels[r]];
+                sum += exp(z[c]);
+            total += log(sum) - z[f->labels[r]];
         } else {
             for (int c = 0; c < k; c++)
-                total += (act[c] - targets[r * k + c]) * (act[c] - targets[r * k + c]) / k;
+                total += (z[c] - f->targets[r * k + c]) * (z[c] - f->targets[r * k + c]) / k;
         }
     }
     return total;
 }
 
-static void check_gradients_against_finite_differences(dp_loss loss)
+static void check_gradients(const char *spec, dp_loss loss)
 {
     fixture f;
-    make_fixture(&f);
-    double loss_sum = 0.0;
-    long correct = 0;
-    f.m.be->zero(f.m.grads, f.m.nparams);
-    dp_mlp_forward_backward(&f.m, f.x, f.labels, f.targets, ROWS, loss, &loss_sum, &correct);
-
-    double *p = malloc(f.m.nparams * sizeof *p);
-    for (size_t i = 0; i < f.m.nparams; i++)
-        p[i] = f.m.params[i];
-    ck_assert_double_eq_tol(loss_sum, reference_loss(p, f.x, f.labels, f.targets, loss), 1e-5);
+    make_fixture(&f, spec);
+    double loss_sum = forward_backward(&f, f.x, f.labels, f.targets, ROWS, loss, 0);
+    size_t n = dp_params_floats(&f.m.params);
+    double *p = calloc(n, sizeof *p);
+    for (size_t i = 0; i < n; i++)
+        p[i] = f.m.weights[i];
+    ck_assert_double_eq_tol(loss_sum, reference_loss(&f, p, loss), 1e-5);
     const double h = 1e-6;
-    for (size_t i = 0; i < f.m.nparams; i++) {
+    for (size_t i = 0; i < n; i++) {
         double saved = p[i];
         p[i] = saved + h;
-        double up = reference_loss(p, f.x, f.labels, f.targets, loss);
+        double up = reference_loss(&f, p, loss);
         p[i] = saved - h;
-        double down = reference_loss(p, f.x, f.labels, f.targets, loss);
+        double down = reference_loss(&f, p, loss);
         p[i] = saved;
         double numeric = (up - down) / (2 * h);
         ck_assert_msg(fabs(f.m.grads[i] - numeric) <= 1e-4 + 1e-3 * fabs(numeric),
-                      "parameter %zu: analytic %.7g, finite difference %.7g", i, f.m.grads[i], numeric);
+                      "%s: parameter %zu: analytic %.7g, finite difference %.7g", spec, i, f.m.grads[i], numeric);
     }
     free(p);
-    dp_mlp_free(&f.m);
+    free_fixture(&f);
 }
 
-START_TEST(cross_entropy_gradients_match_finite_differences)
+START_TEST(mlp_gradients_match_finite_differences)
 {
-    check_gradients_against_finite_differences(DP_LOSS_XENT);
+    check_gradients("5,6,4,3", DP_LOSS_XENT);
+    check_gradients("5,6,4,3", DP_LOSS_MSE);
 }
 END_TEST
 
-START_TEST(mse_gradients_match_finite_differences)
+START_TEST(batchnorm_dropout_relu_gradients_match_finite_differences)
 {
-    check_gradients_against_finite_differences(DP_LOSS_MSE);
+    check_gradients("linear(6),batchnorm,relu,dropout(0.3),linear(4),batchnorm(eps=1e-3),linear(3)", DP_LOSS_XENT);
+    check_gradients("dropout(0.2),linear(6,bias=0),relu,linear(3)", DP_LOSS_MSE);
 }
 END_TEST
 
-START_TEST(backward_accumulates_so_two_halves_equal_the_whole)
+START_TEST(accumulating_two_halves_equals_the_whole_batch)
 {
     fixture f;
-    make_fixture(&f);
-    double loss_whole = 0.0, loss_halves = 0.0;
-    long correct = 0;
-    float *whole = malloc(f.m.nparams * sizeof(float));
-    f.m.be->zero(f.m.grads, f.m.nparams);
-    dp_mlp_forward_backward(&f.m, f.x, f.labels, NULL, ROWS, DP_LOSS_XENT, &loss_whole, &correct);
-    memcpy(whole, f.m.grads, f.m.nparams * sizeof(float));
-    f.m.be->zero(f.m.grads, f.m.nparams);
-    dp_mlp_forward_backward(&f.m, f.x, f.labels, NULL, 3, DP_LOSS_XENT, &loss_halves, &correct);
-    dp_mlp_forward_backward(&f.m, f.x + 3 * 5, f.labels + 3, NULL, ROWS - 3, DP_LOSS_XENT,
-                            &loss_halves, &correct);
+    make_fixture(&f, "5,6,4,3");
+    size_t n = dp_params_floats(&f.m.params);
+    float *whole = malloc(n * sizeof(float));
+    double loss_whole = forward_backward(&f, f.x, f.labels, NULL, ROWS, DP_LOSS_XENT, 0);
+    memcpy(whole, f.m.grads, n * sizeof(float));
+    /* The first micro-batch overwrites whatever the buffer held; the second adds. */
+    for (size_t i = 0; i < n; i++)
+        f.m.grads[i] = 1e6f;
+    double loss_halves = forward_backward(&f, f.x, f.labels, NULL, 3, DP_LOSS_XENT, 0);
+    loss_halves += forward_backward(&f, f.x + 3 * INPUTS, f.labels + 3, NULL, ROWS - 3, DP_LOSS_XENT, 1);
     ck_assert_double_eq_tol(loss_whole, loss_halves, 1e-5);
-    for (size_t i = 0; i < f.m.nparams; i++)
+    for (size_t i = 0; i < n; i++)
         ck_assert_float_eq_tol(whole[i], f.m.grads[i], 1e-5f);
+    /* A rank without rows writes zeros on the first micro-batch. */
+    forward_backward(&f, f.x, f.labels, NULL, 0, DP_LOSS_XENT, 0);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_float_eq(f.m.grads[i], 0.0f);
     free(whole);
-    dp_mlp_free(&f.m);
+    free_fixture(&f);
 }
 END_TEST
 
 typedef struct hook_log {
-    int calls, layers[8];
-    size_t offsets[8], counts[8];
-    float snapshot[8][64]; /* each layer's gradient when announced */
-    const float *grads;
+    int calls, modules[64];
+    size_t offsets[64], counts[64];
 } hook_log;
 
-static void record_ready(void *ctx, int layer, size_t offset, size_t count)
+static void record_ready(void *arg, int module, size_t offset, size_t count)
 {
-    hook_log *log = ctx;
-    log->layers[log->calls] = layer;
+    hook_log *log = arg;
+    ck_assert_int_lt(log->calls, 64);
+    log->modules[log->calls] = module;
     log->offsets[log->calls] = offset;
     log->counts[log->calls] = count;
-    memcpy(log->snapshot[log->calls], log->grads + offset, count * sizeof(float));
     log->calls++;
 }
 
-START_TEST(gradient_ready_hook_announces_final_layers_last_first)
+/* The pieces in log tile the flat gradient buffer from its end down to 0, from the modules
+ * expected[0..n) in that order (a module may report several pieces in a row). */
+static void assert_pieces_tile_backward(const hook_log *log, size_t total, const int *expected, int n)
+{
+    size_t end = total;
+    int module = 0;
+    for (int call = 0; call < log->calls; call++) {
+        if (log->modules[call] != expected[module])
+            module++;
+        ck_assert_int_lt(module, n);
+        ck_assert_int_eq(log->modules[call], expected[module]);
+        ck_assert_uint_eq(log->offsets[call] + log->counts[call], end);
+        end = log->offsets[call];
+    }
+    ck_assert_int_eq(module, n - 1);
+    ck_assert_uint_eq(end, 0);
+}
+
+START_TEST(gradient_ready_hook_announces_modules_with_parameters_last_first)
 {
     fixture f;
-    make_fixture(&f);
-    hook_log log = {.grads = f.m.grads};
+    make_fixture(&f, "linear(6),batchnorm,relu,linear(3)");
+    hook_log log = {0};
     f.m.grad_ready = record_ready;
-    f.m.grad_ready_ctx = &log;
-    double loss = 0.0;
-    long correct = 0;
-    f.m.be->zero(f.m.grads, f.m.nparams);
-    dp_mlp_forward_backward(&f.m, f.x, f.labels, NULL, ROWS, DP_LOSS_XENT, &loss, &correct);
-    ck_assert_int_eq(log.calls, NWIDTHS - 1);
-    size_t end = f.m.nparams;
-    for (int call = 0; call < log.calls; call++) {
-        int layer = NWIDTHS - 2 - call;
-        ck_assert_int_eq(log.layers[call], layer);
-        ck_assert_uint_eq(log.offsets[call] + log.counts[call], end); /* slices tile the buffer */
-        ck_assert_uint_eq(log.counts[call], (size_t)widths[layer + 1] * widths[layer] + widths[layer + 1]);
-        ck_assert_mem_eq(log.snapshot[call], f.m.grads + log.offsets[call], log.counts[call] * sizeof(float));
-        end = log.offsets[call];
-    }
-    ck_assert_uint_eq(end, 0);
+    f.m.grad_ready_arg = &log;
+    forward_backward(&f, f.x, f.labels, NULL, ROWS, DP_LOSS_XENT, 0);
+    static const int expected[] = {3, 1, 0};
+    size_t total = dp_params_floats(&f.m.params);
+    ck_assert_int_eq(log.calls, 5); /* each Linear: its bias, then its weight whole */
+    assert_pieces_tile_backward(&log, total, expected, 3);
     log.calls = 0;
-    dp_mlp_forward_backward(&f.m, f.x, f.labels, NULL, 0, DP_LOSS_XENT, &loss, &correct);
-    ck_assert_int_eq(log.calls, NWIDTHS - 1); /* an empty slice still announces every layer */
-    dp_mlp_free(&f.m);
+    forward_backward(&f, f.x, f.labels, NULL, 0, DP_LOSS_XENT, 0);
+    ck_assert_int_eq(log.calls, 5); /* an empty slice still announces every module */
+    free_fixture(&f);
 }
 END_TEST
 
-START_TEST(initialisation_is_pytorch_uniform_and_seeded)
+/* Asked for pieces of at most 2 rows, a Linear computes its weight gradient in row blocks, the
+ * last first, each reported as it is done; the gradients are those of the whole GEMM. */
+START_TEST(weight_gradients_come_in_row_blocks_when_pieces_are_wanted)
 {
-    static const int big[] = {400, 300, 10};
-    size_t n = dp_mlp_param_count(big, 3);
+    fixture f;
+    make_fixture(&f, "linear(7),relu,linear(3)");
+    size_t total = dp_params_floats(&f.m.params);
+    forward_backward(&f, f.x, f.labels, NULL, ROWS, DP_LOSS_XENT, 0);
+    float *whole = malloc(total * sizeof *whole);
+    memcpy(whole, f.m.grads, total * sizeof *whole);
+    hook_log log = {0};
+    f.m.grad_ready = record_ready;
+    f.m.grad_ready_arg = &log;
+    f.m.grad_piece_floats = 2 * INPUTS + 1; /* 2 rows of the first Linear, 1 of the second */
+    forward_backward(&f, f.x, f.labels, NULL, ROWS, DP_LOSS_XENT, 0);
+    static const int expected[] = {2, 0};
+    assert_pieces_tile_backward(&log, total, expected, 2);
+    /* linear(3) on 7 inputs: bias, rows 2, 1, 0; linear(7) on INPUTS: bias, rows 5-6, 3-4, 1-2, 0. */
+    ck_assert_int_eq(log.calls, 4 + 5);
+    ck_assert_uint_eq(log.counts[1], 7);
+    ck_assert_uint_eq(log.counts[5], 2 * INPUTS);
+    ck_assert_uint_eq(log.counts[8], INPUTS);
+    for (size_t i = 0; i < total; i++)
+        ck_assert_float_eq_tol(f.m.grads[i], whole[i], 1e-6f * (1.0f + fabsf(whole[i])));
+    free(whole);
+    free_fixture(&f);
+}
+END_TEST
+
+/* Version 1's initialisation, restated: one stream from mix(seed, 0x1a17), each layer's weight
+ * then bias uniform in +-1/sqrt(fan_in). --layers must reproduce it byte for byte. */
+START_TEST(layers_initialisation_is_version_1s_bytes)
+{
+    static const int widths[] = {400, 300, 10};
+    dp_model_spec spec;
+    parse_spec("400,300,10", &spec);
+    dp_model m;
+    ck_assert_int_eq(dp_model_create(&m, dp_backend_cpu(), &spec, 400, 1), 0);
+    size_t n = dp_params_floats(&m.params);
     ck_assert_uint_eq(n, 400 * 300 + 300 + 300 * 10 + 10);
-    float *a = malloc(n * sizeof(float)), *b = malloc(n * sizeof(float));
-    dp_mlp_init_uniform(big, 3, 5, a);
-    dp_mlp_init_uniform(big, 3, 5, b);
-    ck_assert_mem_eq(a, b, n * sizeof(float));
-    double bound0 = 1.0 / sqrt(400.0), bound1 = 1.0 / sqrt(300.0), max0 = 0.0, sum0 = 0.0;
-    for (size_t i = 0; i < 400 * 300 + 300; i++) {
-        ck_assert(fabs(a[i]) <= bound0);
-        max0 = fmax(max0, fabs(a[i]));
-        sum0 += a[i];
+    float *expected = malloc(n * sizeof(float)), *p = expected;
+    dp_rng rng;
+    dp_rng_seed(&rng, dp_rng_mix(5, 0x1a17));
+    for (int i = 0; i < 2; i++) {
+        float bound = 1.0f / sqrtf((float)widths[i]);
+        for (int j = 0; j < widths[i + 1] * widths[i] + widths[i + 1]; j++)
+            *p++ = (2.0f * dp_rng_uniform(&rng) - 1.0f) * bound;
     }
-    ck_assert(max0 > 0.99 * bound0);                   /* fills the whole range */
-    ck_assert(fabs(sum0 / (400 * 300 + 300)) < 0.01 * bound0 * 10); /* centred */
-    for (size_t i = 400 * 300 + 300; i < n; i++)
-        ck_assert(fabs(a[i]) <= bound1);
-    dp_mlp_init_uniform(big, 3, 6, b);
-    ck_assert(memcmp(a, b, n * sizeof(float)) != 0);
-    free(a);
-    free(b);
+    dp_model_init(&m, 5, m.weights, m.buffer_values, m.counters);
+    ck_assert_mem_eq(m.weights, expected, n * sizeof(float));
+    dp_model_init(&m, 6, m.weights, m.buffer_values, m.counters);
+    ck_assert(memcmp(m.weights, expected, n * sizeof(float)) != 0);
+    free(expected);
+    dp_model_free(&m);
 }
 END_TEST
 
-START_TEST(tensor_refs_use_pytorch_names_and_layouts)
+START_TEST(tensor_names_follow_pytorch)
 {
-    float params[6 * 5 + 6 + 4 * 6 + 4 + 3 * 4 + 3];
-    dp_tensor_ref refs[6];
-    dp_mlp_tensor_refs(widths, NWIDTHS, params, refs);
-    ck_assert_str_eq(refs[0].name, "layers.0.weight");
-    ck_assert_int_eq(refs[0].ndim, 2);
-    ck_assert_int_eq(refs[0].shape[0], 6);
-    ck_assert_int_eq(refs[0].shape[1], 5);
-    ck_assert_str_eq(refs[1].name, "layers.0.bias");
-    ck_assert_ptr_eq(refs[1].data, params + 30);
-    ck_assert_str_eq(refs[5].name, "layers.2.bias");
-    ck_assert_ptr_eq(refs[5].data + 3, params + sizeof params / sizeof *params);
+    fixture f;
+    make_fixture(&f, "5,6,4,3");
+    ck_assert_int_eq(f.m.params.count, 6);
+    ck_assert_str_eq(f.m.params.entries[2].name, "layers.1.weight"); /* --layers: the k-th Linear */
+    ck_assert_int_eq(f.m.params.entries[2].shape[0], 4);
+    ck_assert_int_eq(f.m.params.entries[2].shape[1], 6);
+    ck_assert_uint_eq(f.m.params.entries[3].offset, 6 * 5 + 6 + 4 * 6);
+    free_fixture(&f);
+    make_fixture(&f, "linear(6),batchnorm,relu,dropout(0.5),linear(3,bias=0)");
+    static const char *const params[] = {"layers.0.weight", "layers.0.bias", "layers.1.weight", "layers.1.bias",
+                                         "layers.4.weight"};
+    static const char *const buffers[] = {"layers.1.running_mean", "layers.1.running_var",
+                                          "layers.1.num_batches_tracked"};
+    ck_assert_int_eq(f.m.params.count, 5);
+    for (int i = 0; i < 5; i++)
+        ck_assert_str_eq(f.m.params.entries[i].name, params[i]);
+    ck_assert_int_eq(f.m.buffers.count, 3);
+    for (int i = 0; i < 3; i++)
+        ck_assert_str_eq(f.m.buffers.entries[i].name, buffers[i]);
+    ck_assert_int_eq(f.m.buffers.entries[2].dtype, DP_DTYPE_I64);
+    ck_assert_int_eq(f.m.buffers.entries[2].ndim, 0);
+    /* Weight decay applies to weight matrices only. */
+    ck_assert(f.m.params.entries[0].flags & DP_PARAM_DECAY);
+    ck_assert(!(f.m.params.entries[1].flags & DP_PARAM_DECAY));
+    ck_assert(!(f.m.params.entries[2].flags & DP_PARAM_DECAY));
+    free_fixture(&f);
+}
+END_TEST
+
+/* A mask is a function of (seed, step, sample, unit): rows 3..6 of a 7-row forward equal a
+ * forward of those 4 rows that starts at sample 3, as another rank would run them. */
+START_TEST(dropout_masks_do_not_depend_on_how_rows_are_split)
+{
+    fixture f;
+    make_fixture(&f, "dropout(0.5),linear(3)");
+    dp_nn_context ctx = train_ctx(0);
+    const float *out;
+    ck_assert_int_eq(dp_model_forward(&f.m, &ctx, f.x, ROWS, &out), 0);
+    float whole[ROWS * INPUTS];
+    memcpy(whole, f.m.modules[0].mask, sizeof whole);
+    int kept = 0;
+    for (int i = 0; i < ROWS * INPUTS; i++) {
+        ck_assert(whole[i] == 0.0f || whole[i] == 2.0f);
+        kept += whole[i] != 0.0f;
+    }
+    ck_assert(kept > 5 && kept < ROWS * INPUTS - 5);
+    ctx.first_sample = 3;
+    ck_assert_int_eq(dp_model_forward(&f.m, &ctx, f.x + 3 * INPUTS, ROWS - 3, &out), 0);
+    ck_assert_mem_eq(f.m.modules[0].mask, whole + 3 * INPUTS, (ROWS - 3) * INPUTS * sizeof(float));
+    ctx.step++;
+    ck_assert_int_eq(dp_model_forward(&f.m, &ctx, f.x + 3 * INPUTS, ROWS - 3, &out), 0);
+    ck_assert(memcmp(f.m.modules[0].mask, whole + 3 * INPUTS, (ROWS - 3) * INPUTS * sizeof(float)) != 0);
+    /* Eval mode passes data through. */
+    ctx.training = 0;
+    ck_assert_int_eq(dp_model_forward(&f.m, &ctx, f.x, ROWS, &out), 0);
+    ck_assert_ptr_eq(f.m.inputs_of[1], f.x);
+    free_fixture(&f);
+}
+END_TEST
+
+/* PyTorch's running statistics: momentum 0.1 towards the batch mean and unbiased variance,
+ * num_batches_tracked per training forward; eval mode normalises with them. */
+START_TEST(batchnorm_running_statistics_follow_pytorch)
+{
+    fixture f;
+    make_fixture(&f, "linear(4),batchnorm");
+    dp_nn_context ctx = train_ctx(0);
+    const float *out;
+    ck_assert_int_eq(dp_model_forward(&f.m, &ctx, f.x, ROWS, &out), 0);
+    const float *h = f.m.inputs_of[1], *running = f.m.modules[1].buffers;
+    for (int c = 0; c < 4; c++) {
+        double mean = 0.0, var = 0.0;
+        for (int r = 0; r < ROWS; r++)
+            mean += h[r * 4 + c] / (double)ROWS;
+        for (int r = 0; r < ROWS; r++)
+            var += (h[r * 4 + c] - mean) * (h[r * 4 + c] - mean) / (ROWS - 1);
+        ck_assert_double_eq_tol(running[c], 0.1 * mean, 1e-6);
+        ck_assert_double_eq_tol(running[4 + c], 0.9 + 0.1 * var, 1e-6);
+    }
+    ck_assert_int_eq(f.m.counters[0], 1);
+    ctx.training = 0;
+    ck_assert_int_eq(dp_model_forward(&f.m, &ctx, f.x, ROWS, &out), 0);
+    ck_assert_int_eq(f.m.counters[0], 1);
+    const float *gamma = f.m.modules[1].weights;
+    for (int i = 0; i < ROWS * 4; i++) {
+        int c = i % 4;
+        double expected = gamma[c] * (h[i] - running[c]) / sqrt(running[4 + c] + 1e-5) + gamma[4 + c];
+        ck_assert_double_eq_tol(out[i], expected, 1e-5);
+    }
+    free_fixture(&f);
+}
+END_TEST
+
+START_TEST(model_specs_parse_and_bad_ones_are_named)
+{
+    dp_model_spec spec;
+    ck_assert_int_eq(dp_model_spec_parse(" linear(256) , batchnorm(momentum=0.2, sync=1),relu,dropout(p=0.1), linear(10)", &spec), 0);
+    ck_assert_int_eq(spec.count, 5);
+    ck_assert_int_eq(spec.modules[0].options.out_features, 256);
+    ck_assert_float_eq(spec.modules[1].options.momentum, 0.2f);
+    ck_assert_float_eq(spec.modules[1].options.eps, 1e-5f);
+    ck_assert_int_eq(spec.modules[1].options.sync, 1);
+    ck_assert_float_eq(spec.modules[3].options.p, 0.1f);
+    static const struct {
+        const char *spec, *phrase;
+    } bad[] = {
+        {"linear(10),softmax", "module 1 'softmax': unknown module"},
+        {"linear", "needs out"},
+        {"linear(0)", "out='0' must be an integer in [1,"},
+        {"linear(ten)", "out='ten'"},
+        {"linear(10,bias=2)", "bias='2' must be 0 or 1"},
+        {"dropout(1)", "p='1' must be a number in [0, 1)"},
+        {"dropout(-0.1)", "p='-0.1'"},
+        {"batchnorm(momentum=0.1,foo=1)", "unknown option 'foo'"},
+        {"relu(3)", "takes no options"},
+        {"linear(10,20)", "only the first option may be given without name="},
+        {"linear(10", "unbalanced parentheses"},
+        {"linear(10),", "trailing comma"},
+        {"linear(10),,relu", "empty module"},
+        {"", "no modules"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        ck_assert_msg(dp_model_spec_parse(bad[i].spec, &spec) == DP_EINVAL, "'%s' accepted", bad[i].spec);
+        ck_assert_msg(strstr(dp_last_error(), bad[i].phrase) && strstr(dp_last_error(), "--model"),
+                      "'%s': %s", bad[i].spec, dp_last_error());
+    }
+    ck_assert_int_eq(dp_model_spec_parse("batchnorm,linear(10)", &spec), 0);
+    dp_model m;
+    ck_assert_int_eq(dp_model_create(&m, dp_backend_cpu(), &spec, 5, 4), DP_EINVAL);
+    ck_assert_ptr_nonnull(strstr(dp_last_error(), "comes before any linear"));
 }
 END_TEST
 
 START_TEST(layer_specs_parse_and_bad_ones_are_named)
 {
-    int w[DP_MLP_MAX_LAYERS + 1], n = 0;
-    ck_assert_int_eq(dp_mlp_parse_widths("784,256,10", w, &n), 0);
-    ck_assert_int_eq(n, 3);
-    ck_assert_int_eq(w[1], 256);
+    dp_model_spec spec;
+    ck_assert_int_eq(dp_model_spec_from_layers("784,256,10", &spec), 0);
+    ck_assert_int_eq(spec.inputs, 784);
+    ck_assert_int_eq(spec.count, 3); /* linear, relu, linear */
+    ck_assert_int_eq(spec.modules[2].options.out_features, 10);
     static const char *const bad[] = {"", "784", "784,0,10", "784,-3", "784,,10", "784,10,", "7a,10"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        ck_assert_int_lt(dp_mlp_parse_widths(bad[i], w, &n), 0);
+        ck_assert_int_lt(dp_model_spec_from_layers(bad[i], &spec), 0);
         ck_assert_ptr_nonnull(strstr(dp_last_error(), "--layers"));
     }
 }
@@ -237,13 +468,18 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("model");
-    TCase *tc = tcase_create("mlp");
-    tcase_add_test(tc, cross_entropy_gradients_match_finite_differences);
-    tcase_add_test(tc, mse_gradients_match_finite_differences);
-    tcase_add_test(tc, backward_accumulates_so_two_halves_equal_the_whole);
-    tcase_add_test(tc, gradient_ready_hook_announces_final_layers_last_first);
-    tcase_add_test(tc, initialisation_is_pytorch_uniform_and_seeded);
-    tcase_add_test(tc, tensor_refs_use_pytorch_names_and_layouts);
+    TCase *tc = tcase_create("nn");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, mlp_gradients_match_finite_differences);
+    tcase_add_test(tc, batchnorm_dropout_relu_gradients_match_finite_differences);
+    tcase_add_test(tc, accumulating_two_halves_equals_the_whole_batch);
+    tcase_add_test(tc, gradient_ready_hook_announces_modules_with_parameters_last_first);
+    tcase_add_test(tc, weight_gradients_come_in_row_blocks_when_pieces_are_wanted);
+    tcase_add_test(tc, layers_initialisation_is_version_1s_bytes);
+    tcase_add_test(tc, tensor_names_follow_pytorch);
+    tcase_add_test(tc, dropout_masks_do_not_depend_on_how_rows_are_split);
+    tcase_add_test(tc, batchnorm_running_statistics_follow_pytorch);
+    tcase_add_test(tc, model_specs_parse_and_bad_ones_are_named);
     tcase_add_test(tc, layer_specs_parse_and_bad_ones_are_named);
     suite_add_tcase(s, tc);
     return dp_test_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -3,10 +3,11 @@
 #include "dp/comm.h"
 #include "dp/data.h"
 #include "dp/error.h"
-#include "dp/mlp.h"
+#include "dp/nn.h"
 #include "dp/options.h"
 #include "dp/sampler.h"
 #include "dp/train.h"
+#include "src/train/trainer.h"
 #include "tests/testutil.h"
 
 #include <stdio.h>
@@ -25,7 +26,7 @@ static void base_options(dp_options *o)
     o->device = test_device;
     o->share_gpu = test_device == DP_DEVICE_CUDA; /* the test's ranks may outnumber the GPUs */
     strcpy(o->layers_spec, "20,32,16,5");
-    ck_assert_int_eq(dp_mlp_parse_widths(o->layers_spec, o->widths, &o->nwidths), 0);
+    ck_assert_int_eq(dp_model_spec_from_layers(o->layers_spec, &o->model), 0);
     o->steps = STEPS;
     o->lr = 0.1f;
     o->momentum = 0.9f;
@@ -41,17 +42,35 @@ static void open_synthetic(dp_dataset *ds, int regression)
     ck_assert_msg(dp_dataset_open(spec, 0, regression, 77, ds) == 0, "%s", dp_last_error());
 }
 
+/* The model of o, as the trainer builds it, on the CPU. */
+static void build_model(const dp_options *o, const dp_dataset *data, dp_model *m)
+{
+    ck_assert_msg(dp_model_create(m, dp_backend_cpu(), &o->model, data->dim, 1) == 0, "%s", dp_last_error());
+}
+
+/* The initial parameters of o's model (malloc'd); *n gets their count. */
+static float *initial_params(const dp_options *o, const dp_dataset *data, size_t *n)
+{
+    dp_model m;
+    build_model(o, data, &m);
+    *n = dp_params_floats(&m.params);
+    float *params = malloc(*n * sizeof(float)), *buffers = malloc((dp_params_floats(&m.buffers) + 1) * sizeof(float));
+    dp_model_init(&m, o->seed, params, buffers, m.counters);
+    free(buffers);
+    dp_model_free(&m);
+    return params;
+}
+
 /* Trains with o on comm and returns the final parameters (malloc'd). */
 static float *train_on(const dp_options *o, const dp_dataset *data, MPI_Comm mpi_comm)
 {
     dp_comm comm;
     ck_assert_msg(dp_comm_init(&comm, mpi_comm, o->allreduce) == 0, "%s", dp_last_error());
-    float *params = malloc(dp_mlp_param_count(o->widths, o->nwidths) * sizeof(float));
     dp_train_result result;
-    ck_assert_msg(dp_train(o, data, NULL, &comm, params, &result) == 0, "%s", dp_last_error());
+    ck_assert_msg(dp_train(o, data, NULL, &comm, &result, 1) == 0, "%s", dp_last_error());
     ck_assert_int_eq(result.steps, o->steps);
     dp_comm_free(&comm);
-    return params;
+    return result.params;
 }
 
 /* 1 when every rank's buffer equals rank 0's byte for byte. */
@@ -65,23 +84,22 @@ static void check_equivalence(const dp_options *distributed, const dp_options *r
 {
     dp_dataset data;
     open_synthetic(&data, regression);
-    size_t n = dp_mlp_param_count(distributed->widths, distributed->nwidths);
+    size_t n = 0;
+    float *initial = initial_params(distributed, &data, &n);
     float *params = train_on(distributed, &data, MPI_COMM_WORLD);
     ck_assert_msg(replicas_identical(params, n), "replicas differ after %d steps (%s)", STEPS,
                   distributed->allreduce);
     if (world_rank == 0) {
-        float *initial = malloc(n * sizeof(float));
         float *single = train_on(reference, &data, MPI_COMM_SELF);
-        dp_mlp_init_uniform(distributed->widths, distributed->nwidths, distributed->seed, initial);
         double moved = dp_test_relative_error(params, initial, n), error = dp_test_relative_error(params, single, n);
-        printf("W=%d %s batch %ld accum %ld%s%s: relative error vs 1 rank %.3g (training moved %.3g)\n",
-               world_size, distributed->allreduce, distributed->batch, distributed->accum,
+        printf("W=%d %s %s batch %ld accum %ld%s%s: relative error vs 1 rank %.3g (training moved %.3g)\n",
+               world_size, distributed->model.text, distributed->allreduce, distributed->batch, distributed->accum,
                distributed->drop_last ? " drop-last" : "", regression ? " mse" : "", error, moved);
         ck_assert_msg(moved > 0.05, "training barely moved the parameters (%g)", moved);
         ck_assert_msg(error < 1e-5, "W=%d differs from 1 rank: relative error %g", world_size, error);
         free(single);
-        free(initial);
     }
+    free(initial);
     free(params);
     dp_dataset_free(&data);
 }
@@ -98,22 +116,37 @@ static void check_all_algorithms(dp_options *distributed, dp_options *reference,
     }
 }
 
-START_TEST(broadcast_gives_every_rank_rank0s_parameters)
+START_TEST(broadcast_gives_every_rank_rank0s_model)
 {
     dp_options o;
     base_options(&o);
-    size_t n = dp_mlp_param_count(o.widths, o.nwidths);
-    float *params = malloc(n * sizeof(float)), *expected = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        params[i] = (float)(world_rank * 1000 + i); /* differs by rank until the broadcast */
+    ck_assert_int_eq(dp_model_spec_parse("linear(8),batchnorm,relu,linear(5)", &o.model), 0);
+    dp_dataset data;
+    open_synthetic(&data, 0);
+    dp_model m;
+    build_model(&o, &data, &m);
+    size_t n = dp_params_floats(&m.params), nb = dp_params_floats(&m.buffers);
+    float *params = malloc(n * sizeof(float)), *buffers = malloc(nb * sizeof(float));
+    size_t expected_n = 0;
+    float *expected = initial_params(&o, &data, &expected_n);
+    /* Rank 0 draws; the others hold values that differ by rank until the broadcast. */
+    if (world_rank == 0)
+        ck_assert_int_eq(dp_trainer_load_model(&o, &m, params, buffers, m.counters), 0);
+    else
+        for (size_t i = 0; i < n; i++)
+            params[i] = (float)(world_rank * 1000 + i);
+    m.counters[0] = world_rank == 0 ? 7 : 0;
     dp_comm comm;
     ck_assert_int_eq(dp_comm_init(&comm, MPI_COMM_WORLD, "mpi"), 0);
-    ck_assert_int_eq(dp_train_init_params(&o, &comm, params), 0);
-    dp_mlp_init_uniform(o.widths, o.nwidths, o.seed, expected);
-    ck_assert_mem_eq(params, expected, n * sizeof(float));
-    ck_assert(replicas_identical(params, n));
+    ck_assert_int_eq(dp_trainer_share_model(&comm, &m, params, buffers), 0);
+    ck_assert_mem_eq(m.weights, expected, n * sizeof(float));
+    ck_assert(replicas_identical(m.buffer_values, nb));
+    ck_assert_int_eq(m.counters[0], 7);
     dp_comm_free(&comm);
+    dp_model_free(&m);
+    dp_dataset_free(&data);
     free(params);
+    free(buffers);
     free(expected);
 }
 END_TEST
@@ -170,6 +203,104 @@ START_TEST(equivalence_for_regression_and_drop_last)
 }
 END_TEST
 
+/* The version-2 modules: SyncBatchNorm, Dropout and AdamW train on W ranks exactly as on one. */
+static void modules_options(dp_options *o)
+{
+    base_options(o);
+    /* No bias before BatchNorm: its gradient is zero in exact arithmetic, and Adam would turn the
+     * rounding noise in it into full-size steps that differ with the order of additions. */
+    ck_assert_int_eq(dp_model_spec_parse("linear(32,bias=0),batchnorm(sync=1),relu,dropout(0.2),linear(16),relu,linear(5)",
+                                         &o->model), 0);
+    o->optimizer = DP_OPTIMIZER_ADAMW;
+    o->lr = 3e-3f;
+    o->momentum = 0.0f;
+    o->weight_decay = 0.01f;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.999f;
+    o->eps = 1e-8f;
+}
+
+START_TEST(equivalence_with_sync_batchnorm_dropout_and_adamw)
+{
+    dp_options o;
+    modules_options(&o);
+    for (long batch = 60; batch <= 67; batch += 7) {
+        o.batch = batch;
+        check_all_algorithms(&o, &o, 0);
+    }
+    o.batch = 31; /* accumulation: the same micro-batches on one rank */
+    o.accum = 2;
+    check_all_algorithms(&o, &o, 0);
+}
+END_TEST
+
+/* The documents' exception: plain BatchNorm normalises each rank's slice with its own
+ * statistics, so W ranks do NOT equal one rank (the replicas still agree: rank 0's running
+ * statistics are broadcast). */
+START_TEST(plain_batchnorm_differs_from_one_rank_but_replicas_agree)
+{
+    if (world_size == 1)
+        return;
+    dp_options o, single;
+    modules_options(&o);
+    ck_assert_int_eq(dp_model_spec_parse("linear(32),batchnorm,relu,linear(5)", &o.model), 0);
+    o.batch = 60;
+    single = o;
+    dp_dataset data;
+    open_synthetic(&data, 0);
+    size_t n = 0;
+    free(initial_params(&o, &data, &n));
+    float *params = train_on(&o, &data, MPI_COMM_WORLD);
+    ck_assert(replicas_identical(params, n));
+    if (world_rank == 0) {
+        float *one = train_on(&single, &data, MPI_COMM_SELF);
+        double error = dp_test_relative_error(params, one, n);
+        printf("W=%d plain batchnorm: relative error vs 1 rank %.3g (expected to differ)\n", world_size, error);
+        ck_assert_msg(error > 1e-4, "plain BatchNorm on %d ranks matched 1 rank (%g): per-rank statistics unused?",
+                      world_size, error);
+        free(one);
+    }
+    free(params);
+    dp_dataset_free(&data);
+}
+END_TEST
+
+/* Buckets reduced during backward give the same training as one all-reduce after backward
+ * (--no-overlap) and as one rank: tiny buckets (262 floats: each Linear cut into several, its
+ * weight gradient computed and reported in row blocks), accumulation (only the last
+ * micro-batch communicates), every algorithm. */
+START_TEST(overlapped_buckets_equal_no_overlap_and_one_rank)
+{
+    dp_options overlapped, whole;
+    base_options(&overlapped);
+    overlapped.batch = 31;
+    overlapped.accum = 2;
+    overlapped.bucket_mb = 1e-3; /* 262 floats: buckets cut the 672- and 528-float Linears */
+    whole = overlapped;
+    whole.no_overlap = 1;
+    char names[256];
+    snprintf(names, sizeof names, "%s", dp_comm_algorithm_names());
+    dp_dataset data;
+    open_synthetic(&data, 0);
+    size_t n = 0;
+    free(initial_params(&overlapped, &data, &n));
+    for (char *name = strtok(names, " "); name; name = strtok(NULL, " ")) {
+        strcpy(overlapped.allreduce, name);
+        strcpy(whole.allreduce, name);
+        float *a = train_on(&overlapped, &data, MPI_COMM_WORLD), *b = train_on(&whole, &data, MPI_COMM_WORLD);
+        ck_assert(replicas_identical(a, n));
+        double error = dp_test_relative_error(a, b, n);
+        if (world_rank == 0)
+            printf("W=%d %s: buckets during backward vs --no-overlap: relative error %.3g\n", world_size, name, error);
+        ck_assert_msg(error < 1e-5, "%s: overlapped buckets differ from --no-overlap by %g", name, error);
+        free(a);
+        free(b);
+    }
+    check_all_algorithms(&overlapped, &overlapped, 0);
+    dp_dataset_free(&data);
+}
+END_TEST
+
 START_TEST(training_is_bitwise_deterministic_run_to_run)
 {
     dp_options o;
@@ -177,7 +308,8 @@ START_TEST(training_is_bitwise_deterministic_run_to_run)
     o.batch = 67;
     dp_dataset data;
     open_synthetic(&data, 0);
-    size_t n = dp_mlp_param_count(o.widths, o.nwidths);
+    size_t n = 0;
+    free(initial_params(&o, &data, &n));
     float *first = train_on(&o, &data, MPI_COMM_WORLD);
     float *second = train_on(&o, &data, MPI_COMM_WORLD);
     ck_assert_mem_eq(first, second, n * sizeof(float));
@@ -190,23 +322,17 @@ END_TEST
 int main(int argc, char **argv)
 {
     dp_test_mpi_init(&argc, &argv, &world_rank, &world_size);
-    const char *device = getenv("DP_TEST_DEVICE");
-    if (device && strcmp(device, "cuda") == 0) {
-        test_device = DP_DEVICE_CUDA;
-        if (dp_backend_gpu_count() == 0) {
-            if (world_rank == 0)
-                printf("DP_TEST_DEVICE=cuda: no CUDA GPU visible (or built without CUDA): skipped\n");
-            MPI_Finalize();
-            return 77; /* automake's SKIP */
-        }
-    }
+    test_device = dp_test_device(world_rank);
     Suite *s = suite_create("mpi-train");
     TCase *tc = tcase_create("equivalence");
-    tcase_add_test(tc, broadcast_gives_every_rank_rank0s_parameters);
+    tcase_add_test(tc, broadcast_gives_every_rank_rank0s_model);
     tcase_add_test(tc, sampler_order_is_the_same_on_every_rank);
     tcase_add_test(tc, equivalence_with_even_and_uneven_slices);
     tcase_add_test(tc, equivalence_with_accumulation_matches_one_big_batch);
     tcase_add_test(tc, equivalence_for_regression_and_drop_last);
+    tcase_add_test(tc, equivalence_with_sync_batchnorm_dropout_and_adamw);
+    tcase_add_test(tc, plain_batchnorm_differs_from_one_rank_but_replicas_agree);
+    tcase_add_test(tc, overlapped_buckets_equal_no_overlap_and_one_rank);
     tcase_add_test(tc, training_is_bitwise_deterministic_run_to_run);
     suite_add_tcase(s, tc);
     int failed_anywhere = dp_test_run_mpi_suite(s);

@@ -2,8 +2,10 @@
 #include "dp/comm.h"
 #include "dp/error.h"
 #include "dp/options.h"
+#include "src/train/limits.h"
 #include "tests/testutil.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,13 +28,17 @@ START_TEST(defaults_train_the_demo_model)
     const char *args[] = {NULL};
     ck_assert_int_eq(parse(&o, 2, args), DP_OPTIONS_RUN);
     ck_assert_str_eq(o.data, "fashion-mnist");
-    ck_assert_int_eq(o.nwidths, 4);
-    ck_assert_int_eq(o.widths[0], 784);
-    ck_assert_int_eq(o.widths[3], 10);
+    ck_assert_int_eq(o.model.from_layers, 1);
+    ck_assert_int_eq(o.model.inputs, 784);
+    ck_assert_int_eq(o.model.count, 5); /* linear, relu, linear, relu, linear */
+    ck_assert_int_eq(o.model.modules[4].options.out_features, 10);
+    ck_assert_int_eq(o.optimizer, DP_OPTIMIZER_SGD);
+    ck_assert_float_eq(o.lr, 0.05f);
+    ck_assert_float_eq(o.weight_decay, 0.0f);
     ck_assert_int_eq(o.batch, 256);
     ck_assert_int_eq(o.accum, 1);
     ck_assert_str_eq(o.allreduce, "mpi");
-    ck_assert_int_eq(o.threads, 1);
+    ck_assert_int_eq(o.threads, 0); /* the cores available to the rank */
 }
 END_TEST
 
@@ -76,13 +82,14 @@ START_TEST(help_lists_every_option_with_its_default)
     FILE *f = fopen(path, "w+");
     dp_options_print_help(f);
     rewind(f);
-    char text[8192] = {0};
+    char text[16384] = {0};
     ck_assert_uint_gt(fread(text, 1, sizeof text - 1, f), 0);
     fclose(f);
     static const char *const expected[] = {"--data", "--test-data", "--layers", "--loss", "--batch",
         "--accum", "--lr", "--lr-schedule", "--momentum", "--weight-decay", "--epochs", "--steps", "--drop-last",
         "--seed", "--allreduce", "--segment-bytes", "--log-every", "--quiet", "--threads", "--save", "--init",
-        "--help", "--version", "[default: 256]", "[default: 784,256,256,10]", "mpi"};
+        "--help", "--version", "[default: 256]", "[default: 784,256,256,10]", "mpi", "--zero 0|1|2|3",
+        "--max-memory-mb", "--memory-plan", "--params", "--world", "--precision", "--checkpoint-shards"};
     for (size_t i = 0; i < sizeof expected / sizeof *expected; i++)
         ck_assert_msg(strstr(text, expected[i]) != NULL, "help lacks %s", expected[i]);
     free(path);
@@ -128,6 +135,85 @@ START_TEST(bad_values_are_rejected_naming_the_option)
 }
 END_TEST
 
+/* --zero and the memory options; --memory-plan's own options only with it. */
+START_TEST(zero_and_memory_options_are_applied_and_checked)
+{
+    dp_options o;
+    const char *args[] = {"--zero", "3", "--max-memory-mb", "512.5", "--checkpoint-dir", "ck", "--checkpoint-shards", NULL};
+    ck_assert_int_eq(parse(&o, 2, args), DP_OPTIONS_RUN);
+    ck_assert_int_eq(o.zero, 3);
+    ck_assert(o.max_memory_mb == 512.5);
+    ck_assert_int_eq(o.checkpoint_shards, 1);
+    const char *plan[] = {"--memory-plan", "--params", "70e9", "--world", "8", "--precision", "mixed", NULL};
+    ck_assert_int_eq(parse(&o, 1, plan), DP_OPTIONS_RUN);
+    ck_assert(o.plan_params == 70e9);
+    ck_assert_int_eq(o.plan_world, 8);
+    ck_assert_int_eq(o.precision, DP_PRECISION_MIXED);
+    const char *stage[] = {"--zero", "4", NULL};
+    expect_error(1, stage, "--zero '4': must be one of 0, 1, 2, 3");
+    const char *fraction[] = {"--memory-plan", "--params", "1.5", NULL};
+    expect_error(1, fraction, "--params '1.5': must be a whole number");
+    const char *world[] = {"--world", "8", NULL};
+    expect_error(1, world, "--world applies to --memory-plan");
+    const char *shards[] = {"--checkpoint-shards", NULL};
+    expect_error(1, shards, "--checkpoint-shards needs --checkpoint-dir");
+}
+END_TEST
+
+/* --model, --sync-bn, and AdamW with PyTorch's constructor defaults unless given. */
+START_TEST(model_and_adamw_options_are_applied)
+{
+    dp_options o;
+    const char *args[] = {"--model", "linear(64),batchnorm,relu,dropout(0.1),linear(10)", "--sync-bn",
+                          "--optimizer", "adamw", "--betas", "0.8,0.99", "--eps", "1e-6", "--decay-all", NULL};
+    ck_assert_int_eq(parse(&o, 2, args), DP_OPTIONS_RUN);
+    ck_assert_int_eq(o.model.from_layers, 0);
+    ck_assert_int_eq(o.model.count, 5);
+    ck_assert_int_eq(o.model.modules[1].options.sync, 1);
+    ck_assert_int_eq(o.optimizer, DP_OPTIMIZER_ADAMW);
+    ck_assert_float_eq(o.lr, 1e-3f);
+    ck_assert_float_eq(o.weight_decay, 1e-2f);
+    ck_assert_float_eq(o.beta1, 0.8f);
+    ck_assert_float_eq(o.beta2, 0.99f);
+    ck_assert_float_eq(o.eps, 1e-6f);
+    ck_assert_int_eq(o.decay_all, 1);
+    const char *given[] = {"--optimizer", "adamw", "--lr", "0.01", "--weight-decay", "0", NULL};
+    ck_assert_int_eq(parse(&o, 2, given), DP_OPTIONS_RUN);
+    ck_assert_float_eq(o.lr, 0.01f);
+    ck_assert_float_eq(o.weight_decay, 0.0f);
+    const char *predict[] = {"--predict", "x.npy", "--init", "m.safetensors", "--output", "y.npy",
+                             "--predict-classes", NULL};
+    ck_assert_int_eq(parse(&o, 2, predict), DP_OPTIONS_RUN);
+    ck_assert_str_eq(o.predict_path, "x.npy");
+    ck_assert_int_eq(o.predict_classes, 1);
+}
+END_TEST
+
+START_TEST(model_optimizer_and_predict_mistakes_are_named)
+{
+    const char *both[] = {"--model", "linear(10)", "--layers", "784,10", NULL};
+    expect_error(1, both, "--model and --layers both describe the model");
+    const char *bad_model[] = {"--model", "linear(10),tanh", NULL};
+    expect_error(1, bad_model, "--model 'linear(10),tanh': module 1 'tanh': unknown module");
+    const char *dropout[] = {"--model", "linear(10),dropout(1.5)", NULL};
+    expect_error(1, dropout, "p='1.5' must be a number in [0, 1)");
+    const char *momentum[] = {"--optimizer", "adamw", "--momentum", "0.9", NULL};
+    expect_error(1, momentum, "--momentum does not apply to --optimizer adamw");
+    const char *betas[] = {"--betas", "0.9,0.99", NULL};
+    expect_error(1, betas, "--betas does not apply to --optimizer sgd");
+    const char *bad_betas[] = {"--optimizer", "adamw", "--betas", "0.9", NULL};
+    expect_error(1, bad_betas, "--betas '0.9': must be two numbers in [0, 1)");
+    const char *optimizer[] = {"--optimizer", "adam", NULL};
+    expect_error(1, optimizer, "--optimizer 'adam': must be one of sgd, adamw");
+    const char *no_init[] = {"--predict", "x.npy", "--output", "y.npy", NULL};
+    expect_error(1, no_init, "--predict x.npy needs --init");
+    const char *no_output[] = {"--predict", "x.npy", "--init", "m.safetensors", NULL};
+    expect_error(1, no_output, "--predict x.npy needs --output");
+    const char *stray_output[] = {"--output", "y.npy", NULL};
+    expect_error(1, stray_output, "--output applies to --predict");
+}
+END_TEST
+
 START_TEST(segment_bytes_takes_any_size_from_one_float)
 {
     dp_options o;
@@ -138,6 +224,73 @@ START_TEST(segment_bytes_takes_any_size_from_one_float)
     ck_assert_int_eq(o.segment_bytes, 4102);
     const char *too_small[] = {"--segment-bytes", "3", NULL};
     expect_error(1, too_small, "--segment-bytes '3': must be an integer >= 4");
+    /* Larger than the ring's largest message: refused, not silently cut down. */
+    const char *too_large[] = {"--segment-bytes", "4294967300", NULL};
+    expect_error(1, too_large, "--segment-bytes '4294967300': too large: at most 4294967296");
+}
+END_TEST
+
+/* Options that size buffers and loops, and their products: refused with the options named,
+ * never wrapped around (the crashes of issue 11: a per-rank slice cast to int, a step batch
+ * of batch x accum wrapped to 0, epochs x steps gone negative) or clamped. */
+START_TEST(sizes_from_options_are_range_checked_not_wrapped)
+{
+    const char *slice[] = {"--batch", "8589934592", NULL};
+    expect_error(2, slice, "--batch 8589934592 over 2 ranks puts 4294967296 samples on a rank");
+    const char *step[] = {"--batch", "4", "--accum", "4611686018427387904", NULL};
+    expect_error(2, step, "--batch 4 x --accum 4611686018427387904: more than");
+    const char *epochs[] = {"--epochs", "9223372036854775807", NULL};
+    expect_error(1, epochs, "--epochs '9223372036854775807': too large: at most 999999999999999999");
+    const char *beyond_long[] = {"--steps", "99999999999999999999", NULL};
+    expect_error(1, beyond_long, "--steps '99999999999999999999': too large");
+    const char *threads[] = {"--threads", "2000", NULL};
+    expect_error(1, threads, "--threads '2000': too large: at most 1024");
+    const char *params[] = {"--layers", "2147483647,2147483647,2147483647", NULL};
+    expect_error(1, params, "--layers 2147483647,2147483647,2147483647: the parameters' size overflows");
+    dp_options o;
+    const char *ok[] = {"--threads", "1024", "--batch", "4294967294", NULL};
+    ck_assert_int_eq(parse(&o, 2, ok), DP_OPTIONS_RUN);
+    ck_assert_int_eq(o.threads, 1024);
+    /* epochs x steps per epoch, known once the data is: checked before multiplying. */
+    long total = 0;
+    o.steps = 0;
+    o.epochs = 999999999999999999L;
+    ck_assert_int_eq(dp_plan_total_steps(&o, 2, &total), DP_EINVAL);
+    ck_assert_msg(strstr(dp_last_error(), "--epochs 999999999999999999 x 2 steps per epoch"), "%s",
+                  dp_last_error());
+    o.epochs = 3;
+    ck_assert_int_eq(dp_plan_total_steps(&o, 235, &total), 0);
+    ck_assert_int_eq(total, 705);
+    /* An allocation that fails says which options sized it, with sizes that did not wrap. */
+    dp_fail(DP_ENOMEM, "out of memory allocating 20000000000000 bytes for activations");
+    ck_assert_int_eq(dp_explain_memory_failure(DP_ENOMEM, &o, 2, 50000000, 79500010), DP_ENOMEM);
+    ck_assert_msg(strstr(dp_last_error(), "20000000000000 bytes for activations") &&
+                  strstr(dp_last_error(), "--batch 4294967294 over 2 ranks = 50000000 rows per rank"),
+                  "%s", dp_last_error());
+}
+END_TEST
+
+/* Floats are parsed in double and must keep their meaning in float32; --timeout takes
+ * fractions; a seed is any 64-bit unsigned integer. */
+START_TEST(numbers_keep_the_meaning_they_were_given)
+{
+    const char *momentum[] = {"--momentum", "0.99999999", NULL};
+    expect_error(1, momentum, "--momentum '0.99999999': must be below 1, but it rounds to 1 in float32");
+    const char *huge_lr[] = {"--lr", "1e39", NULL};
+    expect_error(1, huge_lr, "--lr '1e39': too large for float32");
+    const char *tiny_lr[] = {"--lr", "1e-50", NULL};
+    expect_error(1, tiny_lr, "--lr '1e-50': too small for float32");
+    const char *negative_seed[] = {"--seed", "-1", NULL};
+    expect_error(1, negative_seed, "--seed '-1': must be an integer from 0 to 18446744073709551615");
+    const char *big_seed[] = {"--seed", "18446744073709551616", NULL};
+    expect_error(1, big_seed, "--seed '18446744073709551616'");
+    dp_options o;
+    const char *ok[] = {"--momentum", "0.9999999", "--timeout", "0.4", "--seed",
+                        "18446744073709551615", NULL};
+    ck_assert_int_eq(parse(&o, 1, ok), DP_OPTIONS_RUN);
+    ck_assert(o.momentum < 1.0f);
+    ck_assert(o.timeout > 0.39 && o.timeout < 0.41);
+    ck_assert(o.seed == UINT64_MAX);
 }
 END_TEST
 
@@ -148,9 +301,14 @@ int main(void)
     tcase_add_test(tc, defaults_train_the_demo_model);
     tcase_add_test(tc, segment_bytes_takes_any_size_from_one_float);
     tcase_add_test(tc, values_are_applied);
+    tcase_add_test(tc, model_and_adamw_options_are_applied);
+    tcase_add_test(tc, zero_and_memory_options_are_applied_and_checked);
+    tcase_add_test(tc, model_optimizer_and_predict_mistakes_are_named);
     tcase_add_test(tc, help_and_version_ask_to_exit);
     tcase_add_test(tc, help_lists_every_option_with_its_default);
     tcase_add_test(tc, bad_values_are_rejected_naming_the_option);
+    tcase_add_test(tc, sizes_from_options_are_range_checked_not_wrapped);
+    tcase_add_test(tc, numbers_keep_the_meaning_they_were_given);
     suite_add_tcase(s, tc);
     return dp_test_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -5,12 +5,11 @@
 #include "dp/comm.h"
 #include "dp/data.h"
 #include "dp/error.h"
-#include "dp/mlp.h"
+#include "dp/nn.h"
 #include "dp/options.h"
 #include "dp/train.h"
 #include "tests/testutil.h"
 
-#include <dirent.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,7 +26,7 @@ static void base_options(dp_options *o)
 {
     dp_options_defaults(o);
     strcpy(o->layers_spec, "20,32,16,5");
-    ck_assert_int_eq(dp_mlp_parse_widths(o->layers_spec, o->widths, &o->nwidths), 0);
+    ck_assert_int_eq(dp_model_spec_from_layers(o->layers_spec, &o->model), 0);
     o->steps = STEPS;
     o->batch = 67;
     o->lr = 0.1f;
@@ -40,33 +39,19 @@ static void base_options(dp_options *o)
 
 static size_t param_count(const dp_options *o)
 {
-    return dp_mlp_param_count(o->widths, o->nwidths);
+    return dp_test_param_count(o, data.dim);
 }
 
-/* A directory name that is the same on every rank (rank 0's temporary directory). */
-static void shared_dir(const char *name, char *out, size_t size)
+static int train_status(const dp_options *o, MPI_Comm mpi_comm, dp_train_result *result)
 {
-    char *path = dp_test_path(name);
-    snprintf(out, size, "%s", path);
-    free(path);
-    MPI_Bcast(out, (int)size, MPI_CHAR, 0, MPI_COMM_WORLD);
-}
-
-static int train_status(const dp_options *o, MPI_Comm mpi_comm, float *params, dp_train_result *result)
-{
-    dp_comm comm;
-    ck_assert_msg(dp_comm_init(&comm, mpi_comm, o->allreduce) == 0, "%s", dp_last_error());
-    int status = dp_train(o, &data, NULL, &comm, params, result);
-    dp_comm_free(&comm);
-    return status;
+    return dp_test_train(o, &data, mpi_comm, result);
 }
 
 static float *train_ok(const dp_options *o, MPI_Comm mpi_comm)
 {
-    float *params = malloc(param_count(o) * sizeof(float));
     dp_train_result result;
-    ck_assert_msg(train_status(o, mpi_comm, params, &result) == 0, "%s", dp_last_error());
-    return params;
+    ck_assert_msg(train_status(o, mpi_comm, &result) == 0, "%s", dp_last_error());
+    return result.params;
 }
 
 /* Resumes o from `from` (a checkpoint file or directory) and requires the final
@@ -90,23 +75,12 @@ static void train_first_half(const dp_options *full, const char *dir)
     free(train_ok(&half, MPI_COMM_WORLD));
 }
 
-static int count_files(const char *dir, const char *containing)
-{
-    DIR *d = opendir(dir);
-    ck_assert_ptr_nonnull(d);
-    int count = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        count += strstr(e->d_name, containing) != NULL;
-    closedir(d);
-    return count;
-}
-
 START_TEST(resume_from_a_mid_run_checkpoint_is_bit_exact)
 {
     dp_options o;
     base_options(&o);
     char dir[512];
-    shared_dir("resume-exact", dir, sizeof dir);
+    dp_test_shared_path("resume-exact", dir, sizeof dir);
     float *uninterrupted = train_ok(&o, MPI_COMM_WORLD);
     dp_options checkpointed = o;
     snprintf(checkpointed.checkpoint_dir, sizeof checkpointed.checkpoint_dir, "%s", dir);
@@ -119,13 +93,40 @@ START_TEST(resume_from_a_mid_run_checkpoint_is_bit_exact)
 }
 END_TEST
 
+/* AdamW's moments and step, BatchNorm's running statistics and counters, and dropout's masks
+ * all continue exactly: the resumed run ends on the uninterrupted run's bytes. */
+START_TEST(resume_with_adamw_batchnorm_and_dropout_is_bit_exact)
+{
+    dp_options o;
+    base_options(&o);
+    ck_assert_int_eq(dp_model_spec_parse("linear(32,bias=0),batchnorm,relu,dropout(0.3),linear(5)", &o.model), 0);
+    o.optimizer = DP_OPTIMIZER_ADAMW;
+    o.lr = 3e-3f;
+    o.momentum = 0.0f;
+    o.weight_decay = 0.01f;
+    o.batch = 60; /* plain BatchNorm needs 2 rows per rank in every micro-batch */
+    o.drop_last = 1;
+    char dir[512];
+    dp_test_shared_path("resume-adamw", dir, sizeof dir);
+    float *uninterrupted = train_ok(&o, MPI_COMM_WORLD);
+    dp_options checkpointed = o;
+    snprintf(checkpointed.checkpoint_dir, sizeof checkpointed.checkpoint_dir, "%s", dir);
+    checkpointed.checkpoint_every = 13;
+    free(train_ok(&checkpointed, MPI_COMM_WORLD));
+    char file[600];
+    snprintf(file, sizeof file, "%s/step-%09d.safetensors", dir, 26);
+    assert_resume_is_exact(&o, file, uninterrupted);
+    free(uninterrupted);
+}
+END_TEST
+
 START_TEST(resume_after_a_shorter_run_matches_the_long_run)
 {
     dp_options o;
     base_options(&o);
     o.lr_schedule = DP_LR_CONSTANT; /* a 20-step run's cosine would end at lr 0 */
     char dir[512];
-    shared_dir("resume-half", dir, sizeof dir);
+    dp_test_shared_path("resume-half", dir, sizeof dir);
     float *uninterrupted = train_ok(&o, MPI_COMM_WORLD);
     train_first_half(&o, dir);
     assert_resume_is_exact(&o, dir, uninterrupted); /* the newest in the directory */
@@ -139,7 +140,7 @@ START_TEST(resume_on_fewer_ranks_matches_to_rounding)
     base_options(&o);
     o.lr_schedule = DP_LR_CONSTANT;
     char dir[512];
-    shared_dir("resume-fewer", dir, sizeof dir);
+    dp_test_shared_path("resume-fewer", dir, sizeof dir);
     float *uninterrupted = train_ok(&o, MPI_COMM_WORLD);
     train_first_half(&o, dir);
     MPI_Comm smaller;
@@ -162,15 +163,15 @@ START_TEST(only_the_newest_checkpoints_are_kept_and_no_temporaries)
     dp_options o;
     base_options(&o);
     char dir[512];
-    shared_dir("keep", dir, sizeof dir);
+    dp_test_shared_path("keep", dir, sizeof dir);
     snprintf(o.checkpoint_dir, sizeof o.checkpoint_dir, "%s", dir);
     o.checkpoint_every = 5;
     o.keep = 2;
     free(train_ok(&o, MPI_COMM_WORLD));
     MPI_Barrier(MPI_COMM_WORLD);
     if (world_rank == 0) {
-        ck_assert_int_eq(count_files(dir, ".safetensors"), 2);
-        ck_assert_int_eq(count_files(dir, ".tmp."), 0);
+        ck_assert_int_eq(dp_test_count_entries(dir, ".safetensors"), 2);
+        ck_assert_int_eq(dp_test_count_entries(dir, ".tmp."), 0);
         char newest[1024];
         ck_assert_int_eq(dp_checkpoint_find(dir, newest, sizeof newest), 0);
         ck_assert_ptr_nonnull(strstr(newest, "step-000000040.safetensors"));
@@ -198,14 +199,13 @@ START_TEST(incompatible_or_corrupt_checkpoints_are_refused)
     dp_options other;
     base_options(&other);
     strcpy(other.layers_spec, "20,30,5");
-    ck_assert_int_eq(dp_mlp_parse_widths(other.layers_spec, other.widths, &other.nwidths), 0);
+    ck_assert_int_eq(dp_model_spec_from_layers(other.layers_spec, &other.model), 0);
     snprintf(other.resume, sizeof other.resume, "%s", dir);
     dp_train_result result;
-    float *params = malloc(param_count(&other) * sizeof(float));
-    ck_assert_int_lt(train_status(&other, MPI_COMM_SELF, params, &result), 0);
-    ck_assert_msg(strstr(dp_last_error(), "layers=20,32,16,5 but this run has layers=20,30,5"),
+    ck_assert_int_lt(train_status(&other, MPI_COMM_SELF, &result), 0);
+    ck_assert_msg(strstr(dp_last_error(), "model=layers 20: linear(out=32,bias=1),relu,linear(out=16,bias=1),relu,"
+                                          "linear(out=5,bias=1) but this run has model=layers 20: linear(out=30,bias=1)"),
                   "%s", dp_last_error());
-    free(params);
 
     char path[1024];
     ck_assert_int_eq(dp_checkpoint_find(dir, path, sizeof path), 0);
@@ -216,10 +216,8 @@ START_TEST(incompatible_or_corrupt_checkpoints_are_refused)
     dp_options same;
     base_options(&same);
     snprintf(same.resume, sizeof same.resume, "%s", path);
-    params = malloc(param_count(&same) * sizeof(float));
-    ck_assert_int_eq(train_status(&same, MPI_COMM_SELF, params, &result), DP_EFORMAT);
+    ck_assert_int_eq(train_status(&same, MPI_COMM_SELF, &result), DP_EFORMAT);
     ck_assert_msg(strstr(dp_last_error(), "checksum mismatch"), "%s", dp_last_error());
-    free(params);
     free(dir);
 }
 END_TEST
@@ -242,20 +240,19 @@ START_TEST(a_failed_checkpoint_write_keeps_the_previous_one)
     snprintf(o.checkpoint_dir, sizeof o.checkpoint_dir, "%s", dir);
     snprintf(o.resume, sizeof o.resume, "%s", dir);
     dp_train_result result;
-    float *params = malloc(param_count(&o) * sizeof(float));
-    int status = train_status(&o, MPI_COMM_SELF, params, &result);
+    int status = train_status(&o, MPI_COMM_SELF, &result);
     setrlimit(RLIMIT_FSIZE, &saved);
     ck_assert_int_eq(status, DP_EIO);
     ck_assert_msg(strstr(dp_last_error(), dir), "%s", dp_last_error());
-    ck_assert_int_eq(count_files(dir, ".tmp."), 0);
-    ck_assert_int_eq(count_files(dir, "step-000000020"), 0);
+    ck_assert_int_eq(dp_test_count_entries(dir, ".tmp."), 0);
+    ck_assert_int_eq(dp_test_count_entries(dir, "step-000000020"), 0);
     char path[1024];
     ck_assert_int_eq(dp_checkpoint_find(dir, path, sizeof path), 0);
     ck_assert_ptr_nonnull(strstr(path, "step-000000010.safetensors"));
     o.checkpoint_dir[0] = '\0';
-    ck_assert_msg(train_status(&o, MPI_COMM_SELF, params, &result) == 0, "%s", dp_last_error());
+    ck_assert_msg(train_status(&o, MPI_COMM_SELF, &result) == 0, "%s", dp_last_error());
     ck_assert_int_eq(result.steps, 10); /* the intact checkpoint resumed */
-    free(params);
+    free(result.params);
     free(dir);
 }
 END_TEST
@@ -268,12 +265,10 @@ START_TEST(replica_check_names_the_diverged_rank)
     o.corrupt_rank = world_size - 1;
     o.corrupt_step = 7;
     dp_train_result result;
-    float *params = malloc(param_count(&o) * sizeof(float));
-    ck_assert_int_eq(train_status(&o, MPI_COMM_WORLD, params, &result), DP_ENUMERIC);
+    ck_assert_int_eq(train_status(&o, MPI_COMM_WORLD, &result), DP_ENUMERIC);
     char expected[128];
-    snprintf(expected, sizeof expected, "after step 10: the parameters of rank(s) %d differ", world_size - 1);
+    snprintf(expected, sizeof expected, "after step 10: the model state of rank(s) %d differs", world_size - 1);
     ck_assert_msg(strstr(dp_last_error(), expected), "%s", dp_last_error());
-    free(params);
 }
 END_TEST
 
@@ -305,18 +300,17 @@ START_TEST(non_finite_gradients_stop_the_job_naming_the_step_and_layer)
     dp_comm comm;
     ck_assert_int_eq(dp_comm_init(&comm, MPI_COMM_WORLD, "mpi"), 0);
     dp_train_result result;
-    ck_assert_int_eq(dp_train(&o, &poisoned, NULL, &comm, NULL, &result), DP_ENUMERIC);
-    ck_assert_msg(strstr(dp_last_error(), "non-finite gradient values, the first in layer 0"),
+    ck_assert_int_eq(dp_train(&o, &poisoned, NULL, &comm, &result, 0), DP_ENUMERIC);
+    ck_assert_msg(strstr(dp_last_error(), "non-finite gradient values, the first in layers.0.weight"),
                   "%s", dp_last_error());
     ck_assert_msg(strstr(dp_last_error(), "step "), "%s", dp_last_error());
     o.skip_nonfinite = 1;
-    float *params = malloc(param_count(&o) * sizeof(float));
-    ck_assert_msg(dp_train(&o, &poisoned, NULL, &comm, params, &result) == 0, "%s", dp_last_error());
+    ck_assert_msg(dp_train(&o, &poisoned, NULL, &comm, &result, 1) == 0, "%s", dp_last_error());
     /* 500 samples, 8 steps per epoch, 40 steps: 5 epochs, one poisoned step each. */
     ck_assert_int_eq(result.skipped_steps, 5);
     for (size_t i = 0; i < param_count(&o); i++)
-        ck_assert(isfinite(params[i]));
-    free(params);
+        ck_assert(isfinite(result.params[i]));
+    free(result.params);
     free(poisoned.features);
     dp_comm_free(&comm);
 }
@@ -332,6 +326,7 @@ int main(int argc, char **argv)
     Suite *s = suite_create("reliability");
     TCase *tc = tcase_create("checkpoints and checks");
     tcase_add_test(tc, resume_from_a_mid_run_checkpoint_is_bit_exact);
+    tcase_add_test(tc, resume_with_adamw_batchnorm_and_dropout_is_bit_exact);
     tcase_add_test(tc, resume_after_a_shorter_run_matches_the_long_run);
     tcase_add_test(tc, resume_on_fewer_ranks_matches_to_rounding);
     tcase_add_test(tc, only_the_newest_checkpoints_are_kept_and_no_temporaries);

@@ -2,7 +2,6 @@
 #include "dp/safetensors.h"
 #include "tests/testutil.h"
 
-#include <dirent.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,7 +53,7 @@ static void fill_distinct(mlp_params *p)
     float next = -2.5f;
     for (int t = 0; t < 4; t++)
         for (int64_t i = 0; i < dp_tensor_numel(&refs[t]); i++, next += 0.37f)
-            refs[t].data[i] = next;
+            ((float *)refs[t].data)[i] = next;
     p->w0[0] = -0.0f;
     p->b1[1] = 3.0e38f;
 }
@@ -152,12 +151,7 @@ static void assert_header_rejected(const char *header, int code, const char *phr
 static int count_temporaries(void)
 {
     char *dir_path = dp_test_path("");
-    DIR *dir = opendir(dir_path);
-    ck_assert_ptr_nonnull(dir);
-    int count = 0;
-    for (struct dirent *entry; (entry = readdir(dir)) != NULL;)
-        count += strstr(entry->d_name, ".tmp.") != NULL;
-    closedir(dir);
+    int count = dp_test_count_entries(dir_path, ".tmp.");
     free(dir_path);
     return count;
 }
@@ -495,14 +489,14 @@ START_TEST(test_write_leaves_no_temporary)
 }
 END_TEST
 
-START_TEST(test_failed_rename_removes_temporary)
+START_TEST(test_directory_at_the_target_is_refused)
 {
     float w[4] = {0};
     dp_tensor_ref ref = {.name = "w", .ndim = 2, .shape = {2, 2}, .data = w};
     char *path = dp_test_path("occupied_by_directory");
     ck_assert_int_eq(mkdir(path, 0700), 0);
     assert_failure(dp_safetensors_write(path, &ref, 1, NULL, NULL, 0), DP_EIO, path,
-                   "cannot rename");
+                   "is a directory, not a regular file: refusing to replace it");
     ck_assert_int_eq(count_temporaries(), 0);
     ck_assert_int_eq(rmdir(path), 0);
     free(path);
@@ -558,6 +552,232 @@ START_TEST(test_non_string_metadata_is_rejected)
 }
 END_TEST
 
+START_TEST(test_int64_tensors_round_trip_and_are_typed)
+{
+    /* BatchNorm's num_batches_tracked is int64 in PyTorch: written as I64, read back exactly,
+     * and never taken for a float tensor of the same shape. */
+    int64_t tracked = INT64_C(123456789012), back = 0;
+    float w[2] = {1.5f, -2.0f}, w_back[2];
+    dp_tensor_ref refs[2] = {
+        {.name = "layers.1.num_batches_tracked", .ndim = 0, .dtype = DP_DTYPE_I64, .data = &tracked},
+        {.name = "w", .ndim = 1, .shape = {2}, .data = w}};
+    char *path = dp_test_path("int64.safetensors");
+    ck_assert_int_eq(dp_safetensors_write(path, refs, 2, NULL, NULL, 0), DP_OK);
+    size_t len = 0;
+    unsigned char *file = read_whole_file(path, &len);
+    ck_assert_ptr_nonnull(strstr((const char *)file + 8, "\"dtype\":\"I64\",\"shape\":[]"));
+    free(file);
+    dp_tensor_ref in[2] = {refs[0], refs[1]};
+    in[0].data = &back;
+    in[1].data = w_back;
+    ck_assert_int_eq(dp_safetensors_read(path, in, 2), DP_OK);
+    ck_assert(back == tracked);
+    ck_assert_mem_eq(w_back, w, sizeof w);
+    dp_tensor_ref as_float = {.name = "layers.1.num_batches_tracked", .ndim = 0, .data = w_back};
+    assert_failure(dp_safetensors_read(path, &as_float, 1), DP_EFORMAT, path,
+                   "has dtype I64, expected F32");
+    free(path);
+}
+END_TEST
+
+/* --- what the format forbids (the reference implementation's checks) --- */
+
+/* Two tensors "a" [2] and "b" [2] with the given offsets over data_len data bytes. */
+static char *write_pair(const char *name, int64_t a0, int64_t a1, int64_t b0, int64_t b1,
+                        size_t data_len)
+{
+    char header[256];
+    snprintf(header, sizeof header,
+             "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[%lld,%lld]},"
+             "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[%lld,%lld]}}",
+             (long long)a0, (long long)a1, (long long)b0, (long long)b1);
+    static const unsigned char data[64];
+    ck_assert_uint_le(data_len, sizeof data);
+    return write_with_header(name, header, data, data_len);
+}
+
+static int read_a(const char *path)
+{
+    float a[2];
+    dp_tensor_ref ref = {.name = "a", .ndim = 1, .shape = {2}, .data = a};
+    return dp_safetensors_read(path, &ref, 1);
+}
+
+START_TEST(test_tensors_in_any_header_order_tile_the_data)
+{
+    char *path = write_pair("swapped.safetensors", 8, 16, 0, 8, 16);
+    ck_assert_msg(read_a(path) == DP_OK, "%s", dp_last_error());
+    free(path);
+}
+END_TEST
+
+START_TEST(test_rejects_overlapping_offsets)
+{
+    char *path = write_pair("overlap.safetensors", 0, 8, 4, 12, 12);
+    assert_failure(read_a(path), DP_EFORMAT, path, "tensors 'a' [0, 8] and 'b' [4, 12] overlap");
+    free(path);
+    path = write_pair("same.safetensors", 0, 8, 0, 8, 8);
+    assert_failure(read_a(path), DP_EFORMAT, path, "overlap");
+    free(path);
+}
+END_TEST
+
+START_TEST(test_rejects_holes_and_trailing_bytes)
+{
+    char *path = write_pair("hole.safetensors", 0, 8, 12, 20, 20);
+    assert_failure(read_a(path), DP_EFORMAT, path, "bytes [8, 12) of the data section belong to no tensor");
+    free(path);
+    path = write_pair("leading.safetensors", 4, 12, 12, 20, 20);
+    assert_failure(read_a(path), DP_EFORMAT, path, "bytes [0, 4) of the data section");
+    free(path);
+    path = write_pair("trailing.safetensors", 0, 8, 8, 16, 17);
+    assert_failure(read_a(path), DP_EFORMAT, path, "1 bytes follow the last tensor's data");
+    free(path);
+}
+END_TEST
+
+START_TEST(test_rejects_duplicate_names_however_spelled)
+{
+    const char *headers[] = {
+        "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
+        "\"w\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[16,16]}}",
+        "{\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
+        "\"\\u0077\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[16,16]}}",
+    };
+    for (int i = 0; i < 2; i++)
+        assert_header_rejected(headers[i], DP_EFORMAT, "duplicate tensor name 'w'");
+    assert_header_rejected("{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"},"
+                           "\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}",
+                           DP_EFORMAT, "duplicate metadata key 'k'");
+    assert_header_rejected("{\"__metadata__\":{},\"__metadata__\":{},"
+                           "\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}",
+                           DP_EFORMAT, "duplicate key '__metadata__'");
+    assert_header_rejected("{\"w\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[2,2],"
+                           "\"data_offsets\":[0,16]}}", DP_EFORMAT, "tensor 'w' has 'dtype' twice");
+}
+END_TEST
+
+START_TEST(test_rejects_non_string_metadata_even_when_not_asked_for)
+{
+    const char *values[] = {"12", "null", "[\"a\"]", "{}", "true"};
+    for (int i = 0; i < 5; i++) {
+        char header[160];
+        snprintf(header, sizeof header, "{\"__metadata__\":{\"unasked\":%s},"
+                 "\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}", values[i]);
+        assert_header_rejected(header, DP_EFORMAT, "metadata 'unasked' is not a string");
+    }
+    assert_header_rejected("{\"__metadata__\":[],"
+                           "\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}",
+                           DP_EFORMAT, "__metadata__ is not a JSON object of strings");
+    /* The reference accepts "__metadata__": null as no metadata. */
+    static const float zeros[4];
+    char *path = write_with_header("null-meta.safetensors", "{\"__metadata__\":null,"
+                                   "\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}",
+                                   zeros, sizeof zeros);
+    ck_assert_msg(read_w(path) == DP_OK, "%s", dp_last_error());
+    free(path);
+}
+END_TEST
+
+START_TEST(test_rejects_headers_that_are_not_utf8)
+{
+    const char *headers[] = {
+        "{\"w\xff\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},"
+        "\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]}}",
+        "{\"\xc0\xaf\":1}",         /* overlong "/" */
+        "{\"\xed\xa0\x80\":1}",     /* an encoded UTF-16 surrogate */
+        "{\"\xf4\x90\x80\x80\":1}", /* above U+10FFFF */
+        "{\"\xe2\x82\":1}",         /* cut short */
+    };
+    for (size_t i = 0; i < sizeof headers / sizeof *headers; i++)
+        assert_header_rejected(headers[i], DP_EFORMAT, "not valid UTF-8");
+}
+END_TEST
+
+START_TEST(test_rejects_unknown_dtypes_and_nul_in_names)
+{
+    assert_header_rejected("{\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
+                           "\"x\":{\"dtype\":\"F4\",\"shape\":[0],\"data_offsets\":[16,16]}}",
+                           DP_EFORMAT, "tensor 'x' has dtype 'F4'");
+    assert_header_rejected("{\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
+                           "\"w\\u0000x\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[16,16]}}",
+                           DP_EFORMAT, "NUL character");
+    assert_header_rejected("{\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
+                           "\"x\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4],"
+                           "\"data_offsets\":[16,16]}}", DP_EFORMAT, "byte size overflows");
+}
+END_TEST
+
+/* --- the file's own checksum --- */
+
+START_TEST(test_crc_covers_every_byte)
+{
+    float w[2] = {1.0f, -2.0f};
+    dp_tensor_ref ref = {.name = "w", .ndim = 1, .shape = {2}, .data = w};
+    const char *const keys[] = {"step"}, *const values[] = {"20"};
+    char *path = dp_test_path("crc.safetensors");
+    ck_assert_int_eq(dp_safetensors_write_with_crc(path, &ref, 1, keys, values, 1, "checksum"), DP_OK);
+    ck_assert_msg(dp_safetensors_verify_crc(path, "checksum") == DP_OK, "%s", dp_last_error());
+    size_t len;
+    unsigned char *bytes = read_whole_file(path, &len);
+    ck_assert_ptr_nonnull(strstr((char *)bytes + 8, "\"checksum\":\"" DP_SAFETENSORS_CRC_PREFIX));
+    /* One flipped bit anywhere (prefix, metadata, checksum digits, padding, data) is caught. */
+    for (size_t i = 0; i < len; i++) {
+        unsigned char *flipped = malloc(len);
+        memcpy(flipped, bytes, len);
+        flipped[i] ^= 0x04;
+        char *bad = dp_test_write_file("crc-flipped.safetensors", flipped, len, 0);
+        ck_assert_msg(dp_safetensors_verify_crc(bad, "checksum") != DP_OK,
+                      "a flipped bit at byte %zu of %zu went unnoticed", i, len);
+        free(bad);
+        free(flipped);
+    }
+    free(bytes);
+    char *plain = write_mlp_checkpoint("no-crc.safetensors", &(mlp_params){0});
+    assert_failure(dp_safetensors_verify_crc(plain, "checksum"), DP_EFORMAT, plain,
+                   "no 'checksum' metadata");
+    free(plain);
+    free(path);
+}
+END_TEST
+
+/* --- what is read and what is replaced: regular files only --- */
+
+START_TEST(test_refuses_to_read_a_fifo)
+{
+    char *path = dp_test_path("pipe.safetensors");
+    ck_assert_int_eq(mkfifo(path, 0600), 0);
+    /* With no writer, opening it for reading would block forever: it must fail at once. */
+    assert_failure(read_w(path), DP_EIO, path, "is a FIFO (named pipe), not a regular file");
+    free(path);
+}
+END_TEST
+
+START_TEST(test_refuses_to_replace_fifos_and_symlinks)
+{
+    float w[4] = {0};
+    dp_tensor_ref ref = {.name = "w", .ndim = 2, .shape = {2, 2}, .data = w};
+    char *fifo = dp_test_path("target-fifo");
+    ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+    assert_failure(dp_safetensors_write(fifo, &ref, 1, NULL, NULL, 0), DP_EIO, fifo,
+                   "is a FIFO (named pipe), not a regular file: refusing to replace it");
+    struct stat st;
+    ck_assert_int_eq(lstat(fifo, &st), 0);
+    ck_assert(S_ISFIFO(st.st_mode));
+    mlp_params saved;
+    char *real = write_mlp_checkpoint("link-target.safetensors", &saved);
+    char *link = dp_test_path("target-link");
+    ck_assert_int_eq(symlink(real, link), 0);
+    assert_failure(dp_safetensors_write(link, &ref, 1, NULL, NULL, 0), DP_EIO, link,
+                   "is a symbolic link, not a regular file");
+    ck_assert_int_eq(lstat(link, &st), 0);
+    ck_assert(S_ISLNK(st.st_mode));
+    ck_assert_int_eq(count_temporaries(), 0);
+    free(fifo);
+    free(real);
+    free(link);
+}
+END_TEST
 
 static Suite *safetensors_suite(void)
 {
@@ -573,6 +793,7 @@ static Suite *safetensors_suite(void)
     tcase_add_test(format, test_decodes_unicode_escapes_in_keys);
     tcase_add_test(format, test_metadata_values_are_read_back);
     tcase_add_test(format, test_non_string_metadata_is_rejected);
+    tcase_add_test(format, test_int64_tensors_round_trip_and_are_typed);
     suite_add_tcase(s, format);
 
     TCase *broken = tcase_create("broken files");
@@ -591,10 +812,23 @@ static Suite *safetensors_suite(void)
     tcase_add_test(broken, test_rejects_nonexistent_file);
     suite_add_tcase(s, broken);
 
+    TCase *strict = tcase_create("what the format forbids");
+    tcase_add_test(strict, test_tensors_in_any_header_order_tile_the_data);
+    tcase_add_test(strict, test_rejects_overlapping_offsets);
+    tcase_add_test(strict, test_rejects_holes_and_trailing_bytes);
+    tcase_add_test(strict, test_rejects_duplicate_names_however_spelled);
+    tcase_add_test(strict, test_rejects_non_string_metadata_even_when_not_asked_for);
+    tcase_add_test(strict, test_rejects_headers_that_are_not_utf8);
+    tcase_add_test(strict, test_rejects_unknown_dtypes_and_nul_in_names);
+    tcase_add_test(strict, test_crc_covers_every_byte);
+    suite_add_tcase(s, strict);
+
     TCase *writing = tcase_create("atomic writes");
+    tcase_add_test(writing, test_refuses_to_read_a_fifo);
+    tcase_add_test(writing, test_refuses_to_replace_fifos_and_symlinks);
     tcase_add_test(writing, test_write_into_missing_directory_fails_cleanly);
     tcase_add_test(writing, test_write_leaves_no_temporary);
-    tcase_add_test(writing, test_failed_rename_removes_temporary);
+    tcase_add_test(writing, test_directory_at_the_target_is_refused);
     tcase_add_test(writing, test_write_rejects_invalid_names);
     suite_add_tcase(s, writing);
     return s;

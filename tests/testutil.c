@@ -1,5 +1,8 @@
 #include "tests/testutil.h"
 
+#include "dp/error.h"
+
+#include <dirent.h>
 #include <math.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -27,6 +30,46 @@ static const char *test_temp_dir(void)
     ck_assert_msg(mkdtemp(temp_dir) != NULL, "mkdtemp %s failed", temp_dir);
     atexit(remove_temp_dir);
     return temp_dir;
+}
+
+void dp_test_shared_path(const char *name, char *out, size_t size)
+{
+    char *path = dp_test_path(name);
+    snprintf(out, size, "%s", path);
+    free(path);
+    MPI_Bcast(out, (int)size, MPI_CHAR, 0, MPI_COMM_WORLD);
+}
+
+size_t dp_test_param_count(const dp_options *o, int inputs)
+{
+    dp_model m;
+    ck_assert_int_eq(dp_model_create(&m, dp_backend_cpu(), &o->model, inputs, 1), 0);
+    size_t n = dp_params_floats(&m.params);
+    dp_model_free(&m);
+    return n;
+}
+
+int dp_test_train(const dp_options *o, const dp_dataset *data, MPI_Comm mpi_comm, dp_train_result *result)
+{
+    dp_comm comm;
+    ck_assert_msg(dp_comm_init(&comm, mpi_comm, o->allreduce) == 0, "%s", dp_last_error());
+    int status = dp_train(o, data, NULL, &comm, result, 1);
+    dp_comm_free(&comm);
+    return status;
+}
+
+dp_device dp_test_device(int rank)
+{
+    const char *device = getenv("DP_TEST_DEVICE");
+    if (!device || strcmp(device, "cuda") != 0)
+        return DP_DEVICE_CPU;
+    if (dp_backend_gpu_count() == 0) {
+        if (rank == 0)
+            printf("DP_TEST_DEVICE=cuda: no CUDA GPU visible (or built without CUDA): skipped\n");
+        MPI_Finalize();
+        exit(77);
+    }
+    return DP_DEVICE_CUDA;
 }
 
 char *dp_test_path(const char *name)
@@ -95,6 +138,17 @@ int dp_test_same_on_every_rank(const void *bytes, size_t len)
     MPI_Allreduce(&same, &all_same, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
     free(root_copy);
     return all_same;
+}
+
+int dp_test_count_entries(const char *dir, const char *containing)
+{
+    DIR *d = opendir(dir);
+    ck_assert_msg(d != NULL, "cannot open %s", dir);
+    int count = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        count += strstr(e->d_name, containing) != NULL;
+    closedir(d);
+    return count;
 }
 
 double dp_test_relative_error(const float *a, const float *ref, size_t n)

@@ -2,6 +2,12 @@
 #ifndef DP_TESTUTIL_H
 #define DP_TESTUTIL_H
 
+#include "dp/backend.h"
+#include "dp/data.h"
+#include "dp/options.h"
+#include "dp/train.h"
+
+#include <mpi.h>
 #include <check.h>
 #include <stddef.h>
 
@@ -25,6 +31,23 @@ char *dp_test_write_file(const char *name, const void *bytes, size_t len, int gz
 
 /* A path inside the temporary directory, for outputs (malloc'd). */
 char *dp_test_path(const char *name);
+
+/* Multi-rank: rank 0's dp_test_path(name), the same on every rank of MPI_COMM_WORLD. */
+void dp_test_shared_path(const char *name, char *out, size_t size);
+
+/* The trainable parameters of o's model on `inputs` features. */
+size_t dp_test_param_count(const dp_options *o, int inputs);
+
+/* Trains o on data over mpi_comm (no test set), keeping the final parameters in
+ * result->params (free them) when it succeeds; returns dp_train's status. */
+int dp_test_train(const dp_options *o, const dp_dataset *data, MPI_Comm mpi_comm, dp_train_result *result);
+
+/* Multi-rank: the backend DP_TEST_DEVICE asks for (cuda, else the CPU); with cuda and no GPU
+ * visible (or no CUDA build) the program says so and exits 77, automake's SKIP. */
+dp_device dp_test_device(int rank);
+
+/* The entries of dir whose names contain `containing`. */
+int dp_test_count_entries(const char *dir, const char *containing);
 
 /* ||a - ref|| / ||ref|| over n floats (L2 norms, in double). */
 double dp_test_relative_error(const float *a, const float *ref, size_t n);

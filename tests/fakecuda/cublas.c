@@ -1,0 +1,142 @@
+/* The fake cuBLAS: handles and cublasGemmEx as a column-major reference. Arguments are checked
+ * when called, as cuBLAS does (and with its status codes); the product runs on the queue, so
+ * its result is visible only after a synchronisation point. FP32 products are summed in
+ * double; TF32 compute rounds the inputs to 10 mantissa bits first, as the tensor cores do. */
+#include "tests/fakecuda/fakecuda.h"
+
+#include <cublas_v2.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { HANDLE_MAGIC = 0x0b1a5 };
+
+struct cublasContext {
+    unsigned magic;
+};
+
+cublasStatus_t cublasCreate_v2(cublasHandle_t *handle)
+{
+    *handle = NULL;
+    if (fakecuda_device_count() == 0)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    struct cublasContext *h = calloc(1, sizeof *h);
+    if (!h)
+        return CUBLAS_STATUS_ALLOC_FAILED;
+    h->magic = HANDLE_MAGIC;
+    fakecuda_count_handle(1);
+    *handle = h;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasDestroy_v2(cublasHandle_t handle)
+{
+    if (!handle || handle->magic != HANDLE_MAGIC)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (fakecuda_synchronize() != cudaSuccess)
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    handle->magic = 0;
+    free(handle);
+    fakecuda_count_handle(-1);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+const char *cublasGetStatusString(cublasStatus_t status)
+{
+    switch (status) {
+    case CUBLAS_STATUS_SUCCESS: return "the operation completed successfully";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
+    case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
+    default: return "unknown error";
+    }
+}
+
+typedef struct gemm_args {
+    int trans_a, trans_b, m, n, k, lda, ldb, ldc, tf32;
+    float alpha, beta;
+    const float *a, *b;
+    float *c;
+} gemm_args;
+
+/* Round to nearest (ties away, as the conversion to TF32 does) keeping 10 mantissa bits. */
+static float to_tf32(float x)
+{
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    if ((bits & 0x7f800000u) != 0x7f800000u)
+        bits = (bits + 0x1000u) & ~0x1fffu;
+    memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
+/* Bytes a column-major operand with `rows` x `cols` and leading dimension ld spans. */
+static size_t span_bytes(int rows, int cols, int ld)
+{
+    return rows && cols ? ((size_t)(cols - 1) * ld + rows) * sizeof(float) : 0;
+}
+
+static void run_gemm(void *raw)
+{
+    const gemm_args *g = raw;
+    int a_rows = g->trans_a ? g->k : g->m, a_cols = g->trans_a ? g->m : g->k;
+    int b_rows = g->trans_b ? g->n : g->k, b_cols = g->trans_b ? g->k : g->n;
+    if (!fakecuda_need(g->a, span_bytes(a_rows, a_cols, g->lda), "cublasGemmEx's A") ||
+        !fakecuda_need(g->b, span_bytes(b_rows, b_cols, g->ldb), "cublasGemmEx's B") ||
+        !fakecuda_need(g->c, span_bytes(g->m, g->n, g->ldc), "cublasGemmEx's C"))
+        return;
+    for (int j = 0; j < g->n; j++)
+        for (int i = 0; i < g->m; i++) {
+            double sum = 0.0;
+            for (int p = 0; p < g->k; p++) {
+                float a = g->trans_a ? g->a[(size_t)i * g->lda + p] : g->a[(size_t)p * g->lda + i];
+                float b = g->trans_b ? g->b[(size_t)p * g->ldb + j] : g->b[(size_t)j * g->ldb + p];
+                if (g->tf32) {
+                    a = to_tf32(a);
+                    b = to_tf32(b);
+                }
+                sum += (double)a * b;
+            }
+            float *c = &g->c[(size_t)j * g->ldc + i];
+            /* beta 0: C is written, never read (it may hold NaN). */
+            *c = (float)(g->alpha * sum + (g->beta != 0.0f ? (double)g->beta * *c : 0.0));
+        }
+}
+
+static int max1(int v)
+{
+    return v > 1 ? v : 1;
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
+                            int n, int k, const void *alpha, const void *A, cudaDataType Atype, int lda,
+                            const void *B, cudaDataType Btype, int ldb, const void *beta, void *C,
+                            cudaDataType Ctype, int ldc, cublasComputeType_t computeType, cublasGemmAlgo_t algo)
+{
+    if (!handle || handle->magic != HANDLE_MAGIC)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    int ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N;
+    if ((transa != CUBLAS_OP_N && transa != CUBLAS_OP_T && transa != CUBLAS_OP_C) ||
+        (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T && transb != CUBLAS_OP_C) || m < 0 || n < 0 || k < 0 ||
+        lda < max1(ta ? k : m) || ldb < max1(tb ? n : k) || ldc < max1(m) || !alpha || !beta) {
+        fakecuda_complain("cublasGemmEx(%c, %c, m %d, n %d, k %d, lda %d, ldb %d, ldc %d): invalid value",
+                          ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, lda, ldb, ldc);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (Atype != CUDA_R_32F || Btype != CUDA_R_32F || Ctype != CUDA_R_32F ||
+        (computeType != CUBLAS_COMPUTE_32F && computeType != CUBLAS_COMPUTE_32F_PEDANTIC &&
+         computeType != CUBLAS_COMPUTE_32F_FAST_TF32) ||
+        (algo != CUBLAS_GEMM_DEFAULT && algo != CUBLAS_GEMM_DEFAULT_TENSOR_OP)) {
+        fakecuda_complain("cublasGemmEx: only float32 operands, FP32/TF32 compute and the default algorithm are faked");
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    if (m == 0 || n == 0)
+        return CUBLAS_STATUS_SUCCESS;
+    /* The default pointer mode: alpha and beta are host values, read now. */
+    gemm_args g = {ta, tb, m, n, k, lda, ldb, ldc, computeType == CUBLAS_COMPUTE_32F_FAST_TF32,
+                   *(const float *)alpha, *(const float *)beta, A, B, C};
+    return fakecuda_enqueue(run_gemm, &g, sizeof g, "cublasGemmEx") == cudaSuccess ? CUBLAS_STATUS_SUCCESS
+                                                                                   : CUBLAS_STATUS_EXECUTION_FAILED;
+}

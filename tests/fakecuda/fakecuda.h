@@ -1,0 +1,67 @@
+/* The fake CUDA runtime's inside, shared by its parts (runtime.c, cublas.c, kernels.c,
+ * nccl.c). The fake replaces libcudart, libcublas and libnccl in test programs, so the CUDA
+ * backend's host logic and its kernels' arithmetic run on a machine without a GPU, and run
+ * strictly: device memory is mapped PROT_NONE except while queued work runs, so any host
+ * access to it (a missing download, a non-CUDA-aware MPI handed a device pointer) crashes;
+ * kernels, cuBLAS calls and asynchronous copies run only at synchronisation points, in
+ * issue order, so a missing synchronise reads stale data; every copy's direction is checked
+ * against the pointers' kinds. Streams and events (queue.c) order work as a dependency graph
+ * that runs the latest-issued ready task first, so a missing cudaStreamWaitEvent shows.
+ *
+ * The environment plays the machine: FAKECUDA_DEVICES=A,B,... are the GPUs this process
+ * sees (names become their UUIDs; unset: none, as without a GPU), FAKECUDA_MEMORY=BYTES their
+ * memory (default 80 GiB), FAKECUDA_CHECK_LEAKS=1 fails the process (exit 3) when device or
+ * page-locked memory or a cuBLAS handle is left at exit, CUDA_LAUNCH_BLOCKING=1 runs work as
+ * soon as it is queued. */
+#ifndef DP_FAKECUDA_H
+#define DP_FAKECUDA_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+
+typedef void (*fakecuda_task)(void *args);
+
+/* Largest argument block a queued task may carry. */
+#define FAKECUDA_MAX_ARGS 160
+
+/* Queues `run` with a copy of args (size bytes) on the legacy default stream (enqueue) or on
+ * `stream` (enqueue_on, which also gives the task's id); `name` names it in fault reports.
+ * Return the sticky error, if any, else cudaSuccess. */
+cudaError_t fakecuda_enqueue(fakecuda_task run, const void *args, size_t size, const char *name);
+cudaError_t fakecuda_enqueue_on(cudaStream_t stream, fakecuda_task run, const void *args, size_t size,
+                                const char *name, long *id);
+
+/* Synchronisation points: run task `id` and the work it depends on (wait), or everything
+ * queued (synchronize); return the sticky error or cudaSuccess. */
+cudaError_t fakecuda_wait(long id);
+cudaError_t fakecuda_synchronize(void);
+
+/* Inside a task: 1 when [ptr, ptr + bytes) lies in one device allocation; otherwise records
+ * the fault (cudaErrorIllegalAddress, sticky as on a GPU), reports `what` and returns 0. */
+int fakecuda_need(const void *ptr, size_t bytes, const char *what);
+
+/* 1 when [ptr, ptr + bytes) lies in one device allocation (bytes 0: ptr inside one). */
+int fakecuda_is_device(const void *ptr, size_t bytes);
+
+/* Between the parts: device memory readable (while tasks run) or not; the sticky error, set by
+ * fakecuda_fault; the running task's name; one recursive lock for every caller's thread. */
+void fakecuda_protect(int readable);
+cudaError_t fakecuda_sticky(void);
+void fakecuda_fault(void);
+const char *fakecuda_running_task(void);
+void fakecuda_lock(void);
+void fakecuda_unlock(void);
+
+/* Visible devices (FAKECUDA_DEVICES, read anew each call) and the current one. */
+int fakecuda_device_count(void);
+int fakecuda_current_device(void);
+
+/* For the leak check and the fake's own tests: live device allocations; handles (cuBLAS,
+ * streams, events) made and freed. */
+size_t fakecuda_live_device_allocations(void);
+void fakecuda_count_handle(int delta);
+
+/* Reports an API misuse on stderr (the real runtime returns the code silently). */
+void fakecuda_complain(const char *format, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

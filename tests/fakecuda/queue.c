@@ -1,0 +1,375 @@
+/* The fake runtime's streams and events: queued work as a dependency graph. A task depends on
+ * the one before it in its stream, on the legacy default stream's work when its stream is a
+ * blocking one (and the legacy stream's tasks on every blocking stream's), and on an event
+ * it was made to wait for. Work runs only at synchronisation points, and then adversarially:
+ * of the tasks whose dependencies are done, the one issued LAST runs first, so a consumer
+ * that forgot to wait for another stream's producer runs before it and reads stale data.
+ * cudaEventQuery answers cudaErrorNotReady once before an event's work runs, so polling
+ * loops are exercised. One recursive lock serialises callers (a progress thread may query). */
+#define _GNU_SOURCE
+#include "tests/fakecuda/fakecuda.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { MAX_DEPS = 8 };
+
+struct CUstream_st {
+    int blocking; /* synchronises with the legacy default stream */
+    long last;    /* the stream's newest task, 0 for none */
+    struct CUstream_st *next;
+};
+
+struct CUevent_st {
+    long task;    /* the marker task of the newest record, 0 for none */
+    int queried;  /* cudaEventQuery already said "not ready" for this record */
+};
+
+typedef struct task {
+    long id;
+    struct CUstream_st *stream;
+    fakecuda_task run;
+    const char *name;
+    long deps[MAX_DEPS];
+    int ndeps, done, needed;
+    _Alignas(16) unsigned char args[FAKECUDA_MAX_ARGS];
+} task;
+
+static struct CUstream_st legacy = {.blocking = 1};
+static struct CUstream_st *streams; /* the created ones */
+static task *tasks;                 /* pending, by increasing id */
+static size_t ntasks, capacity;
+static long next_id = 1;
+static int running;
+static cudaError_t sticky;
+static const char *current;
+static pthread_mutex_t lock;
+static pthread_once_t lock_once = PTHREAD_ONCE_INIT;
+
+static void make_lock(void)
+{
+    pthread_mutexattr_t attr;
+    pthread_mutexattr_init(&attr);
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&lock, &attr);
+}
+
+void fakecuda_lock(void)
+{
+    pthread_once(&lock_once, make_lock);
+    pthread_mutex_lock(&lock);
+}
+
+void fakecuda_unlock(void)
+{
+    pthread_mutex_unlock(&lock);
+}
+
+cudaError_t fakecuda_sticky(void)
+{
+    return sticky;
+}
+
+const char *fakecuda_running_task(void)
+{
+    return current;
+}
+
+void fakecuda_fault(void)
+{
+    sticky = cudaErrorIllegalAddress;
+}
+
+static struct CUstream_st *resolve(cudaStream_t s)
+{
+    return s == NULL || s == cudaStreamLegacy || s == cudaStreamPerThread ? &legacy : s;
+}
+
+static task *find(long id)
+{
+    size_t lo = 0, hi = ntasks;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (tasks[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < ntasks && tasks[lo].id == id ? &tasks[lo] : NULL;
+}
+
+static void add_dep(task *t, long id)
+{
+    if (id == 0 || !find(id))
+        return; /* done already */
+    if (t->ndeps == MAX_DEPS) {
+        fakecuda_complain("%s: more than %d streams to wait for", t->name, MAX_DEPS);
+        abort();
+    }
+    t->deps[t->ndeps++] = id;
+}
+
+static long append(struct CUstream_st *s, fakecuda_task run, const void *args, size_t size, const char *name, long waits_for)
+{
+    if (size > FAKECUDA_MAX_ARGS) {
+        fakecuda_complain("%s: %zu bytes of arguments, more than FAKECUDA_MAX_ARGS", name, size);
+        abort();
+    }
+    if (ntasks == capacity) {
+        size_t grown = capacity ? 2 * capacity : 64;
+        task *more = realloc(tasks, grown * sizeof *more);
+        if (!more)
+            abort();
+        tasks = more;
+        capacity = grown;
+    }
+    task *t = &tasks[ntasks++];
+    memset(t, 0, offsetof(task, args));
+    t->id = next_id++;
+    t->stream = s;
+    t->run = run;
+    t->name = name;
+    if (args)
+        memcpy(t->args, args, size);
+    add_dep(t, s->last);
+    add_dep(t, waits_for);
+    if (s == &legacy) {
+        for (struct CUstream_st *b = streams; b; b = b->next)
+            if (b->blocking)
+                add_dep(t, b->last);
+    } else if (s->blocking) {
+        add_dep(t, legacy.last);
+    }
+    s->last = t->id;
+    return t->id;
+}
+
+static int ready(const task *t)
+{
+    for (int i = 0; i < t->ndeps; i++) {
+        const task *d = find(t->deps[i]);
+        if (d && !d->done)
+            return 0;
+    }
+    return 1;
+}
+
+static void mark_needed(task *t)
+{
+    if (t->needed)
+        return;
+    t->needed = 1;
+    for (int i = 0; i < t->ndeps; i++) {
+        task *d = find(t->deps[i]);
+        if (d)
+            mark_needed(d);
+    }
+}
+
+/* Runs task `target` and what it depends on (target 0: everything), latest-issued first among
+ * the ready ones; then forgets the finished tasks. */
+static cudaError_t run_until(long target)
+{
+    if (running || sticky != cudaSuccess)
+        return sticky;
+    task *goal = target ? find(target) : NULL;
+    if (target && !goal)
+        return cudaSuccess;
+    for (size_t i = 0; i < ntasks; i++)
+        tasks[i].needed = !goal;
+    if (goal)
+        mark_needed(goal);
+    running = 1;
+    fakecuda_protect(1);
+    for (;;) {
+        task *next = NULL;
+        for (size_t i = ntasks; i-- > 0;)
+            if (tasks[i].needed && !tasks[i].done && ready(&tasks[i])) {
+                next = &tasks[i];
+                break;
+            }
+        if (!next || sticky != cudaSuccess)
+            break;
+        current = next->name;
+        next->run(next->args);
+        next->done = 1;
+    }
+    current = NULL;
+    fakecuda_protect(0);
+    running = 0;
+    if (sticky != cudaSuccess)
+        ntasks = 0; /* a faulted context runs nothing more */
+    size_t kept = 0;
+    for (size_t i = 0; i < ntasks; i++)
+        if (!tasks[i].done)
+            tasks[kept++] = tasks[i];
+    ntasks = kept;
+    return sticky;
+}
+
+static void nothing(void *args)
+{
+    (void)args;
+}
+
+static cudaError_t after_queueing(long id)
+{
+    const char *blocking = getenv("CUDA_LAUNCH_BLOCKING");
+    return blocking && strcmp(blocking, "1") == 0 ? run_until(id) : cudaSuccess;
+}
+
+cudaError_t fakecuda_enqueue_on(cudaStream_t stream, fakecuda_task run, const void *args, size_t size,
+                                const char *name, long *id)
+{
+    fakecuda_lock();
+    cudaError_t e = sticky;
+    if (e == cudaSuccess) {
+        long queued = append(resolve(stream), run, args, size, name, 0);
+        if (id)
+            *id = queued;
+        e = after_queueing(queued);
+    }
+    fakecuda_unlock();
+    return e;
+}
+
+cudaError_t fakecuda_enqueue(fakecuda_task run, const void *args, size_t size, const char *name)
+{
+    return fakecuda_enqueue_on(NULL, run, args, size, name, NULL);
+}
+
+cudaError_t fakecuda_wait(long id)
+{
+    fakecuda_lock();
+    cudaError_t e = run_until(id);
+    fakecuda_unlock();
+    return e;
+}
+
+cudaError_t fakecuda_synchronize(void)
+{
+    return fakecuda_wait(0);
+}
+
+/* ---- the runtime's stream and event calls ---- */
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *stream, unsigned int flags)
+{
+    struct CUstream_st *s = calloc(1, sizeof *s);
+    if (!s)
+        return cudaErrorMemoryAllocation;
+    s->blocking = !(flags & cudaStreamNonBlocking);
+    fakecuda_lock();
+    s->next = streams;
+    streams = s;
+    fakecuda_count_handle(1);
+    fakecuda_unlock();
+    *stream = s;
+    return sticky;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *stream)
+{
+    return cudaStreamCreateWithFlags(stream, cudaStreamDefault);
+}
+
+/* CUDA finishes a destroyed stream's pending work: here, at once. */
+cudaError_t cudaStreamDestroy(cudaStream_t stream)
+{
+    fakecuda_lock();
+    cudaError_t e = cudaErrorInvalidResourceHandle;
+    for (struct CUstream_st **link = &streams; *link; link = &(*link)->next)
+        if (*link == stream) {
+            e = run_until(stream->last);
+            *link = stream->next;
+            free(stream);
+            fakecuda_count_handle(-1);
+            break;
+        }
+    fakecuda_unlock();
+    return e;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream)
+{
+    fakecuda_lock();
+    cudaError_t e = run_until(resolve(stream)->last);
+    fakecuda_unlock();
+    return e;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream)
+{
+    fakecuda_lock();
+    cudaError_t e = sticky != cudaSuccess ? sticky : find(resolve(stream)->last) ? cudaErrorNotReady : cudaSuccess;
+    fakecuda_unlock();
+    return e;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
+{
+    (void)flags;
+    fakecuda_lock();
+    cudaError_t e = sticky;
+    if (e == cudaSuccess)
+        append(resolve(stream), nothing, NULL, 0, "cudaStreamWaitEvent", event->task);
+    fakecuda_unlock();
+    return e;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
+{
+    (void)flags;
+    struct CUevent_st *ev = calloc(1, sizeof *ev);
+    if (!ev)
+        return cudaErrorMemoryAllocation;
+    fakecuda_count_handle(1);
+    *event = ev;
+    return sticky;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *event)
+{
+    return cudaEventCreateWithFlags(event, cudaEventDefault);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event)
+{
+    free(event);
+    fakecuda_count_handle(-1);
+    return sticky;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+    fakecuda_lock();
+    cudaError_t e = sticky;
+    if (e == cudaSuccess) {
+        event->task = append(resolve(stream), nothing, NULL, 0, "cudaEventRecord", 0);
+        event->queried = 0;
+    }
+    fakecuda_unlock();
+    return e;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event)
+{
+    fakecuda_lock();
+    cudaError_t e = sticky;
+    if (e == cudaSuccess && find(event->task)) {
+        if (!event->queried) {
+            event->queried = 1;
+            e = cudaErrorNotReady;
+        } else {
+            e = run_until(event->task);
+        }
+    }
+    fakecuda_unlock();
+    return e;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event)
+{
+    return fakecuda_wait(event->task);
+}

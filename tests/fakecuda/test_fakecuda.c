@@ -1,0 +1,243 @@
+/* The fake CUDA runtime holds the CUDA backend to a GPU's rules, and the backend's error paths
+ * on it: device memory is unreadable from the host; copies check their direction; queued work
+ * runs only at synchronisation points, ordered across streams only by events and the legacy
+ * stream's implicit synchronisation; cublasGemmEx checks its arguments as cuBLAS does and
+ * computes a column-major product; a kernel fault is sticky and reported by the next call
+ * with the CUDA_LAUNCH_BLOCKING hint, or at the kernel itself with CUDA_LAUNCH_BLOCKING=1; a
+ * failed open returns its first error instead of aborting. Single process, Check's fork mode
+ * (tests/fakecuda.sh runs it with FAKECUDA_DEVICES set). */
+#include "dp/backend.h"
+#include "dp/error.h"
+#include "tests/fakecuda/fakecuda.h"
+#include "tests/testutil.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <cublas_v2.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+START_TEST(host_reads_of_device_memory_crash)
+{
+    float *d = NULL;
+    ck_assert_int_eq(cudaMalloc((void **)&d, 64), cudaSuccess);
+    volatile float v = d[3]; /* SIGSEGV: what a real GPU's memory would do to a host read */
+    (void)v;
+}
+END_TEST
+
+START_TEST(copies_must_match_their_direction)
+{
+    float host[16] = {1, 2, 3}, *d = NULL, *pinned = NULL;
+    ck_assert_int_eq(cudaMalloc((void **)&d, sizeof host), cudaSuccess);
+    ck_assert_int_eq(cudaMallocHost((void **)&pinned, sizeof host), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(d, host, sizeof host, cudaMemcpyDeviceToHost), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGetLastError(), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaGetLastError(), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(host, d, sizeof host, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaMemcpy(d, host, sizeof host + 4, cudaMemcpyHostToDevice), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaMemcpy(d, host, sizeof host, cudaMemcpyHostToDevice), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(pinned, d, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess);
+    ck_assert_mem_eq(pinned, host, sizeof host);
+    ck_assert_int_eq(cudaFree(host), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaFree(pinned), cudaErrorInvalidValue);
+    ck_assert_int_eq(cudaFreeHost(pinned), cudaSuccess);
+    ck_assert_int_eq(cudaFree(d), cudaSuccess);
+    ck_assert_uint_eq(fakecuda_live_device_allocations(), 0);
+}
+END_TEST
+
+START_TEST(queued_work_lands_only_at_a_synchronisation_point)
+{
+    float *d = NULL, *pinned = NULL;
+    ck_assert_int_eq(cudaMalloc((void **)&d, 4 * sizeof *d), cudaSuccess);
+    ck_assert_int_eq(cudaMallocHost((void **)&pinned, 4 * sizeof *pinned), cudaSuccess);
+    pinned[0] = 42.0f;
+    ck_assert_int_eq(cudaMemsetAsync(d, 0, 4 * sizeof *d, 0), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyAsync(pinned, d, 4 * sizeof *d, cudaMemcpyDeviceToHost, 0), cudaSuccess);
+    ck_assert_float_eq(pinned[0], 42.0f); /* not yet: a missing synchronise reads stale data */
+    ck_assert_int_eq(cudaStreamSynchronize(0), cudaSuccess);
+    ck_assert_float_eq(pinned[0], 0.0f);
+    cudaFreeHost(pinned);
+    cudaFree(d);
+}
+END_TEST
+
+/* Stream `producer` copies 7s into device memory, stream `consumer` copies it back to
+ * page-locked memory; returns what arrived (0: the consumer ran first). */
+static float copy_across_streams(unsigned flags, int wait_for_event, int legacy_consumer)
+{
+    float *d = NULL, *src = NULL, *dst = NULL;
+    cudaStream_t producer, consumer;
+    cudaEvent_t produced;
+    ck_assert_int_eq(cudaMalloc((void **)&d, sizeof *d), cudaSuccess);
+    ck_assert_int_eq(cudaMallocHost((void **)&src, sizeof *src), cudaSuccess);
+    ck_assert_int_eq(cudaMallocHost((void **)&dst, sizeof *dst), cudaSuccess);
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&producer, flags), cudaSuccess);
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&consumer, flags), cudaSuccess);
+    ck_assert_int_eq(cudaEventCreateWithFlags(&produced, cudaEventDisableTiming), cudaSuccess);
+    *src = 7.0f;
+    *dst = 0.0f;
+    ck_assert_int_eq(cudaMemsetAsync(d, 0, sizeof *d, 0), cudaSuccess);
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyAsync(d, src, sizeof *d, cudaMemcpyHostToDevice, producer), cudaSuccess);
+    ck_assert_int_eq(cudaEventRecord(produced, producer), cudaSuccess);
+    if (wait_for_event)
+        ck_assert_int_eq(cudaStreamWaitEvent(consumer, produced, 0), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyAsync(dst, d, sizeof *d, cudaMemcpyDeviceToHost, legacy_consumer ? 0 : consumer),
+                     cudaSuccess);
+    ck_assert_int_eq(cudaEventQuery(produced), cudaErrorNotReady); /* polled once before it runs */
+    ck_assert_int_eq(cudaDeviceSynchronize(), cudaSuccess);
+    ck_assert_int_eq(cudaEventQuery(produced), cudaSuccess);
+    float arrived = *dst;
+    cudaEventDestroy(produced);
+    cudaStreamDestroy(producer);
+    cudaStreamDestroy(consumer);
+    cudaFreeHost(src);
+    cudaFreeHost(dst);
+    cudaFree(d);
+    return arrived;
+}
+
+START_TEST(streams_order_only_what_events_and_the_legacy_stream_order)
+{
+    ck_assert_float_eq(copy_across_streams(cudaStreamNonBlocking, 1, 0), 7.0f);
+    ck_assert_float_eq(copy_across_streams(cudaStreamNonBlocking, 0, 0), 0.0f); /* the missing wait shows */
+    ck_assert_float_eq(copy_across_streams(cudaStreamDefault, 0, 1), 7.0f);     /* legacy waits for blocking streams */
+    ck_assert_float_eq(copy_across_streams(cudaStreamNonBlocking, 0, 1), 0.0f); /* ...not for non-blocking ones */
+}
+END_TEST
+
+static float *device_copy(const float *host, size_t n)
+{
+    float *d = NULL;
+    ck_assert_int_eq(cudaMalloc((void **)&d, n * sizeof *d), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(d, host, n * sizeof *d, cudaMemcpyHostToDevice), cudaSuccess);
+    return d;
+}
+
+START_TEST(gemm_checks_arguments_and_matches_cblas_column_major)
+{
+    enum { M = 5, N = 3, K = 4 };
+    float a[K * M], b[N * K], c[M * N], want[M * N];
+    for (int i = 0; i < K * M; i++)
+        a[i] = (float)(i % 7) - 2.5f;
+    for (int i = 0; i < N * K; i++)
+        b[i] = (float)(i % 5) * 0.75f;
+    for (int i = 0; i < M * N; i++)
+        c[i] = want[i] = (float)i;
+    cublasHandle_t h;
+    ck_assert_int_eq(cublasCreate(&h), CUBLAS_STATUS_SUCCESS);
+    float *da = device_copy(a, K * M), *db = device_copy(b, N * K), *dc = device_copy(c, M * N);
+    float alpha = 1.5f, beta = 0.5f;
+    /* op(A) = A^T with A stored K x M (lda K), op(B) = B stored K x N (ldb K). */
+    ck_assert_int_eq(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, M, N, K, &alpha, da, CUDA_R_32F, K - 1, db, CUDA_R_32F,
+                                  K, &beta, dc, CUDA_R_32F, M, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     CUBLAS_STATUS_INVALID_VALUE); /* lda < K */
+    ck_assert_int_eq(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, M, N, K, &alpha, da, CUDA_R_16F, K, db, CUDA_R_32F, K,
+                                  &beta, dc, CUDA_R_32F, M, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     CUBLAS_STATUS_NOT_SUPPORTED);
+    ck_assert_int_eq(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, M, N, K, &alpha, da, CUDA_R_32F, K, db, CUDA_R_32F, K,
+                                  &beta, dc, CUDA_R_32F, M, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     CUBLAS_STATUS_SUCCESS);
+    cblas_sgemm(CblasColMajor, CblasTrans, CblasNoTrans, M, N, K, alpha, a, K, b, K, beta, want, M);
+    ck_assert_int_eq(cudaMemcpy(c, dc, sizeof c, cudaMemcpyDeviceToHost), cudaSuccess);
+    for (int i = 0; i < M * N; i++)
+        ck_assert_float_eq_tol(c[i], want[i], 1e-5f * (1.0f + fabsf(want[i])));
+    ck_assert_int_eq(cublasDestroy(h), CUBLAS_STATUS_SUCCESS);
+    cudaFree(da);
+    cudaFree(db);
+    cudaFree(dc);
+}
+END_TEST
+
+static jmp_buf after_failure;
+
+static void return_to_test(void)
+{
+    longjmp(after_failure, 1);
+}
+
+/* Runs op through the CUDA backend and returns the fatal error's message ("" if none). */
+static const char *fault_message(const dp_backend *be, float *host_pointer)
+{
+    static char message[1024];
+    float *d = be->alloc(64 * sizeof(float), DP_MEM_OTHER, "a test buffer");
+    ck_assert_ptr_nonnull(d);
+    dp_backend_set_fatal_handler(return_to_test);
+    message[0] = 0;
+    if (setjmp(after_failure) == 0) {
+        be->relu_forward(host_pointer, host_pointer, 64); /* a kernel handed host memory */
+        be->download(host_pointer, d, 64 * sizeof(float));
+    } else {
+        snprintf(message, sizeof message, "%s", dp_last_error());
+    }
+    dp_backend_set_fatal_handler(NULL);
+    return message;
+}
+
+static const dp_backend *open_cuda(void)
+{
+    dp_backend_request request = {.device = DP_DEVICE_CUDA, .local_size = 1};
+    const dp_backend *be = NULL;
+    ck_assert_msg(dp_backend_open(&request, &be) == 0, "%s", dp_last_error());
+    return be;
+}
+
+START_TEST(a_kernel_fault_is_reported_by_the_next_call_with_the_hint)
+{
+    float host[64] = {0};
+    const char *message = fault_message(open_cuda(), host);
+    ck_assert_msg(strstr(message, "cudaMemcpy") && strstr(message, "cudaErrorIllegalAddress") &&
+                      strstr(message, "CUDA_LAUNCH_BLOCKING=1"), "%s", message);
+}
+END_TEST
+
+START_TEST(with_launch_blocking_the_fault_names_the_kernel)
+{
+    setenv("CUDA_LAUNCH_BLOCKING", "1", 1);
+    float host[64] = {0};
+    const char *message = fault_message(open_cuda(), host);
+    ck_assert_msg(strstr(message, "dp_cuda_relu_forward") && strstr(message, "cudaErrorIllegalAddress") &&
+                      !strstr(message, "rerun with"), "%s", message);
+}
+END_TEST
+
+START_TEST(a_failed_open_returns_its_first_error)
+{
+    setenv("FAKECUDA_MEMORY", "1000", 1); /* too small for the reduction partials */
+    dp_backend_request request = {.device = DP_DEVICE_CUDA, .local_size = 1};
+    const dp_backend *be = NULL;
+    ck_assert_int_eq(dp_backend_open(&request, &be), DP_EDEVICE);
+    ck_assert_msg(strstr(dp_last_error(), "cudaMalloc") && strstr(dp_last_error(), "out of memory"), "%s",
+                  dp_last_error());
+    ck_assert_uint_eq(fakecuda_live_device_allocations(), 0);
+    unsetenv("FAKECUDA_MEMORY");
+    be = open_cuda();
+    ck_assert_ptr_null(be->alloc((size_t)1 << 50, DP_MEM_OTHER, "an impossible buffer"));
+    ck_assert_msg(strstr(dp_last_error(), "an impossible buffer") && strstr(dp_last_error(), "MiB free"), "%s",
+                  dp_last_error());
+    dp_backend_close(be);
+    ck_assert_uint_eq(fakecuda_live_device_allocations(), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("fakecuda");
+    TCase *tc = tcase_create("runtime");
+    tcase_add_test_raise_signal(tc, host_reads_of_device_memory_crash, SIGSEGV);
+    tcase_add_test(tc, copies_must_match_their_direction);
+    tcase_add_test(tc, queued_work_lands_only_at_a_synchronisation_point);
+    tcase_add_test(tc, streams_order_only_what_events_and_the_legacy_stream_order);
+    tcase_add_test(tc, gemm_checks_arguments_and_matches_cblas_column_major);
+    suite_add_tcase(s, tc);
+    TCase *backend = tcase_create("backend errors");
+    tcase_add_test(backend, a_kernel_fault_is_reported_by_the_next_call_with_the_hint);
+    tcase_add_test(backend, with_launch_blocking_the_fault_names_the_kernel);
+    tcase_add_test(backend, a_failed_open_returns_its_first_error);
+    suite_add_tcase(s, backend);
+    return dp_test_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,51 @@
+# --predict: data-parallel inference writes bitwise the same outputs and classes on 1, 2, 3
+# and 4 ranks; the checkpoint loads into the matching PyTorch model (load_state_dict, strict)
+# whose eval outputs equal ours, where Debian's python3-torch is installed.
+. "$srcdir/tests/common.sh"
+worker="$top_builddir/dp_worker"
+dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-predict-XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+failures=0 cases=0
+model="linear(24,bias=0),batchnorm,relu,dropout(0.3),linear(16),relu,linear(5)"
+
+run() { dp_mpirun 60 "$@" >"$dir/out" 2>&1; }
+check() { dp_check_outcome "$1" ok "$2" "$dir/out" "$3"; }
+
+run 2 "$worker" --data synthetic:600,12,5 --model "$model" --optimizer adamw --steps 30 --batch 64 \
+    --sync-bn --save "$dir/model.safetensors"
+check "train the model to run" $? "summary:"
+# 1000 rows: chunks of 256 and a short last one on every world size tried.
+"$top_builddir/tests/npy_fixture" "$dir/inputs.npy" 1000 12 5 || failures=$((failures + 1))
+for np in 1 2 3 4; do
+    run "$np" "$worker" --predict "$dir/inputs.npy" --init "$dir/model.safetensors" --model "$model" \
+        --output "$dir/out-$np.npy"
+    check "predict on $np rank(s)" $? "wrote $dir/out-$np.npy, float32 outputs [N, K]"
+    run "$np" "$worker" --predict "$dir/inputs.npy" --init "$dir/model.safetensors" --model "$model" \
+        --output "$dir/classes-$np.npy" --predict-classes
+    check "predict classes on $np rank(s)" $? "int64 classes [N]"
+done
+for np in 2 3 4; do
+    cases=$((cases + 1))
+    if cmp -s "$dir/out-1.npy" "$dir/out-$np.npy" && cmp -s "$dir/classes-1.npy" "$dir/classes-$np.npy"; then
+        echo "ok   outputs and classes on $np ranks are bitwise those of 1 rank"
+    else
+        echo "FAIL outputs on $np ranks differ from 1 rank"
+        failures=$((failures + 1))
+    fi
+done
+# The first Python with PyTorch (Debian's python3-torch lives under /usr/bin); none: skipped.
+python=python3
+for candidate in python3 /usr/bin/python3; do
+    "$candidate" -c 'import torch' 2>/dev/null && { python=$candidate; break; }
+done
+status=0
+"$python" "$srcdir/scripts/torch_interop.py" --model "$model" "$dir/model.safetensors" "$dir/inputs.npy" \
+    "$dir/out-1.npy" >"$dir/out" 2>&1 || status=$?
+if [ "$status" -eq 77 ]; then
+    echo "skip PyTorch comparison: $(cat "$dir/out")"
+else
+    check "PyTorch loads the checkpoint and computes the same outputs" "$status" "load_state_dict(strict=True)"
+fi
+
+echo "predict: $((cases - failures)) passed, $failures failed"
+[ "$failures" -eq 0 ]

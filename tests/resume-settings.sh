@@ -1,0 +1,34 @@
+# --resume compares every setting the checkpoint records: a different model, optimizer or
+# sample order is refused naming the setting; a different learning rate, schedule length or
+# world size continues but says which settings changed and that the run is no longer
+# bit-exact; the same settings continue bit-exactly.
+. "$srcdir/tests/common.sh"
+worker="$top_builddir/dp_worker"
+dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-resume-XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+failures=0 cases=0
+base="--data synthetic:300,8,3 --model linear(16),relu,linear(3) --batch 30 --seed 5"
+
+# resume NAME WANT PHRASE RANKS [options]: resumes the 10-step checkpoint with options.
+resume() {
+    name=$1 want=$2 phrase=$3 np=$4
+    shift 4
+    # shellcheck disable=SC2086
+    dp_mpirun 60 "$np" "$worker" $base --resume "$dir/ckpt" "$@" >"$dir/out" 2>&1
+    dp_check_outcome "$name" "$want" $? "$dir/out" "$phrase"
+}
+
+# shellcheck disable=SC2086
+dp_mpirun 60 2 "$worker" $base --steps 10 --lr-schedule cosine --checkpoint-dir "$dir/ckpt" --quiet >/dev/null 2>&1 ||
+    { echo "FAIL could not write the checkpoint to resume"; failures=$((failures + 1)); }
+resume "same settings" ok "continuing bit-exactly" 2 --steps 10 --lr-schedule cosine
+resume "a changed learning rate" ok "not bit-exactly, because these settings changed: lr 0.05 -> 0.1" 2 --steps 10 --lr-schedule cosine --lr 0.1
+resume "a longer cosine schedule" ok "total_steps 10 -> 20" 2 --steps 20 --lr-schedule cosine
+resume "a constant schedule" ok "lr_schedule cosine -> constant" 2 --steps 10
+resume "fewer ranks" ok "world_size 2 -> 1" 1 --steps 10 --lr-schedule cosine
+resume "another model" fail "the checkpoint has model=sequential 8: linear(out=16,bias=1),relu,linear(out=3,bias=1) but this run has model=sequential 8: linear(out=17,bias=1)" 2 --steps 10 --model "linear(17),relu,linear(3)"
+resume "another optimizer" fail "the checkpoint has optimizer=sgd but this run has optimizer=adamw" 2 --steps 10 --optimizer adamw
+resume "another sample order" fail "seed=5 but this run has seed=6" 2 --steps 10 --seed 6
+
+echo "resume settings: $((cases - failures)) passed, $failures failed"
+[ "$failures" -eq 0 ]

@@ -1,0 +1,33 @@
+# --trace and --metrics on 2 ranks: the timeline is valid JSON with every rank's data, forward,
+# backward, collective and optimizer spans, collectives overlap backward with buckets and never
+# with --no-overlap; the metrics are one JSON object per step and a summary (tests/trace_check.py,
+# python3's json module: a reader independent of ours).
+. "$srcdir/tests/common.sh"
+worker="$top_builddir/dp_worker"
+dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-trace-XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+command -v python3 >/dev/null || { echo "skip: no python3"; exit 77; }
+failures=0 cases=0
+steps=4
+for mode in overlap no-overlap; do
+    flag=""
+    [ "$mode" = overlap ] || flag=--no-overlap
+    # Small buckets: several per step, the first started while layers.0 still computes.
+    dp_mpirun 60 2 "$worker" --data synthetic:2000,64,10 --layers 64,512,512,10 --batch 128 --steps "$steps" \
+        --log-every 1 --bucket-mb 0.5 --threads 1 $flag --trace "$dir/$mode.json" --metrics "$dir/$mode.jsonl" \
+        >"$dir/out" 2>&1
+    dp_check_outcome "train with --trace and --metrics ($mode)" ok $? "$dir/out" "summary:"
+    cases=$((cases + 1))
+    if python3 "$srcdir/tests/trace_check.py" "$dir/$mode.json" "$dir/$mode.jsonl" 2 "$steps" "$mode" >"$dir/check"; then
+        echo "ok   the trace and metrics hold ($mode): $(grep -c '^ok' "$dir/check") properties"
+    else
+        echo "FAIL the trace or metrics ($mode):"
+        sed 's/^/    /' "$dir/check"
+        failures=$((failures + 1))
+    fi
+done
+# A path in a missing directory is refused before training, naming it.
+dp_mpirun 60 2 "$worker" --data synthetic:200,8,2 --layers 8,16,2 --steps 1 --trace "$dir/none/t.json" >"$dir/out" 2>&1
+dp_check_outcome "--trace into a missing directory" fail $? "$dir/out" "$dir/none"
+echo "trace-metrics: $((cases - failures)) passed, $failures failed"
+[ "$failures" -eq 0 ]

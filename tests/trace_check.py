@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Checks a dp_worker --trace file (Chrome trace event JSON) and --metrics file (JSON lines),
+independently of the C code that wrote them: python's json module parses them.
+Usage: trace_check.py TRACE METRICS RANKS STEPS overlap|no-overlap
+Exit 0 when every property holds; prints each failure."""
+import json
+import sys
+
+trace_path, metrics_path, ranks, steps, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+failures = []
+
+
+def expect(condition, what):
+    print(("ok   " if condition else "FAIL ") + what)
+    if not condition:
+        failures.append(what)
+
+
+with open(trace_path) as f:
+    trace = json.load(f)
+events = trace["traceEvents"]
+spans = [e for e in events if e.get("ph") == "X"]
+expect(all(isinstance(e["ts"], (int, float)) and e["dur"] >= 0 for e in spans), "every span has a time and a duration >= 0")
+expect({e["pid"] for e in spans} == set(range(ranks)), f"spans from every one of the {ranks} ranks")
+names = {e["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"}
+expect(names == {"process_name"} and sum(e.get("name") == "process_name" for e in events) == ranks,
+       "one process_name per rank")
+for rank in range(ranks):
+    mine = [e for e in spans if e["pid"] == rank]
+    cats = {}
+    for e in mine:
+        cats.setdefault(e["cat"], []).append(e)
+    for cat in ("data", "forward", "backward", "collective", "optimizer"):
+        expect(len(cats.get(cat, [])) >= steps, f"rank {rank}: at least {steps} '{cat}' spans")
+    expect(all(e["tid"] == 1 for e in cats.get("collective", [])), f"rank {rank}: collectives in the communication lane")
+    expect(all(e["tid"] == 0 for e in cats.get("backward", [])), f"rank {rank}: module passes in the compute lane")
+    # A collective overlaps backward when it starts before some backward span of its step ends:
+    # with overlap, buckets start as backward finishes them; without, after the whole backward.
+    backward = cats.get("backward", [])
+    overlapping = 0
+    for c in cats.get("collective", []):
+        if any(b["ts"] < c["ts"] + c["dur"] and c["ts"] < b["ts"] + b["dur"] for b in backward):
+            overlapping += 1
+    if mode == "overlap":
+        expect(overlapping >= steps, f"rank {rank}: {overlapping} collective spans overlap backward spans")
+    else:
+        expect(overlapping == 0, f"rank {rank}: no collective span overlaps a backward span (--no-overlap)")
+
+keys = {"step", "epoch", "loss", "samples_per_s", "ms_per_step", "forward_ms", "backward_ms", "exposed_comm_ms",
+        "optimizer_ms", "comm_ms", "hidden_comm_ms", "lr"}
+with open(metrics_path) as f:
+    lines = [json.loads(line) for line in f]
+steps_logged = [m for m in lines if "step" in m]
+expect([m["step"] for m in steps_logged] == list(range(1, steps + 1)), f"metrics: one object per step 1..{steps}")
+expect(all(keys <= set(m) for m in steps_logged), "metrics: every step has " + ", ".join(sorted(keys)))
+expect(all(m["hidden_comm_ms"] <= m["comm_ms"] + 1e-9 and m["loss"] > 0 for m in steps_logged),
+       "metrics: hidden <= total communication, positive losses")
+expect(len(lines) == steps + 1 and "summary" in lines[-1], "metrics: a summary object last")
+sys.exit(1 if failures else 0)

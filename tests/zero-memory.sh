@@ -1,0 +1,85 @@
+# The ZeRO stages' memory and files through dp_worker: --memory-plan reproduces the documents'
+# and the ZeRO paper's tables; a model that --max-memory-mb stops under --zero 0 trains under
+# --zero 3 with the same limit, and the memory each stage measured (allocation counter) equals
+# its prediction; --checkpoint-shards writes a file per rank and an index, prunes old shards
+# and resumes into another stage and world size; bad options are refused.
+. "$srcdir/tests/common.sh"
+worker="$top_builddir/dp_worker"
+dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-zero-XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+failures=0 cases=0
+
+fail() {
+    echo "FAIL $1"
+    [ -f "$2" ] && sed 's/^/    /' "$2"
+    failures=$((failures + 1))
+}
+
+# plan_totals NAME WANT ARGS...: the total column of --memory-plan's four rows, in order.
+plan_totals() {
+    name=$1 want=$2
+    shift 2
+    cases=$((cases + 1))
+    "$worker" --memory-plan "$@" >"$dir/plan" 2>&1 || { fail "$name: exit $?" "$dir/plan"; return; }
+    got=$(awk '$1 == "--zero" { print ($3 == "(DDP)" ? $7 : $6) }' "$dir/plan" | tr '\n' ' ')
+    if [ "$got" = "$want " ]; then echo "ok   $name: totals $got"; else fail "$name: totals '$got', want '$want'" "$dir/plan"; fi
+}
+plan_totals "the documents' 70B on 8 GPUs (fp16, no master copy)" "840.0 350.0 227.5 105.0" \
+    --params 70e9 --world 8 --optimizer adamw --precision fp16
+plan_totals "the ZeRO paper's 7.5B on 64 GPUs (mixed precision)" "120.0 31.4 16.6 1.9" \
+    --params 7.5e9 --world 64 --optimizer adamw --precision mixed
+grep -q "it counts no gradient memory" "$dir/plan" || fail "--memory-plan does not explain the ZeRO-2 row" "$dir/plan"
+
+# Nine layers of 256: a stage-3 rank holds a quarter of the state and two layers' worth of
+# working buffers, so 8.5 MiB stops DDP (9.9 MiB) and lets --zero 3 (7.2 MiB) train.
+model="linear(256),relu,linear(256),relu,linear(256),relu,linear(256),relu,linear(256),relu,linear(256),relu,linear(256),relu,linear(256),relu,linear(5)"
+run() { dp_mpirun 60 "$1" "$worker" --data synthetic:2000,64,5 --model "$model" --optimizer adamw --batch 64 --steps 4 \
+    --bucket-mb 0.25 --max-memory-mb 8.5 --log-every 0 --zero "$2" >"$dir/out" 2>&1; }
+run 2 0
+dp_check_outcome "--zero 0 over --max-memory-mb" fail $? "$dir/out" "--max-memory-mb 8.5: "
+grep -q -- "--memory-plan --model" "$dir/out" || fail "the limit's message does not point at --memory-plan" "$dir/out"
+for world in 2 4; do
+    run "$world" 3
+    dp_check_outcome "--zero 3 on $world ranks under the same limit" ok $? "$dir/out" "memory and communication (--zero 3)"
+done
+
+# The measured parameters + gradients + optimizer state and working buffers of each stage are
+# its predicted row (the banner prints both for the stage that runs).
+for stage in 0 1 2 3; do
+    cases=$((cases + 1))
+    dp_mpirun 60 2 "$worker" --data synthetic:500,64,5 --model "$model" --optimizer adamw --batch 64 --steps 2 \
+        --bucket-mb 0.25 --log-every 0 --zero "$stage" >"$dir/out" 2>&1 || { fail "--zero $stage run" "$dir/out"; continue; }
+    row=$(grep "^  --zero $stage:.*this run, measured" "$dir/out")
+    predicted=$(echo "$row" | awk '{ print $9, $11 }' | tr -d ')') measured=$(echo "$row" | awk '{ print $15, $17 }' | tr -d ')')
+    if [ -n "$row" ] && [ "$predicted" = "$measured" ]; then
+        echo "ok   --zero $stage: measured = predicted ($predicted MiB, + working)"
+    else
+        fail "--zero $stage: predicted '$predicted', measured '$measured'" "$dir/out"
+    fi
+done
+
+# --checkpoint-shards: every 2 steps on 2 ranks, keeping 2: steps 4 and 6 remain, each an
+# index and two shards; then resumed on 3 ranks as --zero 2.
+common="--data synthetic:500,20,5 --layers 20,32,5 --optimizer adamw --batch 60 --log-every 0"
+dp_mpirun 60 2 "$worker" $common --steps 6 --zero 3 --checkpoint-dir "$dir/ckpt" --checkpoint-every 2 --keep 2 \
+    --checkpoint-shards >"$dir/out" 2>&1
+dp_check_outcome "--checkpoint-shards on 2 ranks" ok $? "$dir/out" "summary"
+cases=$((cases + 1))
+files=$(cd "$dir/ckpt" && ls | tr '\n' ' ')
+want="step-000000004.rank-0-of-2.safetensors step-000000004.rank-1-of-2.safetensors step-000000004.safetensors step-000000006.rank-0-of-2.safetensors step-000000006.rank-1-of-2.safetensors step-000000006.safetensors "
+[ "$files" = "$want" ] && echo "ok   shard files and indexes, older ones pruned" || fail "checkpoint files: $files"
+dp_mpirun 60 3 "$worker" $common --steps 8 --zero 2 --resume "$dir/ckpt" >"$dir/out" 2>&1
+dp_check_outcome "resume the shards on 3 ranks as --zero 2" ok $? "$dir/out" "(sharded): continuing, but not bit-exactly, because these settings changed: world_size 2 -> 3"
+rm "$dir/ckpt/step-000000006.rank-1-of-2.safetensors"
+dp_mpirun 60 2 "$worker" $common --steps 8 --zero 3 --resume "$dir/ckpt" >"$dir/out" 2>&1
+dp_check_outcome "a missing shard" fail $? "$dir/out" "step-000000006.rank-1-of-2.safetensors"
+
+for bad in "--zero 4|--zero '4': must be one of 0, 1, 2, 3" "--precision fp8|--precision 'fp8'" \
+    "--params 1e9|--params applies to --memory-plan" "--checkpoint-shards|--checkpoint-shards needs --checkpoint-dir" \
+    "--max-memory-mb 0|--max-memory-mb '0'"; do
+    dp_mpirun 10 2 "$worker" ${bad%%|*} >"$dir/out" 2>&1
+    dp_check_outcome "${bad%%|*}" fail $? "$dir/out" "${bad#*|}"
+done
+
+echo "$cases cases, $failures failed"
+[ "$failures" -eq 0 ]
