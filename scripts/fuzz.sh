@@ -14,8 +14,8 @@ seconds=${FUZZ_SECONDS:-60}
 out="$top/build-fuzz"
 flags="-std=c11 -D_POSIX_C_SOURCE=200809L -Wall -Wextra -Wshadow -g -O1 -fno-omit-frame-pointer
 -fsanitize=address,undefined -fno-sanitize-recover=all -I$top/include -I$top"
-# The readers' modules: data and io depend only on util (docs/ARCHITECTURE.md), none on MPI.
-library="$(cd "$top" && echo src/data/*.c src/io/*.c src/util/*.c) tests/fuzz/fuzz_input.c"
+# The readers' modules: data and io depend only on core (docs/ARCHITECTURE.md), none on MPI.
+library="$(cd "$top" && echo src/data/*.c src/io/*.c src/core/*.c) tests/fuzz/fuzz_input.c"
 
 mkdir -p "$out/obj"
 objects=""

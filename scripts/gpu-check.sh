@@ -1,20 +1,29 @@
 #!/usr/bin/env bash
-# Every GPU check of the CUDA backend in one command, on a machine with an NVIDIA GPU: builds
-# dptrain with CUDA (configure --with-cuda), runs the GPU test suite, then the comparisons of
-# the GPU issue (dp_worker against PyTorch on the same model, batch and optimizer in FP32 and
-# TF32; dp_worker's step against its own GEMMs timed alone) and prints the table for
-# bench/RESULTS.md (also written to $OUT/gpu-results.md, or build-gpu/gpu-results.md).
+# The GPU checks of the CUDA backend on a machine with an NVIDIA GPU, in phases that each fit
+# in one 10-minute command (the device tool's limit); later phases reuse the first's build:
 #
-#   scripts/gpu-check.sh [--skip-tests] [--skip-bench] [--full-check] [--steps N] [--device cpu]
+#   scripts/gpu-check.sh tests      build with CUDA (configure --with-cuda), then the GPU tests:
+#                                   device choice, GEMM shapes, test_gpu (every operation against
+#                                   the CPU), 2 ranks on one GPU for every algorithm (nccl too),
+#                                   the PTX check and the fake-CUDA tests
+#   scripts/gpu-check.sh bench      dp_worker against PyTorch (FP32, TF32) and against its own
+#                                   GEMMs timed alone: the table for bench/RESULTS.md
+#   scripts/gpu-check.sh sanitize   compute-sanitizer memcheck (with leak check) and racecheck
+#                                   over test_gpu, memcheck over 2 ranks training with nccl
+#   scripts/gpu-check.sh [all]      the three in turn (where no time limit applies)
 #
-# Run from the repository root. Needs nvidia-smi, nvcc (PATH or /usr/local/cuda/bin), python3
-# with torch, and dptrain's build dependencies: mpicc/mpirun, pkg-config, OpenBLAS, zlib,
-# Check. This project's lent GPU machines have CUDA and PyTorch but not the rest, and no
-# network: first run scripts/gpu-prepare.sh on a Debian machine with apt and carry the
-# .gpu-carry folder it fills; this script unpacks it beside the system.
-# --full-check runs all of make check, not only the device and GPU tests; --device cpu runs the
-# whole flow on the CPU backend with small models: a dry run of this script without a GPU.
-# GPU_CHECK_BUILD (default build-gpu) is where it builds; GPU_CHECK_DEPS (default
+# Options: --device cpu runs the flow on the CPU backend with small models (a dry run without
+# a GPU; tests/gpu-replay.sh runs it where Open MPI and ssh are hidden); --steps N timed steps
+# per benchmark (default 60); --full-check all of make check in the tests phase; --skip-tests
+# and --skip-bench leave a phase out of `all`. Results go to $OUT (the device tool's folder)
+# or the build folder: gpu-results.md, check.out, the GPU tests' logs, sanitizer-*.log.
+#
+# Needs nvidia-smi, nvcc (PATH or /usr/local/cuda/bin), python3 with torch (bench), and
+# dptrain's build dependencies: mpicc/mpirun, pkg-config, OpenBLAS, zlib, Check. This project's
+# lent GPU machines have CUDA and PyTorch but not the rest, and no network: first run
+# scripts/gpu-prepare.sh on a Debian machine with apt and carry the .gpu-carry folder it fills
+# (Debian packages, the source tarball, compute-sanitizer); this script unpacks it beside the
+# system. GPU_CHECK_BUILD (default build-gpu) is where it builds; GPU_CHECK_DEPS (default
 # /opt/dptrain-deps) where the carried packages go.
 set -uo pipefail
 
@@ -22,23 +31,26 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build="${GPU_CHECK_BUILD:-$root/build-gpu}"
 carry="$root/.gpu-carry"
 deps="${GPU_CHECK_DEPS:-/opt/dptrain-deps}"
-steps=60 device=cuda run_tests=1 run_bench=1 full_check=0
+usage="usage: scripts/gpu-check.sh [tests|bench|sanitize|all] [--device cuda|cpu] [--steps N] [--full-check] [--skip-tests] [--skip-bench]"
+phase=all steps=60 device=cuda run_tests=1 run_bench=1 full_check=0
 while [ $# -gt 0 ]; do
     case $1 in
+    tests | bench | sanitize | all) phase=$1 ;;
     --skip-tests) run_tests=0 ;;
     --skip-bench) run_bench=0 ;;
     --full-check) full_check=1 ;;
-    --steps) steps=$2; shift ;;
-    --device) device=$2; shift ;;
-    *) echo "usage: scripts/gpu-check.sh [--skip-tests] [--skip-bench] [--full-check] [--steps N] [--device cpu]" >&2; exit 2 ;;
+    --steps) steps=${2-}; shift ;;
+    --device) device=${2-}; shift ;;
+    *) echo "$usage" >&2; exit 2 ;;
     esac
     shift
 done
 case $device in cuda | cpu) ;; *) echo "gpu-check: --device must be cuda or cpu" >&2; exit 2 ;; esac
 [ "$steps" -ge 3 ] 2>/dev/null || { echo "gpu-check: --steps must be an integer >= 3" >&2; exit 2; }
 mkdir -p "$build"
-results="${OUT:-$build}/gpu-results.md"
+out="${OUT:-$build}"
 system_ld_path="${LD_LIBRARY_PATH-}"
+obj="$build/obj"
 
 say() { printf 'gpu-check: %s\n' "$*"; }
 die() { printf 'gpu-check: error: %s\n' "$*" >&2; exit 1; }
@@ -57,10 +69,27 @@ use_carried_packages() {
         find "$deps" -name '*.pc' -exec sed -i "s|^prefix=/usr\$|prefix=$deps/usr|; s|=/usr/|=$deps/usr/|g" {} +
         touch "$deps/.unpacked"
     fi
+    local lib="$deps/usr/lib/x86_64-linux-gnu"
     export PATH="$deps/bin:$deps/usr/bin:$PATH"
+    # Open MPI and its PMIx look for their plugins and help files where they were installed,
+    # which unpacking moved: OPAL_PREFIX relocates Open MPI; PMIx needs both paths named (its
+    # PMIX_PREFIX does not move them; without them every job prints PMIx help-file blocks).
     export OPAL_PREFIX="$deps/usr" OMPI_MCA_mca_base_component_show_load_errors=0
-    export PKG_CONFIG_PATH="$deps/usr/lib/x86_64-linux-gnu/pkgconfig:$deps/usr/lib/x86_64-linux-gnu/openblas-pthread/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-    export LD_LIBRARY_PATH="$deps/usr/lib/x86_64-linux-gnu:$deps/usr/lib/x86_64-linux-gnu/openblas-pthread:$deps/lib/x86_64-linux-gnu${system_ld_path:+:$system_ld_path}"
+    export PMIX_PKGDATADIR="$lib/pmix2/share/pmix" PMIX_MCA_mca_base_component_path="$lib/pmix2/lib/pmix"
+    export PKG_CONFIG_PATH="$lib/pkgconfig:$lib/openblas-pthread/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+    export LD_LIBRARY_PATH="$lib:$lib/openblas-pthread:$deps/lib/x86_64-linux-gnu${system_ld_path:+:$system_ld_path}"
+}
+
+# compute-sanitizer: the toolkit's, else the one gpu-prepare.sh carried as a wheel.
+find_sanitizer() {
+    sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+    [ -n "$sanitizer" ] && return 0
+    local wheel
+    wheel=$(ls "$carry"/wheels/nvidia_cuda_sanitizer_api-*.whl 2>/dev/null | tail -n 1)
+    [ -n "$wheel" ] || return 1
+    [ -d "$deps/sanitizer" ] || python3 -m zipfile -e "$wheel" "$deps/sanitizer" || return 1
+    sanitizer=$(find "$deps/sanitizer" -name compute-sanitizer -type f | head -n 1)
+    chmod +x "$sanitizer"
 }
 
 check_tools() {
@@ -70,14 +99,23 @@ check_tools() {
         export PATH="$PATH:/usr/local/cuda/bin"
         command -v nvcc >/dev/null || missing+=("nvcc")
     fi
-    [ "$run_bench" = 0 ] || LD_LIBRARY_PATH="$system_ld_path" python3 -c 'import torch' 2>/dev/null || missing+=("python3 with torch")
+    if [ "$phase" = bench ] || { [ "$phase" = all ] && [ "$run_bench" = 1 ]; }; then
+        LD_LIBRARY_PATH="$system_ld_path" python3 -c 'import torch' 2>/dev/null || missing+=("python3 with torch")
+    fi
+    if [ "$phase" = sanitize ] && [ "$device" = cuda ]; then find_sanitizer || missing+=("compute-sanitizer"); fi
     for tool in mpicc mpirun pkg-config; do command -v $tool >/dev/null || missing+=("$tool"); done
     for module in openblas zlib check; do
         command -v pkg-config >/dev/null && pkg-config --exists $module || missing+=("pkg-config module $module")
     done
     [ ${#missing[@]} -eq 0 ] && return 0
     printf 'gpu-check: missing: %s\n' "${missing[@]}" >&2
-    die "on a machine with apt run scripts/gpu-prepare.sh, then carry .gpu-carry here (Open MPI, OpenBLAS, Check, zlib and pkg-config are Debian packages there)"
+    die "on a machine with apt run scripts/gpu-prepare.sh, then carry .gpu-carry here (Open MPI, OpenBLAS, Check, zlib and pkg-config are Debian packages there; compute-sanitizer a wheel)"
+}
+
+# MPI on one node with no ssh or rsh: Open MPI 4.1 still wants a launch agent, even for a
+# singleton MPI_Init ("plm_rsh_agent: ssh : rsh ... could not be found"); none is needed.
+set_launch_agent() {
+    command -v ssh >/dev/null || command -v rsh >/dev/null || export OMPI_MCA_plm_rsh_agent=false
 }
 
 # The source tree with a generated configure: the checkout, autoreconf'd if need be, or the
@@ -92,7 +130,10 @@ find_source() {
         local tarball
         tarball=$(ls "$carry"/dptrain-*.tar.gz 2>/dev/null | tail -n 1)
         [ -n "$tarball" ] || die "no configure, no autoreconf and no .gpu-carry/dptrain-*.tar.gz: run scripts/gpu-prepare.sh where apt works and carry .gpu-carry"
-        rm -rf "$build/source" && mkdir -p "$build/source" && tar -xzf "$tarball" -C "$build/source" || die "cannot unpack $tarball"
+        if [ ! -e "$build/source/.from" ] || [ "$tarball" -nt "$build/source/.from" ]; then
+            rm -rf "$build/source" "$obj" && mkdir -p "$build/source" && tar -xzf "$tarball" -C "$build/source" || die "cannot unpack $tarball"
+            touch "$build/source/.from"
+        fi
         src=$(ls -d "$build"/source/dptrain-*)
         say "building from $(basename "$tarball") (made by gpu-prepare.sh: re-run it after changing the tree)"
     fi
@@ -107,20 +148,26 @@ nccl_option() {
     [ -f "$dir/include/nccl.h" ] && echo "--with-nccl=$dir"
 }
 
+# Configures once per source and device, then builds (incrementally in later phases).
 build_dptrain() {
-    obj="$build/obj"
-    mkdir -p "$obj"
     local cuda_flag=--with-cuda
     [ "$device" = cpu ] && cuda_flag=""
-    say "configure $cuda_flag $(nccl_option)"
-    (cd "$obj" && "$src/configure" $cuda_flag $(nccl_option) >configure.out 2>&1) || { tail -n 20 "$obj/configure.out"; die "configure failed (see $obj/config.log)"; }
-    sed -n '/^  dptrain /,/sanitizers/p' "$obj/configure.out"
+    local flags="$cuda_flag $(nccl_option)"
+    mkdir -p "$obj"
+    if [ ! -f "$obj/Makefile" ] || [ "$(cat "$obj/.flags" 2>/dev/null)" != "$src $flags" ]; then
+        say "configure $flags"
+        (cd "$obj" && "$src/configure" $flags >configure.out 2>&1) || { tail -n 20 "$obj/configure.out"; die "configure failed (see $obj/config.log)"; }
+        echo "$src $flags" >"$obj/.flags"
+        sed -n '/^  dptrain /,/sanitizers/p' "$obj/configure.out"
+    fi
     say "make -j$(nproc)"
     (cd "$obj" && make -j"$(nproc)" >make.out 2>&1) || { tail -n 30 "$obj/make.out"; die "build failed"; }
 }
 
 run_gpu_tests() {
-    local tests="tests/device.sh tests/gemm-bench.sh tests/gpu.sh tests/gpu-train-w2.sh" status=0
+    local tests="tests/device.sh tests/gemm-bench.sh tests/gpu.sh tests/gpu-train-w2.sh tests/ptx-check.sh"
+    tests="$tests tests/test_kernel_math tests/fakecuda.sh tests/fakecuda-train-w2.sh tests/fakecuda-binding.sh"
+    local status=0
     say "make check ($([ "$full_check" = 1 ] && echo "all tests" || echo "$tests"))"
     if [ "$full_check" = 1 ]; then
         (cd "$obj" && make -j"$(nproc)" check >check.out 2>&1) || status=1
@@ -134,7 +181,36 @@ run_gpu_tests() {
         say "a GPU test skipped on a GPU machine: the build or the driver does not see the GPU"
         status=1
     fi
+    cp "$obj/check.out" "$obj"/tests/*.log "$out/" 2>/dev/null
     [ "$status" = 0 ] || { say "GPU tests FAILED (logs: $obj/tests/*.log)"; return 1; }
+}
+
+# sanitize NAME TOOL NP PROGRAM [ARGS]: PROGRAM on NP ranks under compute-sanitizer's TOOL.
+sanitize() {
+    local name=$1 tool=$2 np=$3 log="$out/sanitizer-$1.log"
+    shift 3
+    local extra=()
+    [ "$tool" = memcheck ] && extra=(--leak-check full)
+    say "compute-sanitizer --tool $tool: $name"
+    (cd "$obj" && timeout 280 mpirun -np "$np" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 9 \
+        --print-limit 20 "$@") >"$log" 2>&1
+    local status=$?
+    grep -E '========= (ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY)|Checks:' "$log" | sort | uniq -c
+    [ "$status" = 0 ] || { say "$name under $tool FAILED (exit $status; $log)"; return 1; }
+}
+
+run_sanitizers() {
+    [ "$device" = cuda ] || { say "sanitize: compute-sanitizer needs a GPU (--device cuda)"; return 0; }
+    find_sanitizer || die "no compute-sanitizer: run scripts/gpu-prepare.sh where pip works and carry .gpu-carry"
+    local status=0 train=(./dp_worker --device cuda --share-gpu --data synthetic:2048,64,10 --layers 64,128,10
+                          --batch 256 --steps 20 --allreduce nccl)
+    (cd "$obj" && make -j"$(nproc)" tests/test_gpu >/dev/null 2>&1) || die "cannot build tests/test_gpu"
+    export CK_FORK=no
+    sanitize test_gpu-memcheck memcheck 1 ./tests/test_gpu || status=1
+    sanitize test_gpu-racecheck racecheck 1 ./tests/test_gpu || status=1
+    NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 sanitize train-w2-nccl-memcheck memcheck 2 \
+        sh -c 'NCCL_HOSTID="sanitize-$OMPI_COMM_WORLD_RANK" exec "$0" "$@"' "${train[@]}" || status=1
+    return $status
 }
 
 # field NAME FILE: the value of NAME=VALUE in FILE's last line that has it.
@@ -143,7 +219,7 @@ field() { sed -n "s/.*$1=\\([0-9.]*\\).*/\\1/p" "$2" | tail -n 1; }
 # One model, one precision: dp_worker, its GEMMs alone, PyTorch. Appends a table row.
 compare() {
     local name=$1 layers=$2 loss=$3 batch=$4 precision=$5 samples=$((4 * $4))
-    local widths=(${layers//,/ }) tf32=() log="$build/bench-$name-$precision"
+    local widths=(${layers//,/ }) tf32=() log="$build/bench-${name// /-}-$precision"
     [ "$precision" = TF32 ] && tf32=(--tf32)
     local data="synthetic:$samples,${widths[0]},${widths[${#widths[@]} - 1]}"
     local worker=(mpirun -np 1 "$obj/dp_worker" --device "$device" --data "$data" --loss "$loss" --layers "$layers"
@@ -190,28 +266,32 @@ run_benchmarks() {
     {
         echo "GPU check of $(date -u '+%Y-%m-%d %H:%M UTC') on $gpu; $(command -v nvcc >/dev/null && nvcc --version | sed -n 's/.*\(release [0-9.]*\).*/CUDA \1/p'); PyTorch $torch_version; dptrain at $commit (plus the working tree)."
         echo "One rank, one GPU; synthetic data of 4 batches held on the device by both; SGD lr 0.05 momentum 0.9; $steps timed steps"
-        echo "(dp_worker: its last progress interval, the final third; PyTorch: after 10 warm-up steps). Command: scripts/gpu-check.sh"
+        echo "(dp_worker: its last progress interval, the final third; PyTorch: after 10 warm-up steps). Command: scripts/gpu-check.sh bench"
         echo
         echo "| model | batch | precision | dptrain ms/step | dptrain samples/s | PyTorch ms/step | PyTorch samples/s | dptrain / PyTorch (target >= 1.0x) | GEMMs alone ms/step | GEMM share of the step (target >= 85%) |"
         echo "|---|---|---|---|---|---|---|---|---|---|"
         cat "$build/rows.md"
-    } | tee "$results"
-    say "table written to $results"
+    } | tee "$out/gpu-results.md"
+    say "table written to $out/gpu-results.md"
 }
 
 use_carried_packages
 check_tools
+set_launch_agent
 . "$root/scripts/mpi-env.sh"
 # Virtual machines may refuse cross-memory attach between ranks; copying through shared memory works anywhere.
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 find_source
 build_dptrain
 status=0
-[ "$run_tests" = 0 ] || run_gpu_tests || status=1
-[ "$run_bench" = 0 ] || run_benchmarks
-# What comes back from the device tool: the table, the test summary and the GPU tests' logs.
-if [ -n "${OUT-}" ]; then
-    cp "$obj/check.out" "$OUT/check.out" 2>/dev/null
-    cp "$obj/tests/gpu.log" "$obj/tests/gpu-train-w2.log" "$OUT/" 2>/dev/null
-fi
+case $phase in
+tests) run_gpu_tests || status=1 ;;
+bench) run_benchmarks ;;
+sanitize) run_sanitizers || status=1 ;;
+all)
+    [ "$run_tests" = 0 ] || run_gpu_tests || status=1
+    [ "$run_bench" = 0 ] || run_benchmarks
+    [ "$device" = cpu ] || run_sanitizers || status=1
+    ;;
+esac
 exit $status

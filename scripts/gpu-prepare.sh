@@ -7,6 +7,10 @@
 #   dptrain-VERSION.tar.gz  the source with its generated configure (no autotools needed)
 #   debs/*.deb              Debian's Open MPI, OpenBLAS, Check, zlib and pkg-config packages
 #                           with the libraries they load, unpacked there into a side directory
+#   wheels/*.whl            NVIDIA's compute-sanitizer (PyPI nvidia-cuda-sanitizer-api, for the
+#                           CUDA major.minor of this machine's nvcc, else 13.0), for the
+#                           sanitize phase where the GPU machine's toolkit lacks it
+# The folder stays under the device tool's 64 MiB carry limit (about 36 MiB).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,6 +31,12 @@ mkdir -p "$carry/debs"
 echo "gpu-prepare: downloading ${#packages[@]} Debian packages into $carry/debs"
 apt-get -qq update
 (cd "$carry/debs" && apt-get download "${packages[@]}")
+
+cuda_version=$( (nvcc --version || /usr/local/cuda/bin/nvcc --version) 2>/dev/null | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p')
+echo "gpu-prepare: downloading compute-sanitizer ${cuda_version:-13.0} into $carry/wheels"
+rm -rf "$carry/wheels" && mkdir -p "$carry/wheels"
+python3 -m pip download -q --no-deps --only-binary=:all: -d "$carry/wheels" "nvidia-cuda-sanitizer-api==${cuda_version:-13.0}.*" ||
+    echo "gpu-prepare: warning: no compute-sanitizer wheel (pip failed): gpu-check.sh sanitize then needs the GPU machine's own" >&2
 
 echo "gpu-prepare: making the source tarball (configure --without-cuda: only 'make dist' runs here)"
 build="$root/build-gpu-prepare"

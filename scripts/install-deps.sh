@@ -3,7 +3,7 @@
 # missing; uses sudo when not root.
 set -eu
 packages=${*:-"build-essential autoconf automake libtool pkg-config openmpi-bin libopenmpi-dev
-libopenblas-dev zlib1g-dev check dataset-fashion-mnist"}
+libopenblas-dev zlib1g-dev check dataset-fashion-mnist python3"}
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

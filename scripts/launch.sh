@@ -1,8 +1,11 @@
 #!/bin/bash
 # Starts dp_worker on this machine with mpirun and sane defaults, printing the exact line:
 #   scripts/launch.sh [-n RANKS] [mpirun options] -- [dp_worker options]
-# RANKS defaults to one per GPU when GPUs are present, else one per core. More ranks than
-# cores get --oversubscribe, --bind-to none and yielding ranks; root gets --allow-run-as-root.
+# RANKS defaults to one per GPU when GPUs are present, else one per core. Each rank is bound to
+# its own cores (cores / RANKS of them: --map-by slot:PE=N --bind-to core), where dp_worker
+# runs as many BLAS threads, unless the mpirun options place ranks themselves (--map-by,
+# --bind-to, a hostfile or host list, a rankfile). More ranks than cores get --oversubscribe,
+# --bind-to none and yielding ranks; root gets --allow-run-as-root.
 # DP_WORKER names the binary (default: build/dp_worker, then dp_worker on the PATH).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -52,10 +55,25 @@ done
 worker=$(find_worker)
 [ -x "$worker" ] || die "no dp_worker binary at '$worker': build with scripts/build.sh or set DP_WORKER"
 
+# 1 when the mpirun options already decide where ranks run (then their placement stands).
+places_ranks() {
+    for option in "${mpirun_options[@]}"; do
+        case $option in
+            --map-by | --bind-to | --hostfile | --machinefile | --host | -H | --rankfile | --cpus-per-proc | --cpu-set) return 0 ;;
+        esac
+    done
+    return 1
+}
+
 line=(mpirun -np "$ranks")
 [ "$(id -u)" -ne 0 ] || line+=(--allow-run-as-root)
-# Busy-polling ranks that share a core take turns by time slice: milliseconds per message.
-[ "$ranks" -le "$cores" ] || line+=(--oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
+if [ "$ranks" -gt "$cores" ]; then
+    # Busy-polling ranks that share a core take turns by time slice: milliseconds per message.
+    line+=(--oversubscribe --bind-to none --mca mpi_yield_when_idle 1)
+elif ! places_ranks; then
+    # Disjoint cores per rank: its BLAS threads never compete with another rank's.
+    line+=(--map-by "slot:PE=$((cores / ranks))" --bind-to core)
+fi
 line+=("${mpirun_options[@]}" "$worker" "$@")
 
 echo "launch.sh: $ranks rank(s) on $cores core(s) and $gpus GPU(s): $(printf '%q ' "${line[@]}")"

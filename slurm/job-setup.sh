@@ -42,7 +42,9 @@ job_program() {
 }
 
 # job_launch NAME VARIABLE ARGS...: the program (see job_program) on one rank per task, with
-# srun (PMIx), or with mpirun when DP_LAUNCHER=mpirun (Open MPI reads the allocation itself).
+# srun (PMIx; the cluster's task plugin binds each task to its --cpus-per-task cores), or with
+# mpirun when DP_LAUNCHER=mpirun (Open MPI reads the allocation itself; bound here). dp_worker
+# runs as many BLAS threads as the cores its rank is bound to.
 job_launch() {
     local line
     job_program "$1" "$2"
@@ -50,7 +52,8 @@ job_launch() {
     case ${DP_LAUNCHER:-srun} in
         srun) line=(srun --mpi=pmix --kill-on-bad-exit=1) ;;
         mpirun)
-            line=(mpirun -np "$SLURM_NTASKS")
+            # Each rank on its own --cpus-per-task cores, where dp_worker runs that many BLAS threads.
+            line=(mpirun -np "$SLURM_NTASKS" --map-by "slot:PE=${SLURM_CPUS_PER_TASK:-1}" --bind-to core)
             [ "$(id -u)" -ne 0 ] || line+=(--allow-run-as-root)
             ;;
         *)
