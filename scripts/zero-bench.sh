@@ -4,8 +4,8 @@
 # same-run ratios mean anything), and each stage's peak memory per rank and bytes sent per
 # step per rank, from dp_worker's summary. Prints a Markdown table.
 # Usage: scripts/zero-bench.sh [-n RANKS] [-r ROUNDS] [-- dp_worker options]
-# ZERO_BENCH_RUN replaces "mpirun -np RANKS build/dp_worker" (e.g. scripts/progress-bench.sh
-# --rate 1gbit --, with DP_OVERLAP_BENCH=build/dp_worker: two namespace hosts on a 1 Gbit/s link).
+# ZERO_BENCH_RUN replaces "mpirun -np RANKS build/dp_worker" (e.g. "scripts/two-hosts.sh --rate
+# 1gbit -- build/dp_worker --threads 1": two namespace hosts on a 1 Gbit/s link, as root).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 ranks=2 rounds=3

@@ -87,7 +87,14 @@ int main(int argc, char **argv)
     if (dp_launch_env_check(comm.rank, comm.size, comm.local_rank))
         abort_job(rank, EXIT_RUN_FAILED);
     char why[128] = "--threads";
-    int threads = o.threads ? o.threads : dp_backend_cpu_default_threads(comm.local_size, why, sizeof why);
+    int threads = o.threads;
+    if (!threads && o.predict_path[0]) {
+        /* OpenBLAS rounds some products differently on more threads. */
+        threads = 1;
+        snprintf(why, sizeof why, "--predict's default, so any number of ranks writes the same bits");
+    } else if (!threads) {
+        threads = dp_backend_cpu_default_threads(comm.local_size, why, sizeof why);
+    }
     dp_backend_cpu_set_threads(threads, why);
 
     if (o.memory_plan) {

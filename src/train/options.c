@@ -116,7 +116,7 @@ static const struct option_doc option_docs[] = {
      "print a progress line every K optimizer steps (0: only per-epoch lines)"},
     {{"quiet", no_argument, NULL, OPT_QUIET}, NULL, "off", "print only errors and the final summary"},
     {{"threads", required_argument, NULL, OPT_THREADS}, "T",
-     "the cores this rank is bound to; unbound: the node's cores / its ranks",
+     "the cores this rank is bound to; unbound: the node's cores / its ranks; --predict: 1",
      "BLAS threads per rank, 1 to 1024 (scripts/launch.sh binds each rank to its own cores)"},
     {{"device", required_argument, NULL, OPT_DEVICE}, "cpu|cuda|auto", "auto",
      "where ranks compute; cuda gives each rank of a node its own GPU (matched by UUID); auto: cuda when every rank has one"},
