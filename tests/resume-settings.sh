@@ -1,7 +1,8 @@
 # --resume compares every setting the checkpoint records: a different model, optimizer or
 # sample order is refused naming the setting; a different learning rate, schedule length or
-# world size continues but says which settings changed and that the run is no longer
-# bit-exact; the same settings continue bit-exactly.
+# world size or BLAS thread count continues but says which settings changed and that the run
+# is no longer bit-exact; the same settings continue bit-exactly, also for more steps at a
+# constant rate.
 . "$srcdir/tests/common.sh"
 worker="$top_builddir/dp_worker"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-resume-XXXXXX")
@@ -26,6 +27,16 @@ resume "a changed learning rate" ok "not bit-exactly, because these settings cha
 resume "a longer cosine schedule" ok "total_steps 10 -> 20" 2 --steps 20 --lr-schedule cosine
 resume "a constant schedule" ok "lr_schedule cosine -> constant" 2 --steps 10
 resume "fewer ranks" ok "world_size 2 -> 1" 1 --steps 10 --lr-schedule cosine
+# OpenBLAS rounds some products differently on another thread count.
+resume "other BLAS threads" ok "compute cpu with 1 BLAS thread -> cpu with 2 BLAS threads" 2 --steps 10 \
+    --lr-schedule cosine --threads 2
+# A constant rate does not depend on the run's length: a longer run is still bit-exact.
+# shellcheck disable=SC2086
+dp_mpirun 60 2 "$worker" $base --steps 10 --checkpoint-dir "$dir/constant" --quiet >/dev/null 2>&1 ||
+    { echo "FAIL could not write the constant-rate checkpoint"; failures=$((failures + 1)); }
+# shellcheck disable=SC2086
+dp_mpirun 60 2 "$worker" $base --steps 20 --resume "$dir/constant" >"$dir/out" 2>&1
+dp_check_outcome "a longer constant-rate run" ok $? "$dir/out" "continuing bit-exactly"
 resume "another model" fail "the checkpoint has model=sequential 8: linear(out=16,bias=1),relu,linear(out=3,bias=1) but this run has model=sequential 8: linear(out=17,bias=1)" 2 --steps 10 --model "linear(17),relu,linear(3)"
 resume "another optimizer" fail "the checkpoint has optimizer=sgd but this run has optimizer=adamw" 2 --steps 10 --optimizer adamw
 resume "another sample order" fail "seed=5 but this run has seed=6" 2 --steps 10 --seed 6

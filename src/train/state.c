@@ -103,7 +103,10 @@ static void describe_run(const trainer *t, run_fields *f)
     snprintf(v[FIELD_ACCUM], size, "%ld", o->accum);
     dp_float_text(o->lr, v[FIELD_LR]);
     snprintf(v[FIELD_LR_SCHEDULE], size, "%s", o->lr_schedule == DP_LR_COSINE ? "cosine" : "constant");
-    snprintf(v[FIELD_TOTAL_STEPS], size, "%ld", t->plan.total_steps);
+    if (o->lr_schedule == DP_LR_COSINE) /* the only schedule whose rates depend on the run's length */
+        snprintf(v[FIELD_TOTAL_STEPS], size, "%ld", t->plan.total_steps);
+    else
+        snprintf(v[FIELD_TOTAL_STEPS], size, "any (constant rate)");
     dp_float_text(o->momentum, v[FIELD_MOMENTUM]);
     dp_float_text(o->weight_decay, v[FIELD_WEIGHT_DECAY]);
     char beta1[24], beta2[24];
