@@ -14,7 +14,7 @@ export DP_BENCH
 # The test's nodes share this machine's cores: ranks pinned to the same core, or busy-polling
 # while another rank needs the core, would take turns by time slice (the jobs inherit these).
 export OMPI_MCA_hwloc_base_binding_policy=none OMPI_MCA_mpi_yield_when_idle=1
-# train_options reach 84.31% here; 80% leaves room for other BLAS builds.
+# train_options reach 84.31-84.41% here; 80% leaves room for other BLAS builds.
 min_accuracy=80
 prefix=dps$$
 work=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-slurm-XXXXXX")
