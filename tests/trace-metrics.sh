@@ -1,7 +1,8 @@
 # --trace and --metrics on 2 ranks: the timeline is valid JSON with every rank's data, forward,
 # backward, collective and optimizer spans, collectives overlap backward with buckets and never
-# with --no-overlap; the metrics are one JSON object per step and a summary (tests/trace_check.py,
-# python3's json module: a reader independent of ours).
+# with --no-overlap; on fake GPUs every pass also has its device-lane span from CUDA events;
+# the metrics are one JSON object per step and a summary (tests/trace_check.py, python3's json
+# module: a reader independent of ours).
 . "$srcdir/tests/common.sh"
 worker="$top_builddir/dp_worker"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-trace-XXXXXX")
@@ -26,6 +27,24 @@ for mode in overlap no-overlap; do
         failures=$((failures + 1))
     fi
 done
+# On a GPU (the fake CUDA runtime, where built) the passes are also timed by CUDA events.
+fake="$top_builddir/tests/fakecuda/dp_worker"
+if [ -x "$fake" ]; then
+    dp_mpirun 60 2 sh -c 'FAKECUDA_DEVICES="fake$OMPI_COMM_WORLD_RANK" exec "$0" "$@"' "$fake" --device cuda \
+        --data synthetic:2000,64,10 --layers 64,512,512,10 --batch 128 --steps "$steps" --log-every 1 \
+        --trace "$dir/device.json" --metrics "$dir/device.jsonl" >"$dir/out" 2>&1
+    dp_check_outcome "train on fake GPUs with --trace" ok $? "$dir/out" "summary:"
+    cases=$((cases + 1))
+    if python3 "$srcdir/tests/trace_check.py" "$dir/device.json" "$dir/device.jsonl" 2 "$steps" device >"$dir/check"; then
+        echo "ok   the trace holds the device's passes: $(grep -c '^ok' "$dir/check") properties"
+    else
+        echo "FAIL the trace on fake GPUs:"
+        sed 's/^/    /' "$dir/check"
+        failures=$((failures + 1))
+    fi
+else
+    echo "skip the device lane: no fake CUDA build"
+fi
 # A path in a missing directory is refused before training, naming it.
 dp_mpirun 60 2 "$worker" --data synthetic:200,8,2 --layers 8,16,2 --steps 1 --trace "$dir/none/t.json" >"$dir/out" 2>&1
 dp_check_outcome "--trace into a missing directory" fail $? "$dir/out" "$dir/none"

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks a dp_worker --trace file (Chrome trace event JSON) and --metrics file (JSON lines),
 independently of the C code that wrote them: python's json module parses them.
-Usage: trace_check.py TRACE METRICS RANKS STEPS overlap|no-overlap
+Usage: trace_check.py TRACE METRICS RANKS STEPS overlap|no-overlap|device
+(device: a GPU run, whose module passes are also in the device lane, timed by CUDA events.)
 Exit 0 when every property holds; prints each failure."""
 import json
 import sys
@@ -33,18 +34,33 @@ for rank in range(ranks):
     for cat in ("data", "forward", "backward", "collective", "optimizer"):
         expect(len(cats.get(cat, [])) >= steps, f"rank {rank}: at least {steps} '{cat}' spans")
     expect(all(e["tid"] == 1 for e in cats.get("collective", [])), f"rank {rank}: collectives in the communication lane")
-    expect(all(e["tid"] == 0 for e in cats.get("backward", [])), f"rank {rank}: module passes in the compute lane")
+    expect(all(e["tid"] in (0, 2) for e in cats.get("backward", [])), f"rank {rank}: module passes in the compute (or device) lane")
     # A collective overlaps backward when it starts before some backward span of its step ends:
     # with overlap, buckets start as backward finishes them; without, after the whole backward.
-    backward = cats.get("backward", [])
+    backward = [e for e in cats.get("backward", []) if e["tid"] == 0]
     overlapping = 0
     for c in cats.get("collective", []):
         if any(b["ts"] < c["ts"] + c["dur"] and c["ts"] < b["ts"] + b["dur"] for b in backward):
             overlapping += 1
     if mode == "overlap":
         expect(overlapping >= steps, f"rank {rank}: {overlapping} collective spans overlap backward spans")
-    else:
+    elif mode == "no-overlap":
         expect(overlapping == 0, f"rank {rank}: no collective span overlaps a backward span (--no-overlap)")
+    # The device lane: on a GPU every host pass has its device twin, in issue order, none
+    # overlapping the next (one stream), each ending after its host span began (the host only
+    # queues the work); on the CPU no device lane at all.
+    device = sorted((e for e in mine if e["tid"] == 2), key=lambda e: e["ts"])
+    evaluations = [e for e in mine if e["cat"] == "evaluate"]  # their passes are not timed on the device
+    host = [e for e in mine if e["tid"] == 0 and e["cat"] in ("forward", "backward")
+            and not any(v["ts"] <= e["ts"] <= v["ts"] + v["dur"] for v in evaluations)]
+    if mode == "device":
+        expect(len(device) == len(host), f"rank {rank}: {len(device)} device-lane passes for {len(host)} host passes")
+        expect([e["name"] for e in device] == [e["name"] for e in sorted(host, key=lambda e: e["ts"])],
+               f"rank {rank}: the device ran the passes in the host's order")
+        expect(all(a["ts"] + a["dur"] <= b["ts"] + 1e-3 for a, b in zip(device, device[1:])),
+               f"rank {rank}: device passes do not overlap (one stream)")
+    else:
+        expect(not device, f"rank {rank}: no device lane on the CPU")
 
 keys = {"step", "epoch", "loss", "samples_per_s", "ms_per_step", "forward_ms", "backward_ms", "exposed_comm_ms",
         "optimizer_ms", "comm_ms", "hidden_comm_ms", "lr"}

@@ -126,7 +126,19 @@ typedef struct dp_backend {
     void (*synchronize)(void);
     /* The device and its settings, for the banner. */
     const char *(*describe)(void);
+
+    /* Device time for --trace, on a backend whose work the host's clock does not see (NULL on
+     * the CPU): timer_mark queues a timestamp after the work issued so far and returns its
+     * slot, or -1 when all DP_TIMER_SLOTS are taken; timer_seconds gives the device's seconds
+     * from slot `from`'s timestamp to slot `to`'s once synchronize has returned; timer_reset
+     * frees every slot. */
+    int (*timer_mark)(void);
+    double (*timer_seconds)(int from, int to);
+    void (*timer_reset)(void);
 } dp_backend;
+
+/* The timestamps a backend's timer holds at once (a step's module passes and an anchor). */
+#define DP_TIMER_SLOTS 4096
 
 const dp_backend *dp_backend_cpu(void);
 

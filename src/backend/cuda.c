@@ -23,6 +23,8 @@ static struct cuda_state {
     cublasComputeType_t compute;    /* exact FP32, or TF32 tensor cores with --tf32 */
     dp_cuda_partial *partials;      /* DP_MAX_PARTIALS reduction results, device */
     dp_cuda_partial *host_partials; /* where they are read back, page-locked */
+    cudaEvent_t timer[DP_TIMER_SLOTS]; /* --trace's timestamps, created when first needed */
+    int timer_used;
     char description[640];
 } cuda = {.device = -1};
 
@@ -295,6 +297,29 @@ static const char *cuda_describe(void)
     return cuda.description;
 }
 
+static int cuda_timer_mark(void)
+{
+    if (cuda.timer_used == DP_TIMER_SLOTS)
+        return -1;
+    cudaEvent_t *event = &cuda.timer[cuda.timer_used];
+    if (!*event)
+        MUST(CUDA_CALL(cudaEventCreate(event)));
+    MUST(CUDA_CALL(cudaEventRecord(*event, 0)));
+    return cuda.timer_used++;
+}
+
+static double cuda_timer_seconds(int from, int to)
+{
+    float ms = 0.0f;
+    MUST(CUDA_CALL(cudaEventElapsedTime(&ms, cuda.timer[from], cuda.timer[to])));
+    return 1e-3 * (double)ms;
+}
+
+static void cuda_timer_reset(void)
+{
+    cuda.timer_used = 0;
+}
+
 static const dp_backend cuda_backend = {
     .name = "cuda",
     .host_memory = 0,
@@ -327,6 +352,9 @@ static const dp_backend cuda_backend = {
     .gather_rows = cuda_gather_rows,
     .synchronize = cuda_synchronize,
     .describe = cuda_describe,
+    .timer_mark = cuda_timer_mark,
+    .timer_seconds = cuda_timer_seconds,
+    .timer_reset = cuda_timer_reset,
 };
 
 int dp_cuda_gpu_count(void)
@@ -414,6 +442,12 @@ static int release_resources(int report)
         status = cuda_status(freed[0], "cudaFree(cuda.partials)", __FILE__, __LINE__);
     if (report && !status)
         status = cuda_status(freed[1], "cudaFreeHost(cuda.host_partials)", __FILE__, __LINE__);
+    for (int i = 0; i < DP_TIMER_SLOTS && cuda.timer[i]; i++) {
+        cudaError_t e = cudaEventDestroy(cuda.timer[i]);
+        if (report && !status)
+            status = cuda_status(e, "cudaEventDestroy(cuda.timer[i])", __FILE__, __LINE__);
+        cuda.timer[i] = NULL;
+    }
     (void)cudaGetLastError();
     cuda.blas = NULL;
     cuda.partials = cuda.host_partials = NULL;

@@ -1,6 +1,7 @@
 /* What the trainer shows of its time: the --trace timeline (spans of modules, collectives,
- * gathers and the optimizer on every rank) and, tracing or not, the hook between modules that
- * gives outstanding collectives a chance to progress. */
+ * gathers and the optimizer on every rank; on a GPU also the modules' passes timed by the
+ * device's events) and, tracing or not, the hook between modules that gives outstanding
+ * collectives a chance to progress. */
 #include "src/train/trainer.h"
 
 #include "dp/error.h"
@@ -13,21 +14,41 @@
 
 static const char *const pass_names[2] = {"forward", "backward"};
 
+/* The device's view of a module's pass: a timer slot at its start and at its end. */
+static void time_on_device(trainer *t, int module, int begin, const char *name, const char *category)
+{
+    dp_device_spans *d = &t->device_spans;
+    if (!d->pending || !d->in_step)
+        return;
+    int mark = t->be->timer_mark();
+    if (begin) {
+        d->module_mark[module] = mark;
+    } else if (d->count < d->capacity) {
+        dp_device_span *span = &d->pending[d->count++];
+        snprintf(span->name, sizeof span->name, "%s", name);
+        span->category = category;
+        span->begin = d->module_mark[module];
+        span->end = mark;
+    }
+}
+
 /* Around each module's pass: its span when tracing; after a backward one, communication moves. */
 static void on_module(void *arg, int module, int backward, int begin)
 {
     trainer *t = arg;
     double now = MPI_Wtime();
+    char name[DP_TRACE_NAME_MAX] = "", module_name[32];
+    if (t->trace.spans && !begin) {
+        dp_model_module_name(&t->model, module, module_name, sizeof module_name);
+        snprintf(name, sizeof name, "%s %s", pass_names[backward], module_name);
+    }
+    time_on_device(t, module, begin, name, pass_names[backward]);
     if (begin) {
         t->module_began[module] = now;
         return;
     }
-    if (t->trace.spans) {
-        char name[DP_TRACE_NAME_MAX], module_name[32];
-        dp_model_module_name(&t->model, module, module_name, sizeof module_name);
-        snprintf(name, sizeof name, "%s %s", pass_names[backward], module_name);
+    if (t->trace.spans)
         dp_trace_add(&t->trace, name, pass_names[backward], DP_LANE_COMPUTE, t->module_began[module], now);
-    }
     if (backward) {
         int status = dp_dist_progress(&t->dist);
         if (status && !t->dist_status)
@@ -55,11 +76,51 @@ int dp_trainer_open_timeline(trainer *t)
      * per module) or ZeRO-1 and 2's after the update, the update, an evaluation at most. */
     size_t micro = (size_t)t->o->accum, segments = (size_t)t->dist.layout.segments;
     size_t per_step = micro * (2 * (size_t)t->model.count + 1) + micro * (size_t)t->dist.nbuckets + 2 * segments + 4;
+    size_t passes = micro * 2 * (size_t)t->model.count; /* the device's view of each pass, on a GPU */
+    if (t->be->timer_mark) { /* passes beyond the timer's slots go untimed */
+        dp_device_spans *d = &t->device_spans;
+        d->pending = dp_calloc(passes, sizeof *d->pending, "the device's spans of a step");
+        d->module_mark = dp_calloc((size_t)t->model.count + 1, sizeof *d->module_mark, "the device's pass marks");
+        if (!d->pending || !d->module_mark)
+            return DP_ENOMEM;
+        d->capacity = passes;
+        per_step += passes;
+    }
     size_t steps = (size_t)(t->plan.total_steps > 0 ? t->plan.total_steps : 1);
     size_t capacity = steps < MAX_SPANS / per_step ? steps * per_step : MAX_SPANS;
     t->dist.on_span = on_collective;
     t->dist.span_arg = t;
     return dp_trace_open(&t->trace, t->comm, capacity);
+}
+
+void dp_trainer_timeline_step_begin(trainer *t)
+{
+    dp_device_spans *d = &t->device_spans;
+    if (!d->pending)
+        return;
+    /* With the device idle, its timestamp now is the host's now. */
+    t->be->synchronize();
+    t->be->timer_reset();
+    d->anchor = t->be->timer_mark();
+    d->anchor_time = MPI_Wtime();
+    d->count = 0;
+    d->in_step = 1;
+}
+
+void dp_trainer_timeline_step_end(trainer *t)
+{
+    dp_device_spans *d = &t->device_spans;
+    if (!d->pending)
+        return;
+    t->be->synchronize();
+    for (size_t i = 0; i < d->count; i++) {
+        const dp_device_span *s = &d->pending[i];
+        if (s->begin >= 0 && s->end >= 0)
+            dp_trace_add(&t->trace, s->name, s->category, DP_LANE_DEVICE,
+                         d->anchor_time + t->be->timer_seconds(d->anchor, s->begin),
+                         d->anchor_time + t->be->timer_seconds(d->anchor, s->end));
+    }
+    d->in_step = 0;
 }
 
 int dp_trainer_write_timeline(trainer *t)
@@ -72,4 +133,7 @@ void dp_trainer_close_timeline(trainer *t)
     dp_trace_close(&t->trace);
     free(t->module_began);
     t->module_began = NULL;
+    free(t->device_spans.pending);
+    free(t->device_spans.module_mark);
+    t->device_spans = (dp_device_spans){0};
 }

@@ -10,7 +10,8 @@
 /* Longest JSON text of one span: the fixed fields, the name and numbers. */
 #define SPAN_TEXT_MAX (DP_TRACE_NAME_MAX + 160)
 
-static const char *const lane_names[DP_LANES] = {[DP_LANE_COMPUTE] = "compute", [DP_LANE_COMM] = "communication"};
+static const char *const lane_names[DP_LANES] = {[DP_LANE_COMPUTE] = "compute", [DP_LANE_COMM] = "communication",
+                                                  [DP_LANE_DEVICE] = "device (CUDA events)"};
 
 int dp_trace_open(dp_trace *trace, dp_comm *comm, size_t capacity)
 {
@@ -60,7 +61,11 @@ static char *rank_events(const dp_trace *trace, size_t *length)
     size_t used = (size_t)snprintf(text, capacity,
                                    "{\"ph\":\"M\",\"pid\":%d,\"name\":\"process_name\",\"args\":{\"name\":\"rank %d%s\"}},\n",
                                    r, r, trace->dropped ? " (spans dropped: trace full)" : "");
-    for (int lane = 0; lane < DP_LANES; lane++)
+    int lanes = DP_LANE_DEVICE; /* the device's lane only where it has spans (GPU backends) */
+    for (size_t i = 0; i < trace->count; i++)
+        if (trace->spans[i].lane == DP_LANE_DEVICE)
+            lanes = DP_LANES;
+    for (int lane = 0; lane < lanes; lane++)
         used += (size_t)snprintf(text + used, capacity - used,
                                  "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"%s\"}},\n",
                                  r, lane, lane_names[lane]);

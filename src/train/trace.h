@@ -1,8 +1,9 @@
 /* The timeline (--trace FILE): spans of every rank's work -- each module's forward and
- * backward, each collective from start to completion, the optimizer, the batch gather -- as
- * Chrome trace event JSON, one process per rank, that Perfetto and chrome://tracing open.
- * Spans are kept in memory sized before the first step (the step loop allocates nothing) and
- * rank 0 gathers and writes them all at the end, atomically. */
+ * backward (on a GPU also as the device ran them), each collective from start to completion,
+ * the optimizer, the batch gather -- as Chrome trace event JSON, one process per rank, that
+ * Perfetto and chrome://tracing open. Spans are kept in memory sized before the first step
+ * (the step loop allocates nothing) and rank 0 gathers and writes them all at the end,
+ * atomically. */
 #ifndef DP_TRAIN_TRACE_H
 #define DP_TRAIN_TRACE_H
 
@@ -10,8 +11,9 @@
 
 #include <stddef.h>
 
-/* Lanes of a rank's process in the timeline. */
-typedef enum dp_trace_lane { DP_LANE_COMPUTE, DP_LANE_COMM, DP_LANES } dp_trace_lane;
+/* Lanes of a rank's process in the timeline: the host's compute and communication, and the
+ * device's module passes as its events timed them (GPU backends). */
+typedef enum dp_trace_lane { DP_LANE_COMPUTE, DP_LANE_COMM, DP_LANE_DEVICE, DP_LANES } dp_trace_lane;
 
 #define DP_TRACE_NAME_MAX 48
 

@@ -255,6 +255,7 @@ static int train_step(trainer *t, long step_in_epoch, dp_interval *local)
     dp_comm_traffic before = t->comm->traffic;
     dp_range step = dp_sampler_step_range(t->train->count, t->plan.step_batch, step_in_epoch);
     int status = 0;
+    dp_trainer_timeline_step_begin(t);
     for (size_t micro = step.begin; !status && micro < step.end; micro += (size_t)o->batch) {
         size_t micro_end = micro + (size_t)o->batch < step.end ? micro + (size_t)o->batch : step.end;
         status = train_micro_batch(t, &step, micro, micro_end, local);
@@ -275,6 +276,7 @@ static int train_step(trainer *t, long step_in_epoch, dp_interval *local)
     t->steps_done++;
     double done = MPI_Wtime();
     dp_trace_add(&t->trace, "optimizer", "optimizer", DP_LANE_COMPUTE, reduce_done, done);
+    dp_trainer_timeline_step_end(t);
     for (int kind = 0; kind < DP_COLLECTIVE_KINDS; kind++) /* the step's own collectives, not checks' */
         t->sent[kind] += (double)(t->comm->traffic.bytes[kind] - before.bytes[kind]);
     dp_dist_times comm = dp_dist_take_times(&t->dist);

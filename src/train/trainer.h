@@ -24,6 +24,23 @@ typedef struct dp_resident {
     int owned;
 } dp_resident;
 
+/* A step's module passes timed by the backend's timer (timer_mark slots), turned into spans
+ * once the step's work has finished. */
+typedef struct dp_device_span {
+    char name[DP_TRACE_NAME_MAX];
+    const char *category;
+    int begin, end; /* timer slots */
+} dp_device_span;
+
+typedef struct dp_device_spans {
+    dp_device_span *pending;       /* this step's passes; NULL: not timing the device */
+    size_t count, capacity;
+    int *module_mark;              /* the slot marked when each module's current pass began */
+    int anchor;                    /* the slot marked when the idle device and the host agreed */
+    double anchor_time;            /* MPI_Wtime then */
+    int in_step;                   /* evaluation's passes outside steps are not timed */
+} dp_device_spans;
+
 typedef struct trainer {
     const dp_options *o;
     dp_comm *comm;
@@ -38,6 +55,7 @@ typedef struct trainer {
     int dist_status;               /* the first error of a collective started from backward's hook */
     dp_trace trace;                /* --trace: spans of this rank's work */
     double *module_began;          /* when each module's current pass began */
+    dp_device_spans device_spans;  /* --trace on a GPU: the passes as the device's timer saw them */
     FILE *metrics;                 /* rank 0: --metrics, written as training goes */
     dp_sampler sampler;
     dp_watchdog watchdog;
@@ -76,6 +94,10 @@ void dp_trainer_close_dist(trainer *t);
 
 /* timeline.c: the hook between modules (progress; --trace spans), the trace file. */
 int dp_trainer_open_timeline(trainer *t);
+/* Around a training step: on a GPU under --trace, the device's timer is anchored to the host's
+ * clock at the start and the step's passes become device-lane spans at the end. */
+void dp_trainer_timeline_step_begin(trainer *t);
+void dp_trainer_timeline_step_end(trainer *t);
 int dp_trainer_write_timeline(trainer *t);  /* collective */
 void dp_trainer_close_timeline(trainer *t);
 

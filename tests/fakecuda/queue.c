@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum { MAX_DEPS = 8 };
 
@@ -24,6 +25,9 @@ struct CUstream_st {
 struct CUevent_st {
     long task;    /* the marker task of the newest record, 0 for none */
     int queried;  /* cudaEventQuery already said "not ready" for this record */
+    int timing;   /* created without cudaEventDisableTiming */
+    int recorded; /* a record has completed: time holds when */
+    double time;  /* seconds on CLOCK_MONOTONIC when the newest completed record ran */
 };
 
 typedef struct task {
@@ -320,10 +324,10 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *event, unsigned int flags)
 {
-    (void)flags;
     struct CUevent_st *ev = calloc(1, sizeof *ev);
     if (!ev)
         return cudaErrorMemoryAllocation;
+    ev->timing = !(flags & cudaEventDisableTiming);
     fakecuda_count_handle(1);
     *event = ev;
     return sticky;
@@ -341,12 +345,23 @@ cudaError_t cudaEventDestroy(cudaEvent_t event)
     return sticky;
 }
 
+/* A record's task: the time the "device" reached it. */
+static void stamp(void *args)
+{
+    struct CUevent_st *event;
+    memcpy(&event, args, sizeof event);
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    event->time = (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+    event->recorded = 1;
+}
+
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 {
     fakecuda_lock();
     cudaError_t e = sticky;
     if (e == cudaSuccess) {
-        event->task = append(resolve(stream), nothing, NULL, 0, "cudaEventRecord", 0);
+        event->task = append(resolve(stream), stamp, &event, sizeof event, "cudaEventRecord", 0);
         event->queried = 0;
     }
     fakecuda_unlock();
@@ -365,6 +380,23 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
             e = run_until(event->task);
         }
     }
+    fakecuda_unlock();
+    return e;
+}
+
+/* As CUDA: both events timing ones, recorded, and their newest records completed. */
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+    fakecuda_lock();
+    cudaError_t e = sticky;
+    if (e == cudaSuccess && (!start->timing || !end->timing))
+        e = cudaErrorInvalidResourceHandle;
+    else if (e == cudaSuccess && (find(start->task) || find(end->task)))
+        e = cudaErrorNotReady;
+    else if (e == cudaSuccess && (!start->recorded || !end->recorded))
+        e = cudaErrorInvalidResourceHandle;
+    else if (e == cudaSuccess)
+        *ms = (float)(1e3 * (end->time - start->time));
     fakecuda_unlock();
     return e;
 }
