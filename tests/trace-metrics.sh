@@ -10,6 +10,17 @@ trap 'rm -rf "$dir"' EXIT
 command -v python3 >/dev/null || { echo "skip: no python3"; exit 77; }
 failures=0 cases=0
 steps=4
+# check_trace MODE: trace_check.py's properties of $dir/MODE.json and $dir/MODE.jsonl.
+check_trace() {
+    cases=$((cases + 1))
+    if python3 "$srcdir/tests/trace_check.py" "$dir/$1.json" "$dir/$1.jsonl" 2 "$steps" "$1" >"$dir/check"; then
+        echo "ok   the trace and metrics hold ($1): $(grep -c '^ok' "$dir/check") properties"
+    else
+        echo "FAIL the trace or metrics ($1):"
+        sed 's/^/    /' "$dir/check"
+        failures=$((failures + 1))
+    fi
+}
 for mode in overlap no-overlap; do
     flag=""
     [ "$mode" = overlap ] || flag=--no-overlap
@@ -18,14 +29,7 @@ for mode in overlap no-overlap; do
         --log-every 1 --bucket-mb 0.5 --threads 1 $flag --trace "$dir/$mode.json" --metrics "$dir/$mode.jsonl" \
         >"$dir/out" 2>&1
     dp_check_outcome "train with --trace and --metrics ($mode)" ok $? "$dir/out" "summary:"
-    cases=$((cases + 1))
-    if python3 "$srcdir/tests/trace_check.py" "$dir/$mode.json" "$dir/$mode.jsonl" 2 "$steps" "$mode" >"$dir/check"; then
-        echo "ok   the trace and metrics hold ($mode): $(grep -c '^ok' "$dir/check") properties"
-    else
-        echo "FAIL the trace or metrics ($mode):"
-        sed 's/^/    /' "$dir/check"
-        failures=$((failures + 1))
-    fi
+    check_trace "$mode"
 done
 # On a GPU (the fake CUDA runtime, where built) the passes are also timed by CUDA events.
 fake="$top_builddir/tests/fakecuda/dp_worker"
@@ -34,14 +38,7 @@ if [ -x "$fake" ]; then
         --data synthetic:2000,64,10 --layers 64,512,512,10 --batch 128 --steps "$steps" --log-every 1 \
         --trace "$dir/device.json" --metrics "$dir/device.jsonl" >"$dir/out" 2>&1
     dp_check_outcome "train on fake GPUs with --trace" ok $? "$dir/out" "summary:"
-    cases=$((cases + 1))
-    if python3 "$srcdir/tests/trace_check.py" "$dir/device.json" "$dir/device.jsonl" 2 "$steps" device >"$dir/check"; then
-        echo "ok   the trace holds the device's passes: $(grep -c '^ok' "$dir/check") properties"
-    else
-        echo "FAIL the trace on fake GPUs:"
-        sed 's/^/    /' "$dir/check"
-        failures=$((failures + 1))
-    fi
+    check_trace device
 else
     echo "skip the device lane: no fake CUDA build"
 fi
