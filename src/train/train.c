@@ -125,6 +125,7 @@ static int allocate_counters(trainer *t)
         return DP_ENOMEM;
     static const double zeros[TOTALS];
     be->upload(t->train_totals, zeros, sizeof zeros);
+    be->upload(t->eval_totals, zeros, sizeof zeros);
     be->upload(t->nonfinite, zeros, sizeof(double));
     return 0;
 }
