@@ -59,13 +59,15 @@ typedef struct dp_npy {
  * truncated, longer is an error. On failure *out is zeroed. */
 int dp_npy_read(const char *path, dp_npy *out);
 void dp_npy_free(dp_npy *npy);
+/* "float32", "int32" or "int64". */
+const char *dp_npy_dtype_name(enum dp_npy_dtype dtype);
 
 /* Writes a 1-D or 2-D array as .npy (format 1.0, little-endian, C order) through a temporary,
  * fsync and rename, so a failure never leaves a partial file under path. */
 int dp_npy_write(const char *path, const dp_npy *array);
 
 /* Features must be float32 [N, D] with N, D > 0; labels int32/int64 [N] in [0, INT32_MAX)
- * (converted to int32) or float32 [N, K] targets. */
+ * (converted to int32) or float32 [N, K] targets (src/data/npy_pair.c). */
 int dp_npy_load_pair(const char *features_path, const char *labels_path, dp_dataset *out);
 
 /* --- synthetic: inputs uniform in [-1, 1], labelled by a fixed random teacher network

@@ -1,10 +1,62 @@
-/* What the run reads, checked before it is used: a test set judged by the training set's
- * loss must have the same kind of targets, and starting weights must be finite. */
+/* What the run reads, checked before it is used: the data must fit the model and the loss, a
+ * test set judged by the training set's loss must have the same kind of targets, and starting
+ * weights must be finite. */
 #include "src/train/trainer.h"
 
 #include "dp/error.h"
 
 #include <math.h>
+
+dp_loss dp_train_loss_for(const dp_options *o, const dp_dataset *data)
+{
+    if (o->loss == DP_LOSS_AUTO)
+        return data->labels ? DP_LOSS_XENT : DP_LOSS_MSE;
+    return o->loss == DP_LOSS_CHOICE_XENT ? DP_LOSS_XENT : DP_LOSS_MSE;
+}
+
+static int max_label(const dp_dataset *data)
+{
+    int32_t top = 0;
+    for (size_t i = 0; i < data->count; i++)
+        if (data->labels[i] > top)
+            top = data->labels[i];
+    return top;
+}
+
+/* What the model spec says of the output width (its last Linear), before the model exists. */
+static int spec_outputs(const dp_model_spec *spec)
+{
+    int outputs = spec->inputs;
+    for (int i = 0; i < spec->count; i++)
+        if (spec->modules[i].options.out_features > 0)
+            outputs = spec->modules[i].options.out_features;
+    return outputs;
+}
+
+int dp_train_check_data(const dp_options *o, const dp_dataset *data, const char *role)
+{
+    const dp_model_spec *spec = &o->model;
+    const char *option = spec->from_layers ? "--layers" : "--model";
+    int outputs = spec_outputs(spec);
+    dp_loss loss = dp_train_loss_for(o, data);
+    if (spec->from_layers && data->dim != spec->inputs)
+        return dp_fail(DP_EINVAL, "%s data %s has %d features per sample but --layers starts with %d inputs",
+                       role, data->description, data->dim, spec->inputs);
+    if (loss == DP_LOSS_XENT && !data->labels)
+        return dp_fail(DP_EINVAL, "--loss xent needs class labels but %s data %s has float targets",
+                       role, data->labels_source);
+    if (loss == DP_LOSS_MSE && !data->targets)
+        return dp_fail(DP_EINVAL, "--loss mse needs float targets but %s data %s has class labels",
+                       role, data->labels_source);
+    int top = data->labels ? max_label(data) : 0;
+    if (data->labels && top >= outputs)
+        return dp_fail(DP_EINVAL, "%s labels in %s go up to %d but the output layer of %s '%s' has %d units",
+                       role, data->labels_source, top, option, spec->text, outputs);
+    if (data->targets && data->outputs != outputs)
+        return dp_fail(DP_EINVAL, "%s targets in %s have %d columns but the output layer of %s '%s' has %d units",
+                       role, data->labels_source, data->outputs, option, spec->text, outputs);
+    return 0;
+}
 
 static const char *target_kind(const dp_dataset *data)
 {

@@ -5,10 +5,10 @@
 #include "dp/comm.h"
 #include "dp/error.h"
 #include "src/train/limits.h"
+#include "src/train/option_values.h"
 
 #include <errno.h>
 #include <getopt.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -213,66 +213,6 @@ void dp_options_print_help(FILE *out)
         fprintf(out, "On GPU memory only (--device cuda): %s\n", dp_comm_gpu_algorithm_names());
 }
 
-static int parse_long(const char *option, const char *text, long min, long *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (end == text || *end || v < min)
-        return dp_fail(DP_EINVAL, "--%s '%s': must be an integer >= %ld", option, text, min);
-    int status = dp_option_limit_long(option, text, v, errno == ERANGE);
-    if (status)
-        return status;
-    *out = v;
-    return 0;
-}
-
-/* Parsed in double, so the float32 it becomes can be checked against what was given. */
-static int parse_float(const char *option, const char *text, int positive, float *out)
-{
-    char *end;
-    double v = strtod(text, &end);
-    if (end == text || *end || !isfinite(v) || v < 0.0 || (positive && v == 0.0))
-        return dp_fail(DP_EINVAL, "--%s '%s': must be a finite number %s 0", option, text,
-                       positive ? ">" : ">=");
-    return dp_option_to_float(option, text, v, out);
-}
-
-/* A positive size in MiB, kept in double (fractions of a MiB are fine). */
-static int parse_double(const char *option, const char *text, double *out)
-{
-    char *end;
-    double v = strtod(text, &end);
-    if (end == text || *end || !isfinite(v) || v <= 0.0 || v > 1e6)
-        return dp_fail(DP_EINVAL, "--%s '%s': must be a number of MiB above 0 and at most 1e6", option, text);
-    *out = v;
-    return 0;
-}
-
-/* A count that may be written as 70e9: a whole number from 1 to 1e15. */
-static int parse_count(const char *option, const char *text, double *out)
-{
-    char *end;
-    double v = strtod(text, &end);
-    if (end == text || *end || !isfinite(v) || v < 1.0 || v > 1e15 || v != floor(v))
-        return dp_fail(DP_EINVAL, "--%s '%s': must be a whole number from 1 to 1e15 (70e9 is fine)", option, text);
-    *out = v;
-    return 0;
-}
-
-/* A seed is any 64-bit unsigned integer, digits only. */
-static int parse_seed(const char *option, const char *text, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (text[0] < '0' || text[0] > '9' || *end || errno)
-        return dp_fail(DP_EINVAL, "--%s '%s': must be an integer from 0 to %llu", option, text,
-                       (unsigned long long)UINT64_MAX);
-    *out = (uint64_t)v;
-    return 0;
-}
-
 /* "B1,B2", each in [0, 1). */
 static int parse_betas(const char *text, dp_options *o)
 {
@@ -298,31 +238,6 @@ static int parse_corruption(const char *text, dp_options *o)
     return 0;
 }
 
-static int copy_text(const char *option, const char *text, char *dst, size_t size)
-{
-    if (!*text)
-        return dp_fail(DP_EINVAL, "--%s: empty value", option);
-    if (strlen(text) >= size)
-        return dp_fail(DP_EINVAL, "--%s: value longer than %zu characters", option, size - 1);
-    strcpy(dst, text);
-    return 0;
-}
-
-/* Index of text in names, or an error listing them. */
-static int parse_choice(const char *option, const char *text, const char *const *names, int count,
-                        int *out)
-{
-    for (int i = 0; i < count; i++)
-        if (strcmp(text, names[i]) == 0) {
-            *out = i;
-            return 0;
-        }
-    char valid[128] = "";
-    for (int i = 0; i < count; i++)
-        snprintf(valid + strlen(valid), sizeof valid - strlen(valid), "%s%s", i ? ", " : "", names[i]);
-    return dp_fail(DP_EINVAL, "--%s '%s': must be one of %s", option, text, valid);
-}
-
 /* Applies one option's value; returns DP_OPTIONS_EXIT for --help/--version. */
 static int apply_option(dp_options *o, int id, const char *name, const char *arg, FILE *out)
 {
@@ -337,103 +252,103 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
                                              [DP_PRECISION_MIXED] = "mixed"};
     int status, choice;
     switch (id) {
-    case OPT_DATA: return copy_text(name, arg, o->data, sizeof o->data);
-    case OPT_TEST_DATA: return copy_text(name, arg, o->test_data, sizeof o->test_data);
-    case OPT_LAYERS: return copy_text(name, arg, o->layers_spec, sizeof o->layers_spec);
-    case OPT_MODEL: return copy_text(name, arg, o->model_text, sizeof o->model_text);
+    case OPT_DATA: return dp_option_text(name, arg, o->data, sizeof o->data);
+    case OPT_TEST_DATA: return dp_option_text(name, arg, o->test_data, sizeof o->test_data);
+    case OPT_LAYERS: return dp_option_text(name, arg, o->layers_spec, sizeof o->layers_spec);
+    case OPT_MODEL: return dp_option_text(name, arg, o->model_text, sizeof o->model_text);
     case OPT_SYNC_BN: o->sync_bn = 1; return 0;
     case OPT_OPTIMIZER:
-        status = parse_choice(name, arg, optimizers, 2, &choice);
+        status = dp_option_choice(name, arg, optimizers, 2, &choice);
         o->optimizer = (dp_optimizer_kind)choice;
         return status;
     case OPT_BETAS: return parse_betas(arg, o);
-    case OPT_EPS: return parse_float(name, arg, 1, &o->eps);
+    case OPT_EPS: return dp_option_float(name, arg, 1, &o->eps);
     case OPT_DECAY_ALL: o->decay_all = 1; return 0;
-    case OPT_PREDICT: return copy_text(name, arg, o->predict_path, sizeof o->predict_path);
-    case OPT_OUTPUT: return copy_text(name, arg, o->output_path, sizeof o->output_path);
+    case OPT_PREDICT: return dp_option_text(name, arg, o->predict_path, sizeof o->predict_path);
+    case OPT_OUTPUT: return dp_option_text(name, arg, o->output_path, sizeof o->output_path);
     case OPT_PREDICT_CLASSES: o->predict_classes = 1; return 0;
     case OPT_BUCKET_MB:
         if (strcmp(arg, "auto") == 0) {
             o->bucket_mb = 0.0;
             return 0;
         }
-        return parse_double(name, arg, &o->bucket_mb);
+        return dp_option_mib(name, arg, &o->bucket_mb);
     case OPT_NO_OVERLAP: o->no_overlap = 1; return 0;
     case OPT_PROGRESS_THREAD:
         if (strcmp(arg, "auto") == 0) {
             o->progress_us = -1;
             return 0;
         }
-        return parse_long(name, arg, 0, &o->progress_us);
+        return dp_option_long(name, arg, 0, &o->progress_us);
     case OPT_ZERO:
-        status = parse_choice(name, arg, zero_stages, 4, &choice);
+        status = dp_option_choice(name, arg, zero_stages, 4, &choice);
         o->zero = choice;
         return status;
-    case OPT_MAX_MEMORY_MB: return parse_double(name, arg, &o->max_memory_mb);
+    case OPT_MAX_MEMORY_MB: return dp_option_mib(name, arg, &o->max_memory_mb);
     case OPT_CHECKPOINT_SHARDS: o->checkpoint_shards = 1; return 0;
     case OPT_MEMORY_PLAN: o->memory_plan = 1; return 0;
-    case OPT_PARAMS: return parse_count(name, arg, &o->plan_params);
-    case OPT_WORLD: return parse_long(name, arg, 1, &o->plan_world);
+    case OPT_PARAMS: return dp_option_count(name, arg, &o->plan_params);
+    case OPT_WORLD: return dp_option_long(name, arg, 1, &o->plan_world);
     case OPT_PRECISION:
-        status = parse_choice(name, arg, precisions, 3, &choice);
+        status = dp_option_choice(name, arg, precisions, 3, &choice);
         o->precision = (dp_precision)choice;
         return status;
-    case OPT_TRACE: return copy_text(name, arg, o->trace_path, sizeof o->trace_path);
-    case OPT_METRICS: return copy_text(name, arg, o->metrics_path, sizeof o->metrics_path);
+    case OPT_TRACE: return dp_option_text(name, arg, o->trace_path, sizeof o->trace_path);
+    case OPT_METRICS: return dp_option_text(name, arg, o->metrics_path, sizeof o->metrics_path);
     case OPT_LOSS:
-        status = parse_choice(name, arg, losses, 3, &choice);
+        status = dp_option_choice(name, arg, losses, 3, &choice);
         o->loss = (dp_loss_choice)choice;
         return status;
     case OPT_LR_SCHEDULE:
-        status = parse_choice(name, arg, schedules, 2, &choice);
+        status = dp_option_choice(name, arg, schedules, 2, &choice);
         o->lr_schedule = (dp_lr_schedule)choice;
         return status;
-    case OPT_BATCH: return parse_long(name, arg, 1, &o->batch);
-    case OPT_ACCUM: return parse_long(name, arg, 1, &o->accum);
-    case OPT_LR: return parse_float(name, arg, 1, &o->lr);
-    case OPT_MOMENTUM: return parse_float(name, arg, 0, &o->momentum);
-    case OPT_WEIGHT_DECAY: return parse_float(name, arg, 0, &o->weight_decay);
-    case OPT_EPOCHS: return parse_long(name, arg, 1, &o->epochs);
-    case OPT_STEPS: return parse_long(name, arg, 0, &o->steps);
+    case OPT_BATCH: return dp_option_long(name, arg, 1, &o->batch);
+    case OPT_ACCUM: return dp_option_long(name, arg, 1, &o->accum);
+    case OPT_LR: return dp_option_float(name, arg, 1, &o->lr);
+    case OPT_MOMENTUM: return dp_option_float(name, arg, 0, &o->momentum);
+    case OPT_WEIGHT_DECAY: return dp_option_float(name, arg, 0, &o->weight_decay);
+    case OPT_EPOCHS: return dp_option_long(name, arg, 1, &o->epochs);
+    case OPT_STEPS: return dp_option_long(name, arg, 0, &o->steps);
     case OPT_DROP_LAST: o->drop_last = 1; return 0;
-    case OPT_SEED: return parse_seed(name, arg, &o->seed);
-    case OPT_ALLREDUCE: return copy_text(name, arg, o->allreduce, sizeof o->allreduce);
-    case OPT_SEGMENT_BYTES: return parse_long(name, arg, (long)sizeof(float), &o->segment_bytes);
-    case OPT_AUTO_TABLE: return copy_text(name, arg, o->auto_table, sizeof o->auto_table);
-    case OPT_LOG_EVERY: return parse_long(name, arg, 0, &o->log_every);
+    case OPT_SEED: return dp_option_seed(name, arg, &o->seed);
+    case OPT_ALLREDUCE: return dp_option_text(name, arg, o->allreduce, sizeof o->allreduce);
+    case OPT_SEGMENT_BYTES: return dp_option_long(name, arg, (long)sizeof(float), &o->segment_bytes);
+    case OPT_AUTO_TABLE: return dp_option_text(name, arg, o->auto_table, sizeof o->auto_table);
+    case OPT_LOG_EVERY: return dp_option_long(name, arg, 0, &o->log_every);
     case OPT_QUIET: o->quiet = 1; return 0;
     case OPT_THREADS: {
         long threads;
-        status = parse_long(name, arg, 1, &threads);
+        status = dp_option_long(name, arg, 1, &threads);
         o->threads = (int)threads;
         return status;
     }
-    case OPT_SAVE: return copy_text(name, arg, o->save_path, sizeof o->save_path);
-    case OPT_INIT: return copy_text(name, arg, o->init_path, sizeof o->init_path);
-    case OPT_CHECKPOINT_DIR: return copy_text(name, arg, o->checkpoint_dir, sizeof o->checkpoint_dir);
-    case OPT_CHECKPOINT_EVERY: return parse_long(name, arg, 0, &o->checkpoint_every);
-    case OPT_KEEP: return parse_long(name, arg, 1, &o->keep);
-    case OPT_RESUME: return copy_text(name, arg, o->resume, sizeof o->resume);
+    case OPT_SAVE: return dp_option_text(name, arg, o->save_path, sizeof o->save_path);
+    case OPT_INIT: return dp_option_text(name, arg, o->init_path, sizeof o->init_path);
+    case OPT_CHECKPOINT_DIR: return dp_option_text(name, arg, o->checkpoint_dir, sizeof o->checkpoint_dir);
+    case OPT_CHECKPOINT_EVERY: return dp_option_long(name, arg, 0, &o->checkpoint_every);
+    case OPT_KEEP: return dp_option_long(name, arg, 1, &o->keep);
+    case OPT_RESUME: return dp_option_text(name, arg, o->resume, sizeof o->resume);
     case OPT_TIMEOUT: {
         float seconds;
-        status = parse_float(name, arg, 0, &seconds);
+        status = dp_option_float(name, arg, 0, &seconds);
         o->timeout = seconds;
         return status;
     }
-    case OPT_CHECK_REPLICAS: return parse_long(name, arg, 0, &o->check_replicas);
+    case OPT_CHECK_REPLICAS: return dp_option_long(name, arg, 0, &o->check_replicas);
     case OPT_ON_NAN:
-        status = parse_choice(name, arg, nan_policies, 2, &choice);
+        status = dp_option_choice(name, arg, nan_policies, 2, &choice);
         o->skip_nonfinite = choice;
         return status;
     case OPT_DEBUG_CORRUPT: return parse_corruption(arg, o);
     case OPT_DEVICE:
-        status = parse_choice(name, arg, devices, 3, &choice);
+        status = dp_option_choice(name, arg, devices, 3, &choice);
         o->device = (dp_device)choice;
         return status;
     case OPT_SHARE_GPU: o->share_gpu = 1; return 0;
     case OPT_TF32: o->tf32 = 1; return 0;
     case OPT_CUDA_AWARE:
-        status = parse_choice(name, arg, cuda_aware_modes, 3, &choice);
+        status = dp_option_choice(name, arg, cuda_aware_modes, 3, &choice);
         o->cuda_aware = (dp_cuda_aware)choice;
         return status;
     case OPT_HELP:
