@@ -59,17 +59,23 @@ static dp_nn_context train_ctx(int accumulate)
     return (dp_nn_context){.be = dp_backend_cpu(), .training = 1, .accumulate = accumulate, .seed = 3, .step = 5};
 }
 
-/* Forward, loss and backward; returns the summed loss. */
-static double forward_backward(fixture *f, const float *x, const int32_t *labels, const float *targets, int rows,
-                               dp_loss loss, int accumulate)
+/* Forward, loss and backward, pieces reported to `pieces` (may be NULL); returns the summed loss. */
+static double forward_backward_pieces(fixture *f, const float *x, const int32_t *labels, const float *targets,
+                                      int rows, dp_loss loss, int accumulate, const dp_grad_pieces *pieces)
 {
     dp_nn_context ctx = train_ctx(accumulate);
     const float *out;
     f->totals[0] = 0.0;
     ck_assert_int_eq(dp_model_forward(&f->m, &ctx, x, rows, &out), 0);
     dp_model_loss(&f->m, loss, out, labels, targets, rows, f->m.delta[0], f->totals);
-    ck_assert_int_eq(dp_model_backward(&f->m, &ctx, f->m.delta[0], rows), 0);
+    ck_assert_int_eq(dp_model_backward(&f->m, &ctx, f->m.delta[0], rows, pieces), 0);
     return f->totals[0];
+}
+
+static double forward_backward(fixture *f, const float *x, const int32_t *labels, const float *targets, int rows,
+                               dp_loss loss, int accumulate)
+{
+    return forward_backward_pieces(f, x, labels, targets, rows, loss, accumulate, NULL);
 }
 
 /* --- the independent reference: the model's forward in double, module by module --- */
@@ -207,18 +213,32 @@ START_TEST(accumulating_two_halves_equals_the_whole_batch)
 END_TEST
 
 typedef struct hook_log {
+    const dp_model *model;
     int calls, modules[64];
     size_t offsets[64], counts[64];
 } hook_log;
 
-static void record_ready(void *arg, int module, size_t offset, size_t count)
+/* The module whose slice of the flat buffer holds offset. */
+static int module_at(const dp_model *m, size_t offset)
+{
+    for (int i = 0; i < m->count; i++) {
+        size_t first, count;
+        dp_model_module_params(m, i, &first, &count);
+        if (offset >= first && offset < first + count)
+            return i;
+    }
+    return -1;
+}
+
+static int record_ready(void *arg, size_t offset, size_t count)
 {
     hook_log *log = arg;
     ck_assert_int_lt(log->calls, 64);
-    log->modules[log->calls] = module;
+    log->modules[log->calls] = module_at(log->model, offset);
     log->offsets[log->calls] = offset;
     log->counts[log->calls] = count;
     log->calls++;
+    return 0;
 }
 
 /* The pieces in log tile the flat gradient buffer from its end down to 0, from the modules
@@ -243,16 +263,15 @@ START_TEST(gradient_ready_hook_announces_modules_with_parameters_last_first)
 {
     fixture f;
     make_fixture(&f, "linear(6),batchnorm,relu,linear(3)");
-    hook_log log = {0};
-    f.m.grad_ready = record_ready;
-    f.m.grad_ready_arg = &log;
-    forward_backward(&f, f.x, f.labels, NULL, ROWS, DP_LOSS_XENT, 0);
+    hook_log log = {.model = &f.m};
+    dp_grad_pieces pieces = {.ready = record_ready, .arg = &log};
+    forward_backward_pieces(&f, f.x, f.labels, NULL, ROWS, DP_LOSS_XENT, 0, &pieces);
     static const int expected[] = {3, 1, 0};
     size_t total = dp_params_floats(&f.m.params);
     ck_assert_int_eq(log.calls, 5); /* each Linear: its bias, then its weight whole */
     assert_pieces_tile_backward(&log, total, expected, 3);
     log.calls = 0;
-    forward_backward(&f, f.x, f.labels, NULL, 0, DP_LOSS_XENT, 0);
+    forward_backward_pieces(&f, f.x, f.labels, NULL, 0, DP_LOSS_XENT, 0, &pieces);
     ck_assert_int_eq(log.calls, 5); /* an empty slice still announces every module */
     free_fixture(&f);
 }
@@ -268,11 +287,10 @@ START_TEST(weight_gradients_come_in_row_blocks_when_pieces_are_wanted)
     forward_backward(&f, f.x, f.labels, NULL, ROWS, DP_LOSS_XENT, 0);
     float *whole = malloc(total * sizeof *whole);
     memcpy(whole, f.m.grads, total * sizeof *whole);
-    hook_log log = {0};
-    f.m.grad_ready = record_ready;
-    f.m.grad_ready_arg = &log;
-    f.m.grad_piece_floats = 2 * INPUTS + 1; /* 2 rows of the first Linear, 1 of the second */
-    forward_backward(&f, f.x, f.labels, NULL, ROWS, DP_LOSS_XENT, 0);
+    hook_log log = {.model = &f.m};
+    /* 2 rows of the first Linear, 1 of the second */
+    dp_grad_pieces pieces = {.max_floats = 2 * INPUTS + 1, .ready = record_ready, .arg = &log};
+    forward_backward_pieces(&f, f.x, f.labels, NULL, ROWS, DP_LOSS_XENT, 0, &pieces);
     static const int expected[] = {2, 0};
     assert_pieces_tile_backward(&log, total, expected, 2);
     /* linear(3) on 7 inputs: bias, rows 2, 1, 0; linear(7) on INPUTS: bias, rows 5-6, 3-4, 1-2, 0. */

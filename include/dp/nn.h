@@ -80,21 +80,18 @@ const char *dp_model_module_names(void);
 
 typedef struct dp_module dp_module;
 
-/* Called during backward as soon as a piece of module `module`'s parameter gradients (flat
- * slice [offset, offset + count) of the gradient buffer) is final, last module first: the hook
- * where communication overlaps the rest of backward. The pieces of a module cover its slice
- * exactly once; a module reports its gradients whole unless grad_piece_floats asks for less. */
-typedef void (*dp_grad_ready_fn)(void *arg, int module, size_t offset, size_t count);
-
-/* Called as each module's forward (backward 0) or backward (backward 1) begins (begin 1) and
- * ends (begin 0): for the timeline, and to progress communication between modules. */
-typedef void (*dp_module_event_fn)(void *arg, int module, int backward, int begin);
-
-/* Called right before the forward (backward 0) or backward (backward 1) of each module with
- * parameters: where a strategy that keeps parameters or gradients outside the model's flat
- * buffers (ZeRO) materialises them and points the module at them (dp_model_bind). A non-zero
- * return ends the pass with that status. */
-typedef int (*dp_param_hook_fn)(void *arg, int module, int backward);
+/* Where backward reports a module's parameter gradients final, piece by piece: ready gets each
+ * flat slice [offset, offset + count) of the gradient buffer as soon as it is final (the hook
+ * where communication overlaps the rest of backward; a non-zero return ends the pass with that
+ * status). The pieces of a module cover its slice exactly once; a Linear's weight gradient is
+ * computed and reported in row blocks of at most max_floats floats, last rows first, so a
+ * collective of a bucket cut inside it starts before the whole layer's backward ends (0: each
+ * module's gradients in one piece). */
+typedef struct dp_grad_pieces {
+    size_t max_floats;
+    int (*ready)(void *arg, size_t offset, size_t count); /* may be NULL */
+    void *arg;
+} dp_grad_pieces;
 
 /* Which flat buffers dp_model_create_owning allocates: a sharded strategy holds the rest. */
 enum dp_model_owns {
@@ -118,16 +115,6 @@ typedef struct dp_model {
     const float **inputs_of;   /* forward: each module's input, kept for backward */
     float *delta[2];           /* gradients w.r.t. activations, ping-pong */
     int batchnorms, sync_batchnorms;
-    dp_grad_ready_fn grad_ready; /* may be NULL */
-    void *grad_ready_arg;
-    size_t grad_piece_floats;  /* > 0: a Linear's weight gradient is computed and reported in row
-                                * blocks of at most this many floats, last rows first, so the
-                                * collective of a bucket cut inside it starts before the whole
-                                * layer's backward ends; 0: each module's gradients in one piece */
-    dp_module_event_fn on_module; /* may be NULL */
-    void *on_module_arg;
-    dp_param_hook_fn param_hook; /* may be NULL: every module uses the model's flat buffers */
-    void *param_hook_arg;
 } dp_model;
 
 /* Builds spec on `inputs` features: checks widths, names every tensor, allocates in be's
@@ -135,7 +122,7 @@ typedef struct dp_model {
 int dp_model_create(dp_model *m, const dp_backend *be, const dp_model_spec *spec, int inputs,
                     int max_rows);
 /* The same, allocating only the flat buffers of `owns` (enum dp_model_owns); weights or grads
- * not owned stay NULL, and modules get their memory from the param hook (dp_model_bind). */
+ * not owned stay NULL, and whoever holds them points modules there (dp_model_bind). */
 int dp_model_create_owning(dp_model *m, const dp_backend *be, const dp_model_spec *spec, int inputs,
                            int max_rows, unsigned owns);
 void dp_model_free(dp_model *m);
@@ -152,14 +139,23 @@ void dp_model_module_params(const dp_model *m, int module, size_t *offset, size_
  * --layers gives version 1's bytes; BatchNorm: weight 1, bias 0, running mean 0, variance 1). */
 void dp_model_init(const dp_model *m, uint64_t seed, float *params, float *buffers, int64_t *counters);
 
-/* Forward of rows samples x [rows, inputs] (backend memory); *out gets the output. Every
- * module runs even for rows == 0, so each rank reaches the same collectives (SyncBatchNorm). */
+/* Module i's forward of rows samples x (backend memory); *y gets its output. Every module
+ * runs even for rows == 0, so each rank reaches the same collectives (SyncBatchNorm). */
+int dp_model_forward_module(dp_model *m, int i, const dp_nn_context *ctx, const float *x, int rows,
+                            const float **y);
+
+/* Module i's backward from *dy (its output's gradient, which it may overwrite): its parameter
+ * gradients into its grads (added or overwritten per ctx->accumulate), reported to pieces as
+ * they are final, then *dy becomes its input's gradient (module 0 computes none). */
+int dp_model_backward_module(dp_model *m, int i, const dp_nn_context *ctx, int rows,
+                             const dp_grad_pieces *pieces, float **dy);
+
+/* The whole model, module after module, with no strategy around it (tests, benchmarks). */
 int dp_model_forward(dp_model *m, const dp_nn_context *ctx, const float *x, int rows,
                      const float **out);
-
-/* Backward from dout [rows, outputs] (overwritten) into m->grads (added or overwritten per
- * ctx->accumulate), calling grad_ready as each piece of a module's gradients is final. */
-int dp_model_backward(dp_model *m, const dp_nn_context *ctx, float *dout, int rows);
+/* Backward from dout [rows, outputs] (overwritten), pieces reported to `pieces` (may be NULL). */
+int dp_model_backward(dp_model *m, const dp_nn_context *ctx, float *dout, int rows,
+                      const dp_grad_pieces *pieces);
 
 /* The loss of `out` (the last forward's output): its gradient into dout (NULL in evaluation),
  * the summed loss and correct count into totals (backend memory, see dp_backend.softmax_xent). */

@@ -42,7 +42,7 @@ typedef struct dp_options {
     uint64_t seed;
     char allreduce[64];
     long segment_bytes;           /* ring-pipelined segment size */
-    double bucket_mb;             /* gradient buckets' cap, MiB; 0: auto (dp_dist_default_config) */
+    double bucket_mb;             /* gradient buckets' cap, MiB; 0: auto (dp_strategy_default_config) */
     int no_overlap;               /* one collective of the whole gradient after backward */
     long progress_us;             /* > 0: a thread progresses collectives every so many microseconds;
                                    * 0: none; -1 (auto): 1000 when the job spans hosts */

@@ -5,19 +5,12 @@
 
 #include "dp/comm.h"
 #include "dp/data.h"
+#include "dp/engine.h"
 #include "dp/memory.h"
 #include "dp/options.h"
 
 /* Where training time went (seconds, rank 0's): the phases of a step in order, which add up
  * to its wall time, then the collectives' own durations, mostly hidden behind backward. */
-typedef struct dp_time_split {
-    double forward;    /* gathering rows, forward and loss */
-    double backward;   /* backward, starting collectives as buckets fill */
-    double exposed;    /* waiting for the collectives after backward: communication not hidden */
-    double optimizer;  /* the optimizer pass, the checks, the buffers' broadcast */
-    double comm;       /* the collectives, from start to seen complete */
-    double hidden;     /* the part of comm during backward */
-} dp_time_split;
 
 typedef struct dp_train_result {
     long steps;                /* optimizer steps this run took (after any --resume) */

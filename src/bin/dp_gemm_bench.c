@@ -127,7 +127,7 @@ static void one_step(dp_model *model, const float *x, const float *targets, int 
     const float *out;
     if (dp_model_forward(model, &ctx, x, rows, &out) == 0) {
         dp_model_loss(model, DP_LOSS_MSE, out, NULL, targets, rows, model->delta[0], totals);
-        dp_model_backward(model, &ctx, model->delta[0], rows);
+        dp_model_backward(model, &ctx, model->delta[0], rows, NULL);
     }
 }
 

@@ -158,14 +158,14 @@ static int batchnorm_forward(dp_module *m, const dp_nn_context *ctx, const float
 }
 
 /* dgamma (+)= sum dy xhat, dbeta (+)= sum dy, over this rank's rows (DDP sums them over ranks). */
-static void batchnorm_backward_params(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy, int rows,
-                                      const dp_grad_pieces *pieces)
+static int batchnorm_backward_params(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy, int rows,
+                                     const dp_grad_pieces *pieces)
 {
     (void)x;
     int c = m->in_width;
     ctx->be->column_sums(dy, m->xhat, rows, c, m->sums);
     ctx->be->bn_param_grads(m->sums, c, m->grads, m->grads + c, ctx->accumulate);
-    dp_grad_pieces_ready(pieces, m, 0, m->param_count);
+    return dp_grad_pieces_ready(pieces, m, 0, m->param_count);
 }
 
 /* dx = gamma invstd (dy - mean(dy) - xhat mean(dy xhat)), means over the statistics' rows. */

@@ -65,30 +65,32 @@ static int linear_forward(dp_module *m, const dp_nn_context *ctx, const float *x
     return 0;
 }
 
-static void linear_backward_params(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy, int rows,
-                                   const dp_grad_pieces *pieces)
+static int linear_backward_params(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy, int rows,
+                                  const dp_grad_pieces *pieces)
 {
     const dp_backend *be = ctx->be;
     int in = m->in_width, out = m->out_width;
     size_t weight = (size_t)out * in;
+    int status = 0;
     if (m->fused_relu)
         be->relu_backward(dy, m->out, (size_t)rows * out);
     /* db (+)= column sums of dY: the end of the slice, where backward-order buckets begin. */
     if (m->options.bias) {
         be->bias_grad(dy, rows, out, m->grads + weight, ctx->accumulate);
-        dp_grad_pieces_ready(pieces, m, weight, (size_t)out);
+        status = dp_grad_pieces_ready(pieces, m, weight, (size_t)out);
     }
     /* dW (+)= dY^T X, rows [first, end) of dW from columns [first, end) of dY: in blocks of
      * rows when pieces are wanted, the last first. */
     size_t block = pieces->max_floats ? pieces->max_floats / (size_t)in : (size_t)out;
     block = block < 1 ? 1 : block;
-    for (size_t end = (size_t)out; end > 0;) {
+    for (size_t end = (size_t)out; !status && end > 0;) {
         size_t first = end > block ? end - block : 0;
         be->gemm(1, 0, (int)(end - first), in, rows, 1.0f, dy + first, out, x, in, ctx->accumulate ? 1.0f : 0.0f,
                  m->grads + first * (size_t)in, in);
-        dp_grad_pieces_ready(pieces, m, first * (size_t)in, (end - first) * (size_t)in);
+        status = dp_grad_pieces_ready(pieces, m, first * (size_t)in, (end - first) * (size_t)in);
         end = first;
     }
+    return status;
 }
 
 static int linear_backward_input(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy,

@@ -28,15 +28,8 @@ struct dp_module {
     double rows_seen;                /* batchnorm: rows the statistics came from (every rank's when sync) */
 };
 
-/* Where a module reports its final gradient pieces during backward (dp_model.grad_ready). */
-typedef struct dp_grad_pieces {
-    size_t max_floats;     /* the largest piece wanted; 0: the module's gradients whole */
-    dp_grad_ready_fn ready; /* may be NULL */
-    void *arg;
-} dp_grad_pieces;
-
 /* Reports [first, first + count) of module m's slice of the flat gradient buffer final. */
-void dp_grad_pieces_ready(const dp_grad_pieces *pieces, const dp_module *m, size_t first, size_t count);
+int dp_grad_pieces_ready(const dp_grad_pieces *pieces, const dp_module *m, size_t first, size_t count);
 
 typedef enum dp_arg_kind { DP_ARG_INT, DP_ARG_FLOAT, DP_ARG_BOOL } dp_arg_kind;
 
@@ -66,9 +59,9 @@ typedef struct dp_module_type {
     int (*allocate)(dp_module *m, const dp_backend *be, int max_rows);
     int (*forward)(dp_module *m, const dp_nn_context *ctx, const float *x, int rows, const float **y);
     /* Parameter gradients from dy (which it may modify in place: a fused ReLU's mask), each
-     * piece reported to dp_grad_pieces_ready as it is final. */
-    void (*backward_params)(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy, int rows,
-                            const dp_grad_pieces *pieces);
+     * piece reported to dp_grad_pieces_ready as it is final (its error ends the pass). */
+    int (*backward_params)(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy, int rows,
+                           const dp_grad_pieces *pieces);
     /* The input gradient: into dx, or in place into dy; *dx_out says which. */
     int (*backward_input)(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy,
                           float *dx, int rows, float **dx_out);

@@ -1,6 +1,5 @@
-/* The sequential model: modules in order over shared flat buffers, forward first to last,
- * backward last to first with a hook as each piece of a module's parameter gradients becomes
- * final. */
+/* The sequential model: modules in order over shared flat buffers, each module's pass on its
+ * own (the engine runs them between its strategy's hooks) or the whole model at once. */
 #include "src/nn/module.h"
 
 #include "dp/error.h"
@@ -15,10 +14,9 @@ int dp_module_alloc(const dp_backend *be, size_t count, dp_memory_kind kind, con
     return *out ? 0 : DP_ENOMEM;
 }
 
-void dp_grad_pieces_ready(const dp_grad_pieces *pieces, const dp_module *m, size_t first, size_t count)
+int dp_grad_pieces_ready(const dp_grad_pieces *pieces, const dp_module *m, size_t first, size_t count)
 {
-    if (pieces->ready)
-        pieces->ready(pieces->arg, m->index, m->first_param + first, count);
+    return pieces->ready ? pieces->ready(pieces->arg, m->first_param + first, count) : 0;
 }
 
 /* Widths, tensor names and which ReLUs fold into the Linear before them. */
@@ -183,59 +181,41 @@ void dp_model_init(const dp_model *m, uint64_t seed, float *params, float *buffe
     }
 }
 
-/* The strategy's chance to materialise module i's parameters before a pass (ZeRO-3). */
-static int materialise(dp_model *m, int i, int backward)
+int dp_model_forward_module(dp_model *m, int i, const dp_nn_context *ctx, const float *x, int rows,
+                            const float **y)
 {
-    return m->param_hook && m->modules[i].param_count ? m->param_hook(m->param_hook_arg, i, backward) : 0;
+    m->inputs_of[i] = x;
+    return m->modules[i].type->forward(&m->modules[i], ctx, x, rows, y);
 }
 
-/* Tells the observer, if any, that module i's pass begins or ends. */
-static void event(const dp_model *m, int i, int backward, int begin)
+int dp_model_backward_module(dp_model *m, int i, const dp_nn_context *ctx, int rows,
+                             const dp_grad_pieces *pieces, float **dy)
 {
-    if (m->on_module)
-        m->on_module(m->on_module_arg, i, backward, begin);
+    dp_module *mod = &m->modules[i];
+    int status = mod->type->backward_params ? mod->type->backward_params(mod, ctx, m->inputs_of[i], *dy, rows, pieces)
+                                            : 0;
+    if (status || i == 0)
+        return status;
+    float *spare = *dy == m->delta[0] ? m->delta[1] : m->delta[0];
+    return mod->type->backward_input(mod, ctx, m->inputs_of[i], *dy, spare, rows, dy);
 }
 
 int dp_model_forward(dp_model *m, const dp_nn_context *ctx, const float *x, int rows, const float **out)
 {
-    for (int i = 0; i < m->count; i++) {
-        dp_module *mod = &m->modules[i];
-        m->inputs_of[i] = x;
-        event(m, i, 0, 1);
-        int status = materialise(m, i, 0);
-        if (!status)
-            status = mod->type->forward(mod, ctx, x, rows, &x);
-        event(m, i, 0, 0);
-        if (status)
-            return status;
-    }
+    int status = 0;
+    for (int i = 0; !status && i < m->count; i++)
+        status = dp_model_forward_module(m, i, ctx, x, rows, &x);
     *out = x;
-    return 0;
+    return status;
 }
 
-int dp_model_backward(dp_model *m, const dp_nn_context *ctx, float *dout, int rows)
+int dp_model_backward(dp_model *m, const dp_nn_context *ctx, float *dout, int rows, const dp_grad_pieces *pieces)
 {
-    float *dy = dout;
-    for (int i = m->count - 1; i >= 0; i--) {
-        dp_module *mod = &m->modules[i];
-        event(m, i, 1, 1);
-        int status = materialise(m, i, 1);
-        if (status)
-            return status;
-        if (mod->type->backward_params) {
-            dp_grad_pieces pieces = {.max_floats = m->grad_piece_floats, .ready = m->grad_ready,
-                                     .arg = m->grad_ready_arg};
-            mod->type->backward_params(mod, ctx, m->inputs_of[i], dy, rows, &pieces);
-        }
-        if (i > 0) {
-            float *spare = dy == m->delta[0] ? m->delta[1] : m->delta[0];
-            status = mod->type->backward_input(mod, ctx, m->inputs_of[i], dy, spare, rows, &dy);
-        }
-        event(m, i, 1, 0);
-        if (status)
-            return status;
-    }
-    return 0;
+    static const dp_grad_pieces whole = {0};
+    int status = 0;
+    for (int i = m->count - 1; !status && i >= 0; i--)
+        status = dp_model_backward_module(m, i, ctx, rows, pieces ? pieces : &whole, &dout);
+    return status;
 }
 
 void dp_model_loss(const dp_model *m, dp_loss loss, const float *out, const int32_t *labels,

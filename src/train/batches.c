@@ -41,56 +41,79 @@ static void free_dataset(const dp_backend *be, dp_resident *rows)
     *rows = (dp_resident){0};
 }
 
-int dp_trainer_place_data(trainer *t)
+static int allocate_rows(dp_batches *b, int max_rows, int outputs)
 {
-    const dp_backend *be = t->be;
-    int status = place_dataset(be, t->train, &t->train_rows);
-    if (!status && t->test)
-        status = place_dataset(be, t->test, &t->test_rows);
-    if (status || be->host_memory) {
-        t->order = t->sampler.order;
-        return status;
+    const dp_backend *be = b->be;
+    size_t rows = (size_t)max_rows;
+    b->x = be->alloc(rows * (size_t)b->train->dim * sizeof(float), DP_MEM_ACTIVATIONS, "the input batch");
+    b->labels = be->alloc(rows * sizeof(int32_t), DP_MEM_ACTIVATIONS, "the label batch");
+    b->targets = be->alloc(rows * (size_t)outputs * sizeof(float), DP_MEM_ACTIVATIONS, "the target batch");
+    return b->x && b->labels && b->targets ? 0 : DP_ENOMEM;
+}
+
+int dp_batches_open(dp_batches *b, const dp_backend *be, const dp_dataset *train, const dp_dataset *test,
+                    const dp_sampler *sampler, int max_rows, int outputs)
+{
+    *b = (dp_batches){.be = be, .train = train, .test = test, .sampler = sampler};
+    int status = place_dataset(be, train, &b->train_rows);
+    if (!status && test)
+        status = place_dataset(be, test, &b->test_rows);
+    if (!status && be->host_memory)
+        b->order = sampler->order;
+    if (!status && !be->host_memory) {
+        b->device_order = be->alloc(sampler->count * sizeof(size_t), DP_MEM_DATA, "the epoch's sample order");
+        b->order = b->device_order;
+        status = b->device_order ? 0 : DP_ENOMEM;
     }
-    t->device_order = be->alloc(t->sampler.count * sizeof(size_t), DP_MEM_DATA, "the epoch's sample order");
-    t->order = t->device_order;
-    return t->device_order ? 0 : DP_ENOMEM;
+    return status ? status : allocate_rows(b, max_rows, outputs);
 }
 
-void dp_trainer_free_data(trainer *t)
+void dp_batches_close(dp_batches *b)
 {
-    free_dataset(t->be, &t->train_rows);
-    free_dataset(t->be, &t->test_rows);
-    if (t->device_order)
-        t->be->free(t->device_order);
-    t->device_order = NULL;
-    t->order = NULL;
+    if (!b->be)
+        return;
+    free_dataset(b->be, &b->train_rows);
+    free_dataset(b->be, &b->test_rows);
+    if (b->device_order)
+        b->be->free(b->device_order);
+    b->be->free(b->x);
+    b->be->free(b->labels);
+    b->be->free(b->targets);
+    *b = (dp_batches){0};
 }
 
-void dp_trainer_set_epoch(trainer *t, long epoch)
+void dp_batches_set_epoch(dp_batches *b)
 {
-    dp_sampler_set_epoch(&t->sampler, epoch);
-    if (t->device_order)
-        t->be->upload(t->device_order, t->sampler.order, t->sampler.count * sizeof(size_t));
+    if (b->device_order)
+        b->be->upload(b->device_order, b->sampler->order, b->sampler->count * sizeof(size_t));
 }
 
-int dp_trainer_gather(trainer *t, size_t begin, size_t end)
+static int gather(void *arg, size_t begin, size_t end, dp_rows *out)
 {
-    const dp_backend *be = t->be;
+    dp_batches *b = arg;
+    const dp_backend *be = b->be;
     int rows = (int)(end - begin);
-    const size_t *index = t->order + begin;
-    be->gather_rows(t->dev_x, t->train_rows.features, index, rows, t->train->dim);
-    if (t->train_rows.labels)
-        be->gather_rows(t->dev_labels, t->train_rows.labels, index, rows, 1);
+    const size_t *index = b->order + begin;
+    be->gather_rows(b->x, b->train_rows.features, index, rows, b->train->dim);
+    if (b->train_rows.labels)
+        be->gather_rows(b->labels, b->train_rows.labels, index, rows, 1);
     else
-        be->gather_rows(t->dev_targets, t->train_rows.targets, index, rows, t->train->outputs);
-    return rows;
+        be->gather_rows(b->targets, b->train_rows.targets, index, rows, b->train->outputs);
+    *out = (dp_rows){.x = b->x, .labels = b->train_rows.labels ? b->labels : NULL,
+                     .targets = b->train_rows.labels ? NULL : b->targets, .count = rows};
+    return 0;
 }
 
-void dp_trainer_test_rows(const trainer *t, size_t begin, const float **x, const int32_t **labels,
+dp_row_source dp_batches_source(dp_batches *b)
+{
+    return (dp_row_source){.gather = gather, .arg = b};
+}
+
+void dp_batches_test_rows(const dp_batches *b, size_t begin, const float **x, const int32_t **labels,
                           const float **targets)
 {
-    const dp_resident *rows = &t->test_rows;
-    *x = rows->features + begin * (size_t)t->test->dim;
+    const dp_resident *rows = &b->test_rows;
+    *x = rows->features + begin * (size_t)b->test->dim;
     *labels = rows->labels ? rows->labels + begin : NULL;
-    *targets = rows->targets ? rows->targets + begin * (size_t)t->test->outputs : NULL;
+    *targets = rows->targets ? rows->targets + begin * (size_t)b->test->outputs : NULL;
 }

@@ -10,86 +10,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The first tensor whose summed gradient holds a NaN or an infinity, in the part of the
- * gradient this rank holds (its shard under ZeRO: the ranks then agree on the lowest). */
-static int first_nonfinite_tensor(trainer *t, const char **name)
-{
-    const dp_param_table *params = &t->model.params;
-    size_t begin, end;
-    float *unused, *grads;
-    dp_dist_shard(&t->dist, &begin, &end);
-    dp_dist_update_memory(&t->dist, &unused, &grads);
-    uint64_t first = (uint64_t)params->count;
-    for (int i = 0; i < params->count && first == (uint64_t)params->count; i++) {
-        const dp_param *p = &params->entries[i];
-        size_t lo = p->offset > begin ? p->offset : begin, hi = p->offset + p->count < end ? p->offset + p->count : end;
-        if (lo < hi && t->be->count_nonfinite(grads + (lo - begin), hi - lo))
-            first = (uint64_t)i;
-    }
-    int status = 0;
-    if (dp_dist_shards_state(&t->dist)) {
-        status = dp_comm_gather_hashes(t->comm, first, t->rank_hashes);
-        for (int r = 0; !status && r < t->comm->size; r++)
-            first = t->rank_hashes[r] < first ? t->rank_hashes[r] : first;
-    }
-    *name = first < (uint64_t)params->count ? params->entries[first].name : "(none found)";
-    return status;
-}
-
-/* Reads and clears the optimizer pass's non-finite count: summed over the ranks where each
- * holds a shard of the gradient, so every rank decides alike. */
-static int take_nonfinite(trainer *t, double *bad)
-{
-    static const double zero = 0.0;
-    *bad = 0.0;
-    t->be->download(bad, t->nonfinite, sizeof *bad);
-    if (*bad != 0.0)
-        t->be->upload(t->nonfinite, &zero, sizeof zero);
-    return dp_dist_shards_state(&t->dist) ? dp_comm_sum_doubles(t->comm, bad, 1) : 0;
-}
-
-int dp_trainer_update(trainer *t, float grad_scale, float lr)
-{
-    float *params, *grads;
-    dp_dist_update_memory(&t->dist, &params, &grads);
-    int skip = t->o->skip_nonfinite;
-    /* --on-nan abort updates in the same pass (a bad step ends the job anyway); skip counts first. */
-    dp_optimizer_step(&t->opt, params, grads, grad_scale, lr, !skip, t->nonfinite);
-    double bad;
-    int status = take_nonfinite(t, &bad);
-    if (status || bad == 0.0) {
-        if (!status && skip)
-            dp_optimizer_step(&t->opt, params, grads, 1.0f, lr, 1, t->nonfinite);
-        return status;
-    }
-    const char *first;
-    if ((status = first_nonfinite_tensor(t, &first)))
-        return status;
-    if (!skip)
-        return dp_fail(DP_ENUMERIC, "step %ld: %.0f non-finite gradient values, the first in %s. Stopping "
-                       "(--on-nan abort; --on-nan skip would drop such steps)", t->steps_done + 1, bad, first);
-    t->skipped_steps++;
-    if (t->comm->rank == 0)
-        fprintf(stderr, "dp_worker: warning: step %ld: %.0f non-finite gradient values, the first in %s; "
-                        "update skipped (--on-nan skip, %ld skipped so far)\n",
-                t->steps_done + 1, bad, first, t->skipped_steps);
-    return 0;
-}
-
-
 /* The replica's state: the parameters where every rank holds them whole, running statistics
  * and counters. */
 static uint64_t hash_model(trainer *t)
 {
-    const dp_model *m = &t->model;
+    const dp_model *m = &t->engine.model;
     size_t param_bytes = t->plan.nparams * sizeof(float), buffer_bytes = dp_params_floats(&m->buffers) * sizeof(float);
     uint64_t hash = DP_HASH_START;
-    if (!dp_dist_shards_params(&t->dist)) {
-        t->be->download(t->host_params, m->weights, param_bytes);
-        hash = dp_hash_bytes(hash, t->host_params, param_bytes);
+    if (!dp_strategy_shards_params(&t->engine.strategy)) {
+        t->engine.be->download(t->host.params, m->weights, param_bytes);
+        hash = dp_hash_bytes(hash, t->host.params, param_bytes);
     }
-    t->be->download(t->host_buffers, m->buffer_values, buffer_bytes);
-    hash = dp_hash_bytes(hash, t->host_buffers, buffer_bytes);
+    t->engine.be->download(t->host.buffers, m->buffer_values, buffer_bytes);
+    hash = dp_hash_bytes(hash, t->host.buffers, buffer_bytes);
     return dp_hash_bytes(hash, m->counters, m->buffers.totals[DP_DTYPE_I64] * sizeof *m->counters);
 }
 
@@ -116,24 +49,24 @@ static int check_gathered(trainer *t, char *differing, size_t size)
     uint64_t *owners = gathered + world;
     size_t begin, end;
     float *shard, *grads;
-    dp_dist_shard(&t->dist, &begin, &end);
-    dp_dist_update_memory(&t->dist, &shard, &grads);
-    t->be->download(t->host_params, shard, (end - begin) * sizeof(float));
-    uint64_t own = dp_hash_bytes(DP_HASH_START, t->host_params, (end - begin) * sizeof(float));
+    dp_strategy_shard(&t->engine.strategy, &begin, &end);
+    dp_strategy_update_memory(&t->engine.strategy, &shard, &grads);
+    t->engine.be->download(t->host.params, shard, (end - begin) * sizeof(float));
+    uint64_t own = dp_hash_bytes(DP_HASH_START, t->host.params, (end - begin) * sizeof(float));
     for (int r = 0; r < world; r++)
         gathered[r] = DP_HASH_START;
-    const dp_dist_layout *layout = &t->dist.layout;
+    const dp_strategy_layout *layout = &t->engine.strategy.layout;
     for (int s = 0; !status && s < layout->segments; s++) {
         float *data;
-        if ((status = dp_dist_gathered_parameters(&t->dist, s, &data)))
+        if ((status = dp_strategy_gathered_parameters(&t->engine.strategy, s, &data)))
             break;
-        t->be->download(t->host_gathered, data, layout->count[s] * sizeof(float));
+        t->engine.be->download(t->host.gathered, data, layout->count[s] * sizeof(float));
         for (int r = 0; r < world; r++) { /* owner r's elements of this module */
             dp_range mine = dp_partition(layout->total, world, r);
             size_t lo = mine.begin > layout->offset[s] ? mine.begin : layout->offset[s];
             size_t hi = mine.end < layout->offset[s] + layout->count[s] ? mine.end : layout->offset[s] + layout->count[s];
             if (lo < hi)
-                gathered[r] = dp_hash_bytes(gathered[r], t->host_gathered + (lo - layout->offset[s]), (hi - lo) * sizeof(float));
+                gathered[r] = dp_hash_bytes(gathered[r], t->host.gathered + (lo - layout->offset[s]), (hi - lo) * sizeof(float));
         }
     }
     if (!status)
@@ -143,16 +76,16 @@ static int check_gathered(trainer *t, char *differing, size_t size)
     for (int r = 0; !status && r < world; r++)
         mismatches += gathered[r] != owners[r];
     if (!status)
-        status = dp_comm_gather_hashes(t->comm, mismatches, t->rank_hashes);
+        status = dp_comm_gather_hashes(t->comm, mismatches, t->host.rank_hashes);
     if (!status)
-        list_ranks(t, t->rank_hashes, 0, differing, size);
+        list_ranks(t, t->host.rank_hashes, 0, differing, size);
     free(gathered);
     return status;
 }
 
 int dp_trainer_check_replicas(trainer *t)
 {
-    uint64_t *hashes_of = t->rank_hashes;
+    uint64_t *hashes_of = t->host.rank_hashes;
     int status = dp_comm_gather_hashes(t->comm, hash_model(t), hashes_of);
     if (status)
         return status;
@@ -160,12 +93,12 @@ int dp_trainer_check_replicas(trainer *t)
     if (list_ranks(t, hashes_of, hashes_of[0], differing, sizeof differing))
         return dp_fail(DP_ENUMERIC, "replica check after step %ld: the model state of rank(s) %s differs "
                        "from rank 0's (hash %016llx): the replicas have diverged",
-                       t->steps_done, differing, (unsigned long long)hashes_of[0]);
-    if (!dp_dist_shards_params(&t->dist) || (status = check_gathered(t, differing, sizeof differing)) || !differing[0])
+                       t->engine.steps_done, differing, (unsigned long long)hashes_of[0]);
+    if (!dp_strategy_shards_params(&t->engine.strategy) || (status = check_gathered(t, differing, sizeof differing)) || !differing[0])
         return status;
     return dp_fail(DP_ENUMERIC, "replica check after step %ld (--zero 3): the parameters rank(s) %s gathered differ "
                    "from the shards their owners hold: an all-gather delivered different bytes",
-                   t->steps_done, differing);
+                   t->engine.steps_done, differing);
 }
 
 /* Flips the lowest mantissa bit of a parameter on the chosen rank: invisible to the loss,
@@ -174,18 +107,18 @@ int dp_trainer_check_replicas(trainer *t)
  * collective, so every rank takes part. */
 int dp_trainer_inject_corruption(trainer *t)
 {
-    if (t->o->corrupt_rank < 0 || t->steps_done != t->o->corrupt_step)
+    if (t->o->corrupt_rank < 0 || t->engine.steps_done != t->o->corrupt_step)
         return 0;
-    float *target = t->model.weights;
-    int status = dp_dist_shards_params(&t->dist) ? dp_dist_gathered_parameters(&t->dist, 0, &target) : 0;
+    float *target = t->engine.model.weights;
+    int status = dp_strategy_shards_params(&t->engine.strategy) ? dp_strategy_gathered_parameters(&t->engine.strategy, 0, &target) : 0;
     if (status || t->comm->rank != t->o->corrupt_rank)
         return status;
     float value;
     uint32_t bits;
-    t->be->download(&value, target, sizeof value);
+    t->engine.be->download(&value, target, sizeof value);
     memcpy(&bits, &value, sizeof bits);
     bits ^= 1u;
     memcpy(&value, &bits, sizeof value);
-    t->be->upload(target, &value, sizeof value);
+    t->engine.be->upload(target, &value, sizeof value);
     return 0;
 }

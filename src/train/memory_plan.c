@@ -4,7 +4,7 @@
 #include "dp/train.h"
 
 #include "dp/data.h"
-#include "dp/dist.h"
+#include "dp/strategy.h"
 #include "dp/error.h"
 #include "dp/nn.h"
 #include "dp/optim.h"
@@ -75,13 +75,13 @@ static int model_layout(const dp_options *o, dp_zero_plan_input *in)
             counts[segments++] = per_module[i];
             in->segment_floats = per_module[i] > in->segment_floats ? per_module[i] : in->segment_floats;
         }
-    dp_dist_layout layout = {.segments = segments, .offset = offsets, .count = counts, .total = in->params};
+    dp_strategy_layout layout = {.segments = segments, .offset = offsets, .count = counts, .total = in->params};
     /* Stage 3's buckets (whole segments), as its working buffers hold them. */
-    dp_dist_config config = dp_dist_default_config(!o->no_overlap, o->bucket_mb, DP_ZERO_STAGES - 1, in->params);
+    dp_strategy_config config = dp_strategy_default_config("zero-3", !o->no_overlap, o->bucket_mb, in->params);
     int buckets = 0;
     if (!status)
-        status = dp_dist_plan_sizes(&layout, &config, &buckets, &in->bucket_floats);
-    in->grad_slots = config.overlap && buckets > 1 ? 2 : 1; /* as src/dist/zero.c */
+        status = dp_strategy_plan_sizes(&layout, &config, &buckets, &in->bucket_floats);
+    in->grad_slots = config.overlap && buckets > 1 ? 2 : 1; /* as src/strategy/zero.c */
     in->gather_slots = config.overlap ? 2 : 1;
     free(per_module);
     return status;

@@ -20,7 +20,10 @@
 #define CHUNK_ROWS 256
 
 typedef struct predictor {
-    trainer t;                 /* the device and the model, as training opens them */
+    const dp_options *o;
+    dp_comm *comm;
+    dp_engine engine;          /* forward-only: the device and the model */
+    float *host_params, *host_buffers; /* --init's values on their way to the model */
     size_t rows, dim;          /* the whole input: rows x dim */
     dp_range mine;             /* this rank's rows */
     float *inputs;             /* rank 0: every row; the others: NULL */
@@ -32,11 +35,11 @@ typedef struct predictor {
 /* Rank 0 reads the inputs; every rank learns their shape. */
 static int read_inputs(predictor *p)
 {
-    const dp_options *o = p->t.o;
+    const dp_options *o = p->o;
     dp_npy npy = {0};
     unsigned long long shape[2] = {0, 0};
     int status = 0;
-    if (p->t.comm->rank == 0) {
+    if (p->comm->rank == 0) {
         /* The output first: a bad path fails before any work. */
         status = dp_check_output_file("--output", o->output_path);
         if (!status)
@@ -57,39 +60,39 @@ static int read_inputs(predictor *p)
         shape[1] = npy.shape[1];
         p->inputs = npy.data;
     }
-    if ((status = dp_comm_broadcast(p->t.comm, shape, sizeof shape, 0)))
+    if ((status = dp_comm_broadcast(p->comm, shape, sizeof shape, 0)))
         return status;
     p->rows = (size_t)shape[0];
     p->dim = (size_t)shape[1];
-    p->mine = dp_partition(p->rows, p->t.comm->size, p->t.comm->rank);
+    p->mine = dp_partition(p->rows, p->comm->size, p->comm->rank);
     return 0;
 }
 
 /* The device, the model on it, and the --init parameters and buffers on every rank. */
 static int open_model(predictor *p)
 {
-    trainer *t = &p->t;
-    int status = dp_trainer_open_device(t);
+    dp_engine *e = &p->engine;
+    dp_engine_device device = dp_trainer_device(p->o);
+    int status = dp_engine_open_device(e, p->comm, &device);
     if (!status)
-        status = dp_model_create(&t->model, t->be, &t->o->model, (int)p->dim, CHUNK_ROWS);
+        status = dp_engine_build_forward(e, &p->o->model, (int)p->dim, CHUNK_ROWS);
     if (status)
         return status;
-    size_t params = dp_params_floats(&t->model.params), buffers = dp_params_floats(&t->model.buffers);
-    t->host_params = dp_alloc((params + 1) * sizeof(float), "the host copy of the parameters");
-    t->host_buffers = dp_alloc((buffers + 1) * sizeof(float), "the host copy of the running statistics");
-    p->dev_x = t->be->alloc(CHUNK_ROWS * p->dim * sizeof(float), DP_MEM_ACTIVATIONS, "the input chunk");
-    if (!t->host_params || !t->host_buffers || !p->dev_x)
+    dp_model *m = &e->model;
+    size_t params = dp_params_floats(&m->params), buffers = dp_params_floats(&m->buffers);
+    p->host_params = dp_alloc((params + 1) * sizeof(float), "the host copy of the parameters");
+    p->host_buffers = dp_alloc((buffers + 1) * sizeof(float), "the host copy of the running statistics");
+    p->dev_x = e->be->alloc(CHUNK_ROWS * p->dim * sizeof(float), DP_MEM_ACTIVATIONS, "the input chunk");
+    if (!p->host_params || !p->host_buffers || !p->dev_x)
         return DP_ENOMEM;
-    status = t->comm->rank == 0 ? dp_trainer_load_model(t->o, &t->model, t->host_params, t->host_buffers,
-                                                        t->model.counters)
-                                : 0;
-    return status ? status : dp_trainer_share_model(t->comm, &t->model, t->host_params, t->host_buffers);
+    status = p->comm->rank == 0 ? dp_trainer_load_model(p->o, m, p->host_params, p->host_buffers, m->counters) : 0;
+    return status ? status : dp_trainer_share_model(p->comm, m, p->host_params, p->host_buffers);
 }
 
 /* Row counts and offsets of every rank (dp_partition), for the v-collectives. */
 static int plan_rows(predictor *p)
 {
-    int size = p->t.comm->size;
+    int size = p->comm->size;
     p->counts = dp_calloc(2 * (size_t)size, sizeof *p->counts, "the row counts");
     if (!p->counts)
         return DP_ENOMEM;
@@ -113,7 +116,7 @@ static int scatter_rows(predictor *p)
     DP_MPI_CHECK(MPI_Type_contiguous((int)p->dim, MPI_FLOAT, &row));
     DP_MPI_CHECK(MPI_Type_commit(&row));
     int status = MPI_Scatterv(p->inputs, p->counts, p->offsets, row, p->my_inputs, (int)mine, row, 0,
-                              p->t.comm->comm);
+                              p->comm->comm);
     MPI_Type_free(&row);
     return status == MPI_SUCCESS ? 0 : dp_mpi_fail(status, "MPI_Scatterv", __FILE__, __LINE__);
 }
@@ -121,9 +124,9 @@ static int scatter_rows(predictor *p)
 /* Forward of this rank's rows in chunks of exactly CHUNK_ROWS; the outputs go to my_outputs. */
 static int run_forward(predictor *p)
 {
-    trainer *t = &p->t;
-    const dp_backend *be = t->be;
-    size_t mine = dp_range_size(p->mine), outputs = (size_t)t->model.outputs;
+    dp_engine *e = &p->engine;
+    const dp_backend *be = e->be;
+    size_t mine = dp_range_size(p->mine), outputs = (size_t)e->model.outputs;
     p->my_outputs = dp_alloc((mine ? mine : 1) * outputs * sizeof(float), "this rank's outputs");
     if (!p->my_outputs)
         return DP_ENOMEM;
@@ -134,7 +137,7 @@ static int run_forward(predictor *p)
         if (rows < CHUNK_ROWS)
             be->zero(p->dev_x + rows * p->dim, (CHUNK_ROWS - rows) * p->dim);
         const float *out;
-        int status = dp_model_forward(&t->model, &ctx, p->dev_x, CHUNK_ROWS, &out);
+        int status = dp_engine_forward(e, &ctx, p->dev_x, CHUNK_ROWS, &out);
         if (status)
             return status;
         be->download(p->my_outputs + begin * outputs, out, rows * outputs * sizeof(float));
@@ -145,15 +148,15 @@ static int run_forward(predictor *p)
 /* MPI_Gatherv of every rank's output rows to rank 0, whose buffer it returns in *all. */
 static int gather_outputs(predictor *p, float **all)
 {
-    size_t outputs = (size_t)p->t.model.outputs;
+    size_t outputs = (size_t)p->engine.model.outputs;
     *all = NULL;
-    if (p->t.comm->rank == 0 && !(*all = dp_alloc((p->rows ? p->rows : 1) * outputs * sizeof(float), "the outputs")))
+    if (p->comm->rank == 0 && !(*all = dp_alloc((p->rows ? p->rows : 1) * outputs * sizeof(float), "the outputs")))
         return DP_ENOMEM;
     MPI_Datatype row;
     DP_MPI_CHECK(MPI_Type_contiguous((int)outputs, MPI_FLOAT, &row));
     DP_MPI_CHECK(MPI_Type_commit(&row));
     int status = MPI_Gatherv(p->my_outputs, (int)dp_range_size(p->mine), row, *all, p->counts, p->offsets, row, 0,
-                             p->t.comm->comm);
+                             p->comm->comm);
     MPI_Type_free(&row);
     return status == MPI_SUCCESS ? 0 : dp_mpi_fail(status, "MPI_Gatherv", __FILE__, __LINE__);
 }
@@ -161,8 +164,8 @@ static int gather_outputs(predictor *p, float **all)
 /* Rank 0 writes the outputs, or each row's class (int64, as numpy's argmax). */
 static int write_outputs(const predictor *p, float *outputs)
 {
-    const dp_options *o = p->t.o;
-    int width = p->t.model.outputs;
+    const dp_options *o = p->o;
+    int width = p->engine.model.outputs;
     dp_npy array = {.dtype = DP_NPY_F32, .ndim = 2, .shape = {p->rows, (size_t)width}, .data = outputs};
     int64_t *classes = NULL;
     if (o->predict_classes) {
@@ -180,22 +183,20 @@ static int write_outputs(const predictor *p, float *outputs)
 
 static void free_predictor(predictor *p)
 {
-    trainer *t = &p->t;
     free(p->inputs);
     free(p->my_inputs);
     free(p->my_outputs);
     free(p->counts);
-    free(t->host_params);
-    free(t->host_buffers);
-    if (t->be)
-        t->be->free(p->dev_x);
-    dp_model_free(&t->model);
-    dp_trainer_close_device(t);
+    free(p->host_params);
+    free(p->host_buffers);
+    if (p->engine.be)
+        p->engine.be->free(p->dev_x);
+    dp_engine_close(&p->engine);
 }
 
 int dp_predict(const dp_options *o, dp_comm *comm)
 {
-    predictor p = {.t = {.o = o, .comm = comm}};
+    predictor p = {.o = o, .comm = comm};
     double started = MPI_Wtime();
     int status = read_inputs(&p);
     if (!status)
@@ -216,7 +217,7 @@ int dp_predict(const dp_options *o, dp_comm *comm)
     if (!status && comm->rank == 0 && !o->quiet)
         printf("predict: %zu rows x %zu features on %d rank%s (backend %s) in %.3f s (%.0f rows/s; scatter, "
                "forward and gather %.3f s): wrote %s, %s\n",
-               p.rows, p.dim, comm->size, comm->size == 1 ? "" : "s", p.t.be->describe(), MPI_Wtime() - started,
+               p.rows, p.dim, comm->size, comm->size == 1 ? "" : "s", p.engine.be->describe(), MPI_Wtime() - started,
                (double)p.rows / (computed - computing), computed - computing, o->output_path,
                o->predict_classes ? "int64 classes [N]" : "float32 outputs [N, K]");
     free(outputs);

@@ -59,7 +59,7 @@ static double mib(double bytes)
 
 /* What this rank holds, from the allocation counter, and what each --zero stage would hold
  * (predicted for this model, optimizer, buckets and world): the documents' table, measured. */
-static void report_memory(const dp_options *o, const dp_optimizer *opt, const dp_dist *dist)
+static void report_memory(const dp_options *o, const dp_optimizer *opt, const dp_strategy *dist)
 {
     dp_memory_usage now = dp_memory_usage_now();
     printf("memory: rank 0 holds %.2f MiB of backend memory (allocation counter):", mib((double)now.total));
@@ -71,7 +71,7 @@ static void report_memory(const dp_options *o, const dp_optimizer *opt, const dp
         printf(" (limit %g MiB)", o->max_memory_mb);
     printf("; and %.2f MiB of host memory as the collectives' scratch\n", mib((double)dp_comm_scratch_bytes(dist->comm)));
     dp_zero_plan_input in;
-    dp_dist_plan_input(dist, &in);
+    dp_strategy_plan_input(dist, &in);
     in.state_bytes = (double)dp_optimizer_state_count(opt) * sizeof(float);
     double measured = (double)(now.bytes[DP_MEM_PARAMETERS] + now.bytes[DP_MEM_GRADIENTS] + now.bytes[DP_MEM_OPTIMIZER]);
     printf("memory by stage, rank 0, MiB: parameters + gradients + optimizer state = total (+ working buffers)\n");
@@ -86,12 +86,12 @@ static void report_memory(const dp_options *o, const dp_optimizer *opt, const dp
 }
 
 void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *plan,
-                      const dp_model *model, const dp_optimizer *opt, const dp_dist *dist,
+                      const dp_model *model, const dp_optimizer *opt, const dp_strategy *dist,
                       const char *backend, const char *gradient_path,
                       const dp_dataset *train, const dp_dataset *test)
 {
     char strategy[256];
-    dp_dist_describe(dist, strategy, sizeof strategy);
+    dp_strategy_describe(dist, strategy, sizeof strategy);
     size_t slice = ((size_t)o->batch + comm->size - 1) / comm->size;
     printf("dptrain %s: %d rank%s (%d on this node), all-reduce %s, backend %s\n",
            PACKAGE_VERSION, comm->size, comm->size == 1 ? "" : "s", comm->local_size,

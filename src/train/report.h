@@ -4,7 +4,7 @@
 
 #include "dp/comm.h"
 #include "dp/data.h"
-#include "dp/dist.h"
+#include "dp/strategy.h"
 #include "dp/nn.h"
 #include "dp/optim.h"
 #include "dp/options.h"
@@ -27,7 +27,7 @@ typedef struct dp_interval {
 
 /* backend: the backend's own description; gradient_path: how gradients reach the collectives. */
 void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *plan,
-                      const dp_model *model, const dp_optimizer *opt, const dp_dist *dist,
+                      const dp_model *model, const dp_optimizer *opt, const dp_strategy *dist,
                       const char *backend, const char *gradient_path,
                       const dp_dataset *train, const dp_dataset *test);
 /* The shortest decimal that reads back as value: options quoted as given, exact in records. */

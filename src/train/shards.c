@@ -22,10 +22,10 @@ static const char *const shard_keys[SHARD_KEYS] = {"shard_begin", "shard_end", "
  * data[0], data[1], ...; returns their count. */
 static int shard_tensors(const trainer *t, size_t n, float *const *data, dp_tensor_ref *refs)
 {
-    int count = 1 + dp_optimizer_state_count(&t->opt);
+    int count = 1 + dp_optimizer_state_count(&t->engine.opt);
     for (int i = 0; i < count; i++) {
         refs[i] = (dp_tensor_ref){.ndim = 1, .shape = {(int64_t)n}, .data = data[i]};
-        snprintf(refs[i].name, sizeof refs[i].name, "%s", i ? dp_optimizer_state_name(&t->opt, i - 1) : PARAMETERS_NAME);
+        snprintf(refs[i].name, sizeof refs[i].name, "%s", i ? dp_optimizer_state_name(&t->engine.opt, i - 1) : PARAMETERS_NAME);
     }
     return count;
 }
@@ -35,21 +35,21 @@ static int shard_tensors(const trainer *t, size_t n, float *const *data, dp_tens
 static void download_part(trainer *t, dp_range part, float *const *host)
 {
     float *params, *grads;
-    dp_dist_update_memory(&t->dist, &params, &grads);
+    dp_strategy_update_memory(&t->engine.strategy, &params, &grads);
     size_t bytes = dp_range_size(part) * sizeof(float);
     /* Sharded memory holds exactly the part; whole memory holds it at its offset. */
-    const float *source = dp_dist_shards_params(&t->dist) ? params : t->model.weights + part.begin;
-    t->be->download(host[0], source, bytes);
-    for (int i = 0; i < dp_optimizer_state_count(&t->opt); i++) {
-        source = dp_dist_shards_state(&t->dist) ? t->opt.state[i] : t->opt.state[i] + part.begin;
-        t->be->download(host[1 + i], source, bytes);
+    const float *source = dp_strategy_shards_params(&t->engine.strategy) ? params : t->engine.model.weights + part.begin;
+    t->engine.be->download(host[0], source, bytes);
+    for (int i = 0; i < dp_optimizer_state_count(&t->engine.opt); i++) {
+        source = dp_strategy_shards_state(&t->engine.strategy) ? t->engine.opt.state[i] : t->engine.opt.state[i] + part.begin;
+        t->engine.be->download(host[1 + i], source, bytes);
     }
 }
 
 int dp_trainer_write_shard(trainer *t, const char *const *keys, const char *const *values, int count)
 {
     dp_range part = dp_partition(t->plan.nparams, t->comm->size, t->comm->rank);
-    float *host[1 + DP_OPTIMIZER_MAX_STATE] = {t->host_params, t->host_state[0], t->host_state[1]};
+    float *host[1 + DP_OPTIMIZER_MAX_STATE] = {t->host.params, t->host.optimizer[0], t->host.optimizer[1]};
     download_part(t, part, host);
     dp_tensor_ref refs[1 + DP_OPTIMIZER_MAX_STATE];
     int tensors = shard_tensors(t, dp_range_size(part), host, refs);
@@ -66,7 +66,7 @@ int dp_trainer_write_shard(trainer *t, const char *const *keys, const char *cons
         all_keys[count + k] = shard_keys[k];
         all_values[count + k] = numbers[k];
     }
-    int status = dp_checkpoint_save_shard(t->o->checkpoint_dir, t->steps_done, t->comm->rank, t->comm->size, refs,
+    int status = dp_checkpoint_save_shard(t->o->checkpoint_dir, t->engine.steps_done, t->comm->rank, t->comm->size, refs,
                                           tensors, all_keys, all_values, count + SHARD_KEYS);
     free(all_keys);
     /* Every rank learns whether all shards are complete: only then does rank 0 write the index. */
@@ -76,7 +76,7 @@ int dp_trainer_write_shard(trainer *t, const char *const *keys, const char *cons
         return status ? status : agreed;
     return failed == 0.0 ? 0 : dp_fail(DP_EIO, "checkpoint of step %ld: %.0f rank(s) could not write their shard "
                                        "(their messages say why); no index written, the previous checkpoint stays "
-                                       "the newest", t->steps_done, failed);
+                                       "the newest", t->engine.steps_done, failed);
 }
 
 /* The shard file of rank r among `shards` beside index_path. */
@@ -129,9 +129,9 @@ int dp_trainer_read_shards(trainer *t, const char *index_path, long step, int sh
 {
     size_t total = t->plan.nparams;
     dp_range mine = dp_partition(total, t->comm->size, t->comm->rank), all = {0, total};
-    dp_range need_params = dp_dist_shards_params(&t->dist) ? mine : all;
-    dp_range need_state = dp_dist_shards_state(&t->dist) ? mine : all;
-    int tensors = 1 + dp_optimizer_state_count(&t->opt);
+    dp_range need_params = dp_strategy_shards_params(&t->engine.strategy) ? mine : all;
+    dp_range need_state = dp_strategy_shards_state(&t->engine.strategy) ? mine : all;
+    int tensors = 1 + dp_optimizer_state_count(&t->engine.opt);
     size_t largest = dp_range_size(dp_partition(total, shards, 0));
     float *scratch_block = dp_alloc((largest ? largest : 1) * (size_t)tensors * sizeof(float), "a shard's host copy");
     if (!scratch_block)
@@ -148,15 +148,15 @@ int dp_trainer_read_shards(trainer *t, const char *index_path, long step, int sh
         if (!wanted || (status = shard_path(index_path, step, r, shards, path, sizeof path)) ||
             (status = read_shard(t, path, step, part, scratch)))
             continue;
-        copy_overlap(part, scratch[0], need_params, t->host_params);
+        copy_overlap(part, scratch[0], need_params, t->host.params);
         for (int i = 1; i < tensors; i++)
-            copy_overlap(part, scratch[i], need_state, t->host_state[i - 1]);
+            copy_overlap(part, scratch[i], need_state, t->host.optimizer[i - 1]);
     }
     free(scratch_block);
     if (status)
         return status;
-    t->be->upload(params, t->host_params, dp_range_size(need_params) * sizeof(float));
+    t->engine.be->upload(params, t->host.params, dp_range_size(need_params) * sizeof(float));
     for (int i = 1; i < tensors; i++)
-        t->be->upload(t->opt.state[i - 1], t->host_state[i - 1], dp_range_size(need_state) * sizeof(float));
+        t->engine.be->upload(t->engine.opt.state[i - 1], t->host.optimizer[i - 1], dp_range_size(need_state) * sizeof(float));
     return 0;
 }

@@ -2,7 +2,7 @@
  * --save. Tensor names come from the model's parameter table and the optimizer; the run's
  * settings are a table of fields, each with the role it plays when resuming. Rank 0 reads
  * and writes whole files; what a ZeRO stage shards is gathered to it and scattered back
- * (dp_dist_gather, dp_dist_scatter), what is replicated is broadcast. --checkpoint-shards
+ * (dp_strategy_gather, dp_strategy_scatter), what is replicated is broadcast. --checkpoint-shards
  * writes and reads per-rank files instead (shards.c). */
 #include "config.h"
 
@@ -90,13 +90,13 @@ static void describe_run(const trainer *t, run_fields *f)
     const dp_options *o = t->o;
     char(*v)[DP_META_VALUE_MAX] = f->value;
     size_t size = sizeof v[0];
-    dp_model_spec_canonical(&o->model, t->model.inputs, 1, v[FIELD_MODEL], size);
+    dp_model_spec_canonical(&o->model, t->engine.model.inputs, 1, v[FIELD_MODEL], size);
     snprintf(v[FIELD_STEP_BATCH], size, "%zu", t->plan.step_batch);
     snprintf(v[FIELD_DROP_LAST], size, "%d", o->drop_last);
     snprintf(v[FIELD_SEED], size, "%llu", (unsigned long long)o->seed);
     snprintf(v[FIELD_TRAIN_SAMPLES], size, "%zu", t->train->count);
     snprintf(v[FIELD_OPTIMIZER], size, "%s", dp_optimizer_kind_name(o->optimizer));
-    optimizer_state_names(&t->opt, v[FIELD_OPTIMIZER_STATE], size);
+    optimizer_state_names(&t->engine.opt, v[FIELD_OPTIMIZER_STATE], size);
     snprintf(v[FIELD_WORLD_SIZE], size, "%d", t->comm->size);
     snprintf(v[FIELD_ALLREDUCE], size, "%s", dp_comm_algorithm_name(t->comm));
     snprintf(v[FIELD_BATCH], size, "%ld", o->batch);
@@ -113,11 +113,11 @@ static void describe_run(const trainer *t, run_fields *f)
     snprintf(v[FIELD_BETAS], size, "%s,%s", dp_float_text(o->beta1, beta1), dp_float_text(o->beta2, beta2));
     dp_float_text(o->eps, v[FIELD_EPS]);
     snprintf(v[FIELD_DECAY_ALL], size, "%d", o->decay_all);
-    dp_model_spec_canonical(&o->model, t->model.inputs, 0, v[FIELD_MODULE_OPTIONS], size);
+    dp_model_spec_canonical(&o->model, t->engine.model.inputs, 0, v[FIELD_MODULE_OPTIONS], size);
     snprintf(v[FIELD_ZERO], size, "%d", o->zero);
-    dp_backend_arithmetic(t->be, v[FIELD_COMPUTE], size);
-    snprintf(v[FIELD_STEP], size, "%ld", t->steps_done);
-    snprintf(v[FIELD_EPOCH], size, "%ld", t->steps_done / t->plan.steps_per_epoch);
+    dp_backend_arithmetic(t->engine.be, v[FIELD_COMPUTE], size);
+    snprintf(v[FIELD_STEP], size, "%ld", t->engine.steps_done);
+    snprintf(v[FIELD_EPOCH], size, "%ld", t->engine.steps_done / t->plan.steps_per_epoch);
     snprintf(v[FIELD_RUN_ID], size, "%s", t->run_id);
     snprintf(v[FIELD_FORMAT], size, "pt");
     snprintf(v[FIELD_VERSION], size, "%s", PACKAGE_VERSION);
@@ -128,50 +128,50 @@ static void describe_run(const trainer *t, run_fields *f)
  * optimizer state only for gathered checkpoints or a resume); a rank's shard elsewhere. */
 int dp_trainer_allocate_host_copies(trainer *t)
 {
-    size_t params = dp_params_floats(&t->model.params), buffers = dp_params_floats(&t->model.buffers);
+    size_t params = dp_params_floats(&t->engine.model.params), buffers = dp_params_floats(&t->engine.model.buffers);
     size_t begin, end, shard;
-    dp_dist_shard(&t->dist, &begin, &end);
+    dp_strategy_shard(&t->engine.strategy, &begin, &end);
     shard = end - begin;
     const dp_options *o = t->o;
     int root = t->comm->rank == 0;
     int whole_state_files = (o->checkpoint_dir[0] && !o->checkpoint_shards) || o->resume[0];
-    size_t param_copy = root || !dp_dist_shards_params(&t->dist) ? params : shard;
-    size_t state_copy = (root && whole_state_files) || !dp_dist_shards_state(&t->dist) ? params : shard;
-    t->host_params = dp_alloc((param_copy ? param_copy : 1) * sizeof(float), "the host copy of the parameters");
-    t->host_buffers = dp_alloc((buffers ? buffers : 1) * sizeof(float), "the host copy of the running statistics");
-    int ok = t->host_params && t->host_buffers;
-    for (int i = 0; ok && i < dp_optimizer_state_count(&t->opt); i++)
-        ok = (t->host_state[i] = dp_alloc((state_copy ? state_copy : 1) * sizeof(float),
-                                          dp_optimizer_state_name(&t->opt, i))) != NULL;
-    t->rank_hashes = dp_calloc((size_t)t->comm->size, sizeof *t->rank_hashes, "replica hashes");
-    if (ok && dp_dist_shards_params(&t->dist)) {
+    size_t param_copy = root || !dp_strategy_shards_params(&t->engine.strategy) ? params : shard;
+    size_t state_copy = (root && whole_state_files) || !dp_strategy_shards_state(&t->engine.strategy) ? params : shard;
+    t->host.params = dp_alloc((param_copy ? param_copy : 1) * sizeof(float), "the host copy of the parameters");
+    t->host.buffers = dp_alloc((buffers ? buffers : 1) * sizeof(float), "the host copy of the running statistics");
+    int ok = t->host.params && t->host.buffers;
+    for (int i = 0; ok && i < dp_optimizer_state_count(&t->engine.opt); i++)
+        ok = (t->host.optimizer[i] = dp_alloc((state_copy ? state_copy : 1) * sizeof(float),
+                                          dp_optimizer_state_name(&t->engine.opt, i))) != NULL;
+    t->host.rank_hashes = dp_calloc((size_t)t->comm->size, sizeof *t->host.rank_hashes, "replica hashes");
+    if (ok && dp_strategy_shards_params(&t->engine.strategy)) {
         dp_zero_plan_input layout;
-        dp_dist_plan_input(&t->dist, &layout);
-        ok = (t->host_gathered = dp_alloc((layout.segment_floats ? layout.segment_floats : 1) * sizeof(float),
+        dp_strategy_plan_input(&t->engine.strategy, &layout);
+        ok = (t->host.gathered = dp_alloc((layout.segment_floats ? layout.segment_floats : 1) * sizeof(float),
                                           "the host copy of a module's gathered parameters")) != NULL;
     }
-    return ok && t->rank_hashes ? 0 : DP_ENOMEM;
+    return ok && t->host.rank_hashes ? 0 : DP_ENOMEM;
 }
 
 /* The model's buffers (running statistics, counters) over the host copies; returns their count. */
 static int buffer_tensors(const trainer *t, dp_tensor_ref *refs)
 {
-    return dp_params_refs(&t->model.buffers, t->host_buffers, t->model.counters, refs);
+    return dp_params_refs(&t->engine.model.buffers, t->host.buffers, t->engine.model.counters, refs);
 }
 
 /* The model's tensors (parameters, then buffers) over the host copies; returns their count. */
 static int model_tensors(const trainer *t, dp_tensor_ref *refs)
 {
-    int count = dp_params_refs(&t->model.params, t->host_params, NULL, refs);
+    int count = dp_params_refs(&t->engine.model.params, t->host.params, NULL, refs);
     return count + buffer_tensors(t, refs + count);
 }
 
 /* AdamW's step count: state too, a scalar. */
 static int step_tensor(trainer *t, dp_tensor_ref *refs)
 {
-    if (!dp_optimizer_counts_steps(&t->opt))
+    if (!dp_optimizer_counts_steps(&t->engine.opt))
         return 0;
-    refs[0] = (dp_tensor_ref){.name = "optimizer.step", .dtype = DP_DTYPE_I64, .data = &t->opt.steps};
+    refs[0] = (dp_tensor_ref){.name = "optimizer.step", .dtype = DP_DTYPE_I64, .data = &t->engine.opt.steps};
     return 1;
 }
 
@@ -179,37 +179,37 @@ static int step_tensor(trainer *t, dp_tensor_ref *refs)
 static int state_tensors(trainer *t, dp_tensor_ref *refs)
 {
     int count = model_tensors(t, refs);
-    for (int i = 0; i < dp_optimizer_state_count(&t->opt); i++) {
+    for (int i = 0; i < dp_optimizer_state_count(&t->engine.opt); i++) {
         dp_tensor_ref *r = &refs[count++];
-        *r = (dp_tensor_ref){.ndim = 1, .shape = {(int64_t)t->plan.nparams}, .data = t->host_state[i]};
-        snprintf(r->name, sizeof r->name, "%s", dp_optimizer_state_name(&t->opt, i));
+        *r = (dp_tensor_ref){.ndim = 1, .shape = {(int64_t)t->plan.nparams}, .data = t->host.optimizer[i]};
+        snprintf(r->name, sizeof r->name, "%s", dp_optimizer_state_name(&t->engine.opt, i));
     }
     return count + step_tensor(t, refs + count);
 }
 
 static int tensor_capacity(const trainer *t)
 {
-    return t->model.params.count + t->model.buffers.count + DP_OPTIMIZER_MAX_STATE + 1;
+    return t->engine.model.params.count + t->engine.model.buffers.count + DP_OPTIMIZER_MAX_STATE + 1;
 }
 
-/* Where the parameters live for dp_dist_gather and dp_dist_scatter: the model's whole buffer,
+/* Where the parameters live for dp_strategy_gather and dp_strategy_scatter: the model's whole buffer,
  * or the strategy's shard. */
 static float *parameter_memory(const trainer *t)
 {
     float *params, *grads;
-    dp_dist_update_memory(&t->dist, &params, &grads);
-    return dp_dist_shards_params(&t->dist) ? params : t->model.weights;
+    dp_strategy_update_memory(&t->engine.strategy, &params, &grads);
+    return dp_strategy_shards_params(&t->engine.strategy) ? params : t->engine.model.weights;
 }
 
 /* Collective: the parameters, buffers and (with_state) optimizer state whole in rank root's
  * host copies (every rank's when root < 0). */
 static int collect_state(trainer *t, int root, int with_state)
 {
-    int status = dp_dist_gather(&t->dist, parameter_memory(t), dp_dist_shards_params(&t->dist), t->host_params, root);
+    int status = dp_strategy_gather(&t->engine.strategy, parameter_memory(t), dp_strategy_shards_params(&t->engine.strategy), t->host.params, root);
     if (root < 0 || t->comm->rank == root)
-        t->be->download(t->host_buffers, t->model.buffer_values, dp_params_floats(&t->model.buffers) * sizeof(float));
-    for (int i = 0; !status && with_state && i < dp_optimizer_state_count(&t->opt); i++)
-        status = dp_dist_gather(&t->dist, t->opt.state[i], dp_dist_shards_state(&t->dist), t->host_state[i], root);
+        t->engine.be->download(t->host.buffers, t->engine.model.buffer_values, dp_params_floats(&t->engine.model.buffers) * sizeof(float));
+    for (int i = 0; !status && with_state && i < dp_optimizer_state_count(&t->engine.opt); i++)
+        status = dp_strategy_gather(&t->engine.strategy, t->engine.opt.state[i], dp_strategy_shards_state(&t->engine.strategy), t->host.optimizer[i], root);
     return status;
 }
 
@@ -243,7 +243,7 @@ static int write_checkpoint(trainer *t, int shards)
             keys[meta] = SHARDS_KEY;
             values[meta++] = world;
         }
-        status = dp_checkpoint_save(t->o->checkpoint_dir, t->steps_done, refs, count, keys, values, meta,
+        status = dp_checkpoint_save(t->o->checkpoint_dir, t->engine.steps_done, refs, count, keys, values, meta,
                                     t->o->keep);
     }
     free(refs);
@@ -260,8 +260,8 @@ int dp_trainer_checkpoint(trainer *t)
         status = f ? dp_trainer_write_shard(t, keys, values, run_metadata(t, f, keys, values)) : DP_ENOMEM;
         free(f);
         if (!status && t->comm->rank == 0)
-            t->be->download(t->host_buffers, t->model.buffer_values,
-                            dp_params_floats(&t->model.buffers) * sizeof(float));
+            t->engine.be->download(t->host.buffers, t->engine.model.buffer_values,
+                            dp_params_floats(&t->engine.model.buffers) * sizeof(float));
     } else {
         status = collect_state(t, 0, 1);
     }
@@ -371,9 +371,9 @@ static int load_checkpoint(trainer *t, resume_point *at)
  * replicated, scattered where sharded, then into backend memory. */
 static int share_model_state(trainer *t, int with_params)
 {
-    int status = dp_trainer_share_model(t->comm, &t->model, NULL, t->host_buffers);
+    int status = dp_trainer_share_model(t->comm, &t->engine.model, NULL, t->host.buffers);
     if (!status && with_params)
-        status = dp_dist_scatter(&t->dist, t->host_params, parameter_memory(t), dp_dist_shards_params(&t->dist), 0);
+        status = dp_strategy_scatter(&t->engine.strategy, t->host.params, parameter_memory(t), dp_strategy_shards_params(&t->engine.strategy), 0);
     return status;
 }
 
@@ -381,9 +381,9 @@ static int share_model_state(trainer *t, int with_params)
 static int share_state(trainer *t)
 {
     int status = share_model_state(t, 1);
-    for (int i = 0; !status && i < dp_optimizer_state_count(&t->opt); i++)
-        status = dp_dist_scatter(&t->dist, t->host_state[i], t->opt.state[i], dp_dist_shards_state(&t->dist), 0);
-    return status ? status : dp_comm_broadcast(t->comm, &t->opt.steps, sizeof t->opt.steps, 0);
+    for (int i = 0; !status && i < dp_optimizer_state_count(&t->engine.opt); i++)
+        status = dp_strategy_scatter(&t->engine.strategy, t->host.optimizer[i], t->engine.opt.state[i], dp_strategy_shards_state(&t->engine.strategy), 0);
+    return status ? status : dp_comm_broadcast(t->comm, &t->engine.opt.steps, sizeof t->engine.opt.steps, 0);
 }
 
 static int resume(trainer *t)
@@ -396,12 +396,12 @@ static int resume(trainer *t)
         status = share_state(t);
     /* A sharded checkpoint: every rank reads its own part of the shards. */
     if (!status && at.shards && !(status = share_model_state(t, 0)))
-        status = dp_comm_broadcast(t->comm, &t->opt.steps, sizeof t->opt.steps, 0);
+        status = dp_comm_broadcast(t->comm, &t->engine.opt.steps, sizeof t->engine.opt.steps, 0);
     if (!status && at.shards) {
         memcpy(t->run_id, at.run_id, sizeof t->run_id);
         status = dp_trainer_read_shards(t, at.path, at.step, at.shards, parameter_memory(t));
     }
-    t->start_step = t->steps_done = at.step;
+    t->start_step = t->engine.steps_done = at.step;
     return status;
 }
 
@@ -444,8 +444,8 @@ int dp_trainer_start_state(trainer *t)
     int status;
     if (t->o->resume[0])
         status = resume(t);
-    else if (!(status = t->comm->rank == 0 ? dp_trainer_load_model(t->o, &t->model, t->host_params,
-                                                                   t->host_buffers, t->model.counters)
+    else if (!(status = t->comm->rank == 0 ? dp_trainer_load_model(t->o, &t->engine.model, t->host.params,
+                                                                   t->host.buffers, t->engine.model.counters)
                                            : 0))
         status = share_model_state(t, 1);
     return status ? status : dp_trainer_claim_checkpoint_dir(t);
@@ -455,9 +455,9 @@ int dp_trainer_start_state(trainer *t)
 static int save_model(trainer *t)
 {
     char steps[32], seed[32], structure[DP_META_VALUE_MAX];
-    snprintf(steps, sizeof steps, "%ld", t->steps_done);
+    snprintf(steps, sizeof steps, "%ld", t->engine.steps_done);
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)t->o->seed);
-    dp_model_spec_canonical(&t->o->model, t->model.inputs, 1, structure, sizeof structure);
+    dp_model_spec_canonical(&t->o->model, t->engine.model.inputs, 1, structure, sizeof structure);
     const dp_model_spec *spec = &t->o->model;
     const char *keys[] = {"format", "dptrain_version", spec->from_layers ? "layers" : "model", "structure", "steps", "seed"};
     const char *values[] = {"pt", PACKAGE_VERSION, spec->text, structure, steps, seed};
@@ -477,7 +477,7 @@ int dp_trainer_export(trainer *t, float **params_out)
         *params_out = dp_alloc(t->plan.nparams * sizeof(float), "the final parameters");
         if (!*params_out)
             return DP_ENOMEM;
-        status = dp_dist_gather(&t->dist, parameter_memory(t), dp_dist_shards_params(&t->dist), *params_out, -1);
+        status = dp_strategy_gather(&t->engine.strategy, parameter_memory(t), dp_strategy_shards_params(&t->engine.strategy), *params_out, -1);
     }
     if (!status && t->o->save_path[0])
         status = collect_state(t, 0, 0);

@@ -1,7 +1,6 @@
 /* What the trainer shows of its time: the --trace timeline (spans of modules, collectives,
  * gathers and the optimizer on every rank; on a GPU also the modules' passes timed by the
- * device's events) and, tracing or not, the hook between modules that gives outstanding
- * collectives a chance to progress. */
+ * device's events), as the engine's observer: it watches the step and drives nothing. */
 #include "src/train/trainer.h"
 
 #include "dp/error.h"
@@ -15,7 +14,7 @@
 static const char *const pass_names[2] = {"forward", "backward"};
 
 /* The device's view of a module's pass: a timer slot at its start and at its end. */
-static void time_on_device(trainer *t, int module, int begin, const char *name, const char *category)
+static void time_on_device(dp_timeline *t, int module, int begin, const char *name, const char *category)
 {
     dp_device_spans *d = &t->device_spans;
     if (!d->pending || !d->in_step)
@@ -32,14 +31,14 @@ static void time_on_device(trainer *t, int module, int begin, const char *name, 
     }
 }
 
-/* Around each module's pass: its span when tracing; after a backward one, communication moves. */
-static void on_module(void *arg, int module, int backward, int begin)
+/* Around each module's pass: its span. */
+static void on_pass(void *arg, int module, int backward, int begin)
 {
-    trainer *t = arg;
+    dp_timeline *t = arg;
     double now = MPI_Wtime();
     char name[DP_TRACE_NAME_MAX] = "", module_name[32];
-    if (t->trace.spans && !begin) {
-        dp_model_module_name(&t->model, module, module_name, sizeof module_name);
+    if (!begin) {
+        dp_model_module_name(t->model, module, module_name, sizeof module_name);
         snprintf(name, sizeof name, "%s %s", pass_names[backward], module_name);
     }
     time_on_device(t, module, begin, name, pass_names[backward]);
@@ -47,40 +46,42 @@ static void on_module(void *arg, int module, int backward, int begin)
         t->module_began[module] = now;
         return;
     }
-    if (t->trace.spans)
-        dp_trace_add(&t->trace, name, pass_names[backward], DP_LANE_COMPUTE, t->module_began[module], now);
-    if (backward) {
-        int status = dp_dist_progress(&t->dist);
-        if (status && !t->dist_status)
-            t->dist_status = status;
-    }
+    dp_trace_add(&t->trace, name, pass_names[backward], DP_LANE_COMPUTE, t->module_began[module], now);
+}
+
+static void on_span(void *arg, const char *name, const char *category, double begin, double end)
+{
+    dp_timeline *t = arg;
+    dp_trace_add(&t->trace, name, category, DP_LANE_COMPUTE, begin, end);
 }
 
 static void on_collective(void *arg, const char *label, double begin, double end)
 {
-    trainer *t = arg;
+    dp_timeline *t = arg;
     dp_trace_add(&t->trace, label, "collective", DP_LANE_COMM, begin, end);
 }
 
 int dp_trainer_open_timeline(trainer *t)
 {
-    t->module_began = dp_calloc((size_t)t->model.count + 1, sizeof *t->module_began, "module start times");
-    if (!t->module_began)
-        return DP_ENOMEM;
-    t->model.on_module = on_module;
-    t->model.on_module_arg = t;
     if (!t->o->trace_path[0])
         return 0;
+    dp_timeline *tl = &t->timeline;
+    dp_engine *e = &t->engine;
+    tl->model = &e->model;
+    tl->be = e->be;
+    tl->module_began = dp_calloc((size_t)e->model.count + 1, sizeof *tl->module_began, "module start times");
+    if (!tl->module_began)
+        return DP_ENOMEM;
     /* Per step: every module's two passes per micro-batch, a gather each, the buckets (or the
      * whole gradient; ZeRO-2 and 3: every micro-batch's), ZeRO-3's parameter gathers (two
      * per module) or ZeRO-1 and 2's after the update, the update, an evaluation at most. */
-    size_t micro = (size_t)t->o->accum, segments = (size_t)t->dist.layout.segments;
-    size_t per_step = micro * (2 * (size_t)t->model.count + 1) + micro * (size_t)t->dist.nbuckets + 2 * segments + 4;
-    size_t passes = micro * 2 * (size_t)t->model.count; /* the device's view of each pass, on a GPU */
-    if (t->be->timer_mark) { /* passes beyond the timer's slots go untimed */
-        dp_device_spans *d = &t->device_spans;
+    size_t micro = (size_t)t->o->accum, segments = (size_t)e->strategy.layout.segments;
+    size_t per_step = micro * (2 * (size_t)e->model.count + 1) + micro * (size_t)e->strategy.nbuckets + 2 * segments + 4;
+    size_t passes = micro * 2 * (size_t)e->model.count; /* the device's view of each pass, on a GPU */
+    if (e->be->timer_mark) { /* passes beyond the timer's slots go untimed */
+        dp_device_spans *d = &tl->device_spans;
         d->pending = dp_calloc(passes, sizeof *d->pending, "the device's spans of a step");
-        d->module_mark = dp_calloc((size_t)t->model.count + 1, sizeof *d->module_mark, "the device's pass marks");
+        d->module_mark = dp_calloc((size_t)e->model.count + 1, sizeof *d->module_mark, "the device's pass marks");
         if (!d->pending || !d->module_mark)
             return DP_ENOMEM;
         d->capacity = passes;
@@ -88,13 +89,15 @@ int dp_trainer_open_timeline(trainer *t)
     }
     size_t steps = (size_t)(t->plan.total_steps > 0 ? t->plan.total_steps : 1);
     size_t capacity = steps < MAX_SPANS / per_step ? steps * per_step : MAX_SPANS;
-    t->dist.on_span = on_collective;
-    t->dist.span_arg = t;
-    return dp_trace_open(&t->trace, t->comm, capacity);
+    e->observer = (dp_engine_observer){.pass = on_pass, .span = on_span, .arg = tl};
+    e->strategy.on_span = on_collective;
+    e->strategy.span_arg = tl;
+    return dp_trace_open(&tl->trace, t->comm, capacity);
 }
 
-void dp_trainer_timeline_step_begin(trainer *t)
+void dp_trainer_timeline_step_begin(trainer *run)
 {
+    dp_timeline *t = &run->timeline;
     dp_device_spans *d = &t->device_spans;
     if (!d->pending)
         return;
@@ -107,8 +110,9 @@ void dp_trainer_timeline_step_begin(trainer *t)
     d->in_step = 1;
 }
 
-void dp_trainer_timeline_step_end(trainer *t)
+void dp_trainer_timeline_step_end(trainer *run)
 {
+    dp_timeline *t = &run->timeline;
     dp_device_spans *d = &t->device_spans;
     if (!d->pending)
         return;
@@ -125,15 +129,15 @@ void dp_trainer_timeline_step_end(trainer *t)
 
 int dp_trainer_write_timeline(trainer *t)
 {
-    return t->o->trace_path[0] ? dp_trace_write(&t->trace, t->comm, t->o->trace_path) : 0;
+    return t->o->trace_path[0] ? dp_trace_write(&t->timeline.trace, t->comm, t->o->trace_path) : 0;
 }
 
 void dp_trainer_close_timeline(trainer *t)
 {
-    dp_trace_close(&t->trace);
-    free(t->module_began);
-    t->module_began = NULL;
-    free(t->device_spans.pending);
-    free(t->device_spans.module_mark);
-    t->device_spans = (dp_device_spans){0};
+    dp_timeline *tl = &t->timeline;
+    dp_trace_close(&tl->trace);
+    free(tl->module_began);
+    free(tl->device_spans.pending);
+    free(tl->device_spans.module_mark);
+    *tl = (dp_timeline){0};
 }

@@ -4,10 +4,11 @@
 #define DP_TRAINER_H
 
 #include "dp/backend.h"
+#include "dp/engine.h"
 #include "dp/checkpoint.h"
 #include "dp/comm.h"
 #include "dp/data.h"
-#include "dp/dist.h"
+#include "dp/strategy.h"
 #include "dp/nn.h"
 #include "dp/optim.h"
 #include "dp/options.h"
@@ -23,6 +24,19 @@ typedef struct dp_resident {
     int32_t *labels;
     int owned;
 } dp_resident;
+
+/* batches.c: the datasets placed in backend memory with the epoch's order, and one
+ * micro-batch's rows gathered there (the engine's dp_row_source). */
+typedef struct dp_batches {
+    const dp_backend *be;
+    const dp_dataset *train, *test;
+    const dp_sampler *sampler;
+    dp_resident train_rows, test_rows;
+    const size_t *order;           /* the epoch's sample order in backend memory */
+    size_t *device_order;          /* its device copy; NULL on a host backend */
+    float *x, *targets;            /* one micro-batch's rows in backend memory */
+    int32_t *labels;
+} dp_batches;
 
 /* A step's module passes timed by the backend's timer (timer_mark slots), turned into spans
  * once the step's work has finished. */
@@ -41,58 +55,46 @@ typedef struct dp_device_spans {
     int in_step;                   /* evaluation's passes outside steps are not timed */
 } dp_device_spans;
 
+/* timeline.c: --trace, as the engine's observer (it watches; it drives nothing). */
+typedef struct dp_timeline {
+    dp_trace trace;                /* spans of this rank's work */
+    const dp_model *model;
+    const dp_backend *be;
+    double *module_began;          /* when each module's current pass began */
+    dp_device_spans device_spans;  /* on a GPU: the passes as the device's timer saw them */
+} dp_timeline;
+
+/* Host copies of the model state, for checkpoints, hashes and --save (state.c, shards.c, checks.c). */
+typedef struct dp_host_state {
+    float *params, *buffers, *optimizer[DP_OPTIMIZER_MAX_STATE];
+    float *gathered;               /* --zero 3: one module's gathered parameters, for the replica check */
+    uint64_t *rank_hashes;         /* one per rank, for --check-replicas */
+} dp_host_state;
+
+/* A training run: the engine that steps, and the pieces around it, each owning its state. */
 typedef struct trainer {
     const dp_options *o;
     dp_comm *comm;
-    const dp_backend *be;
     const dp_dataset *train, *test;
     dp_plan plan;
-    dp_model model;
-    dp_optimizer opt;
-    dp_dist dist;                  /* how gradients are reduced: buckets, overlap */
-    int *segment_of;               /* module -> its slice of the flat buffers in dist's layout (-1: none) */
-    size_t *segment_offset, *segment_count;
-    int dist_status;               /* the first error of a collective started from backward's hook */
-    dp_trace trace;                /* --trace: spans of this rank's work */
-    double *module_began;          /* when each module's current pass began */
-    dp_device_spans device_spans;  /* --trace on a GPU: the passes as the device's timer saw them */
+    dp_engine engine;              /* backend, model, optimizer, strategy, the step */
+    dp_batches batches;
+    dp_timeline timeline;
     FILE *metrics;                 /* rank 0: --metrics, written as training goes */
     dp_sampler sampler;
     dp_watchdog watchdog;
+    dp_host_state host;
+    double *eval_totals;           /* backend memory: evaluation's loss and correct count */
     int max_rows;
     long start_step;               /* optimizer steps already taken when this run began */
-    long steps_done;               /* optimizer steps taken, for the learning-rate schedule */
-    long skipped_steps;            /* updates dropped by --on-nan skip */
     double sent[DP_COLLECTIVE_KINDS]; /* bytes sent by this rank's collectives inside training steps */
-    dp_resident train_rows, test_rows; /* the datasets in backend memory */
-    const size_t *order;           /* the epoch's sample order in backend memory */
-    size_t *device_order;          /* its device copy; NULL on a host backend */
-    float *dev_x, *dev_targets;    /* one micro-batch's rows in backend memory */
-    int32_t *dev_labels;
-    int stage_gradients;           /* GPU gradients go through host_grads to the all-reduce */
-    float *host_grads;             /* page-locked staging for that; NULL when unused */
-    double *train_totals;          /* backend memory: training loss and correct count since last read */
-    double *eval_totals;           /* backend memory: the same for evaluation */
-    double *nonfinite;             /* backend memory: the optimizer pass's non-finite gradient count */
-    int broadcast_buffers;         /* plain BatchNorm on W > 1 ranks: rank 0's running statistics win */
-    /* host copies for checkpoints, hashes and --save */
-    float *host_params, *host_buffers, *host_state[DP_OPTIMIZER_MAX_STATE];
-    float *host_gathered;          /* --zero 3: one module's gathered parameters, for the replica check */
-    uint64_t *rank_hashes;         /* one per rank, for --check-replicas */
     char run_id[DP_CHECKPOINT_RUN_ID_LEN + 1]; /* rank 0: whose checkpoints these are (outputs.c) */
 } trainer;
 
-/* device.c: the backend each rank computes on, and the gradients' way to the all-reduce. */
-int dp_trainer_open_device(trainer *t);
-int dp_trainer_allocate_staging(trainer *t); /* once the model's size is known */
-/* How the gradients reach the collectives: in place, or through the host staging buffer. */
-dp_dist_buffers dp_trainer_gradient_buffers(trainer *t);
+/* The engine's device request from the options. */
+dp_engine_device dp_trainer_device(const dp_options *o);
 
-/* reduce.c: the strategy that reduces gradients, fed by backward's hook. */
-int dp_trainer_open_dist(trainer *t);
-void dp_trainer_close_dist(trainer *t);
-
-/* timeline.c: the hook between modules (progress; --trace spans), the trace file. */
+/* timeline.c: --trace spans, the engine's observer; the trace file. */
 int dp_trainer_open_timeline(trainer *t);
 /* Around a training step: on a GPU under --trace, the device's timer is anchored to the host's
  * clock at the start and the step's passes become device-lane spans at the end. */
@@ -105,22 +107,19 @@ void dp_trainer_close_timeline(trainer *t);
 int dp_trainer_open_metrics(trainer *t);
 void dp_trainer_metrics_line(trainer *t, long step, long epoch, const dp_interval *iv);
 int dp_trainer_close_metrics(trainer *t, const dp_train_result *result);
-void dp_trainer_close_device(trainer *t);
-const char *dp_trainer_gradient_path(const trainer *t);
 
-/* batches.c: the datasets placed in backend memory, batches gathered there. */
-int dp_trainer_place_data(trainer *t);
-void dp_trainer_free_data(trainer *t);
-void dp_trainer_set_epoch(trainer *t, long epoch);
-/* Gathers training samples at epoch positions [begin, end) into dev_x and dev_labels or
- * dev_targets; returns the row count. */
-int dp_trainer_gather(trainer *t, size_t begin, size_t end);
+/* batches.c: the datasets placed in be's memory, with room for max_rows rows of a micro-batch
+ * (targets: `outputs` per row). */
+int dp_batches_open(dp_batches *b, const dp_backend *be, const dp_dataset *train, const dp_dataset *test,
+                    const dp_sampler *sampler, int max_rows, int outputs);
+void dp_batches_close(dp_batches *b);
+/* The sampler has moved to a new epoch: its order where the rows are. */
+void dp_batches_set_epoch(dp_batches *b);
+/* The engine's row source: training samples at epoch positions [begin, end) gathered. */
+dp_row_source dp_batches_source(dp_batches *b);
 /* The test set's rows from `begin` on, where they lie in backend memory (NULL: absent). */
-void dp_trainer_test_rows(const trainer *t, size_t begin, const float **x, const int32_t **labels,
+void dp_batches_test_rows(const dp_batches *b, size_t begin, const float **x, const int32_t **labels,
                           const float **targets);
-
-/* Sums count doubles over the ranks in place: SyncBatchNorm's statistics (dp_nn_context). */
-int dp_trainer_sum_doubles(void *comm, double *values, int count);
 
 /* state.c */
 int dp_trainer_allocate_host_copies(trainer *t); /* once the model, strategy and optimizer exist */
@@ -161,12 +160,7 @@ int dp_trainer_claim_checkpoint_dir(trainer *t);
  * the largest peak of backend memory (collective). */
 int dp_trainer_usage(trainer *t, dp_train_result *result);
 
-/* checks.c */
-/* Finishes the gradient (1 / global sample count) and updates: one fused pass with --on-nan
- * abort, a counting pass first with --on-nan skip. A non-finite gradient fails naming the
- * step and the first tensor (abort), or drops the update (skip); the decision is the same on
- * every rank because the all-reduced gradient is. */
-int dp_trainer_update(trainer *t, float grad_scale, float lr);
+/* checks.c: replicas that drifted apart stop the job. */
 int dp_trainer_check_replicas(trainer *t);
 int dp_trainer_inject_corruption(trainer *t);
 

@@ -15,10 +15,10 @@ int dp_trainer_usage(trainer *t, dp_train_result *result)
         result->sent[kind] /= t->comm->size;
     result->memory = dp_memory_usage_now();
     if (!status)
-        status = dp_comm_gather_hashes(t->comm, (uint64_t)result->memory.peak_total, t->rank_hashes);
+        status = dp_comm_gather_hashes(t->comm, (uint64_t)result->memory.peak_total, t->host.rank_hashes);
     for (int r = 0; !status && r < t->comm->size; r++)
-        if ((double)t->rank_hashes[r] > result->memory_peak) {
-            result->memory_peak = (double)t->rank_hashes[r];
+        if ((double)t->host.rank_hashes[r] > result->memory_peak) {
+            result->memory_peak = (double)t->host.rank_hashes[r];
             result->memory_peak_rank = r;
         }
     return status;

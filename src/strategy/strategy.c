@@ -2,11 +2,11 @@
  * collectives started as soon as backward has finished them (or all at once after it), and
  * the time each took and how much of it backward hid. The ZeRO stages hook in where they
  * differ (strategy.h). */
-#include "dp/dist.h"
+#include "dp/strategy.h"
 
 #include "dp/error.h"
 #include "dp/partition.h"
-#include "src/dist/strategy.h"
+#include "src/strategy/strategy_type.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,20 +20,44 @@
 #define DDP_BUCKET_MB 25.0
 #define AUTO_BUCKETS 8.0
 
-dp_dist_config dp_dist_default_config(int overlap, double bucket_mb, int zero, size_t total_floats)
+/* Every strategy, by name: a new one is a file and a row here. */
+static const dp_strategy_type *const strategies[] = {
+    &dp_strategy_ddp, &dp_strategy_zero1, &dp_strategy_zero2, &dp_strategy_zero3,
+};
+
+const dp_strategy_type *dp_strategy_find(const char *name)
+{
+    for (size_t i = 0; name && i < sizeof strategies / sizeof *strategies; i++)
+        if (strcmp(strategies[i]->name, name) == 0)
+            return strategies[i];
+    return NULL;
+}
+
+const char *dp_strategy_names(void)
+{
+    static char names[128];
+    size_t used = 0;
+    for (size_t i = 0; i < sizeof strategies / sizeof *strategies && used < sizeof names; i++)
+        used += (size_t)snprintf(names + used, sizeof names - used, "%s%s", i ? ", " : "", strategies[i]->name);
+    return names;
+}
+
+const char *dp_strategy_name_for_zero(int stage)
+{
+    static const char *const names[DP_ZERO_STAGES] = {"ddp", "zero-1", "zero-2", "zero-3"};
+    return stage >= 0 && stage < DP_ZERO_STAGES ? names[stage] : NULL;
+}
+
+dp_strategy_config dp_strategy_default_config(const char *name, int overlap, double bucket_mb, size_t total_floats)
 {
     if (bucket_mb <= 0.0) {
         double share = (double)total_floats / MIB_FLOATS / AUTO_BUCKETS;
         bucket_mb = share < DDP_BUCKET_MB ? share : DDP_BUCKET_MB;
         bucket_mb = bucket_mb > FIRST_BUCKET_MB ? bucket_mb : FIRST_BUCKET_MB;
     }
-    return (dp_dist_config){.overlap = overlap, .bucket_mb = bucket_mb, .zero = zero,
-                            .first_bucket_mb = FIRST_BUCKET_MB < bucket_mb ? FIRST_BUCKET_MB : bucket_mb};
+    return (dp_strategy_config){.name = name, .overlap = overlap, .bucket_mb = bucket_mb,
+                                .first_bucket_mb = FIRST_BUCKET_MB < bucket_mb ? FIRST_BUCKET_MB : bucket_mb};
 }
-
-static const dp_strategy_type *const stages[DP_ZERO_STAGES] = {
-    &dp_strategy_ddp, &dp_strategy_zero1, &dp_strategy_zero2, &dp_strategy_zero3,
-};
 
 /* Buckets in backward order, from the buffer's end, each closed once it holds its cap (the
  * first's small, so the first collective starts early, as DDP does). They take whole
@@ -44,7 +68,7 @@ static const dp_strategy_type *const stages[DP_ZERO_STAGES] = {
  * 1.5 MiB stays one bucket, as under DDP's rule). buckets (NULL: only counted) and
  * bucket_of (NULL, or room for l->segments: the bucket holding each segment's first float)
  * get the plan; returns the bucket count. */
-static int plan(const dp_dist_layout *l, const dp_dist_config *config, int split, dp_bucket *buckets, int *bucket_of)
+static int plan(const dp_strategy_layout *l, const dp_strategy_config *config, int split, dp_bucket *buckets, int *bucket_of)
 {
     int n = 0;
     size_t room = 0; /* floats the open bucket may still take; 0: none is open */
@@ -80,14 +104,14 @@ static int plan(const dp_dist_layout *l, const dp_dist_config *config, int split
 
 /* Whether buckets may cut segments: not where a bucket's working memory holds whole segments
  * (ZeRO-2 and 3), and only when they start during backward. */
-static int splits_segments(const dp_strategy_type *type, const dp_dist_config *config)
+static int splits_segments(const dp_strategy_type *type, const dp_strategy_config *config)
 {
     return config->overlap && !type->shards_grads;
 }
 
-static int plan_buckets(dp_dist *d)
+static int plan_buckets(dp_strategy *d)
 {
-    const dp_dist_layout *l = &d->layout;
+    const dp_strategy_layout *l = &d->layout;
     int split = splits_segments(d->type, &d->config);
     int n = plan(l, &d->config, split, NULL, NULL);
     d->buckets = dp_calloc((size_t)(n ? n : 1), sizeof *d->buckets, "the buckets");
@@ -98,10 +122,14 @@ static int plan_buckets(dp_dist *d)
     return 0;
 }
 
-int dp_dist_plan_sizes(const dp_dist_layout *layout, const dp_dist_config *config, int *buckets,
+int dp_strategy_plan_sizes(const dp_strategy_layout *layout, const dp_strategy_config *config, int *buckets,
                        size_t *largest_bucket)
 {
-    int split = splits_segments(stages[config->zero], config);
+    const dp_strategy_type *type = dp_strategy_find(config->name);
+    if (!type)
+        return dp_fail(DP_EINVAL, "no strategy called '%s' (known: %s)", config->name ? config->name : "",
+                       dp_strategy_names());
+    int split = splits_segments(type, config);
     int n = plan(layout, config, split, NULL, NULL);
     dp_bucket *planned = dp_calloc((size_t)(n ? n : 1), sizeof *planned, "the buckets");
     *buckets = 0;
@@ -115,7 +143,7 @@ int dp_dist_plan_sizes(const dp_dist_layout *layout, const dp_dist_config *confi
     return 0;
 }
 
-static size_t largest_bucket(const dp_dist *d)
+static size_t largest_bucket(const dp_strategy *d)
 {
     size_t largest = 0;
     for (int b = 0; b < d->nbuckets; b++)
@@ -124,20 +152,22 @@ static size_t largest_bucket(const dp_dist *d)
     return largest;
 }
 
-unsigned dp_dist_model_owns(int stage)
+unsigned dp_strategy_model_owns(const char *name)
 {
-    const dp_strategy_type *type = stages[stage];
+    const dp_strategy_type *type = dp_strategy_find(name);
+    if (!type)
+        return 3u;
     return (type->shards_params ? 0u : 1u) | (type->shards_grads ? 0u : 2u);
 }
 
-int dp_dist_init(dp_dist *d, dp_comm *comm, const dp_dist_layout *layout, const dp_dist_buffers *buffers,
-                 const dp_dist_config *config)
+int dp_strategy_init(dp_strategy *d, dp_comm *comm, const dp_strategy_layout *layout, const dp_strategy_buffers *buffers,
+                 const dp_strategy_config *config)
 {
     memset(d, 0, sizeof *d);
-    if (config->zero < 0 || config->zero >= DP_ZERO_STAGES)
-        return dp_fail(DP_EINVAL, "--zero %d: the stages are 0 (DDP), 1, 2 and 3", config->zero);
-    d->type = stages[config->zero];
-    d->stage = config->zero;
+    d->type = dp_strategy_find(config->name);
+    if (!d->type)
+        return dp_fail(DP_EINVAL, "no strategy called '%s' (known: %s)", config->name ? config->name : "",
+                       dp_strategy_names());
     d->comm = comm;
     d->layout = *layout;
     d->buffers = *buffers;
@@ -155,7 +185,7 @@ int dp_dist_init(dp_dist *d, dp_comm *comm, const dp_dist_layout *layout, const 
     return status;
 }
 
-void dp_dist_free(dp_dist *d)
+void dp_strategy_free(dp_strategy *d)
 {
     if (d->comm && d->comm->size > 1 && d->config.progress_us > 0)
         dp_comm_stop_progress_thread(d->comm);
@@ -166,7 +196,9 @@ void dp_dist_free(dp_dist *d)
     memset(d, 0, sizeof *d);
 }
 
-void dp_dist_begin_micro(dp_dist *d, int communicate)
+/* A micro-batch's backward begins: whether it communicates, and every bucket waits for all of
+ * its floats again. */
+static void begin_micro(dp_strategy *d, int communicate)
 {
     /* Stages 2 and 3 keep no full gradient to add micro-batches in: each one is reduced. */
     d->communicate = d->type->reduces_every_micro || (communicate && d->comm->size > 1);
@@ -174,19 +206,28 @@ void dp_dist_begin_micro(dp_dist *d, int communicate)
         d->buckets[i].pending = d->buckets[i].count;
 }
 
-int dp_dist_backward_accumulates(const dp_dist *d)
+int dp_strategy_backward_accumulates(const dp_strategy *d)
 {
     return !d->type->reduces_every_micro;
 }
 
-int dp_dist_before_module(dp_dist *d, int segment, int backward, float **weights, float **grads)
+static int progress(dp_strategy *d);
+
+/* The before hook: at backward's start the micro-batch's plan; between backward's modules the
+ * collectives in flight advance; the strategy's own hook materialises what it shards. */
+static int before_module(void *arg, const dp_pass *pass, float **weights, float **grads)
 {
+    dp_strategy *d = arg;
     *weights = *grads = NULL;
-    if (!d->type->before_module)
-        return 0;
+    if (pass->backward && pass->first)
+        begin_micro(d, pass->communicates);
+    int status = pass->backward && !pass->first ? progress(d) : 0;
+    if (status || !d->type->before_module || pass->segment < 0)
+        return status;
+    int segment = pass->segment, backward = pass->backward;
     /* Waiting here for a gather or a bucket's memory is communication the rank does instead of computing. */
     double entered = MPI_Wtime();
-    int status = d->type->before_module(d, segment, backward, weights, grads);
+    status = d->type->before_module(d, segment, backward, weights, grads);
     double spent = MPI_Wtime() - entered;
     d->times.exposed += spent;
     if (backward)
@@ -197,7 +238,7 @@ int dp_dist_before_module(dp_dist *d, int segment, int backward, float **weights
 }
 
 /* Starts bucket b's collective on the comm buffer, its slice copied there first if staged. */
-static int start_bucket(dp_dist *d, dp_bucket *b)
+static int start_bucket(dp_strategy *d, dp_bucket *b)
 {
     float *data;
     if (d->type->bucket_data) {
@@ -207,42 +248,48 @@ static int start_bucket(dp_dist *d, dp_bucket *b)
             d->buffers.to_comm(d->buffers.arg, b->offset, b->count);
         data = d->buffers.comm_grads + b->offset;
     }
-    dp_request_args args = {.kind = d->type->gradient_collective, .buf = data,
-                            .count = b->count, .label = b->label, .parent_count = d->layout.total,
-                            .parent_offset = b->offset};
+    b->args = (dp_request_args){.kind = d->type->gradient_collective, .buf = data, .count = b->count,
+                                .label = b->label, .parent_count = d->layout.total, .parent_offset = b->offset};
     b->started = 1;
     b->completed = 0;
     b->started_at = MPI_Wtime();
-    return dp_comm_start(d->comm, &args, &b->request);
+    const dp_bucket_hook *hook = &d->bucket_hook;
+    return hook->start ? hook->start(hook->arg, d->comm, &b->args, &b->request)
+                       : dp_comm_start(d->comm, &b->args, &b->request);
 }
 
-/* Bucket b's collective has completed: its result goes back to the gradients. */
-static void bucket_done(dp_dist *d, dp_bucket *b)
+/* Bucket b's collective has completed: the bucket hook's last word on it, then its result goes
+ * back to the gradients. */
+static int bucket_done(dp_strategy *d, dp_bucket *b)
 {
     b->done_at = MPI_Wtime();
     b->completed = 1;
+    int status = d->bucket_hook.done ? d->bucket_hook.done(d->bucket_hook.arg, &b->args) : 0;
+    if (status)
+        return status;
     if (d->type->bucket_done)
         d->type->bucket_done(d, b);
     else if (d->buffers.from_comm)
         d->buffers.from_comm(d->buffers.arg, b->offset, b->count);
     if (d->on_span)
         d->on_span(d->span_arg, b->label, b->started_at, b->done_at);
+    return 0;
 }
 
 /* Advances every collective in flight, noting the ones that have completed. */
-static int poll(dp_dist *d)
+static int poll(dp_strategy *d)
 {
     int status = dp_comm_progress(d->comm);
     for (int i = 0; !status && i < d->nbuckets; i++) {
         dp_bucket *b = &d->buckets[i];
         int done = 0;
         if (b->request && !(status = dp_request_test(&b->request, &done)) && done)
-            bucket_done(d, b);
+            status = bucket_done(d, b);
     }
     return status;
 }
 
-int dp_dist_progress(dp_dist *d)
+static int progress(dp_strategy *d)
 {
     if (!d->communicate || !d->config.overlap || dp_comm_outstanding(d->comm) == 0)
         return 0;
@@ -254,15 +301,15 @@ int dp_dist_progress(dp_dist *d)
     return status;
 }
 
-int dp_dist_wait_bucket(dp_dist *d, dp_bucket *b)
+int dp_strategy_wait_bucket(dp_strategy *d, dp_bucket *b)
 {
     int status = b->request ? dp_request_wait(&b->request) : 0;
     if (!status && b->started && !b->completed)
-        bucket_done(d, b);
+        status = bucket_done(d, b);
     return status;
 }
 
-size_t dp_dist_piece_floats(const dp_dist *d)
+size_t dp_strategy_piece_floats(const dp_strategy *d)
 {
     /* The same pieces in every stage, with or without overlap: a blocked product may round
      * unlike the whole one (OpenBLAS's small-matrix kernels), and the stages promise ring
@@ -273,8 +320,9 @@ size_t dp_dist_piece_floats(const dp_dist *d)
     return floats >= 1.0 ? (size_t)floats : 1;
 }
 
-int dp_dist_grad_ready(dp_dist *d, size_t offset, size_t count)
+static int grad_ready(void *arg, size_t offset, size_t count)
 {
+    dp_strategy *d = arg;
     double entered = MPI_Wtime();
     /* Without overlap, stages 2 and 3 still reduce each bucket as it fills (synchronously):
      * its working memory is needed for the next. */
@@ -291,7 +339,7 @@ int dp_dist_grad_ready(dp_dist *d, size_t offset, size_t count)
         if (b->pending == 0)
             status = start_bucket(d, b);
         if (!status && b->pending == 0 && !d->config.overlap)
-            status = dp_dist_wait_bucket(d, b);
+            status = dp_strategy_wait_bucket(d, b);
     }
     if (!status)
         status = poll(d);
@@ -304,7 +352,7 @@ int dp_dist_grad_ready(dp_dist *d, size_t offset, size_t count)
 
 /* The union of the spans of buckets[0..n) (they run in start order). Each started bucket is
  * counted once. */
-static void account(dp_dist *d, dp_bucket *buckets, int n)
+static void account(dp_strategy *d, dp_bucket *buckets, int n)
 {
     double covered_to = -1e300;
     for (int i = 0; i < n; i++) {
@@ -322,7 +370,7 @@ static void account(dp_dist *d, dp_bucket *buckets, int n)
 }
 
 /* --no-overlap: the whole gradient in one collective after backward, as version 1 did. */
-static int reduce_whole(dp_dist *d)
+static int reduce_whole(dp_strategy *d)
 {
     dp_bucket whole = {.offset = 0, .count = d->layout.total};
     snprintf(whole.label, sizeof whole.label, "the gradient");
@@ -330,18 +378,19 @@ static int reduce_whole(dp_dist *d)
     if (!status)
         status = dp_request_wait(&whole.request);
     if (!status)
-        bucket_done(d, &whole);
+        status = bucket_done(d, &whole);
     account(d, &whole, 1);
     return status;
 }
 
-void dp_dist_account_buckets(dp_dist *d)
+void dp_strategy_account_buckets(dp_strategy *d)
 {
     account(d, d->buckets, d->nbuckets);
 }
 
-int dp_dist_finish(dp_dist *d)
+static int finish(void *arg)
 {
+    dp_strategy *d = arg;
     if (!d->communicate)
         return 0;
     double started = MPI_Wtime();
@@ -349,7 +398,7 @@ int dp_dist_finish(dp_dist *d)
     if (d->type->reduces_every_micro) {
         /* Every bucket was started as backward filled it. */
         for (int i = 0; !status && i < d->nbuckets; i++)
-            status = dp_dist_wait_bucket(d, &d->buckets[i]);
+            status = dp_strategy_wait_bucket(d, &d->buckets[i]);
         account(d, d->buckets, d->nbuckets);
     } else if (!d->config.overlap) {
         status = reduce_whole(d);
@@ -362,7 +411,7 @@ int dp_dist_finish(dp_dist *d)
         for (int i = 0; !status && i < d->nbuckets; i++) {
             dp_bucket *b = &d->buckets[i];
             if (b->request && !(status = dp_request_wait(&b->request)))
-                bucket_done(d, b);
+                status = bucket_done(d, b);
         }
         account(d, d->buckets, d->nbuckets);
     }
@@ -370,7 +419,7 @@ int dp_dist_finish(dp_dist *d)
     return status;
 }
 
-void dp_dist_shard(const dp_dist *d, size_t *begin, size_t *end)
+void dp_strategy_shard(const dp_strategy *d, size_t *begin, size_t *end)
 {
     dp_range shard = d->type->shards_state ? dp_partition(d->layout.total, d->comm->size, d->comm->rank)
                                            : (dp_range){0, d->layout.total};
@@ -378,18 +427,19 @@ void dp_dist_shard(const dp_dist *d, size_t *begin, size_t *end)
     *end = shard.end;
 }
 
-int dp_dist_shards_params(const dp_dist *d)
+int dp_strategy_shards_params(const dp_strategy *d)
 {
     return d->type->shards_params;
 }
 
-int dp_dist_shards_state(const dp_dist *d)
+int dp_strategy_shards_state(const dp_strategy *d)
 {
     return d->type->shards_state;
 }
 
-int dp_dist_after_update(dp_dist *d)
+static int after_update(void *arg)
 {
+    dp_strategy *d = arg;
     if (!d->type->after_update)
         return 0;
     double started = MPI_Wtime();
@@ -400,16 +450,27 @@ int dp_dist_after_update(dp_dist *d)
     return status;
 }
 
-dp_dist_times dp_dist_take_times(dp_dist *d)
+void dp_strategy_attach(dp_strategy *d, dp_step_hooks *hooks)
 {
-    dp_dist_times times = d->times;
+    *hooks = (dp_step_hooks){.before = before_module, .grad_ready = grad_ready, .finish = finish,
+                             .after_update = after_update, .arg = d};
+}
+
+void dp_strategy_set_bucket_hook(dp_strategy *d, const dp_bucket_hook *hook)
+{
+    d->bucket_hook = *hook;
+}
+
+dp_strategy_times dp_strategy_take_times(dp_strategy *d)
+{
+    dp_strategy_times times = d->times;
     times.hidden = times.busy > times.exposed ? times.busy - times.exposed : 0.0;
     memset(&d->times, 0, sizeof d->times);
     return times;
 }
 
 /* The buckets' part of the description; returns the characters written. */
-static int describe_buckets(const dp_dist *d, char *text, size_t size)
+static int describe_buckets(const dp_strategy *d, char *text, size_t size)
 {
     if (d->comm->size == 1)
         return snprintf(text, size, "%s on one rank: nothing to reduce", d->type->name);
@@ -425,7 +486,7 @@ static int describe_buckets(const dp_dist *d, char *text, size_t size)
                     d->config.first_bucket_mb, d->config.bucket_mb, d->type->collective_name);
 }
 
-void dp_dist_describe(const dp_dist *d, char *text, size_t size)
+void dp_strategy_describe(const dp_strategy *d, char *text, size_t size)
 {
     int used = describe_buckets(d, text, size);
     if (used >= 0 && (size_t)used < size && d->comm->size > 1 && d->config.overlap && d->config.progress_us > 0)

@@ -1,10 +1,10 @@
 /* Inside dist: the ZeRO stages' state, shared by the step's flow (zero.c) and the moves of
  * whole tensors for checkpoints and checks (zero_state.c). */
-#ifndef DP_DIST_ZERO_H
-#define DP_DIST_ZERO_H
+#ifndef DP_STRATEGY_ZERO_H
+#define DP_STRATEGY_ZERO_H
 
 #include "dp/partition.h"
-#include "src/dist/strategy.h"
+#include "src/strategy/strategy_type.h"
 
 /* With overlap: buckets in flight at once in stages 2 and 3 (one filling while the last one
  * reduces), and modules gathered at once in stage 3 (the one computing and the next,
@@ -45,11 +45,11 @@ struct dp_zero {
 dp_range dp_zero_overlap(dp_range range, size_t offset, size_t count);
 
 /* Slots in use for d's config: gradient buckets (only one bucket: one slot), gathers. */
-int dp_zero_grad_slots(const dp_dist *d);
-int dp_zero_gather_slots(const dp_dist *d);
+int dp_zero_grad_slots(const dp_strategy *d);
+int dp_zero_gather_slots(const dp_strategy *d);
 
 /* Stage 3: segment's parameters whole in a gather slot (gathered now unless held or in
  * flight); returns the slot. */
-int dp_zero_gathered(dp_dist *d, int segment, zero_gather_slot **slot);
+int dp_zero_gathered(dp_strategy *d, int segment, zero_gather_slot **slot);
 
 #endif

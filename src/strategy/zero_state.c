@@ -2,7 +2,7 @@
  * state gathered to one rank (checkpoints, --save) or to all (tests), scattered back on
  * --resume, and stage 3's replica check over the gathered parameters. Host memory is the
  * meeting point: MPI's gather and scatter for one rank, the ring's all-gather for all. */
-#include "src/dist/zero.h"
+#include "src/strategy/zero.h"
 
 #include "dp/error.h"
 #include "dp/zero_plan.h"
@@ -14,7 +14,7 @@ static size_t bytes_of(size_t floats)
     return floats * sizeof(float);
 }
 
-int dp_dist_gather(dp_dist *d, const float *data, int sharded, float *host, int root)
+int dp_strategy_gather(dp_strategy *d, const float *data, int sharded, float *host, int root)
 {
     const dp_backend *be = d->buffers.be;
     size_t total = d->layout.total;
@@ -31,7 +31,7 @@ int dp_dist_gather(dp_dist *d, const float *data, int sharded, float *host, int 
     return root < 0 ? dp_allgather_ring(d->comm, host, total) : dp_comm_gather_blocks(d->comm, part, host, total, root);
 }
 
-int dp_dist_scatter(dp_dist *d, float *host, float *data, int sharded, int root)
+int dp_strategy_scatter(dp_strategy *d, float *host, float *data, int sharded, int root)
 {
     const dp_backend *be = d->buffers.be;
     size_t total = d->layout.total;
@@ -52,7 +52,7 @@ int dp_dist_scatter(dp_dist *d, float *host, float *data, int sharded, int root)
     return status;
 }
 
-int dp_dist_gathered_parameters(dp_dist *d, int segment, float **data)
+int dp_strategy_gathered_parameters(dp_strategy *d, int segment, float **data)
 {
     zero_gather_slot *g;
     int status = dp_zero_gathered(d, segment, &g);
@@ -60,7 +60,7 @@ int dp_dist_gathered_parameters(dp_dist *d, int segment, float **data)
     return status;
 }
 
-void dp_dist_plan_input(const dp_dist *d, dp_zero_plan_input *in)
+void dp_strategy_plan_input(const dp_strategy *d, dp_zero_plan_input *in)
 {
     size_t bucket = 0, segment = 0;
     for (int b = 0; b < d->nbuckets; b++)

@@ -1,6 +1,6 @@
 /* DDP: every rank keeps the whole model and the whole optimizer state; gradients are summed
  * by all-reduces, bucket by bucket as backward finishes them (PyTorch's Reducer). */
-#include "src/dist/strategy.h"
+#include "src/strategy/strategy_type.h"
 
 const dp_strategy_type dp_strategy_ddp = {
     .name = "ddp",

@@ -14,7 +14,7 @@
  * Stage 3: no whole parameters either: before each module's forward and backward its
  *   parameters are all-gathered into a working buffer (the next module's gather started
  *   meanwhile), and the update touches the shard alone. */
-#include "src/dist/zero.h"
+#include "src/strategy/zero.h"
 
 #include "dp/error.h"
 
@@ -29,12 +29,12 @@ dp_range dp_zero_overlap(dp_range range, size_t offset, size_t count)
     return (dp_range){begin, end > begin ? end : begin};
 }
 
-static const dp_backend *backend(const dp_dist *d)
+static const dp_backend *backend(const dp_strategy *d)
 {
     return d->buffers.be;
 }
 
-static size_t largest_segment(const dp_dist *d)
+static size_t largest_segment(const dp_strategy *d)
 {
     size_t largest = 0;
     for (int s = 0; s < d->layout.segments; s++)
@@ -42,14 +42,14 @@ static size_t largest_segment(const dp_dist *d)
     return largest;
 }
 
-static int alloc_floats(const dp_dist *d, size_t n, dp_memory_kind kind, const char *what, float **out)
+static int alloc_floats(const dp_strategy *d, size_t n, dp_memory_kind kind, const char *what, float **out)
 {
     *out = backend(d)->alloc((n ? n : 1) * sizeof(float), kind, what);
     return *out ? 0 : DP_ENOMEM;
 }
 
 /* A working buffer's host copy, where collectives need host memory. */
-static int alloc_host_copy(const dp_dist *d, size_t n, const char *what, float **out)
+static int alloc_host_copy(const dp_strategy *d, size_t n, const char *what, float **out)
 {
     if (!d->buffers.staged)
         return 0;
@@ -57,17 +57,17 @@ static int alloc_host_copy(const dp_dist *d, size_t n, const char *what, float *
     return *out ? 0 : DP_ENOMEM;
 }
 
-int dp_zero_grad_slots(const dp_dist *d)
+int dp_zero_grad_slots(const dp_strategy *d)
 {
     return d->config.overlap && d->nbuckets > 1 ? ZERO_GRAD_SLOTS : 1;
 }
 
-int dp_zero_gather_slots(const dp_dist *d)
+int dp_zero_gather_slots(const dp_strategy *d)
 {
     return d->config.overlap ? ZERO_GATHER_SLOTS : 1;
 }
 
-static int open_grad_slots(dp_dist *d, struct dp_zero *z)
+static int open_grad_slots(dp_strategy *d, struct dp_zero *z)
 {
     z->grad_slots = dp_zero_grad_slots(d);
     z->slot_of = malloc((size_t)(d->nbuckets ? d->nbuckets : 1) * sizeof *z->slot_of);
@@ -87,7 +87,7 @@ static int open_grad_slots(dp_dist *d, struct dp_zero *z)
     return status;
 }
 
-static int open_gather_slots(dp_dist *d, struct dp_zero *z)
+static int open_gather_slots(dp_strategy *d, struct dp_zero *z)
 {
     int status = alloc_floats(d, dp_range_size(z->shard), DP_MEM_PARAMETERS, "the parameter shard", &z->param_shard);
     z->gather_slots = dp_zero_gather_slots(d);
@@ -104,7 +104,7 @@ static int open_gather_slots(dp_dist *d, struct dp_zero *z)
 /* Requests: stage 1 as DDP (every bucket may be in flight, or one of the whole gradient with
  * --no-overlap), stages 2 and 3 a bucket per slot, stage 3 a gather per slot. The all-gather
  * after the update takes a free slot: no algorithm needs scratch memory to all-gather. */
-static int reserve(dp_dist *d, const struct dp_zero *z)
+static int reserve(dp_strategy *d, const struct dp_zero *z)
 {
     size_t largest = z->bucket_floats;
     int requests = z->grad_slots + z->gather_slots;
@@ -117,7 +117,7 @@ static int reserve(dp_dist *d, const struct dp_zero *z)
     return dp_comm_reserve(d->comm, largest, requests > 0 ? requests : 1, d->layout.total);
 }
 
-static void zero_close(dp_dist *d)
+static void zero_close(dp_strategy *d)
 {
     struct dp_zero *z = d->zero;
     if (!z)
@@ -142,7 +142,7 @@ static void zero_close(dp_dist *d)
     d->zero = NULL;
 }
 
-static int zero_open(dp_dist *d)
+static int zero_open(dp_strategy *d)
 {
     struct dp_zero *z = dp_calloc(1, sizeof *z, "the ZeRO state");
     if (!z)
@@ -166,22 +166,22 @@ static int zero_open(dp_dist *d)
 
 /* A new micro-batch's backward begins: the last one's buckets complete first (their slots
  * and their accounting are reused). */
-static int drain(dp_dist *d)
+static int drain(dp_strategy *d)
 {
     int started = 0, status = 0;
     for (int b = 0; !status && b < d->nbuckets; b++) {
         started |= d->buckets[b].started;
-        status = dp_dist_wait_bucket(d, &d->buckets[b]);
+        status = dp_strategy_wait_bucket(d, &d->buckets[b]);
     }
     if (started) {
-        dp_dist_account_buckets(d);
+        dp_strategy_account_buckets(d);
         d->zero->micro++;
     }
     return status;
 }
 
 /* A free slot for bucket index `bucket`, waiting for the oldest bucket in flight if none is. */
-static int acquire_slot(dp_dist *d, int bucket)
+static int acquire_slot(dp_strategy *d, int bucket)
 {
     struct dp_zero *z = d->zero;
     int status = bucket == 0 ? drain(d) : 0;
@@ -198,13 +198,13 @@ static int acquire_slot(dp_dist *d, int bucket)
             z->grads[free_slot].bucket = bucket;
             z->slot_of[bucket] = free_slot;
         } else {
-            status = dp_dist_wait_bucket(d, &d->buckets[z->grads[oldest].bucket]);
+            status = dp_strategy_wait_bucket(d, &d->buckets[z->grads[oldest].bucket]);
         }
     }
     return status;
 }
 
-static int bind_gradients(dp_dist *d, int segment, float **grads)
+static int bind_gradients(dp_strategy *d, int segment, float **grads)
 {
     int bucket = d->bucket_of[segment];
     const dp_bucket *b = &d->buckets[bucket];
@@ -215,7 +215,7 @@ static int bind_gradients(dp_dist *d, int segment, float **grads)
     return status;
 }
 
-static float *bucket_data(dp_dist *d, dp_bucket *b)
+static float *bucket_data(dp_strategy *d, dp_bucket *b)
 {
     zero_grad_slot *slot = &d->zero->grads[d->zero->slot_of[b - d->buckets]];
     if (!slot->host)
@@ -226,7 +226,7 @@ static float *bucket_data(dp_dist *d, dp_bucket *b)
 
 /* This rank's part of the reduced bucket into the gradient shard (the step's first
  * micro-batch copies, later ones add), and the slot is free again. */
-static void bucket_done(dp_dist *d, dp_bucket *b)
+static void bucket_done(dp_strategy *d, dp_bucket *b)
 {
     struct dp_zero *z = d->zero;
     int bucket = (int)(b - d->buckets);
@@ -254,7 +254,7 @@ static zero_gather_slot *holding(struct dp_zero *z, int segment)
 
 /* Starts the all-gather of segment's parameters into slot g: this rank's part copied in, the
  * others' arriving (each rank's block of the module is its shard's part of it). */
-static int start_gather(dp_dist *d, zero_gather_slot *g, int segment)
+static int start_gather(dp_strategy *d, zero_gather_slot *g, int segment)
 {
     struct dp_zero *z = d->zero;
     const dp_backend *be = backend(d);
@@ -275,7 +275,7 @@ static int start_gather(dp_dist *d, zero_gather_slot *g, int segment)
     return dp_comm_start(d->comm, &args, &g->request);
 }
 
-static int finish_gather(dp_dist *d, zero_gather_slot *g)
+static int finish_gather(dp_strategy *d, zero_gather_slot *g)
 {
     if (!g->request)
         return 0;
@@ -293,7 +293,7 @@ static int finish_gather(dp_dist *d, zero_gather_slot *g)
 
 /* A slot other than `keep` for a new gather (an empty one if there is), its own gather (a
  * prefetch) completed first. */
-static int free_gather_slot(dp_dist *d, const zero_gather_slot *keep, zero_gather_slot **out)
+static int free_gather_slot(dp_strategy *d, const zero_gather_slot *keep, zero_gather_slot **out)
 {
     zero_gather_slot *g = NULL;
     for (int i = d->zero->gather_slots - 1; i >= 0; i--) {
@@ -305,7 +305,7 @@ static int free_gather_slot(dp_dist *d, const zero_gather_slot *keep, zero_gathe
     return finish_gather(d, g);
 }
 
-int dp_zero_gathered(dp_dist *d, int segment, zero_gather_slot **slot)
+int dp_zero_gathered(dp_strategy *d, int segment, zero_gather_slot **slot)
 {
     zero_gather_slot *g = holding(d->zero, segment);
     int status = 0;
@@ -319,7 +319,7 @@ int dp_zero_gathered(dp_dist *d, int segment, zero_gather_slot **slot)
 
 /* Segment's parameters whole before its pass, and the next segment's gather started (the
  * pass's direction: forward goes up, backward down). */
-static int materialise(dp_dist *d, int segment, int backward, float **weights)
+static int materialise(dp_strategy *d, int segment, int backward, float **weights)
 {
     zero_gather_slot *g, *spare;
     int status = dp_zero_gathered(d, segment, &g);
@@ -332,7 +332,7 @@ static int materialise(dp_dist *d, int segment, int backward, float **weights)
     return status;
 }
 
-static int before_module(dp_dist *d, int segment, int backward, float **weights, float **grads)
+static int before_module(dp_strategy *d, int segment, int backward, float **weights, float **grads)
 {
     int status = d->type->shards_params ? materialise(d, segment, backward, weights) : 0;
     if (!status && backward && d->communicate)
@@ -343,7 +343,7 @@ static int before_module(dp_dist *d, int segment, int backward, float **weights,
 /* ---- after the update ---- */
 
 /* Stages 1 and 2: the updated shards to every rank, so each holds the whole model again. */
-static int gather_updated_parameters(dp_dist *d)
+static int gather_updated_parameters(dp_strategy *d)
 {
     if (d->comm->size == 1)
         return 0;
@@ -368,7 +368,7 @@ static int gather_updated_parameters(dp_dist *d)
 }
 
 /* Stage 3: gathered parameters are stale; the next forward's first module is fetched now. */
-static int forget_gathered_parameters(dp_dist *d)
+static int forget_gathered_parameters(dp_strategy *d)
 {
     struct dp_zero *z = d->zero;
     int status = 0;
@@ -380,16 +380,16 @@ static int forget_gathered_parameters(dp_dist *d)
     return status || !prefetch ? status : start_gather(d, &z->gathers[0], 0);
 }
 
-static int after_update(dp_dist *d)
+static int after_update(dp_strategy *d)
 {
     d->zero->micro = 0;
     return d->type->shards_params ? forget_gathered_parameters(d) : gather_updated_parameters(d);
 }
 
-void dp_dist_update_memory(const dp_dist *d, float **params, float **grads)
+void dp_strategy_update_memory(const dp_strategy *d, float **params, float **grads)
 {
     size_t begin, end;
-    dp_dist_shard(d, &begin, &end);
+    dp_strategy_shard(d, &begin, &end);
     *params = d->type->shards_params ? d->zero->param_shard : d->buffers.weights + begin;
     *grads = d->type->shards_grads ? d->zero->grad_shard : d->buffers.grads + begin;
 }

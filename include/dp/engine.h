@@ -1,0 +1,139 @@
+/* The engine: one owner for the training step (src/engine/step.c reads top to bottom as
+ * DESIGN.md's "one training step"). It holds what a step computes with: the backend it runs
+ * on, the model, the optimizer over this rank's range, the strategy whose hooks it calls, and
+ * the step's device buffers (loss and count totals, the non-finite count, GPU gradient
+ * staging). The run around it (epochs, evaluation, checkpoints, reports) is train/'s; rows come
+ * from a dp_row_source; an observer sees the step's passes and phases without driving them.
+ * `predict` opens a forward-only engine: a backend and a model, no strategy. */
+#ifndef DP_ENGINE_H
+#define DP_ENGINE_H
+
+#include "dp/backend.h"
+#include "dp/comm.h"
+#include "dp/nn.h"
+#include "dp/optim.h"
+#include "dp/partition.h"
+#include "dp/strategy.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Where a step's time went on this rank (seconds). */
+typedef struct dp_time_split {
+    double forward;    /* gathering rows, forward and loss */
+    double backward;   /* backward, starting collectives as buckets fill */
+    double exposed;    /* waiting for the collectives after backward: communication not hidden */
+    double optimizer;  /* the optimizer pass, the checks, the buffers' broadcast */
+    double comm;       /* the collectives, from start to seen complete */
+    double hidden;     /* the part of comm during backward */
+} dp_time_split;
+
+/* What one step did, for the run loop to report. */
+typedef struct dp_step_stats {
+    double samples;    /* this rank's rows */
+    double seconds;    /* the whole step */
+    dp_time_split split;
+    double sent[DP_COLLECTIVE_KINDS]; /* bytes this rank's collectives sent in the step */
+} dp_step_stats;
+
+/* A micro-batch's rows where the backend computes. */
+typedef struct dp_rows {
+    const float *x;
+    const int32_t *labels;   /* class labels, or NULL */
+    const float *targets;    /* regression targets, or NULL */
+    int count;
+} dp_rows;
+
+/* Where a step's rows come from: gather places the samples at positions [begin, end) of the
+ * epoch's order in backend memory and says where (train/batches.c). */
+typedef struct dp_row_source {
+    int (*gather)(void *arg, size_t begin, size_t end, dp_rows *rows);
+    void *arg;
+} dp_row_source;
+
+/* Watches a step without driving it (tracing): each module's pass as it begins and ends, and
+ * the engine's own phases as spans (MPI_Wtime). Either may be NULL. */
+typedef struct dp_engine_observer {
+    void (*pass)(void *arg, int module, int backward, int begin);
+    void (*span)(void *arg, const char *name, const char *category, double begin, double end);
+    void *arg;
+} dp_engine_observer;
+
+/* The device a rank computes on. */
+typedef struct dp_engine_device {
+    dp_device device;
+    int share_gpu, tf32;
+    int cuda_aware;       /* --cuda-aware: MPI may be handed GPU memory */
+} dp_engine_device;
+
+/* What the training engine is built from. */
+typedef struct dp_engine_config {
+    const dp_model_spec *model;
+    int inputs;                    /* features per sample */
+    int max_rows;                  /* most rows one forward takes (a slice, or an evaluation chunk) */
+    dp_loss loss;
+    dp_optimizer_config optimizer;
+    const char *strategy;          /* by name: dp_strategy_find */
+    int overlap;                   /* 0: --no-overlap */
+    double bucket_mb;              /* 0: auto */
+    long progress_us;              /* a progress thread every so many us; 0: none */
+    size_t micro_batch;            /* global rows per micro-batch (--batch) */
+    uint64_t seed;                 /* dropout masks */
+    int skip_nonfinite;            /* --on-nan skip: a non-finite gradient drops the update */
+} dp_engine_config;
+
+typedef struct dp_engine {
+    const dp_backend *be;
+    dp_comm *comm;
+    dp_model model;
+    dp_optimizer opt;
+    dp_strategy strategy;
+    int has_strategy;              /* 0: a forward-only engine */
+    dp_step_hooks hooks;           /* the strategy's (its own attach) */
+    dp_engine_observer observer;
+    dp_loss loss;
+    size_t micro_batch;
+    uint64_t seed;
+    int skip_nonfinite;
+    int *segment_of;               /* module -> its slice of the flat buffers in the layout (-1: none) */
+    size_t *segment_offset, *segment_count;
+    size_t piece_floats;           /* backward reports gradients in pieces of at most this */
+    int stage_gradients;           /* GPU gradients go through host_grads to the collectives */
+    float *host_grads;             /* page-locked staging for that; NULL when unused */
+    double *train_totals;          /* backend memory: training loss and correct count since last read */
+    double *nonfinite;             /* backend memory: the optimizer pass's non-finite gradient count */
+    int broadcast_buffers;         /* plain BatchNorm on W > 1 ranks: rank 0's running statistics win */
+    float *host_buffers;           /* host staging for that broadcast */
+    uint64_t *rank_values;         /* one per rank: the first non-finite tensor's agreement */
+    long steps_done;               /* optimizer steps taken, for the schedule and the dropout masks */
+    long skipped_steps;            /* updates dropped by --on-nan skip */
+} dp_engine;
+
+/* The backend this rank computes on: the GPU binding planned over the node's ranks by GPU
+ * identity, --device auto resolved alike on every rank, the gradients' path to the collectives
+ * (collective). */
+int dp_engine_open_device(dp_engine *e, dp_comm *comm, const dp_engine_device *device);
+/* The model, strategy, optimizer and step buffers (collective). */
+int dp_engine_build(dp_engine *e, const dp_engine_config *config);
+/* A forward-only engine's model (predict). */
+int dp_engine_build_forward(dp_engine *e, const dp_model_spec *spec, int inputs, int max_rows);
+/* Frees everything, the backend last. */
+void dp_engine_close(dp_engine *e);
+
+/* One optimizer step over the samples at positions `step` of the epoch's order: micro-batches
+ * of this rank's rows through forward, loss and backward between the strategy's hooks, then
+ * the update at rate lr. stats gets what the step did. */
+int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, float lr, dp_step_stats *stats);
+
+/* Forward of rows samples x through every module, each after the strategy's before hook
+ * (ZeRO-3 gathers its parameters); *out gets the output. Evaluation and predict. */
+int dp_engine_forward(dp_engine *e, const dp_nn_context *ctx, const float *x, int rows, const float **out);
+
+/* The loss and correct count accumulated in backend totals since the last read, added to
+ * *loss_sum and *correct; the totals are zeroed. */
+void dp_engine_take_totals(dp_engine *e, double *totals, double *loss_sum, double *correct);
+
+/* How gradients reach the collectives, for the banner. */
+const char *dp_engine_gradient_path(const dp_engine *e);
+
+#endif

@@ -1,0 +1,225 @@
+/* Synchronisation strategies: how the ranks' gradients (and, for ZeRO, the optimizer state and
+ * the parameters) are combined. A strategy is chosen by name from a table (dp_strategy_find:
+ * "ddp", "zero-1", "zero-2", "zero-3") and attaches its own hooks to the engine's step
+ * (dp_strategy_attach); the engine calls them without knowing which strategy runs:
+ *
+ *     per micro-batch, per module i in order:      hooks.before(i, forward)
+ *                      per module i reversed:      hooks.before(i, backward); backward(i);
+ *                                                  hooks.grad_ready(piece) for each final piece
+ *     hooks.finish()        every collective done: this rank's gradients are summed
+ *     ... the optimizer over dp_strategy_update_memory ...
+ *     hooks.after_update()  ZeRO: the updated parameters back to every rank
+ *
+ * A strategy knows the comm layer, the layout of the flat buffers (one slice per module with
+ * parameters) and the backend's memory (ZeRO allocates its shards and working buffers there),
+ * nothing of models: where collectives read the gradients and how they get there (GPU staging)
+ * comes from the caller. Each bucket's collective goes through a bucket hook (PyTorch's DDP
+ * comm hook), where compression or averaging can plug in. */
+#ifndef DP_STRATEGY_H
+#define DP_STRATEGY_H
+
+#include "dp/backend.h"
+#include "dp/comm.h"
+
+#include <stddef.h>
+
+/* The flat buffers as the model lays them out: one segment per module with parameters, in
+ * forward order, each a contiguous slice [offset, offset + count). */
+typedef struct dp_strategy_layout {
+    int segments;
+    const size_t *offset, *count;
+    size_t total;
+} dp_strategy_layout;
+
+/* Where collectives find the gradients. When they cannot run on the gradient buffer itself
+ * (GPU memory and an algorithm that adds on the CPU), comm_grads is a host copy: to_comm
+ * copies a slice there before its collective, from_comm copies it back after. */
+typedef struct dp_strategy_buffers {
+    float *comm_grads;
+    void (*to_comm)(void *arg, size_t offset, size_t count);   /* NULL: comm_grads is the gradients */
+    void (*from_comm)(void *arg, size_t offset, size_t count);
+    void *arg;
+    /* The backend's memory and the model's flat buffers where the stage keeps them whole: the
+     * weights in stages 0-2, the gradients in 0-1 (dp_strategy_model_owns); NULL otherwise. With
+     * staged, collectives run on host copies (comm_grads: a host buffer of layout.total floats
+     * for stages 0-2, whose strategy copies through it). */
+    const dp_backend *be;
+    float *weights, *grads;
+    int staged;
+} dp_strategy_buffers;
+
+/* The stages of ZeRO's paper (0 is DDP), as --zero numbers them and checkpoints record. */
+enum { DP_ZERO_STAGES = 4 };
+
+typedef struct dp_strategy_config {
+    const char *name;     /* the strategy's name in the table (dp_strategy_find) */
+    int overlap;          /* start each bucket's collective during backward (0: one after it) */
+    double bucket_mb;     /* bucket size, as DDP's bucket_cap_mb (default 25) */
+    double first_bucket_mb; /* the first bucket, small so communication starts early (DDP: 1) */
+    long progress_us;     /* > 0: a progress thread every so many microseconds (comm.h) */
+} dp_strategy_config;
+
+/* A contiguous slice of the gradient buffer reduced by one request: of segments
+ * [first_segment, last_segment] (whole ones, or, where buckets cut segments, parts of the two
+ * at its ends), filled last segment first. */
+typedef struct dp_bucket {
+    size_t offset, count;
+    size_t pending;       /* floats backward has yet to report final this micro-batch */
+    int first_segment, last_segment;
+    int started, completed; /* since its last start */
+    dp_request *request;
+    double started_at, done_at; /* MPI_Wtime; done_at: when the rank saw it complete */
+    char label[32];
+    dp_request_args args;  /* its collective as last started (the bucket hook sees it) */
+} dp_bucket;
+
+/* How one bucket's gradients are combined once backward has finished them (PyTorch's DDP
+ * comm hook): start begins a request over args (the strategy's collective on the bucket's
+ * memory) and hands it back for the strategy to progress and wait; done, when not NULL, runs
+ * on the result after it completed. The default (arg NULL) starts args as given; a hook may
+ * compress, average or replace the collective, as long as every rank starts the same ones. */
+typedef struct dp_bucket_hook {
+    int (*start)(void *arg, dp_comm *comm, const dp_request_args *args, dp_request **request);
+    int (*done)(void *arg, const dp_request_args *args);
+    void *arg;
+} dp_bucket_hook;
+
+/* Where a step's time went, summed since the last dp_strategy_take_times. */
+typedef struct dp_strategy_times {
+    double exposed;   /* in collective calls instead of computing: finish's wait, and
+                       * starting and progressing collectives from backward's hooks */
+    double in_backward; /* the part of exposed spent inside backward (the hooks' calls) */
+    double busy;      /* the collectives' own durations, start to seen complete */
+    double hidden;    /* the part of busy the rank computed through, not spent in collective
+                       * calls: busy - exposed, at least 0 (dp_strategy_take_times) */
+    double in_forward; /* the part of exposed spent inside forward (ZeRO-3's parameter gathers) */
+    double in_update;  /* the part of exposed spent after the update (ZeRO's parameter all-gather) */
+    long requests;
+} dp_strategy_times;
+
+/* Called with each collective's span, for the timeline (may be NULL). */
+typedef void (*dp_strategy_span_fn)(void *arg, const char *label, double begin, double end);
+
+/* The pass a module is about to run, as the engine tells the strategy's before hook. */
+typedef struct dp_pass {
+    int module;           /* the module's index in the model */
+    int segment;          /* its slice of the flat buffers in the layout; -1: no parameters */
+    int backward;         /* 0: forward, 1: backward */
+    int first;            /* the pass's first module (forward: module 0; backward: the last) */
+    int communicates;     /* this micro-batch's gradients are reduced (DDP: the step's last) */
+} dp_pass;
+
+/* What the engine calls during a step; each returns 0 or a negative code after dp_fail. A
+ * strategy fills them (dp_strategy_attach); an observer may wrap them. */
+typedef struct dp_step_hooks {
+    /* Before a module's pass: ZeRO-3 gathers its parameters, ZeRO-2 and 3 give backward its
+     * gradient memory, DDP advances the collectives in flight. *weights and *grads get where
+     * the module must read and write (its slice), or NULL where it keeps the model's own. */
+    int (*before)(void *arg, const dp_pass *pass, float **weights, float **grads);
+    /* [offset, offset + count) of the flat gradient is final: a bucket may start. */
+    int (*grad_ready)(void *arg, size_t offset, size_t count);
+    /* After the last micro-batch's backward: every collective done. */
+    int (*finish)(void *arg);
+    /* After the optimizer: ZeRO's parameters whole again (stages 1, 2) or forgotten (3). */
+    int (*after_update)(void *arg);
+    void *arg;
+} dp_step_hooks;
+
+struct dp_zero;
+
+typedef struct dp_strategy {
+    const struct dp_strategy_type *type;
+    dp_comm *comm;
+    dp_strategy_layout layout;
+    dp_strategy_buffers buffers;
+    dp_strategy_config config;
+    dp_bucket *buckets;
+    int nbuckets;
+    int *bucket_of;        /* segment -> its bucket */
+    int communicate;       /* this micro-batch's backward reduces */
+    dp_bucket_hook bucket_hook;
+    dp_strategy_times times;
+    dp_strategy_span_fn on_span;
+    void *span_arg;
+    struct dp_zero *zero;  /* ZeRO: shards, working buffers (src/strategy/zero.c); NULL under DDP */
+} dp_strategy;
+
+struct dp_strategy_type;
+
+/* The strategy called name ("ddp", "zero-1", "zero-2", "zero-3"); NULL when there is none. */
+const struct dp_strategy_type *dp_strategy_find(const char *name);
+/* The names, for messages and --help: "ddp, zero-1, zero-2, zero-3". */
+const char *dp_strategy_names(void);
+/* The name of --zero's stage: "ddp" for 0, "zero-N" else. */
+const char *dp_strategy_name_for_zero(int stage);
+
+/* Which of the model's flat buffers stay whole under the named strategy: bit 0 the weights,
+ * bit 1 the gradients, as nn's DP_MODEL_OWNS_WEIGHTS and DP_MODEL_OWNS_GRADS (a known name). */
+unsigned dp_strategy_model_owns(const char *name);
+
+/* The configuration for the named strategy: overlap (0: --no-overlap), buckets of at most
+ * bucket_mb after a first one of at most 1 MiB (DDP's); no progress thread. bucket_mb 0 is
+ * auto: 25 (DDP's default), or an eighth of the gradients' total_floats when that is smaller,
+ * at least 1: with DDP's 25 a model of a few MB makes one or two buckets and the last starts
+ * only when backward ends (measured in bench/RESULTS.md, "Overlap"). */
+dp_strategy_config dp_strategy_default_config(const char *name, int overlap, double bucket_mb, size_t total_floats);
+
+/* The bucket plan dp_strategy_init would make of layout under config, without a run: how many
+ * buckets and the largest (floats), for predictions (--memory-plan). */
+int dp_strategy_plan_sizes(const dp_strategy_layout *layout, const dp_strategy_config *config, int *buckets,
+                           size_t *largest_bucket);
+
+/* Plans buckets over layout and reserves the comm layer's requests for them; ZeRO stages
+ * allocate their shards and working buffers (collective: every rank calls it with the same
+ * arguments). An unknown config->name fails naming the known ones. */
+int dp_strategy_init(dp_strategy *d, dp_comm *comm, const dp_strategy_layout *layout,
+                     const dp_strategy_buffers *buffers, const dp_strategy_config *config);
+void dp_strategy_free(dp_strategy *d);
+
+/* The strategy's hooks for the engine's step. */
+void dp_strategy_attach(dp_strategy *d, dp_step_hooks *hooks);
+
+/* Replaces the default bucket hook (see dp_bucket_hook); before the first step. */
+void dp_strategy_set_bucket_hook(dp_strategy *d, const dp_bucket_hook *hook);
+
+/* Whether backward adds each micro-batch's gradients to the last one's (DDP, stage 1); stages
+ * 2 and 3 add the reduced shards instead, so backward overwrites its working buffer. */
+int dp_strategy_backward_accumulates(const dp_strategy *d);
+/* The largest piece backward should report final at a time: the first bucket's size, so where
+ * buckets cut segments the first collective starts early in a large layer's backward; the
+ * same in every stage and without overlap, so that the gradients' arithmetic does not depend
+ * on them; 0 (whole modules) on one rank. */
+size_t dp_strategy_piece_floats(const dp_strategy *d);
+
+/* The range of the flat buffers this rank's optimizer updates (all of it under DDP). */
+void dp_strategy_shard(const dp_strategy *d, size_t *begin, size_t *end);
+/* Where that range lives: element 0 of each is flat offset begin. */
+void dp_strategy_update_memory(const dp_strategy *d, float **params, float **grads);
+
+/* Flat tensors the strategy shards or replicates: the parameters (sharded in stage 3) and
+ * the optimizer state (sharded in stages 1-3). data holds this rank's shard when sharded,
+ * else the whole. */
+int dp_strategy_shards_params(const dp_strategy *d);
+int dp_strategy_shards_state(const dp_strategy *d);
+/* The whole tensor into host memory on rank root (every rank when root < 0); other ranks'
+ * host holds their part as staging (the whole when not sharded). Collective. */
+int dp_strategy_gather(dp_strategy *d, const float *data, int sharded, float *host, int root);
+/* The reverse: root's whole tensor in host (root < 0: every rank's) to every rank's data;
+ * other ranks' host must hold the whole when not sharded (it is broadcast there). */
+int dp_strategy_scatter(dp_strategy *d, float *host, float *data, int sharded, int root);
+/* Stage 3: segment's parameters whole in working memory, as its forward would gather them
+ * (collective: every rank asks for the same segments in the same order); *data points there
+ * until the next pass or gather. The replica check hashes them against their owners'. */
+int dp_strategy_gathered_parameters(dp_strategy *d, int segment, float **data);
+
+/* What dp_zero_predict needs of this run's layout (this rank, its buckets and modules). */
+struct dp_zero_plan_input;
+void dp_strategy_plan_input(const dp_strategy *d, struct dp_zero_plan_input *in);
+
+/* Returns the times since the last call and zeroes them. */
+dp_strategy_times dp_strategy_take_times(dp_strategy *d);
+
+/* A line for the banner: the strategy, its buckets and how communication overlaps. */
+void dp_strategy_describe(const dp_strategy *d, char *text, size_t size);
+
+#endif

@@ -1,0 +1,130 @@
+/* Building the engine: the model on the backend (only the flat buffers its strategy does not
+ * shard), the strategy over the model's layout (one segment per module with parameters) with
+ * its hooks attached, the optimizer over the strategy's range, and the step's device buffers,
+ * all allocated before the first step. */
+#include "src/engine/parts.h"
+
+#include "dp/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The backend counters a step adds into: loss sum and correct count. */
+enum { TOTALS = 2 };
+
+/* Segments: runs of parameter-table entries owned by one module, in table (forward) order. */
+static int plan_segments(dp_engine *e, dp_strategy_layout *layout)
+{
+    const dp_param_table *params = &e->model.params;
+    int modules = e->model.count;
+    e->segment_of = malloc((size_t)(modules ? modules : 1) * sizeof *e->segment_of);
+    e->segment_offset = malloc((size_t)(params->count ? params->count : 1) * sizeof *e->segment_offset);
+    e->segment_count = malloc((size_t)(params->count ? params->count : 1) * sizeof *e->segment_count);
+    if (!e->segment_of || !e->segment_offset || !e->segment_count)
+        return dp_fail(DP_ENOMEM, "out of memory for the gradient segments");
+    for (int m = 0; m < modules; m++)
+        e->segment_of[m] = -1;
+    int segments = 0;
+    for (int i = 0; i < params->count; i++) {
+        const dp_param *p = &params->entries[i];
+        if (e->segment_of[p->module] < 0) {
+            e->segment_of[p->module] = segments;
+            e->segment_offset[segments] = p->offset;
+            e->segment_count[segments++] = 0;
+        }
+        e->segment_count[e->segment_of[p->module]] += p->count;
+    }
+    *layout = (dp_strategy_layout){.segments = segments, .offset = e->segment_offset, .count = e->segment_count,
+                                   .total = dp_params_floats(params)};
+    return 0;
+}
+
+/* Stages that keep the whole flat buffer stage the gradients (and ZeRO's updated parameters)
+ * through one host buffer; stage 3 stages its working buffers itself. */
+static int allocate_staging(dp_engine *e, const char *strategy)
+{
+    if (!e->stage_gradients || dp_strategy_model_owns(strategy) == 0)
+        return 0;
+    e->host_grads = e->be->alloc_host(dp_params_floats(&e->model.params) * sizeof(float), "the gradient staging buffer");
+    return e->host_grads ? 0 : DP_ENOMEM;
+}
+
+static int open_strategy(dp_engine *e, const dp_engine_config *c)
+{
+    dp_strategy_layout layout;
+    int status = plan_segments(e, &layout);
+    if (!status)
+        status = allocate_staging(e, c->strategy);
+    if (status)
+        return status;
+    dp_strategy_buffers buffers = dp_engine_gradient_buffers(e);
+    dp_strategy_config config = dp_strategy_default_config(c->strategy, c->overlap, c->bucket_mb, layout.total);
+    config.progress_us = c->progress_us;
+    if ((status = dp_strategy_init(&e->strategy, e->comm, &layout, &buffers, &config)))
+        return status;
+    e->has_strategy = 1;
+    dp_strategy_attach(&e->strategy, &e->hooks);
+    e->piece_floats = dp_strategy_piece_floats(&e->strategy);
+    return 0;
+}
+
+static int allocate_counters(dp_engine *e)
+{
+    const dp_backend *be = e->be;
+    static const double zeros[TOTALS];
+    e->train_totals = be->alloc(TOTALS * sizeof(double), DP_MEM_OTHER, "the loss totals");
+    e->nonfinite = be->alloc(sizeof(double), DP_MEM_OTHER, "the non-finite count");
+    e->rank_values = dp_calloc((size_t)e->comm->size, sizeof *e->rank_values, "the ranks' first non-finite tensors");
+    size_t buffers = dp_params_floats(&e->model.buffers);
+    e->host_buffers = dp_alloc((buffers + 1) * sizeof(float), "the host copy of the running statistics");
+    if (!e->train_totals || !e->nonfinite || !e->rank_values || !e->host_buffers)
+        return DP_ENOMEM;
+    be->upload(e->train_totals, zeros, sizeof zeros);
+    be->upload(e->nonfinite, zeros, sizeof(double));
+    return 0;
+}
+
+int dp_engine_build(dp_engine *e, const dp_engine_config *c)
+{
+    e->loss = c->loss;
+    e->micro_batch = c->micro_batch;
+    e->seed = c->seed;
+    e->skip_nonfinite = c->skip_nonfinite;
+    int status = dp_model_create_owning(&e->model, e->be, c->model, c->inputs, c->max_rows,
+                                        dp_strategy_model_owns(c->strategy));
+    if (status)
+        return status;
+    e->broadcast_buffers = e->comm->size > 1 && e->model.batchnorms > e->model.sync_batchnorms;
+    if (!(status = open_strategy(e, c))) {
+        size_t begin, end;
+        dp_strategy_shard(&e->strategy, &begin, &end);
+        status = dp_optimizer_init(&e->opt, e->be, &c->optimizer, &e->model.params, begin, end);
+    }
+    return status ? status : allocate_counters(e);
+}
+
+int dp_engine_build_forward(dp_engine *e, const dp_model_spec *spec, int inputs, int max_rows)
+{
+    return dp_model_create(&e->model, e->be, spec, inputs, max_rows);
+}
+
+void dp_engine_close(dp_engine *e)
+{
+    if (e->has_strategy)
+        dp_strategy_free(&e->strategy);
+    dp_model_free(&e->model);
+    dp_optimizer_free(&e->opt);
+    free(e->segment_of);
+    free(e->segment_offset);
+    free(e->segment_count);
+    free(e->rank_values);
+    free(e->host_buffers);
+    if (e->be) {
+        e->be->free(e->train_totals);
+        e->be->free(e->nonfinite);
+        if (e->host_grads)
+            e->be->free_host(e->host_grads);
+        dp_backend_close(e->be);
+    }
+    memset(e, 0, sizeof *e);
+}

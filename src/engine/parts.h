@@ -1,0 +1,16 @@
+/* Inside engine/: what its files share. */
+#ifndef DP_ENGINE_PARTS_H
+#define DP_ENGINE_PARTS_H
+
+#include "dp/engine.h"
+
+/* device.c: where the collectives find the gradients (in place, or staged through host_grads). */
+dp_strategy_buffers dp_engine_gradient_buffers(dp_engine *e);
+
+/* update.c: finishes the gradient (grad_scale: 1 / global sample count) and updates: one fused
+ * pass with --on-nan abort, a counting pass first with --on-nan skip. A non-finite gradient
+ * fails naming the step and the first tensor (abort), or drops the update (skip); the decision
+ * is the same on every rank because the reduced gradient is. */
+int dp_engine_update(dp_engine *e, float grad_scale, float lr);
+
+#endif

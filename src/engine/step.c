@@ -1,0 +1,188 @@
+/* One training step, top to bottom (DESIGN.md, "one training step"):
+ *
+ *   for each micro-batch:   this rank's rows
+ *     for module i:         hooks.before(i, forward); forward(i)
+ *     loss
+ *     for module i reversed: hooks.before(i, backward); backward(i), each final gradient
+ *                           piece to hooks.grad_ready
+ *   hooks.finish            every collective done
+ *   update                  scale, non-finite check, optimizer over this rank's range
+ *   hooks.after_update      ZeRO: the parameters whole again, or forgotten
+ *
+ * Communication is driven from the hooks alone (the strategy progresses its requests in
+ * before and grad_ready); the observer only watches. */
+#include "src/engine/parts.h"
+
+#include "dp/error.h"
+
+#include <string.h>
+
+static void observe_pass(const dp_engine *e, int module, int backward, int begin)
+{
+    if (e->observer.pass)
+        e->observer.pass(e->observer.arg, module, backward, begin);
+}
+
+static void observe_span(const dp_engine *e, const char *name, const char *category, double begin, double end)
+{
+    if (e->observer.span)
+        e->observer.span(e->observer.arg, name, category, begin, end);
+}
+
+/* SyncBatchNorm's sums over the ranks (dp_nn_context.sum_doubles). */
+static int sum_over_ranks(void *comm, double *values, int count)
+{
+    return dp_comm_sum_doubles(comm, values, count);
+}
+
+/* The strategy's before hook for module's pass; the module is pointed where it says. */
+static int before(dp_engine *e, int module, int backward, int communicates)
+{
+    if (!e->hooks.before)
+        return 0;
+    int last = e->model.count - 1;
+    dp_pass pass = {.module = module, .segment = e->segment_of[module], .backward = backward,
+                    .first = backward ? module == last : module == 0, .communicates = communicates};
+    float *weights, *grads;
+    int status = e->hooks.before(e->hooks.arg, &pass, &weights, &grads);
+    if (!status)
+        dp_model_bind(&e->model, module, weights, grads);
+    return status;
+}
+
+/* Forward through every module; a step's passes are observed, evaluation's are not. */
+static int forward(dp_engine *e, const dp_nn_context *ctx, const float *x, int rows, const float **out, int observed)
+{
+    for (int i = 0; i < e->model.count; i++) {
+        if (observed)
+            observe_pass(e, i, 0, 1);
+        int status = before(e, i, 0, 0);
+        if (!status)
+            status = dp_model_forward_module(&e->model, i, ctx, x, rows, &x);
+        if (observed)
+            observe_pass(e, i, 0, 0);
+        if (status)
+            return status;
+    }
+    *out = x;
+    return 0;
+}
+
+int dp_engine_forward(dp_engine *e, const dp_nn_context *ctx, const float *x, int rows, const float **out)
+{
+    return forward(e, ctx, x, rows, out, 0);
+}
+
+/* Backward from the loss's gradient in delta[0], last module first. */
+static int backward(dp_engine *e, const dp_nn_context *ctx, int rows, int communicates)
+{
+    dp_grad_pieces pieces = {.max_floats = e->piece_floats, .ready = e->hooks.grad_ready, .arg = e->hooks.arg};
+    float *dy = e->model.delta[0];
+    for (int i = e->model.count - 1; i >= 0; i--) {
+        observe_pass(e, i, 1, 1);
+        int status = before(e, i, 1, communicates);
+        if (!status)
+            status = dp_model_backward_module(&e->model, i, ctx, rows, &pieces, &dy);
+        observe_pass(e, i, 1, 0);
+        if (status)
+            return status;
+    }
+    return 0;
+}
+
+/* This rank's slice of the micro-batch [micro, micro_end) of `step`: forward, loss, backward.
+ * Only the step's last micro-batch communicates where the strategy accumulates (DDP's no_sync). */
+static int micro_batch(dp_engine *e, dp_range step, dp_range micro, const dp_row_source *source,
+                       dp_step_stats *stats)
+{
+    double started = MPI_Wtime();
+    dp_range mine = dp_partition(dp_range_size(micro), e->comm->size, e->comm->rank);
+    dp_rows rows;
+    int status = source->gather(source->arg, micro.begin + mine.begin, micro.begin + mine.end, &rows);
+    observe_span(e, "gather the batch's rows", "data", started, MPI_Wtime());
+    if (status)
+        return status;
+    /* Backward adds into the last micro-batch's gradients unless the strategy adds reduced shards. */
+    int accumulate = micro.begin != step.begin && dp_strategy_backward_accumulates(&e->strategy);
+    dp_nn_context ctx = {.be = e->be, .training = 1, .accumulate = accumulate, .seed = e->seed,
+                         .step = (uint64_t)e->steps_done, .first_sample = micro.begin - step.begin + mine.begin,
+                         .sum_doubles = sum_over_ranks, .sum_arg = e->comm};
+    const float *out;
+    if ((status = forward(e, &ctx, rows.x, rows.count, &out, 1)))
+        return status;
+    dp_model_loss(&e->model, e->loss, out, rows.labels, rows.targets, rows.count, e->model.delta[0], e->train_totals);
+    double forward_done = MPI_Wtime();
+    status = backward(e, &ctx, rows.count, micro.end == step.end);
+    stats->samples += rows.count;
+    stats->split.forward += forward_done - started;
+    stats->split.backward += MPI_Wtime() - forward_done;
+    return status;
+}
+
+/* Plain BatchNorm's running statistics differ by rank: rank 0's go to all, as DDP's
+ * broadcast_buffers does, so the replicas stay identical. */
+static int share_buffers(dp_engine *e)
+{
+    size_t bytes = dp_params_floats(&e->model.buffers) * sizeof(float);
+    e->be->download(e->host_buffers, e->model.buffer_values, bytes);
+    int status = dp_comm_broadcast(e->comm, e->host_buffers, bytes, 0);
+    if (!status)
+        e->be->upload(e->model.buffer_values, e->host_buffers, bytes);
+    return status;
+}
+
+/* The strategy's communication inside forward, backward and after the update counts as
+ * communication, not computation; what the step's collectives sent. */
+static void account(dp_engine *e, const dp_comm_traffic *before, double reduce_done, double done,
+                    dp_step_stats *stats)
+{
+    dp_strategy_times comm = dp_strategy_take_times(&e->strategy);
+    stats->split.forward -= comm.in_forward;
+    stats->split.backward -= comm.in_backward;
+    stats->split.exposed += comm.exposed;
+    stats->split.optimizer += done - reduce_done - comm.in_update;
+    stats->split.comm += comm.busy;
+    stats->split.hidden += comm.hidden;
+    for (int kind = 0; kind < DP_COLLECTIVE_KINDS; kind++)
+        stats->sent[kind] += (double)(e->comm->traffic.bytes[kind] - before->bytes[kind]);
+}
+
+int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, float lr, dp_step_stats *stats)
+{
+    double started = MPI_Wtime();
+    dp_comm_traffic traffic = e->comm->traffic;
+    memset(stats, 0, sizeof *stats);
+    int status = 0;
+    for (size_t micro = step.begin; !status && micro < step.end; micro += e->micro_batch) {
+        dp_range batch = {micro, micro + e->micro_batch < step.end ? micro + e->micro_batch : step.end};
+        status = micro_batch(e, step, batch, source, stats);
+    }
+    /* Waiting for the device makes backward's time include its work. */
+    if (!status && e->comm->size > 1)
+        e->be->synchronize();
+    if (status || (status = e->hooks.finish(e->hooks.arg)))
+        return status;
+    double reduce_done = MPI_Wtime();
+    /* Sum then divide by the global count: exact for uneven slices and short batches. */
+    if ((status = dp_engine_update(e, 1.0f / (float)dp_range_size(step), lr)) ||
+        (status = e->hooks.after_update(e->hooks.arg)))
+        return status;
+    if (e->broadcast_buffers && (status = share_buffers(e)))
+        return status;
+    e->steps_done++;
+    double done = MPI_Wtime();
+    observe_span(e, "optimizer", "optimizer", reduce_done, done);
+    account(e, &traffic, reduce_done, done, stats);
+    stats->seconds = done - started;
+    return 0;
+}
+
+void dp_engine_take_totals(dp_engine *e, double *totals, double *loss_sum, double *correct)
+{
+    double host[2];
+    static const double zeros[2];
+    e->be->download(host, totals, sizeof host);
+    e->be->upload(totals, zeros, sizeof zeros);
+    *loss_sum += host[0];
+    *correct += host[1];
+}
