@@ -76,7 +76,7 @@ typedef struct dp_bucket {
 /* How one bucket's gradients are combined once backward has finished them (PyTorch's DDP
  * comm hook): start begins a request over args (the strategy's collective on the bucket's
  * memory) and hands it back for the strategy to progress and wait; done, when not NULL, runs
- * on the result after it completed. The default (arg NULL) starts args as given; a hook may
+ * on the result after it completed. The default (start NULL) starts args as given; a hook may
  * compress, average or replace the collective, as long as every rank starts the same ones. */
 typedef struct dp_bucket_hook {
     int (*start)(void *arg, dp_comm *comm, const dp_request_args *args, dp_request **request);
