@@ -88,7 +88,7 @@ static void linear_ref(const dp_module *mod, const double *p, const double *in, 
             double z = mod->options.bias ? p[(size_t)n_out * n_in + o] : 0.0;
             for (int i = 0; i < n_in; i++)
                 z += p[o * n_in + i] * in[r * n_in + i];
-            out[r * n_out + o] = mod->fused_relu && z < 0.0 ? 0.0 : z;
+            out[r * n_out + o] = mod->absorbs_next && z < 0.0 ? 0.0 : z;
         }
 }
 
@@ -122,7 +122,7 @@ static double reference_loss(const fixture *f, const double *params, dp_loss los
             batchnorm_ref(mod, p, in, out);
         else if (mod->type == &dp_module_dropout) /* this forward's masks, fixed */
             for (size_t j = 0; j < n; j++)
-                out[j] = in[j] * mod->mask[j];
+                out[j] = in[j] * dp_dropout_mask(mod)[j];
         else /* relu: an absorbed one was applied by its Linear */
             for (size_t j = 0; j < n; j++)
                 out[j] = mod->absorbed || in[j] > 0.0 ? in[j] : 0.0;
@@ -305,6 +305,28 @@ START_TEST(weight_gradients_come_in_row_blocks_when_pieces_are_wanted)
 }
 END_TEST
 
+/* Modules declare one sample's shape in and out: elementwise modules keep an image's [C, H, W],
+ * a Linear takes its elements as features (nn.Flatten then nn.Linear). */
+START_TEST(modules_declare_shapes_and_linear_flattens)
+{
+    dp_model_spec spec;
+    ck_assert_int_eq(dp_model_spec_parse("relu,dropout(0.1),linear(3)", &spec), 0);
+    dp_dims image = {.ndim = 3, .dim = {2, 4, 5}};
+    dp_model m;
+    ck_assert_int_eq(dp_model_create_owning(&m, dp_backend_cpu(), &spec, &image, 4, DP_MODEL_OWNS_ALL), 0);
+    char text[64];
+    dp_dims_text(&m.modules[1].out_shape, text, sizeof text);
+    ck_assert_str_eq(text, "[2, 4, 5]");
+    ck_assert_int_eq(m.modules[2].in_width, 40);
+    dp_dims_text(&m.modules[2].out_shape, text, sizeof text);
+    ck_assert_str_eq(text, "[3]");
+    ck_assert_int_eq(m.inputs, 40);
+    ck_assert_int_eq(m.outputs, 3);
+    ck_assert_uint_eq(dp_params_floats(&m.params), 40 * 3 + 3);
+    dp_model_free(&m);
+}
+END_TEST
+
 /* Version 1's initialisation, restated: one stream from mix(seed, 0x1a17), each layer's weight
  * then bias uniform in +-1/sqrt(fan_in). --layers must reproduce it byte for byte. */
 START_TEST(layers_initialisation_is_version_1s_bytes)
@@ -374,7 +396,7 @@ START_TEST(dropout_masks_do_not_depend_on_how_rows_are_split)
     const float *out;
     ck_assert_int_eq(dp_model_forward(&f.m, &ctx, f.x, ROWS, &out), 0);
     float whole[ROWS * INPUTS];
-    memcpy(whole, f.m.modules[0].mask, sizeof whole);
+    memcpy(whole, dp_dropout_mask(&f.m.modules[0]), sizeof whole);
     int kept = 0;
     for (int i = 0; i < ROWS * INPUTS; i++) {
         ck_assert(whole[i] == 0.0f || whole[i] == 2.0f);
@@ -383,10 +405,10 @@ START_TEST(dropout_masks_do_not_depend_on_how_rows_are_split)
     ck_assert(kept > 5 && kept < ROWS * INPUTS - 5);
     ctx.first_sample = 3;
     ck_assert_int_eq(dp_model_forward(&f.m, &ctx, f.x + 3 * INPUTS, ROWS - 3, &out), 0);
-    ck_assert_mem_eq(f.m.modules[0].mask, whole + 3 * INPUTS, (ROWS - 3) * INPUTS * sizeof(float));
+    ck_assert_mem_eq(dp_dropout_mask(&f.m.modules[0]), whole + 3 * INPUTS, (ROWS - 3) * INPUTS * sizeof(float));
     ctx.step++;
     ck_assert_int_eq(dp_model_forward(&f.m, &ctx, f.x + 3 * INPUTS, ROWS - 3, &out), 0);
-    ck_assert(memcmp(f.m.modules[0].mask, whole + 3 * INPUTS, (ROWS - 3) * INPUTS * sizeof(float)) != 0);
+    ck_assert(memcmp(dp_dropout_mask(&f.m.modules[0]), whole + 3 * INPUTS, (ROWS - 3) * INPUTS * sizeof(float)) != 0);
     /* Eval mode passes data through. */
     ctx.training = 0;
     ck_assert_int_eq(dp_model_forward(&f.m, &ctx, f.x, ROWS, &out), 0);
@@ -494,6 +516,7 @@ int main(void)
     tcase_add_test(tc, gradient_ready_hook_announces_modules_with_parameters_last_first);
     tcase_add_test(tc, weight_gradients_come_in_row_blocks_when_pieces_are_wanted);
     tcase_add_test(tc, layers_initialisation_is_version_1s_bytes);
+    tcase_add_test(tc, modules_declare_shapes_and_linear_flattens);
     tcase_add_test(tc, tensor_names_follow_pytorch);
     tcase_add_test(tc, dropout_masks_do_not_depend_on_how_rows_are_split);
     tcase_add_test(tc, batchnorm_running_statistics_follow_pytorch);

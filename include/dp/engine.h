@@ -69,7 +69,7 @@ typedef struct dp_engine_device {
 /* What the training engine is built from. */
 typedef struct dp_engine_config {
     const dp_model_spec *model;
-    int inputs;                    /* features per sample */
+    dp_dims input;                /* one sample's shape */
     int max_rows;                  /* most rows one forward takes (a slice, or an evaluation chunk) */
     dp_loss loss;
     dp_optimizer_config optimizer;

@@ -105,7 +105,8 @@ typedef struct dp_model {
     dp_model_spec spec;
     int count;
     dp_module *modules;
-    int inputs, outputs;
+    dp_dims input_shape;      /* one sample's */
+    int inputs, outputs;       /* elements of one sample in and out */
     int max_rows;              /* most rows one forward takes */
     dp_param_table params;     /* trainable: flat `weights`, mirrored by `grads` */
     dp_param_table buffers;    /* running statistics (float32) and counters (int64) */
@@ -123,7 +124,7 @@ int dp_model_create(dp_model *m, const dp_backend *be, const dp_model_spec *spec
                     int max_rows);
 /* The same, allocating only the flat buffers of `owns` (enum dp_model_owns); weights or grads
  * not owned stay NULL, and whoever holds them points modules there (dp_model_bind). */
-int dp_model_create_owning(dp_model *m, const dp_backend *be, const dp_model_spec *spec, int inputs,
+int dp_model_create_owning(dp_model *m, const dp_backend *be, const dp_model_spec *spec, const dp_dims *input,
                            int max_rows, unsigned owns);
 void dp_model_free(dp_model *m);
 

@@ -21,6 +21,20 @@ typedef struct dp_tensor_ref {
     void *data; /* shape's product elements of dtype, row-major, host memory */
 } dp_tensor_ref;
 
+/* One sample's shape, the batch's N left out: [F] features, or [C, H, W] images. Modules
+ * declare theirs in and out; the kernels see [rows, numel]. */
+typedef struct dp_dims {
+    int ndim;
+    int64_t dim[DP_TENSOR_MAX_DIMS - 1];
+} dp_dims;
+
+/* [n]: a sample of n features. */
+dp_dims dp_dims_features(int64_t n);
+/* Elements per sample: the product of dim (1 for ndim 0). */
+int64_t dp_dims_numel(const dp_dims *s);
+/* "[1, 28, 28]". */
+void dp_dims_text(const dp_dims *s, char *text, size_t size);
+
 /* Number of elements: the product of the shape (1 for ndim 0). */
 int64_t dp_tensor_numel(const dp_tensor_ref *t);
 

@@ -90,7 +90,7 @@ int dp_engine_build(dp_engine *e, const dp_engine_config *c)
     e->micro_batch = c->micro_batch;
     e->seed = c->seed;
     e->skip_nonfinite = c->skip_nonfinite;
-    int status = dp_model_create_owning(&e->model, e->be, c->model, c->inputs, c->max_rows,
+    int status = dp_model_create_owning(&e->model, e->be, c->model, &c->input, c->max_rows,
                                         dp_strategy_model_owns(c->strategy));
     if (status)
         return status;

@@ -24,6 +24,15 @@ static const dp_module_arg batchnorm_args[] = {
      "1: statistics over every rank's rows (SyncBatchNorm)"},
 };
 
+/* What a BatchNorm keeps between its passes. */
+typedef struct bn_state {
+    float *xhat;                 /* the normalised input */
+    double *sums;                /* column sums (backend memory, 2 x width) */
+    double *host_sums;           /* their host copy, + the row count */
+    float *coefs, *host_coefs;   /* per-column coefficients (COEF_ROWS x width) */
+    double rows_seen;            /* rows the statistics came from (every rank's when sync) */
+} bn_state;
+
 /* The per-feature coefficient rows in host_coefs and coefs, each `width` floats. */
 enum bn_coef { COEF_MEAN, COEF_INVSTD, COEF_VAR_UNBIASED, COEF_MEAN_DY, COEF_MEAN_DY_XHAT, COEF_ROWS };
 /* host_sums: the two column-sum rows, then the row count. */
@@ -37,7 +46,7 @@ static float *coef(float *coefs, const dp_module *m, enum bn_coef row)
 static int batchnorm_configure(dp_module *m, const char *spec)
 {
     (void)spec;
-    m->out_width = m->in_width;
+    m->out_shape = m->in_shape;
     return 0;
 }
 
@@ -76,18 +85,19 @@ static void batchnorm_init(const dp_module *m, dp_rng *rng, float *params, float
 
 static int batchnorm_allocate(dp_module *m, const dp_backend *be, int max_rows)
 {
+    bn_state *s = m->state;
     size_t n = (size_t)max_rows * m->in_width, c = (size_t)m->in_width;
     int status = dp_module_alloc(be, n, DP_MEM_ACTIVATIONS, "a BatchNorm's output", &m->out);
     if (!status)
-        status = dp_module_alloc(be, n, DP_MEM_ACTIVATIONS, "a BatchNorm's normalised input", &m->xhat);
+        status = dp_module_alloc(be, n, DP_MEM_ACTIVATIONS, "a BatchNorm's normalised input", &s->xhat);
     if (!status)
-        status = dp_module_alloc(be, COEF_ROWS * c, DP_MEM_ACTIVATIONS, "a BatchNorm's coefficients", &m->coefs);
+        status = dp_module_alloc(be, COEF_ROWS * c, DP_MEM_ACTIVATIONS, "a BatchNorm's coefficients", &s->coefs);
     if (status)
         return status;
-    m->sums = be->alloc(SUM_ROWS * c * sizeof(double), DP_MEM_ACTIVATIONS, "a BatchNorm's column sums");
-    m->host_sums = dp_alloc((SUM_ROWS * c + 1) * sizeof(double), "a BatchNorm's column sums");
-    m->host_coefs = dp_alloc(COEF_ROWS * c * sizeof(float), "a BatchNorm's coefficients");
-    return m->sums && m->host_sums && m->host_coefs ? 0 : DP_ENOMEM;
+    s->sums = be->alloc(SUM_ROWS * c * sizeof(double), DP_MEM_ACTIVATIONS, "a BatchNorm's column sums");
+    s->host_sums = dp_alloc((SUM_ROWS * c + 1) * sizeof(double), "a BatchNorm's column sums");
+    s->host_coefs = dp_alloc(COEF_ROWS * c * sizeof(float), "a BatchNorm's coefficients");
+    return s->sums && s->host_sums && s->host_coefs ? 0 : DP_ENOMEM;
 }
 
 /* The column sums of (a, b) on the host, summed over ranks when sync; with_rows also sums the
@@ -95,23 +105,25 @@ static int batchnorm_allocate(dp_module *m, const dp_backend *be, int max_rows)
 static int gather_sums(dp_module *m, const dp_nn_context *ctx, const float *a, const float *b, int rows,
                        int with_rows)
 {
+    bn_state *s = m->state;
     size_t c = (size_t)m->in_width;
-    ctx->be->column_sums(a, b, rows, m->in_width, m->sums);
-    ctx->be->download(m->host_sums, m->sums, SUM_ROWS * c * sizeof(double));
-    m->host_sums[SUM_ROWS * c] = rows;
+    ctx->be->column_sums(a, b, rows, m->in_width, s->sums);
+    ctx->be->download(s->host_sums, s->sums, SUM_ROWS * c * sizeof(double));
+    s->host_sums[SUM_ROWS * c] = rows;
     if (!m->options.sync || !ctx->sum_doubles)
         return 0;
-    return ctx->sum_doubles(ctx->sum_arg, m->host_sums, (int)(SUM_ROWS * c) + with_rows);
+    return ctx->sum_doubles(ctx->sum_arg, s->host_sums, (int)(SUM_ROWS * c) + with_rows);
 }
 
 static int forward_train(dp_module *m, const dp_nn_context *ctx, const float *x, int rows)
 {
+    bn_state *s = m->state;
     int c = m->in_width;
     int status = gather_sums(m, ctx, x, x, rows, 1);
     if (status)
         return status;
-    double n = m->host_sums[SUM_ROWS * c];
-    m->rows_seen = n;
+    double n = s->host_sums[SUM_ROWS * c];
+    s->rows_seen = n;
     /* No rows anywhere: nothing to normalise, no statistics to learn from. */
     if (n == 0)
         return 0;
@@ -119,30 +131,31 @@ static int forward_train(dp_module *m, const dp_nn_context *ctx, const float *x,
         return dp_fail(DP_EINVAL, "BatchNorm layers.%d: %.0f value%s per feature in a training batch; "
                        "its statistics need at least 2 (PyTorch refuses this too)",
                        m->name_index, n, n == 1 ? "" : "s");
-    float *mean = coef(m->host_coefs, m, COEF_MEAN), *invstd = coef(m->host_coefs, m, COEF_INVSTD);
-    float *unbiased = coef(m->host_coefs, m, COEF_VAR_UNBIASED);
+    float *mean = coef(s->host_coefs, m, COEF_MEAN), *invstd = coef(s->host_coefs, m, COEF_INVSTD);
+    float *unbiased = coef(s->host_coefs, m, COEF_VAR_UNBIASED);
     for (int i = 0; i < c; i++) {
-        double mu = m->host_sums[i] / n, var = m->host_sums[c + i] / n - mu * mu;
+        double mu = s->host_sums[i] / n, var = s->host_sums[c + i] / n - mu * mu;
         var = var > 0.0 ? var : 0.0;
         mean[i] = (float)mu;
         invstd[i] = (float)(1.0 / sqrt(var + m->options.eps));
         unbiased[i] = (float)(var * n / (n - 1.0));
     }
     const dp_backend *be = ctx->be;
-    be->upload(m->coefs, m->host_coefs, (size_t)COEF_MEAN_DY * c * sizeof(float));
+    be->upload(s->coefs, s->host_coefs, (size_t)COEF_MEAN_DY * c * sizeof(float));
     const float *gamma = m->weights, *beta = m->weights + c;
-    be->bn_normalize(x, m->xhat, m->out, rows, c, coef(m->coefs, m, COEF_MEAN), coef(m->coefs, m, COEF_INVSTD),
+    be->bn_normalize(x, s->xhat, m->out, rows, c, coef(s->coefs, m, COEF_MEAN), coef(s->coefs, m, COEF_INVSTD),
                      gamma, beta);
-    be->bn_update_running(m->buffers, m->buffers + c, coef(m->coefs, m, COEF_MEAN),
-                          coef(m->coefs, m, COEF_VAR_UNBIASED), c, m->options.momentum);
+    be->bn_update_running(m->buffers, m->buffers + c, coef(s->coefs, m, COEF_MEAN),
+                          coef(s->coefs, m, COEF_VAR_UNBIASED), c, m->options.momentum);
     m->counters[0]++;
     return 0;
 }
 
 static void forward_eval(dp_module *m, const dp_nn_context *ctx, const float *x, int rows)
 {
+    bn_state *s = m->state;
     int c = m->in_width;
-    float *invstd = coef(m->coefs, m, COEF_INVSTD);
+    float *invstd = coef(s->coefs, m, COEF_INVSTD);
     ctx->be->inverse_std(m->buffers + c, invstd, c, m->options.eps);
     ctx->be->bn_normalize(x, NULL, m->out, rows, c, m->buffers, invstd, m->weights, m->weights + c);
 }
@@ -161,10 +174,11 @@ static int batchnorm_forward(dp_module *m, const dp_nn_context *ctx, const float
 static int batchnorm_backward_params(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy, int rows,
                                      const dp_grad_pieces *pieces)
 {
+    bn_state *s = m->state;
     (void)x;
     int c = m->in_width;
-    ctx->be->column_sums(dy, m->xhat, rows, c, m->sums);
-    ctx->be->bn_param_grads(m->sums, c, m->grads, m->grads + c, ctx->accumulate);
+    ctx->be->column_sums(dy, s->xhat, rows, c, s->sums);
+    ctx->be->bn_param_grads(s->sums, c, m->grads, m->grads + c, ctx->accumulate);
     return dp_grad_pieces_ready(pieces, m, 0, m->param_count);
 }
 
@@ -172,35 +186,37 @@ static int batchnorm_backward_params(dp_module *m, const dp_nn_context *ctx, con
 static int batchnorm_backward_input(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy,
                                     float *dx, int rows, float **dx_out)
 {
+    bn_state *s = m->state;
     (void)x;
     int c = m->in_width;
     const dp_backend *be = ctx->be;
-    be->download(m->host_sums, m->sums, SUM_ROWS * (size_t)c * sizeof(double));
+    be->download(s->host_sums, s->sums, SUM_ROWS * (size_t)c * sizeof(double));
     if (m->options.sync && ctx->sum_doubles) {
-        int status = ctx->sum_doubles(ctx->sum_arg, m->host_sums, SUM_ROWS * c);
+        int status = ctx->sum_doubles(ctx->sum_arg, s->host_sums, SUM_ROWS * c);
         if (status)
             return status;
     }
-    float *mean_dy = coef(m->host_coefs, m, COEF_MEAN_DY), *mean_dy_xhat = coef(m->host_coefs, m, COEF_MEAN_DY_XHAT);
-    for (int i = 0; i < c && m->rows_seen > 0; i++) {
-        mean_dy[i] = (float)(m->host_sums[i] / m->rows_seen);
-        mean_dy_xhat[i] = (float)(m->host_sums[c + i] / m->rows_seen);
+    float *mean_dy = coef(s->host_coefs, m, COEF_MEAN_DY), *mean_dy_xhat = coef(s->host_coefs, m, COEF_MEAN_DY_XHAT);
+    for (int i = 0; i < c && s->rows_seen > 0; i++) {
+        mean_dy[i] = (float)(s->host_sums[i] / s->rows_seen);
+        mean_dy_xhat[i] = (float)(s->host_sums[c + i] / s->rows_seen);
     }
-    be->upload(coef(m->coefs, m, COEF_MEAN_DY), mean_dy, 2 * (size_t)c * sizeof(float));
-    be->bn_backward_input(dy, m->xhat, dx, rows, c, m->weights, coef(m->coefs, m, COEF_INVSTD),
-                          coef(m->coefs, m, COEF_MEAN_DY), coef(m->coefs, m, COEF_MEAN_DY_XHAT));
+    be->upload(coef(s->coefs, m, COEF_MEAN_DY), mean_dy, 2 * (size_t)c * sizeof(float));
+    be->bn_backward_input(dy, s->xhat, dx, rows, c, m->weights, coef(s->coefs, m, COEF_INVSTD),
+                          coef(s->coefs, m, COEF_MEAN_DY), coef(s->coefs, m, COEF_MEAN_DY_XHAT));
     *dx_out = dx;
     return 0;
 }
 
 static void batchnorm_release(dp_module *m, const dp_backend *be)
 {
+    bn_state *s = m->state;
     be->free(m->out);
-    be->free(m->xhat);
-    be->free(m->coefs);
-    be->free(m->sums);
-    free(m->host_sums);
-    free(m->host_coefs);
+    be->free(s->xhat);
+    be->free(s->coefs);
+    be->free(s->sums);
+    free(s->host_sums);
+    free(s->host_coefs);
 }
 
 const dp_module_type dp_module_batchnorm = {
@@ -208,6 +224,8 @@ const dp_module_type dp_module_batchnorm = {
     .args = batchnorm_args,
     .nargs = DP_COUNT(batchnorm_args),
     .defaults = {.momentum = 0.1f, .eps = 1e-5f},
+    .state_size = sizeof(bn_state),
+    .normalizes = 1,
     .configure = batchnorm_configure,
     .declare = batchnorm_declare,
     .init = batchnorm_init,

@@ -12,18 +12,28 @@ static const dp_module_arg dropout_args[] = {
     {"p", DP_ARG_FLOAT, offsetof(dp_module_options, p), 0, 1, 1, 0, "probability of zeroing a unit"},
 };
 
+typedef struct dropout_state {
+    float *mask; /* this forward's: 1 / (1 - p) where kept, 0 where dropped */
+} dropout_state;
+
 static int dropout_configure(dp_module *m, const char *spec)
 {
     (void)spec;
-    m->out_width = m->in_width;
+    m->out_shape = m->in_shape;
     return 0;
 }
 
 static int dropout_allocate(dp_module *m, const dp_backend *be, int max_rows)
 {
+    dropout_state *s = m->state;
     size_t n = (size_t)max_rows * m->out_width;
     int status = dp_module_alloc(be, n, DP_MEM_ACTIVATIONS, "a Dropout's output", &m->out);
-    return status ? status : dp_module_alloc(be, n, DP_MEM_ACTIVATIONS, "a Dropout's mask", &m->mask);
+    return status ? status : dp_module_alloc(be, n, DP_MEM_ACTIVATIONS, "a Dropout's mask", &s->mask);
+}
+
+const float *dp_dropout_mask(const dp_module *m)
+{
+    return ((const dropout_state *)m->state)->mask;
 }
 
 static int active(const dp_module *m, const dp_nn_context *ctx)
@@ -42,7 +52,7 @@ static int dropout_forward(dp_module *m, const dp_nn_context *ctx, const float *
                           .first_sample = ctx->first_sample,
                           .p = m->options.p,
                           .scale = 1.0f / (1.0f - m->options.p)};
-    ctx->be->dropout_forward(m->out, x, m->mask, rows, m->out_width, &key);
+    ctx->be->dropout_forward(m->out, x, ((dropout_state *)m->state)->mask, rows, m->out_width, &key);
     *y = m->out;
     return 0;
 }
@@ -54,7 +64,7 @@ static int dropout_backward_input(dp_module *m, const dp_nn_context *ctx, const 
     (void)x;
     (void)dx;
     if (active(m, ctx))
-        ctx->be->multiply(dy, dy, m->mask, (size_t)rows * m->out_width);
+        ctx->be->multiply(dy, dy, ((dropout_state *)m->state)->mask, (size_t)rows * m->out_width);
     *dx_out = dy;
     return 0;
 }
@@ -62,7 +72,7 @@ static int dropout_backward_input(dp_module *m, const dp_nn_context *ctx, const 
 static void dropout_release(dp_module *m, const dp_backend *be)
 {
     be->free(m->out);
-    be->free(m->mask);
+    be->free(((dropout_state *)m->state)->mask);
 }
 
 const dp_module_type dp_module_dropout = {
@@ -70,6 +80,7 @@ const dp_module_type dp_module_dropout = {
     .args = dropout_args,
     .nargs = DP_COUNT(dropout_args),
     .defaults = {.p = 0.5f},
+    .state_size = sizeof(dropout_state),
     .configure = dropout_configure,
     .allocate = dropout_allocate,
     .forward = dropout_forward,

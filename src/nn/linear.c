@@ -14,10 +14,11 @@ static const dp_module_arg linear_args[] = {
     {"bias", DP_ARG_BOOL, offsetof(dp_module_options, bias), 0, 1, 0, 0, "1 adds a learned bias"},
 };
 
+/* Any input shape: a sample's elements are its features (nn.Flatten then nn.Linear). */
 static int linear_configure(dp_module *m, const char *spec)
 {
     (void)spec;
-    m->out_width = m->options.out_features;
+    m->out_shape = dp_dims_features(m->options.out_features);
     return 0;
 }
 
@@ -59,8 +60,8 @@ static int linear_forward(dp_module *m, const dp_nn_context *ctx, const float *x
     const dp_backend *be = ctx->be;
     int in = m->in_width, out = m->out_width;
     be->gemm(0, 1, rows, out, in, 1.0f, x, in, m->weights, in, 0.0f, m->out, out);
-    if (m->options.bias || m->fused_relu)
-        be->bias_act_forward(m->out, bias_of(m, m->weights), rows, out, m->fused_relu);
+    if (m->options.bias || m->absorbs_next)
+        be->bias_act_forward(m->out, bias_of(m, m->weights), rows, out, m->absorbs_next);
     *y = m->out;
     return 0;
 }
@@ -72,7 +73,7 @@ static int linear_backward_params(dp_module *m, const dp_nn_context *ctx, const 
     int in = m->in_width, out = m->out_width;
     size_t weight = (size_t)out * in;
     int status = 0;
-    if (m->fused_relu)
+    if (m->absorbs_next)
         be->relu_backward(dy, m->out, (size_t)rows * out);
     /* db (+)= column sums of dY: the end of the slice, where backward-order buckets begin. */
     if (m->options.bias) {
@@ -113,6 +114,7 @@ const dp_module_type dp_module_linear = {
     .args = linear_args,
     .nargs = DP_COUNT(linear_args),
     .defaults = {.bias = 1},
+    .absorbs = &dp_module_relu,
     .configure = linear_configure,
     .declare = linear_declare,
     .init = linear_init,

@@ -6,26 +6,23 @@
 
 #include <stddef.h>
 
+/* What every module instance has; what only one type needs lives in its own state. */
 struct dp_module {
     const struct dp_module_type *type;
     dp_module_options options;
     int index;           /* position in the model */
     int name_index;      /* the i of layers.{i}.* */
-    int in_width, out_width;
-    int fused_relu;      /* linear: also applies the ReLU that follows it */
-    int absorbed;        /* relu: applied by the Linear before it, so it passes data through */
+    dp_dims in_shape, out_shape; /* one sample's, in and out */
+    int in_width, out_width;      /* their element counts: the kernels see [rows, width] */
+    int absorbs_next;    /* also applies the module after it (a Linear's ReLU) */
+    int absorbed;        /* applied by the module before it, so it passes data through */
     size_t first_param, param_count; /* its slice of the flat parameter buffer */
     size_t first_buffer, first_counter;
     float *weights, *grads;          /* its parameters and gradients (model buffers) */
     float *buffers;                  /* its float32 buffers (model buffer) */
     int64_t *counters;               /* its int64 buffers (host) */
     float *out;                      /* its output [max_rows, out_width]; NULL when passing through */
-    float *mask;                     /* dropout: this forward's mask */
-    float *xhat;                     /* batchnorm: the normalised input */
-    double *sums;                    /* batchnorm: column sums (backend memory, 2 x width) */
-    double *host_sums;               /* batchnorm: their host copy, + the row count */
-    float *coefs, *host_coefs;       /* batchnorm: per-column coefficients (3 x width) */
-    double rows_seen;                /* batchnorm: rows the statistics came from (every rank's when sync) */
+    void *state;                     /* its type's own state (type->state_size bytes, zeroed) */
 };
 
 /* Reports [first, first + count) of module m's slice of the flat gradient buffer final. */
@@ -49,7 +46,11 @@ typedef struct dp_module_type {
     const dp_module_arg *args;
     int nargs;
     dp_module_options defaults;
-    /* Sets out_width from in_width; checks what the widths allow (errors name spec). */
+    size_t state_size;  /* bytes of per-instance state the type keeps in dp_module.state */
+    int normalizes;     /* a normalisation layer: follows a layer, needs 2 rows per statistic */
+    /* The type whose following instance this one applies itself (NULL: none). */
+    const struct dp_module_type *absorbs;
+    /* Sets out_shape from in_shape; checks what the shapes allow (errors name spec). */
     int (*configure)(dp_module *m, const char *spec);
     /* Adds the module's tensors to the tables under prefix "layers.{i}". */
     int (*declare)(dp_module *m, dp_param_table *params, dp_param_table *buffers, const char *prefix);
@@ -72,6 +73,9 @@ typedef struct dp_module_type {
 
 extern const dp_module_type dp_module_linear, dp_module_relu, dp_module_batchnorm,
     dp_module_dropout;
+
+/* The mask of a Dropout's last training forward (tests compare against it). */
+const float *dp_dropout_mask(const dp_module *m);
 
 /* Allocates count floats of backend memory of kind for what, or records DP_ENOMEM. */
 int dp_module_alloc(const dp_backend *be, size_t count, dp_memory_kind kind, const char *what, float **out);

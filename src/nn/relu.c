@@ -5,7 +5,7 @@
 static int relu_configure(dp_module *m, const char *spec)
 {
     (void)spec;
-    m->out_width = m->in_width;
+    m->out_shape = m->in_shape;
     return 0;
 }
 

@@ -19,35 +19,39 @@ int dp_grad_pieces_ready(const dp_grad_pieces *pieces, const dp_module *m, size_
     return pieces->ready ? pieces->ready(pieces->arg, m->first_param + first, count) : 0;
 }
 
-/* Widths, tensor names and which ReLUs fold into the Linear before them. */
+/* Shapes, tensor names, and which modules the one before them applies (a Linear's ReLU). */
 static int configure_modules(dp_model *m)
 {
     const dp_model_spec *spec = &m->spec;
-    int width = m->inputs, linears = 0;
+    dp_dims shape = m->input_shape;
+    int layers = 0; /* modules with parameters so far */
     for (int i = 0; i < m->count; i++) {
         dp_module *mod = &m->modules[i];
         mod->type = spec->modules[i].type;
         mod->options = spec->modules[i].options;
         mod->index = i;
         /* --layers names the k-th Linear layers.{k}, as version 1's MLP; --model is nn.Sequential. */
-        mod->name_index = spec->from_layers ? linears : i;
-        mod->in_width = width;
-        if (mod->type == &dp_module_batchnorm && linears == 0)
-            return dp_fail(DP_EINVAL, "--model '%s': module %d (batchnorm) comes before any linear: "
-                           "normalise the output of a layer, not the raw input", spec->text, i);
+        mod->name_index = spec->from_layers ? layers : i;
+        mod->in_shape = shape;
+        mod->in_width = (int)dp_dims_numel(&shape);
+        if (mod->type->normalizes && layers == 0)
+            return dp_fail(DP_EINVAL, "--model '%s': module %d (%s) comes before any linear: "
+                           "normalise the output of a layer, not the raw input", spec->text, i, mod->type->name);
         int status = mod->type->configure(mod, spec->text);
         if (status)
             return status;
-        width = mod->out_width;
-        linears += mod->type == &dp_module_linear;
-        if (mod->type == &dp_module_relu && i > 0 && m->modules[i - 1].type == &dp_module_linear) {
-            m->modules[i - 1].fused_relu = 1;
+        shape = mod->out_shape;
+        mod->out_width = (int)dp_dims_numel(&shape);
+        layers += mod->type->declare != NULL && !mod->type->normalizes;
+        const dp_module *before = i > 0 ? &m->modules[i - 1] : NULL;
+        if (before && before->type->absorbs == mod->type) {
+            m->modules[i - 1].absorbs_next = 1;
             mod->absorbed = 1;
         }
-        m->batchnorms += mod->type == &dp_module_batchnorm;
-        m->sync_batchnorms += mod->type == &dp_module_batchnorm && mod->options.sync;
+        m->batchnorms += mod->type->normalizes;
+        m->sync_batchnorms += mod->type->normalizes && mod->options.sync;
     }
-    m->outputs = width;
+    m->outputs = (int)dp_dims_numel(&shape);
     return 0;
 }
 
@@ -102,6 +106,8 @@ static int allocate(dp_model *m, unsigned owns)
         mod->grads = m->grads ? m->grads + mod->first_param : NULL;
         mod->buffers = m->buffer_values + mod->first_buffer;
         mod->counters = m->counters + mod->first_counter;
+        if (mod->type->state_size && !(mod->state = dp_calloc(1, mod->type->state_size, "a module's state")))
+            return DP_ENOMEM;
         status = mod->type->allocate(mod, be, m->max_rows);
     }
     return status;
@@ -109,17 +115,19 @@ static int allocate(dp_model *m, unsigned owns)
 
 int dp_model_create(dp_model *m, const dp_backend *be, const dp_model_spec *spec, int inputs, int max_rows)
 {
-    return dp_model_create_owning(m, be, spec, inputs, max_rows, DP_MODEL_OWNS_ALL);
+    dp_dims input = dp_dims_features(inputs);
+    return dp_model_create_owning(m, be, spec, &input, max_rows, DP_MODEL_OWNS_ALL);
 }
 
-int dp_model_create_owning(dp_model *m, const dp_backend *be, const dp_model_spec *spec, int inputs,
+int dp_model_create_owning(dp_model *m, const dp_backend *be, const dp_model_spec *spec, const dp_dims *input,
                            int max_rows, unsigned owns)
 {
     memset(m, 0, sizeof *m);
     m->be = be;
     m->spec = *spec;
     m->count = spec->count;
-    m->inputs = inputs;
+    m->input_shape = *input;
+    m->inputs = (int)dp_dims_numel(input);
     m->max_rows = max_rows;
     m->modules = dp_calloc((size_t)spec->count, sizeof *m->modules, "the model's modules");
     int status = m->modules ? 0 : DP_ENOMEM;
@@ -153,9 +161,12 @@ void dp_model_free(dp_model *m)
 {
     if (!m->be)
         return;
-    for (int i = 0; m->modules && i < m->count; i++)
-        if (m->modules[i].type && m->modules[i].type->release)
-            m->modules[i].type->release(&m->modules[i], m->be);
+    for (int i = 0; m->modules && i < m->count; i++) {
+        dp_module *mod = &m->modules[i];
+        if (mod->type && mod->type->release && (mod->state || !mod->type->state_size))
+            mod->type->release(mod, m->be);
+        free(mod->state);
+    }
     m->be->free(m->weights);
     m->be->free(m->grads);
     m->be->free(m->buffer_values);
@@ -242,7 +253,7 @@ void dp_model_describe(const dp_model *m, char *text, size_t size)
     for (int i = 0; i < m->count && used < size; i++) {
         const dp_module *mod = &m->modules[i];
         used += (size_t)snprintf(text + used, size - used, " -> %s%s", mod->type->name,
-                                 mod->type == &dp_module_batchnorm && mod->options.sync ? "(sync)" : "");
+                                 mod->type->normalizes && mod->options.sync ? "(sync)" : "");
         if (mod->type == &dp_module_linear && used < size)
             used += (size_t)snprintf(text + used, size - used, "(%d)", mod->out_width);
         if (mod->type == &dp_module_dropout && used < size)
