@@ -27,10 +27,26 @@ typedef struct dp_strategy_type {
 
 extern const dp_strategy_type dp_strategy_ddp, dp_strategy_zero1, dp_strategy_zero2, dp_strategy_zero3;
 
-/* strategy.c's machinery the ZeRO stages call. */
+#define MIB_FLOATS ((double)(1 << 20) / sizeof(float))
+
+/* buckets.c: the plan and the life of each bucket, for strategy.c and the ZeRO stages. */
+/* The buckets of layout under config, cut inside segments when split (NULL buckets: only
+ * counted; bucket_of, when not NULL, gets each segment's bucket); returns how many. */
+int dp_bucket_plan(const dp_strategy_layout *l, const dp_strategy_config *config, int split, dp_bucket *buckets,
+                   int *bucket_of);
+/* Whether type's buckets may cut segments under config. */
+int dp_strategy_splits_segments(const dp_strategy_type *type, const dp_strategy_config *config);
+/* Starts bucket b's collective on the memory it runs on, through the bucket hook. */
+int dp_strategy_start_bucket(dp_strategy *d, dp_bucket *b);
+/* Advances every collective in flight, completing the buckets that finished. */
+int dp_strategy_poll(dp_strategy *d);
 /* Waits for bucket b's collective (if in flight) and completes it. */
 int dp_strategy_wait_bucket(dp_strategy *d, dp_bucket *b);
-/* Counts the spans of every started bucket into the times and marks them accounted. */
+/* Counts the spans of buckets[0..n) that started into the times and marks them accounted. */
+void dp_strategy_account(dp_strategy *d, dp_bucket *buckets, int n);
+/* Counts every started bucket's span. */
 void dp_strategy_account_buckets(dp_strategy *d);
+/* --no-overlap: the whole gradient in one collective after backward. */
+int dp_strategy_reduce_whole(dp_strategy *d);
 
 #endif
