@@ -401,11 +401,6 @@ int dp_request_run(dp_comm *c, const dp_request_args *a, const struct dp_algorit
     return status ? status : dp_request_wait(&q);
 }
 
-int dp_comm_run(dp_comm *c, const dp_request_args *args)
-{
-    return dp_request_run(c, args, c->algorithm);
-}
-
 /* Slots and scratch for `requests` requests of up to max_count floats. */
 static int reserve_locked(dp_comm *c, size_t max_count, int requests, size_t parent_count)
 {

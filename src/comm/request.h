@@ -157,8 +157,8 @@ size_t dp_request_ring_floats(const dp_request *q);
 /* dst[i] += src[i]: the reduction every hand-written algorithm applies. */
 void dp_add_floats(float *restrict dst, const float *restrict src, size_t count);
 
-/* Root's bytes to every rank with MPI_Ibcast on the caller's communicator, in pieces,
- * progressing c's requests while it waits. */
+/* caller_collectives.c: root's bytes to every rank with MPI_Ibcast on the caller's
+ * communicator, in pieces, progressing c's requests while it waits. */
 int dp_broadcast_bytes(dp_comm *c, void *buf, size_t bytes, int root);
 
 #endif
