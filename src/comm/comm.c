@@ -118,6 +118,7 @@ const char *dp_comm_algorithm_name(const dp_comm *c)
 
 void dp_comm_free(dp_comm *c)
 {
+    dp_comm_stop_progress_thread(c);
     dp_request_pool_free(c);
     if (c->auto_table)
         dp_auto_table_free(c->auto_table);

@@ -120,7 +120,7 @@ typedef struct dp_driver {
 extern const dp_driver dp_schedule_driver;
 
 /* The slots behind c's requests, and the lock every entry point takes so that a progress
- * thread (progress.c) and the caller take turns. */
+ * thread (progress.c) and the caller take turns; that thread records its failure here. */
 struct dp_request_pool {
     dp_request **slots;  /* each allocated once: handles stay valid while the pool grows */
     int capacity;
@@ -128,16 +128,13 @@ struct dp_request_pool {
     long allocations;
     int tag_window;      /* tags 0 .. MPI_TAG_UB */
     pthread_mutex_t lock;
-    struct dp_progress_thread *thread; /* NULL: none running */
+    int thread_status;   /* the progress thread's first failure (0: none), under the lock */
+    char thread_error[256]; /* its message (dp_last_error is per thread) */
 };
 
 /* request.c: the pool (dp_comm_init, dp_comm_free). */
 int dp_request_pool_open(dp_comm *c);
 void dp_request_pool_free(dp_comm *c);
-
-/* progress.c: the failure of c's progress thread, recorded here for the caller (0: none).
- * Called with c's lock held. */
-int dp_progress_thread_status(dp_comm *c);
 
 /* dp_comm_progress with c's lock already held. */
 int dp_request_progress_locked(dp_comm *c);
