@@ -30,6 +30,9 @@ struct dp_algorithm {
     size_t (*scratch_floats)(const dp_comm *c, dp_collective kind, size_t count, size_t largest_block);
     /* auto only: the algorithm that runs a message of `bytes`. */
     int (*pick)(dp_comm *c, size_t bytes, const struct dp_algorithm **picked);
+    /* Frees what the algorithm keeps on c (nccl: communicator, stream, the slots' events;
+     * auto: its table), before c's slots go; NULL: nothing. */
+    void (*close)(dp_comm *c);
 };
 
 /* The algorithms, defined in their files. */
@@ -37,8 +40,6 @@ extern const struct dp_algorithm dp_algorithm_mpi, dp_algorithm_naive, dp_algori
     dp_algorithm_ring_pipelined, dp_algorithm_rhd, dp_algorithm_rd, dp_algorithm_auto;
 #ifdef HAVE_NCCL
 extern const struct dp_algorithm dp_algorithm_nccl;
-void dp_nccl_free(dp_comm *c);        /* the communicator and stream */
-void dp_nccl_release(dp_request *q);  /* a slot's events */
 #endif
 
 /* The registered algorithm called name, or NULL. */

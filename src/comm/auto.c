@@ -418,6 +418,14 @@ static size_t auto_scratch(const dp_comm *c, dp_collective kind, size_t count, s
     return s.floats;
 }
 
+static void close_table(dp_comm *c)
+{
+    if (c->auto_table)
+        dp_auto_table_free(c->auto_table);
+    free(c->auto_table);
+    c->auto_table = NULL;
+}
+
 /* auto never runs a request itself: its pick does, so its own driver is never called. */
 const struct dp_algorithm dp_algorithm_auto = {
     .name = "auto",
@@ -426,4 +434,5 @@ const struct dp_algorithm dp_algorithm_auto = {
     .driver = &dp_schedule_driver,
     .scratch_floats = auto_scratch,
     .pick = pick,
+    .close = close_table,
 };

@@ -3,7 +3,6 @@
 
 #include "dp/comm.h"
 
-#include "dp/auto_table.h"
 #include "dp/error.h"
 #include "src/comm/algorithms.h"
 
@@ -119,14 +118,12 @@ const char *dp_comm_algorithm_name(const dp_comm *c)
 void dp_comm_free(dp_comm *c)
 {
     dp_comm_stop_progress_thread(c);
+    /* What each algorithm keeps on c (nccl's communicator and events, auto's table) goes
+     * before the slots it may be attached to. */
+    for (size_t i = 0; i < ALGORITHM_COUNT; i++)
+        if (algorithms[i]->close)
+            algorithms[i]->close(c);
     dp_request_pool_free(c);
-    if (c->auto_table)
-        dp_auto_table_free(c->auto_table);
-    free(c->auto_table);
-    c->auto_table = NULL;
-#ifdef HAVE_NCCL
-    dp_nccl_free(c);
-#endif
     if (c->requests_comm != MPI_COMM_NULL)
         MPI_Comm_free(&c->requests_comm);
 }

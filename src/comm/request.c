@@ -38,9 +38,6 @@ void dp_request_pool_free(dp_comm *c)
         return;
     for (int i = 0; i < c->pool->capacity; i++) {
         dp_request *q = c->pool->slots[i];
-#ifdef HAVE_NCCL
-        dp_nccl_release(q);
-#endif
         free(q->scratch);
         free(q->block_counts);
         free(q);

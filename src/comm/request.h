@@ -68,8 +68,6 @@ typedef struct dp_fold_plan {
     int index;   /* this rank's index among the P, or -1 for a rank that sits out */
 } dp_fold_plan;
 
-struct dp_nccl_events;
-
 struct dp_request {
     dp_comm *comm;
     const struct dp_algorithm *algorithm; /* the one running it (auto's pick, for auto) */
@@ -97,7 +95,7 @@ struct dp_request {
     float *scratch;
     size_t scratch_capacity;   /* floats */
     int *block_counts, *block_offsets; /* mpi: W each */
-    struct dp_nccl_events *events;
+    void *driver_state;        /* a driver's own (nccl: CUDA events), freed by its algorithm's close */
 };
 
 /* Block r of q's buffer (see dp_request_args), as offsets into q->buf. */
