@@ -1,6 +1,6 @@
-/* The registry of collective algorithms behind dp_comm's requests. Adding one: write its
- * phases (a schedule, see request.h) in src/comm/NAME.c and list it in algorithms[] in
- * comm.c. Every algorithm provides all three collectives. */
+/* The collective algorithms behind dp_comm's requests. Adding one: write its phases (a
+ * schedule, see request.h) in src/comm/NAME.c and add a row to the registry (registry.c).
+ * Every algorithm provides all three collectives. */
 #ifndef DP_COMM_ALGORITHMS_H
 #define DP_COMM_ALGORITHMS_H
 
@@ -41,12 +41,6 @@ extern const struct dp_algorithm dp_algorithm_mpi, dp_algorithm_naive, dp_algori
 #ifdef HAVE_NCCL
 extern const struct dp_algorithm dp_algorithm_nccl;
 #endif
-
-/* The registered algorithm called name, or NULL. */
-const struct dp_algorithm *dp_algorithm_find(const char *name);
-
-/* Calls visit for every registered algorithm that sums host memory. */
-void dp_host_algorithms(void (*visit)(const struct dp_algorithm *a, void *context), void *context);
 
 /* Scratch helpers shared by algorithms: none, the whole buffer (reductions only), one block. */
 size_t dp_scratch_none(const dp_comm *c, dp_collective kind, size_t count, size_t largest_block);

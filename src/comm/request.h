@@ -130,7 +130,7 @@ struct dp_request_pool {
     char thread_error[256]; /* its message (dp_last_error is per thread) */
 };
 
-/* request.c: the pool (dp_comm_init, dp_comm_free). */
+/* request.c: the pool, opened and freed by dp_comm_init and dp_comm_free (setup.c). */
 int dp_request_pool_open(dp_comm *c);
 void dp_request_pool_free(dp_comm *c);
 

@@ -1,40 +1,24 @@
-/* dp_comm: the algorithm registry, setting up and tearing down. */
-#include "config.h"
-
+/* dp_comm itself: the algorithm chosen by name (one of the registry's, or auto, which picks
+ * one of them per message), setting up and tearing down. */
 #include "dp/comm.h"
 
 #include "dp/error.h"
-#include "src/comm/algorithms.h"
+#include "src/comm/registry.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const struct dp_algorithm *const algorithms[] = {
-    &dp_algorithm_mpi, &dp_algorithm_naive, &dp_algorithm_ring, &dp_algorithm_ring_pipelined,
-    &dp_algorithm_rhd, &dp_algorithm_rd,    &dp_algorithm_auto,
-#ifdef HAVE_NCCL
-    &dp_algorithm_nccl,
-#endif
-};
-#define ALGORITHM_COUNT (sizeof algorithms / sizeof algorithms[0])
-#define NAMES_SIZE (ALGORITHM_COUNT * (DP_ALGORITHM_NAME_MAX + 1))
-
-/* Space-separated names of the algorithms that sum GPU memory only (gpu_only) or the rest. */
-static void list_names(char *names, int gpu_only)
-{
-    for (size_t i = 0; i < ALGORITHM_COUNT; i++)
-        if ((algorithms[i]->place == DP_BUFFER_DEVICE) == gpu_only) {
-            if (names[0])
-                strcat(names, " ");
-            strncat(names, algorithms[i]->name, DP_ALGORITHM_NAME_MAX);
-        }
-}
+enum { NAMES_SIZE = 512 };
 
 const char *dp_comm_algorithm_names(void)
 {
     static char names[NAMES_SIZE];
-    if (!names[0])
-        list_names(names, 0);
+    if (!names[0]) {
+        dp_registered_names(names, sizeof names, 0);
+        size_t used = strlen(names);
+        snprintf(names + used, sizeof names - used, " %s", dp_algorithm_auto.name);
+    }
     return names;
 }
 
@@ -42,15 +26,8 @@ const char *dp_comm_gpu_algorithm_names(void)
 {
     static char names[NAMES_SIZE];
     if (!names[0])
-        list_names(names, 1);
+        dp_registered_names(names, sizeof names, 1);
     return names;
-}
-
-void dp_host_algorithms(void (*visit)(const struct dp_algorithm *a, void *context), void *context)
-{
-    for (size_t i = 0; i < ALGORITHM_COUNT; i++)
-        if (algorithms[i]->place != DP_BUFFER_DEVICE)
-            visit(algorithms[i], context);
 }
 
 int dp_comm_wants_device_buffer(const dp_comm *c)
@@ -68,17 +45,10 @@ static int find_local_rank(dp_comm *c)
     return 0;
 }
 
-const struct dp_algorithm *dp_algorithm_find(const char *name)
-{
-    for (size_t i = 0; i < ALGORITHM_COUNT; i++)
-        if (strcmp(algorithms[i]->name, name) == 0)
-            return algorithms[i];
-    return NULL;
-}
-
 int dp_comm_set_algorithm(dp_comm *c, const char *algorithm)
 {
-    const struct dp_algorithm *found = dp_algorithm_find(algorithm);
+    const struct dp_algorithm *found =
+        strcmp(algorithm, dp_algorithm_auto.name) == 0 ? &dp_algorithm_auto : dp_algorithm_find(algorithm);
     if (!found)
         return dp_fail(DP_EINVAL, "--allreduce '%s': unknown algorithm (valid: %s%s%s)", algorithm,
                        dp_comm_algorithm_names(), *dp_comm_gpu_algorithm_names() ? "; on GPU memory: " : "",
@@ -120,9 +90,10 @@ void dp_comm_free(dp_comm *c)
     dp_comm_stop_progress_thread(c);
     /* What each algorithm keeps on c (nccl's communicator and events, auto's table) goes
      * before the slots it may be attached to. */
-    for (size_t i = 0; i < ALGORITHM_COUNT; i++)
-        if (algorithms[i]->close)
-            algorithms[i]->close(c);
+    for (size_t i = 0; i < dp_registered_algorithm_count; i++)
+        if (dp_registered_algorithms[i]->close)
+            dp_registered_algorithms[i]->close(c);
+    dp_algorithm_auto.close(c);
     dp_request_pool_free(c);
     if (c->requests_comm != MPI_COMM_NULL)
         MPI_Comm_free(&c->requests_comm);
