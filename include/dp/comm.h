@@ -27,6 +27,7 @@ struct dp_algorithm;
 struct dp_auto_table;
 struct dp_watchdog;
 struct dp_nccl;
+struct dp_progress_thread;
 struct dp_request_pool;
 
 /* What a request computes, in place, over the W blocks of its buffer (see dp_request_args). */
@@ -60,6 +61,7 @@ typedef struct dp_comm {
     int cuda_aware;             /* MPI may be handed GPU memory (dp_comm_set_cuda_aware) */
     struct dp_nccl *nccl;       /* nccl's communicator and stream; NULL until reserved or first used */
     struct dp_request_pool *pool; /* request slots with their scratch memory */
+    struct dp_progress_thread *progress_thread; /* NULL: none running */
     dp_comm_traffic traffic;
 } dp_comm;
 

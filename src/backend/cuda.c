@@ -8,6 +8,7 @@
 #include "dp/error.h"
 #include "src/backend/cuda_kernels.h"
 #include "src/backend/device.h"
+#include "src/backend/fatal.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -357,7 +358,7 @@ static const dp_backend cuda_backend = {
     .timer_reset = cuda_timer_reset,
 };
 
-int dp_cuda_gpu_count(void)
+static int cuda_gpu_count(void)
 {
     int count = 0;
     if (cudaGetDeviceCount(&count) == cudaSuccess)
@@ -366,9 +367,9 @@ int dp_cuda_gpu_count(void)
     return 0;
 }
 
-int dp_cuda_gpu_ids(dp_gpu_id *ids, int max)
+static int cuda_gpu_ids(dp_gpu_id *ids, int max)
 {
-    int count = dp_cuda_gpu_count(), found = 0;
+    int count = cuda_gpu_count(), found = 0;
     struct cudaDeviceProp prop;
     for (; found < count && found < max; found++) {
         if (cudaGetDeviceProperties(&prop, found) != cudaSuccess) {
@@ -455,7 +456,7 @@ static int release_resources(int report)
     return status;
 }
 
-int dp_cuda_open(const dp_backend_request *request, const dp_backend **out)
+static int cuda_open(const dp_backend_request *request, const dp_backend **out)
 {
     if (cuda.open)
         return dp_fail(DP_EINVAL, "the CUDA backend is already open in this process (one per process)");
@@ -476,8 +477,15 @@ int dp_cuda_open(const dp_backend_request *request, const dp_backend **out)
     return 0;
 }
 
-void dp_cuda_close(void)
+static void cuda_close(void)
 {
     if (release_resources(1))
         dp_backend_fatal();
 }
+
+const dp_device_backend dp_cuda_device = {
+    .gpu_count = cuda_gpu_count,
+    .gpu_ids = cuda_gpu_ids,
+    .open = cuda_open,
+    .close = cuda_close,
+};

@@ -1,15 +1,19 @@
-/* Between the run-time backend choice (select.c) and the CUDA backend (cuda.c). */
+/* A device backend as the run-time choice (select.c) sees it: the CUDA backend, when built,
+ * provides this entry (cuda.c), so select.c reaches it and it never calls back. */
 #ifndef DP_BACKEND_DEVICE_H
 #define DP_BACKEND_DEVICE_H
 
 #include "dp/backend.h"
 
-/* Calls the handler set with dp_backend_set_fatal_handler, else reports and MPI_Aborts. */
-_Noreturn void dp_backend_fatal(void);
+typedef struct dp_device_backend {
+    int (*gpu_count)(void);
+    int (*gpu_ids)(dp_gpu_id *ids, int max);
+    int (*open)(const dp_backend_request *request, const dp_backend **out);
+    void (*close)(void);
+} dp_device_backend;
 
-int dp_cuda_gpu_count(void);
-int dp_cuda_gpu_ids(dp_gpu_id *ids, int max);
-int dp_cuda_open(const dp_backend_request *request, const dp_backend **out);
-void dp_cuda_close(void);
+#ifdef HAVE_CUDA
+extern const dp_device_backend dp_cuda_device;
+#endif
 
 #endif

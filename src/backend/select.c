@@ -1,49 +1,29 @@
-/* Choosing the backend at run time, and what a device backend does when a call fails. */
+/* Choosing the backend at run time: the CPU one, or the CUDA one where this build has it
+ * (its entry, device.h). */
 #include "config.h"
 
 #include "dp/backend.h"
 #include "dp/error.h"
 #include "src/backend/device.h"
 
-#include <mpi.h>
-#include <stdio.h>
-#include <stdlib.h>
+#include <stddef.h>
 
-static dp_backend_fatal_fn fatal_handler;
-
-void dp_backend_set_fatal_handler(dp_backend_fatal_fn handler)
-{
-    fatal_handler = handler;
-}
-
-_Noreturn void dp_backend_fatal(void)
-{
-    if (fatal_handler)
-        fatal_handler();
-    fprintf(stderr, "dptrain: fatal: %s\n", dp_last_error());
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    abort();
-}
+/* NULL: built without it. */
+static const dp_device_backend *const cuda_device =
+#ifdef HAVE_CUDA
+    &dp_cuda_device;
+#else
+    NULL;
+#endif
 
 int dp_backend_gpu_count(void)
 {
-#ifdef HAVE_CUDA
-    return dp_cuda_gpu_count();
-#else
-    return 0;
-#endif
+    return cuda_device ? cuda_device->gpu_count() : 0;
 }
 
 int dp_backend_gpu_ids(dp_gpu_id *ids, int max)
 {
-#ifdef HAVE_CUDA
-    return dp_cuda_gpu_ids(ids, max);
-#else
-    (void)ids;
-    (void)max;
-    return 0;
-#endif
+    return cuda_device ? cuda_device->gpu_ids(ids, max) : 0;
 }
 
 int dp_backend_cuda_usable(const dp_backend_request *request)
@@ -62,20 +42,14 @@ int dp_backend_open(const dp_backend_request *request, const dp_backend **out)
         *out = dp_backend_cpu();
         return 0;
     }
-#ifdef HAVE_CUDA
-    return dp_cuda_open(request, out);
-#else
-    return dp_fail(DP_EDEVICE, "--device cuda: this dp_worker was built without the CUDA backend "
-                   "(configure found no nvcc and cuBLAS, or was given --without-cuda; its summary says which)");
-#endif
+    if (!cuda_device)
+        return dp_fail(DP_EDEVICE, "--device cuda: this dp_worker was built without the CUDA backend "
+                       "(configure found no nvcc and cuBLAS, or was given --without-cuda; its summary says which)");
+    return cuda_device->open(request, out);
 }
 
 void dp_backend_close(const dp_backend *be)
 {
-#ifdef HAVE_CUDA
-    if (be && !be->host_memory)
-        dp_cuda_close();
-#else
-    (void)be;
-#endif
+    if (be && !be->host_memory && cuda_device)
+        cuda_device->close();
 }

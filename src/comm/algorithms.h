@@ -1,6 +1,6 @@
-/* The registry of collective algorithms behind dp_comm's requests. Adding one: write its
- * phases (a schedule, see request.h) in src/comm/NAME.c and list it in algorithms[] in
- * comm.c. Every algorithm provides all three collectives. */
+/* The collective algorithms behind dp_comm's requests. Adding one: write its phases (a
+ * schedule, see request.h) in src/comm/NAME.c and add a row to the registry (registry.c).
+ * Every algorithm provides all three collectives. */
 #ifndef DP_COMM_ALGORITHMS_H
 #define DP_COMM_ALGORITHMS_H
 
@@ -30,6 +30,9 @@ struct dp_algorithm {
     size_t (*scratch_floats)(const dp_comm *c, dp_collective kind, size_t count, size_t largest_block);
     /* auto only: the algorithm that runs a message of `bytes`. */
     int (*pick)(dp_comm *c, size_t bytes, const struct dp_algorithm **picked);
+    /* Frees what the algorithm keeps on c (nccl: communicator, stream, the slots' events;
+     * auto: its table), before c's slots go; NULL: nothing. */
+    void (*close)(dp_comm *c);
 };
 
 /* The algorithms, defined in their files. */
@@ -37,15 +40,7 @@ extern const struct dp_algorithm dp_algorithm_mpi, dp_algorithm_naive, dp_algori
     dp_algorithm_ring_pipelined, dp_algorithm_rhd, dp_algorithm_rd, dp_algorithm_auto;
 #ifdef HAVE_NCCL
 extern const struct dp_algorithm dp_algorithm_nccl;
-void dp_nccl_free(dp_comm *c);        /* the communicator and stream */
-void dp_nccl_release(dp_request *q);  /* a slot's events */
 #endif
-
-/* The registered algorithm called name, or NULL. */
-const struct dp_algorithm *dp_algorithm_find(const char *name);
-
-/* Calls visit for every registered algorithm that sums host memory. */
-void dp_host_algorithms(void (*visit)(const struct dp_algorithm *a, void *context), void *context);
 
 /* Scratch helpers shared by algorithms: none, the whole buffer (reductions only), one block. */
 size_t dp_scratch_none(const dp_comm *c, dp_collective kind, size_t count, size_t largest_block);

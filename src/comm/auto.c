@@ -4,7 +4,7 @@
 #include "dp/error.h"
 #include "dp/input_file.h"
 #include "dp/units.h"
-#include "src/comm/algorithms.h"
+#include "src/comm/registry.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -76,15 +76,16 @@ static int parse_max_bytes(const char *text, size_t *bytes)
 static int resolve_algorithm(const char *name, const char *source, int line,
                              const struct dp_algorithm **algorithm)
 {
-    if (strcmp(name, "auto") == 0)
+    if (strcmp(name, dp_algorithm_auto.name) == 0)
         return dp_fail(DP_EFORMAT, "%s:%d: 'auto' cannot choose itself; name a concrete algorithm",
                        source, line);
     *algorithm = dp_algorithm_find(name);
-    if (!*algorithm || (*algorithm)->place == DP_BUFFER_DEVICE)
-        return dp_fail(DP_EFORMAT, "%s:%d: %s algorithm '%s' (valid: %s)", source, line,
-                       *algorithm ? "auto sums host memory; not the GPU-only" : "unknown", name,
-                       dp_comm_algorithm_names());
-    return 0;
+    if (*algorithm && (*algorithm)->place != DP_BUFFER_DEVICE)
+        return 0;
+    char valid[512];
+    dp_registered_names(valid, sizeof valid, 0);
+    return dp_fail(DP_EFORMAT, "%s:%d: %s algorithm '%s' (valid: %s)", source, line,
+                   *algorithm ? "auto sums host memory; not the GPU-only" : "unknown", name, valid);
 }
 
 /* Parses one line into rule; returns 1 for a rule, 0 for a blank or comment line, or an error. */
@@ -406,7 +407,7 @@ struct largest_scratch {
 static void widen(const struct dp_algorithm *a, void *context)
 {
     struct largest_scratch *s = context;
-    size_t n = a->pick ? 0 : a->scratch_floats(s->c, s->kind, s->count, s->largest_block);
+    size_t n = a->scratch_floats(s->c, s->kind, s->count, s->largest_block);
     s->floats = n > s->floats ? n : s->floats;
 }
 
@@ -418,6 +419,14 @@ static size_t auto_scratch(const dp_comm *c, dp_collective kind, size_t count, s
     return s.floats;
 }
 
+static void close_table(dp_comm *c)
+{
+    if (c->auto_table)
+        dp_auto_table_free(c->auto_table);
+    free(c->auto_table);
+    c->auto_table = NULL;
+}
+
 /* auto never runs a request itself: its pick does, so its own driver is never called. */
 const struct dp_algorithm dp_algorithm_auto = {
     .name = "auto",
@@ -426,4 +435,5 @@ const struct dp_algorithm dp_algorithm_auto = {
     .driver = &dp_schedule_driver,
     .scratch_floats = auto_scratch,
     .pick = pick,
+    .close = close_table,
 };

@@ -27,7 +27,7 @@ struct dp_nccl {
     cudaStream_t stream;
 };
 
-struct dp_nccl_events {
+struct nccl_events {
     cudaEvent_t ready, done;
 };
 
@@ -88,21 +88,27 @@ static int connect_ranks(dp_comm *c)
     return 0;
 }
 
+/* A slot's events: the buffer is ready, the collective is done. */
+static struct nccl_events *events_of(const dp_request *q)
+{
+    return q->driver_state;
+}
+
 static int create_events(dp_request *q)
 {
-    struct dp_nccl_events *e = dp_calloc(1, sizeof *e, "a request's CUDA events");
+    struct nccl_events *e = dp_calloc(1, sizeof *e, "a request's CUDA events");
     if (!e)
         return DP_ENOMEM;
-    q->events = e;
+    q->driver_state = e;
     CUDA_TRY(q->comm, cudaEventCreateWithFlags(&e->ready, cudaEventDisableTiming));
     CUDA_TRY(q->comm, cudaEventCreateWithFlags(&e->done, cudaEventDisableTiming));
     return 0;
 }
 
-static int prepare(dp_request *q)
+static int nccl_prepare(dp_request *q)
 {
     int status = q->comm->nccl ? 0 : connect_ranks(q->comm);
-    return status || q->events ? status : create_events(q);
+    return status || q->driver_state ? status : create_events(q);
 }
 
 /* W equal blocks of buf itself: NCCL's own reduce-scatter and all-gather fit. */
@@ -148,9 +154,9 @@ static int enqueue(dp_request *q)
     return 0;
 }
 
-static int advance(dp_request *q)
+static int nccl_advance(dp_request *q)
 {
-    cudaError_t e = cudaEventQuery(q->events->done);
+    cudaError_t e = cudaEventQuery(events_of(q)->done);
     if (e == cudaSuccess) {
         q->complete = 1;
         return 0;
@@ -165,7 +171,7 @@ static int advance(dp_request *q)
     return 0;
 }
 
-static int start(dp_request *q)
+static int nccl_start(dp_request *q)
 {
     dp_comm *c = q->comm;
     int status = check_device_buffer(c, q->buf);
@@ -173,40 +179,34 @@ static int start(dp_request *q)
         return status;
     cudaEvent_t ready = q->ready_event;
     if (!ready) {
-        ready = q->events->ready;
+        ready = events_of(q)->ready;
         CUDA_TRY(c, cudaEventRecord(ready, cudaStreamLegacy));
     }
     CUDA_TRY(c, cudaStreamWaitEvent(c->nccl->stream, ready, 0));
     if ((status = enqueue(q)))
         return status;
-    CUDA_TRY(c, cudaEventRecord(q->events->done, c->nccl->stream));
+    CUDA_TRY(c, cudaEventRecord(events_of(q)->done, c->nccl->stream));
     dp_request_count_bytes(q, dp_request_ring_floats(q), 1);
-    return advance(q);
+    return nccl_advance(q);
 }
 
-static const dp_driver nccl_driver = {.prepare = prepare, .start = start, .advance = advance};
-
-const struct dp_algorithm dp_algorithm_nccl = {
-    .name = "nccl",
-    .summary = "NCCL's collectives on GPU memory (--device cuda), on their own stream; the id travels by MPI_Bcast",
-    .place = DP_BUFFER_DEVICE,
-    .driver = &nccl_driver,
-    .scratch_floats = dp_scratch_none,
-};
-
-void dp_nccl_release(dp_request *q)
+/* A slot's events; at teardown a failure has nothing left to stop: they go either way. */
+static void release_events(dp_request *q)
 {
-    if (!q->events)
+    struct nccl_events *e = events_of(q);
+    if (!e)
         return;
-    /* At teardown a failure has nothing left to stop: the events go either way. */
-    (void)cudaEventDestroy(q->events->ready);
-    (void)cudaEventDestroy(q->events->done);
-    free(q->events);
-    q->events = NULL;
+    (void)cudaEventDestroy(e->ready);
+    (void)cudaEventDestroy(e->done);
+    free(e);
+    q->driver_state = NULL;
 }
 
-void dp_nccl_free(dp_comm *c)
+/* Every slot's events, the communicator and the stream. */
+static void nccl_close(dp_comm *c)
 {
+    for (int i = 0; c->pool && i < c->pool->capacity; i++)
+        release_events(c->pool->slots[i]);
     if (!c->nccl)
         return;
     if (c->nccl->comm)
@@ -216,3 +216,14 @@ void dp_nccl_free(dp_comm *c)
     free(c->nccl);
     c->nccl = NULL;
 }
+
+static const dp_driver nccl_driver = {.prepare = nccl_prepare, .start = nccl_start, .advance = nccl_advance};
+
+const struct dp_algorithm dp_algorithm_nccl = {
+    .name = "nccl",
+    .summary = "NCCL's collectives on GPU memory (--device cuda), on their own stream; the id travels by MPI_Bcast",
+    .place = DP_BUFFER_DEVICE,
+    .driver = &nccl_driver,
+    .scratch_floats = dp_scratch_none,
+    .close = nccl_close,
+};

@@ -18,8 +18,6 @@ struct dp_progress_thread {
     pthread_t id;
     struct timespec pause;
     int stop;
-    int status;            /* the first failure, reported by the caller's next call */
-    char error[256];       /* its message (dp_last_error is per thread) */
 };
 
 static void *progress_loop(void *arg)
@@ -29,8 +27,9 @@ static void *progress_loop(void *arg)
     for (;;) {
         pthread_mutex_lock(&pool->lock);
         int stop = t->stop;
-        if (!stop && !t->status && (t->status = dp_request_progress_locked(t->comm)))
-            snprintf(t->error, sizeof t->error, "%s", dp_last_error());
+        /* The first failure stays with the pool, where the caller's next call reports it. */
+        if (!stop && !pool->thread_status && (pool->thread_status = dp_request_progress_locked(t->comm)))
+            snprintf(pool->thread_error, sizeof pool->thread_error, "%s", dp_last_error());
         pthread_mutex_unlock(&pool->lock);
         if (stop)
             return NULL;
@@ -48,7 +47,7 @@ int dp_comm_start_progress_thread(dp_comm *c, long interval_us)
                        "MPI process does not have: progress with dp_comm_progress instead");
     if (interval_us < 0 || interval_us >= 1000000)
         return dp_fail(DP_EINVAL, "progress thread interval %ld us: must be 0 to 999999", interval_us);
-    if (c->pool->thread)
+    if (c->progress_thread)
         return dp_fail(DP_EINVAL, "a progress thread is already running on this communicator");
     struct dp_progress_thread *t = dp_calloc(1, sizeof *t, "the progress thread");
     if (!t)
@@ -61,26 +60,21 @@ int dp_comm_start_progress_thread(dp_comm *c, long interval_us)
         return dp_fail(DP_EINVAL, "cannot start the progress thread: %s", strerror(e));
     }
     pthread_mutex_lock(&c->pool->lock);
-    c->pool->thread = t;
+    c->progress_thread = t;
     pthread_mutex_unlock(&c->pool->lock);
     return 0;
 }
 
 void dp_comm_stop_progress_thread(dp_comm *c)
 {
-    struct dp_progress_thread *t = c->pool->thread;
+    struct dp_progress_thread *t = c->progress_thread;
     if (!t)
         return;
     pthread_mutex_lock(&c->pool->lock);
     t->stop = 1;
-    c->pool->thread = NULL;
+    c->progress_thread = NULL;
+    c->pool->thread_status = 0; /* its failure goes with it */
     pthread_mutex_unlock(&c->pool->lock);
     pthread_join(t->id, NULL);
     free(t);
-}
-
-int dp_progress_thread_status(dp_comm *c)
-{
-    struct dp_progress_thread *t = c->pool->thread;
-    return t && t->status ? dp_fail(t->status, "progress thread: %s", t->error) : 0;
 }

@@ -36,12 +36,8 @@ void dp_request_pool_free(dp_comm *c)
 {
     if (!c->pool)
         return;
-    dp_comm_stop_progress_thread(c);
     for (int i = 0; i < c->pool->capacity; i++) {
         dp_request *q = c->pool->slots[i];
-#ifdef HAVE_NCCL
-        dp_nccl_release(q);
-#endif
         free(q->scratch);
         free(q->block_counts);
         free(q);
@@ -288,9 +284,16 @@ int dp_comm_start_allgather(dp_comm *c, float *buf, size_t count, const char *la
     return start_kind(c, DP_ALLGATHER, buf, count, label, request);
 }
 
+/* The progress thread's failure, reported to the caller by every call after it (0: none). */
+static int thread_failure(const dp_comm *c)
+{
+    const struct dp_request_pool *pool = c->pool;
+    return pool->thread_status ? dp_fail(pool->thread_status, "progress thread: %s", pool->thread_error) : 0;
+}
+
 int dp_request_progress_locked(dp_comm *c)
 {
-    int status = dp_progress_thread_status(c);
+    int status = thread_failure(c);
     for (int i = 0; i < c->pool->capacity && !status; i++) {
         dp_request *q = c->pool->slots[i];
         if (q->in_use && !q->complete)
@@ -399,11 +402,6 @@ int dp_request_run(dp_comm *c, const dp_request_args *a, const struct dp_algorit
     dp_request *q;
     int status = start(c, a, algorithm, 1, &q);
     return status ? status : dp_request_wait(&q);
-}
-
-int dp_comm_run(dp_comm *c, const dp_request_args *args)
-{
-    return dp_request_run(c, args, c->algorithm);
 }
 
 /* Slots and scratch for `requests` requests of up to max_count floats. */

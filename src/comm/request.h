@@ -68,8 +68,6 @@ typedef struct dp_fold_plan {
     int index;   /* this rank's index among the P, or -1 for a rank that sits out */
 } dp_fold_plan;
 
-struct dp_nccl_events;
-
 struct dp_request {
     dp_comm *comm;
     const struct dp_algorithm *algorithm; /* the one running it (auto's pick, for auto) */
@@ -97,7 +95,7 @@ struct dp_request {
     float *scratch;
     size_t scratch_capacity;   /* floats */
     int *block_counts, *block_offsets; /* mpi: W each */
-    struct dp_nccl_events *events;
+    void *driver_state;        /* a driver's own (nccl: CUDA events), freed by its algorithm's close */
 };
 
 /* Block r of q's buffer (see dp_request_args), as offsets into q->buf. */
@@ -120,7 +118,7 @@ typedef struct dp_driver {
 extern const dp_driver dp_schedule_driver;
 
 /* The slots behind c's requests, and the lock every entry point takes so that a progress
- * thread (progress.c) and the caller take turns. */
+ * thread (progress.c) and the caller take turns; that thread records its failure here. */
 struct dp_request_pool {
     dp_request **slots;  /* each allocated once: handles stay valid while the pool grows */
     int capacity;
@@ -128,16 +126,13 @@ struct dp_request_pool {
     long allocations;
     int tag_window;      /* tags 0 .. MPI_TAG_UB */
     pthread_mutex_t lock;
-    struct dp_progress_thread *thread; /* NULL: none running */
+    int thread_status;   /* the progress thread's first failure (0: none), under the lock */
+    char thread_error[256]; /* its message (dp_last_error is per thread) */
 };
 
-/* request.c: the pool (dp_comm_init, dp_comm_free). */
+/* request.c: the pool, opened and freed by dp_comm_init and dp_comm_free (setup.c). */
 int dp_request_pool_open(dp_comm *c);
 void dp_request_pool_free(dp_comm *c);
-
-/* progress.c: the failure of c's progress thread, recorded here for the caller (0: none).
- * Called with c's lock held. */
-int dp_progress_thread_status(dp_comm *c);
 
 /* dp_comm_progress with c's lock already held. */
 int dp_request_progress_locked(dp_comm *c);
@@ -157,8 +152,8 @@ size_t dp_request_ring_floats(const dp_request *q);
 /* dst[i] += src[i]: the reduction every hand-written algorithm applies. */
 void dp_add_floats(float *restrict dst, const float *restrict src, size_t count);
 
-/* Root's bytes to every rank with MPI_Ibcast on the caller's communicator, in pieces,
- * progressing c's requests while it waits. */
+/* caller_collectives.c: root's bytes to every rank with MPI_Ibcast on the caller's
+ * communicator, in pieces, progressing c's requests while it waits. */
 int dp_broadcast_bytes(dp_comm *c, void *buf, size_t bytes, int root);
 
 #endif
