@@ -1,96 +1,82 @@
-/* How samples reach the backend: each dataset is placed in backend memory once (on a host
- * backend it is there already) with the epoch's sample order beside it, and a step gathers its
- * rows there, so the step loop moves nothing between host and device. */
+/* How samples reach the backend: every micro-batch reads only this rank's rows through the
+ * dataset's reader (dp_dataset_read_rows), straight into the batch buffers on a host backend,
+ * or into page-locked host staging then one upload per buffer on a device. Nothing holds a
+ * whole dataset in backend memory. */
 #include "src/train/trainer.h"
 
 #include "dp/error.h"
 
-/* A device copy of n_values 4-byte values, or NULL (with the allocation's error). */
-static void *copy_to_device(const dp_backend *be, const void *host, size_t n_values, const char *what)
-{
-    void *copy = be->alloc(n_values * sizeof(float), DP_MEM_DATA, what);
-    if (copy)
-        be->upload(copy, host, n_values * sizeof(float));
-    return copy;
-}
+#include <stdlib.h>
 
-static int place_dataset(const dp_backend *be, const dp_dataset *data, dp_resident *out)
+/* The batch buffers hold max_rows rows of the training data's width: a test set must match it. */
+static int check_test_width(const trainer *t)
 {
-    if (be->host_memory) {
-        *out = (dp_resident){.features = data->features, .labels = data->labels, .targets = data->targets};
+    if (!t->test || t->test->dim == t->train->dim)
         return 0;
-    }
-    out->owned = 1;
-    out->features = copy_to_device(be, data->features, data->count * (size_t)data->dim, "the dataset's features");
-    if (!out->features)
-        return DP_ENOMEM;
-    if (data->labels)
-        out->labels = copy_to_device(be, data->labels, data->count, "the dataset's labels");
-    else
-        out->targets = copy_to_device(be, data->targets, data->count * (size_t)data->outputs, "the dataset's targets");
-    return out->labels || out->targets ? 0 : DP_ENOMEM;
-}
-
-static void free_dataset(const dp_backend *be, dp_resident *rows)
-{
-    if (rows->owned) {
-        be->free(rows->features);
-        be->free(rows->labels);
-        be->free(rows->targets);
-    }
-    *rows = (dp_resident){0};
+    return dp_fail(DP_EINVAL, "test data %s has %d features per sample but the training data %s has %d",
+                   t->test->description, t->test->dim, t->train->description, t->train->dim);
 }
 
 int dp_trainer_place_data(trainer *t)
 {
     const dp_backend *be = t->be;
-    int status = place_dataset(be, t->train, &t->train_rows);
-    if (!status && t->test)
-        status = place_dataset(be, t->test, &t->test_rows);
-    if (status || be->host_memory) {
-        t->order = t->sampler.order;
+    size_t rows = (size_t)t->max_rows;
+    int status = check_test_width(t);
+    if (status)
         return status;
-    }
-    t->device_order = be->alloc(t->sampler.count * sizeof(size_t), DP_MEM_DATA, "the epoch's sample order");
-    t->order = t->device_order;
-    return t->device_order ? 0 : DP_ENOMEM;
+    t->row_index = dp_alloc(rows * sizeof *t->row_index, "the evaluation's row indices");
+    if (!t->row_index || be->host_memory)
+        return t->row_index ? 0 : DP_ENOMEM;
+    t->stage_x = be->alloc_host(rows * (size_t)t->train->dim * sizeof(float), "the input batch's staging");
+    t->stage_labels = be->alloc_host(rows * sizeof(int32_t), "the label batch's staging");
+    t->stage_targets = be->alloc_host(rows * (size_t)t->model.outputs * sizeof(float), "the target batch's staging");
+    return t->stage_x && t->stage_labels && t->stage_targets ? 0 : DP_ENOMEM;
 }
 
 void dp_trainer_free_data(trainer *t)
 {
-    free_dataset(t->be, &t->train_rows);
-    free_dataset(t->be, &t->test_rows);
-    if (t->device_order)
-        t->be->free(t->device_order);
-    t->device_order = NULL;
-    t->order = NULL;
+    if (t->stage_x)
+        t->be->free_host(t->stage_x);
+    if (t->stage_labels)
+        t->be->free_host(t->stage_labels);
+    if (t->stage_targets)
+        t->be->free_host(t->stage_targets);
+    free(t->row_index);
+    t->stage_x = t->stage_targets = NULL;
+    t->stage_labels = NULL;
+    t->row_index = NULL;
 }
 
 void dp_trainer_set_epoch(trainer *t, long epoch)
 {
     dp_sampler_set_epoch(&t->sampler, epoch);
-    if (t->device_order)
-        t->be->upload(t->device_order, t->sampler.order, t->sampler.count * sizeof(size_t));
+}
+
+/* Reads rows index[0..n) of data into dev_x and dev_labels or dev_targets. */
+static int read_rows(trainer *t, const dp_dataset *data, const size_t *index, size_t n)
+{
+    const dp_backend *be = t->be;
+    if (be->host_memory)
+        return dp_dataset_read_rows(data, index, n, t->dev_x, t->dev_labels, t->dev_targets);
+    int status = dp_dataset_read_rows(data, index, n, t->stage_x, t->stage_labels, t->stage_targets);
+    if (status)
+        return status;
+    be->upload(t->dev_x, t->stage_x, n * (size_t)data->dim * sizeof(float));
+    if (data->labels)
+        be->upload(t->dev_labels, t->stage_labels, n * sizeof(int32_t));
+    else
+        be->upload(t->dev_targets, t->stage_targets, n * (size_t)data->outputs * sizeof(float));
+    return 0;
 }
 
 int dp_trainer_gather(trainer *t, size_t begin, size_t end)
 {
-    const dp_backend *be = t->be;
-    int rows = (int)(end - begin);
-    const size_t *index = t->order + begin;
-    be->gather_rows(t->dev_x, t->train_rows.features, index, rows, t->train->dim);
-    if (t->train_rows.labels)
-        be->gather_rows(t->dev_labels, t->train_rows.labels, index, rows, 1);
-    else
-        be->gather_rows(t->dev_targets, t->train_rows.targets, index, rows, t->train->outputs);
-    return rows;
+    return read_rows(t, t->train, t->sampler.order + begin, end - begin);
 }
 
-void dp_trainer_test_rows(const trainer *t, size_t begin, const float **x, const int32_t **labels,
-                          const float **targets)
+int dp_trainer_read_test_rows(trainer *t, size_t begin, size_t end)
 {
-    const dp_resident *rows = &t->test_rows;
-    *x = rows->features + begin * (size_t)t->test->dim;
-    *labels = rows->labels ? rows->labels + begin : NULL;
-    *targets = rows->targets ? rows->targets + begin * (size_t)t->test->outputs : NULL;
+    for (size_t i = begin; i < end; i++)
+        t->row_index[i - begin] = i;
+    return read_rows(t, t->test, t->row_index, end - begin);
 }

@@ -162,13 +162,16 @@ static int train_micro_batch(trainer *t, const dp_range *step, size_t micro, siz
 {
     double started = MPI_Wtime();
     dp_range mine = dp_partition(micro_end - micro, t->comm->size, t->comm->rank);
-    int rows = dp_trainer_gather(t, micro + mine.begin, micro + mine.end);
+    int rows = (int)(mine.end - mine.begin);
+    int status = dp_trainer_gather(t, micro + mine.begin, micro + mine.end);
+    if (status)
+        return status;
     dp_trace_add(&t->trace, "gather the batch's rows", "data", DP_LANE_COMPUTE, started, MPI_Wtime());
     /* Backward adds into the last micro-batch's gradients unless the strategy adds reduced shards. */
     int accumulate = micro != step->begin && dp_dist_backward_accumulates(&t->dist);
     dp_nn_context ctx = training_context(t, accumulate, micro - step->begin + mine.begin);
     const float *out;
-    int status = dp_model_forward(&t->model, &ctx, t->dev_x, rows, &out);
+    status = dp_model_forward(&t->model, &ctx, t->dev_x, rows, &out);
     if (status)
         return status;
     dp_model_loss(&t->model, t->plan.loss, out, t->dev_labels, t->dev_targets, rows, t->model.delta[0],
@@ -269,12 +272,13 @@ static int evaluate(trainer *t, dp_train_result *result)
     t->model.on_module = NULL;
     for (size_t begin = mine.begin; !status && begin < mine.end; begin += (size_t)t->max_rows) {
         size_t end = begin + (size_t)t->max_rows < mine.end ? begin + (size_t)t->max_rows : mine.end;
-        const float *x, *targets, *out;
-        const int32_t *labels;
-        dp_trainer_test_rows(t, begin, &x, &labels, &targets);
-        status = dp_model_forward(&t->model, &ctx, x, (int)(end - begin), &out);
+        const float *out;
+        status = dp_trainer_read_test_rows(t, begin, end);
         if (!status)
-            dp_model_loss(&t->model, t->plan.loss, out, labels, targets, (int)(end - begin), NULL, t->eval_totals);
+            status = dp_model_forward(&t->model, &ctx, t->dev_x, (int)(end - begin), &out);
+        if (!status)
+            dp_model_loss(&t->model, t->plan.loss, out, t->dev_labels, t->dev_targets, (int)(end - begin), NULL,
+                          t->eval_totals);
     }
     take_totals(t, t->eval_totals, &sums[0], &sums[1]);
     t->model.on_module = on_module;

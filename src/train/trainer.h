@@ -16,14 +16,6 @@
 #include "src/train/report.h"
 #include "src/train/trace.h"
 
-/* A dataset where the backend computes: on a host backend the dataset's own arrays, on a
- * device a copy made once (owned), so steps gather their rows without host copies. */
-typedef struct dp_resident {
-    float *features, *targets;
-    int32_t *labels;
-    int owned;
-} dp_resident;
-
 /* A step's module passes timed by the backend's timer (timer_mark slots), turned into spans
  * once the step's work has finished. */
 typedef struct dp_device_span {
@@ -64,9 +56,9 @@ typedef struct trainer {
     long steps_done;               /* optimizer steps taken, for the learning-rate schedule */
     long skipped_steps;            /* updates dropped by --on-nan skip */
     double sent[DP_COLLECTIVE_KINDS]; /* bytes sent by this rank's collectives inside training steps */
-    dp_resident train_rows, test_rows; /* the datasets in backend memory */
-    const size_t *order;           /* the epoch's sample order in backend memory */
-    size_t *device_order;          /* its device copy; NULL on a host backend */
+    float *stage_x, *stage_targets; /* a device backend: page-locked host rows read for one batch */
+    int32_t *stage_labels;         /* (NULL on a host backend, which reads into dev_x and the rest) */
+    size_t *row_index;             /* evaluation's contiguous rows as the reader's index list */
     float *dev_x, *dev_targets;    /* one micro-batch's rows in backend memory */
     int32_t *dev_labels;
     int stage_gradients;           /* GPU gradients go through host_grads to the all-reduce */
@@ -108,16 +100,15 @@ int dp_trainer_close_metrics(trainer *t, const dp_train_result *result);
 void dp_trainer_close_device(trainer *t);
 const char *dp_trainer_gradient_path(const trainer *t);
 
-/* batches.c: the datasets placed in backend memory, batches gathered there. */
-int dp_trainer_place_data(trainer *t);
+/* batches.c: this rank's rows read through the datasets' readers into the batch buffers. */
+int dp_trainer_place_data(trainer *t); /* the staging; once the model and max_rows are known */
 void dp_trainer_free_data(trainer *t);
 void dp_trainer_set_epoch(trainer *t, long epoch);
-/* Gathers training samples at epoch positions [begin, end) into dev_x and dev_labels or
- * dev_targets; returns the row count. */
+/* Reads the training samples at epoch positions [begin, end) (at most max_rows) into dev_x
+ * and dev_labels or dev_targets. */
 int dp_trainer_gather(trainer *t, size_t begin, size_t end);
-/* The test set's rows from `begin` on, where they lie in backend memory (NULL: absent). */
-void dp_trainer_test_rows(const trainer *t, size_t begin, const float **x, const int32_t **labels,
-                          const float **targets);
+/* Reads test rows [begin, end) (at most max_rows) into the same buffers. */
+int dp_trainer_read_test_rows(trainer *t, size_t begin, size_t end);
 
 /* Sums count doubles over the ranks in place: SyncBatchNorm's statistics (dp_nn_context). */
 int dp_trainer_sum_doubles(void *comm, double *values, int count);
