@@ -129,6 +129,20 @@ static void assert_fixture_dataset(const dp_dataset *ds, const char *labels_path
     ck_assert_float_eq(features[0], 0.0f);
     ck_assert_float_eq(features[1], 1.0f);
     free(features);
+    /* Images keep their shape, [1, rows, cols]; rows come by index list, repeats allowed. */
+    ck_assert_int_eq(ds->sample_ndim, 3);
+    ck_assert_int_eq(ds->sample_shape[0], 1);
+    ck_assert_int_eq(ds->sample_shape[1], 2);
+    ck_assert_int_eq(ds->sample_shape[2], 2);
+    static const size_t index[3] = {2, 0, 2};
+    float rows[3 * 4];
+    int32_t labels[3];
+    ck_assert_int_eq(dp_dataset_read_rows(ds, index, 3, rows, labels, NULL), 0);
+    for (int r = 0; r < 3; r++) {
+        for (int j = 0; j < 4; j++)
+            ck_assert_float_eq(rows[r * 4 + j], pixels[index[r] * 4 + j] / 255.0f);
+        ck_assert_int_eq(labels[r], label_bytes[index[r]]);
+    }
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(ds->labels[i], label_bytes[i]);
     ck_assert_str_eq(ds->labels_source, labels_path);

@@ -97,16 +97,16 @@ void dp_npy_format_shape(const dp_npy *array, char *buf, size_t size);
 /* Little-endian file values to host order, in place (a no-op on little-endian hosts). */
 void dp_npy_from_little_endian(void *data, size_t bytes, enum dp_npy_dtype dtype);
 
-/* A .npy file mapped read-only instead of read: the same checks as dp_npy_read, then
- * array.data points at the file's little-endian values inside the mapping, so only the pages
- * a reader touches are read from disk. On failure *out is zeroed. */
-typedef struct dp_npy_mapping {
+/* A .npy file opened, not read: the same checks as dp_npy_read, then the file stays open
+ * (fd) with array.data NULL, and rows are read on demand at data_offset (little-endian, as
+ * in the file). On failure *out is zeroed with fd -1. */
+typedef struct dp_npy_file {
     dp_npy array;
-    void *base;
-    size_t length;
-} dp_npy_mapping;
-int dp_npy_map(const char *path, dp_npy_mapping *out);
-void dp_npy_unmap(dp_npy_mapping *m);
+    int fd;
+    size_t data_offset;
+} dp_npy_file;
+int dp_npy_open(const char *path, dp_npy_file *out);
+void dp_npy_close(dp_npy_file *file);
 
 /* Writes an array as .npy (format 1.0, little-endian, C order) through a temporary, fsync
  * and rename, so a failure never leaves a partial file under path. */
@@ -114,10 +114,9 @@ int dp_npy_write(const char *path, const dp_npy *array);
 
 /* Features must be float32 [N, D] or [N, C, H, W] ([N, H, W] too) with every dim > 0; labels
  * int32/int64 [N] in [0, INT32_MAX) (converted to int32) or float32 [N, K] targets
- * (src/data/npy_pair.c). The features stay in the file, mapped: reading rows copies them out
- * and drops the mapped pages every DP_NPY_RELEASE_BYTES copied, so a rank's resident memory
- * holds at most that much of the file however many epochs it reads. */
-#define DP_NPY_RELEASE_BYTES ((size_t)16 << 20)
+ * (src/data/npy_pair.c). The features stay in their file (dp_npy_open): reading rows reads
+ * those rows alone (pread, a run of consecutive rows at once) into the caller's buffer, so
+ * no part of the file stays in the process's memory whatever the file's size. */
 int dp_npy_load_pair(const char *features_path, const char *labels_path, dp_dataset *out);
 
 /* --- synthetic (held whole in memory: features and labels; dp_reader_in_memory): inputs uniform in [-1, 1], labelled by a fixed random teacher network

@@ -9,8 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_LEN 6
@@ -387,7 +388,7 @@ static int read_array(FILE *f, const char *path, off_t file_size, void *out)
     return 0;
 }
 
-/* Opens path and runs `use` on it with its size: reading and mapping share the checks. */
+/* Opens path and runs `use` on it with its size: reading and opening share the checks. */
 static int with_input(const char *path, int (*use)(FILE *, const char *, off_t, void *), void *out)
 {
     FILE *f = NULL;
@@ -409,34 +410,39 @@ int dp_npy_read(const char *path, dp_npy *out)
     return with_input(path, read_array, out);
 }
 
-/* The whole file is mapped (offsets must be page-aligned); the array starts inside it. */
-static int map_into(FILE *f, const char *path, off_t file_size, void *out)
+/* The file stays open (a descriptor of its own, close-on-exec) for rows read on demand. */
+static int open_into(FILE *f, const char *path, off_t file_size, void *out)
 {
-    dp_npy_mapping *m = out;
+    dp_npy_file *file = out;
     npy_layout layout = {0};
     int rc = read_layout(f, path, file_size, &layout);
     if (rc)
         return rc;
-    void *base = mmap(NULL, (size_t)file_size, PROT_READ, MAP_PRIVATE, fileno(f), 0);
-    if (base == MAP_FAILED)
-        return dp_fail(DP_EIO, "%s: cannot map: %s", path, strerror(errno));
-    m->base = base;
-    m->length = (size_t)file_size;
-    describe(&layout, (uint8_t *)base + layout.data_offset, &m->array);
+    int fd = fcntl(fileno(f), F_DUPFD_CLOEXEC, 0);
+    if (fd < 0)
+        return dp_fail(DP_EIO, "%s: cannot keep the file open: %s", path, strerror(errno));
+    file->fd = fd;
+    file->data_offset = layout.data_offset;
+    describe(&layout, NULL, &file->array);
     return 0;
 }
 
-int dp_npy_map(const char *path, dp_npy_mapping *out)
+int dp_npy_open(const char *path, dp_npy_file *out)
 {
     memset(out, 0, sizeof *out);
-    return with_input(path, map_into, out);
+    out->fd = -1;
+    int rc = with_input(path, open_into, out);
+    if (rc)
+        out->fd = -1;
+    return rc;
 }
 
-void dp_npy_unmap(dp_npy_mapping *m)
+void dp_npy_close(dp_npy_file *file)
 {
-    if (m->base)
-        munmap(m->base, m->length);
-    memset(m, 0, sizeof *m);
+    if (file->fd >= 0)
+        close(file->fd);
+    memset(file, 0, sizeof *file);
+    file->fd = -1;
 }
 
 void dp_npy_free(dp_npy *npy)

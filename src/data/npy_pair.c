@@ -1,8 +1,6 @@
-/* A pair of .npy files as a dataset: float32 features [N, ...] mapped from their file, and
+/* A pair of .npy files as a dataset: float32 features [N, ...] read from their file by row, and
  * int labels [N] or float32 targets [N, K] read into memory, checked against each other (the
  * format itself: npy.c). */
-/* madvise(MADV_DONTNEED): posix_madvise's POSIX_MADV_DONTNEED is a no-op in glibc. */
-#define _DEFAULT_SOURCE
 #include "src/data/readers.h"
 
 #include "dp/error.h"
@@ -12,7 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
+#include <errno.h>
+#include <unistd.h>
 
 static void format_shape(const dp_npy *a, char *buf, size_t size)
 {
@@ -79,43 +78,61 @@ static int convert_labels(const char *path, const dp_npy *labels, dp_dataset *ou
     return 0;
 }
 
-/* --- the mapped reader: rows are copied out of the mapping, whose pages are dropped every
- * DP_NPY_RELEASE_BYTES copied so the copied rows do not stay resident as file pages. --- */
+/* --- the file reader: rows are read from the open file on demand, nothing kept. A mapping
+ * was tried first: page faults map whole page-cache folios around each touched row (here
+ * about 400 KiB per 4 KiB row), so resident memory followed the kernel, not the rows read. --- */
 
-typedef struct mapped_features {
-    dp_npy_mapping mapping;
-    size_t copied; /* bytes copied out since the pages were last dropped */
-} mapped_features;
+typedef struct npy_rows {
+    dp_npy_file file;
+    char path[];
+} npy_rows;
 
-static int read_mapped(const dp_dataset *ds, const size_t *index, size_t n, float *x)
+static int read_exactly_at(const npy_rows *f, void *buf, size_t len, off_t offset, size_t row)
 {
-    mapped_features *m = ds->reader_state;
-    size_t row_bytes = (size_t)ds->dim * sizeof(float);
-    const uint8_t *data = m->mapping.array.data;
-    for (size_t r = 0; r < n; r++)
-        memcpy((uint8_t *)x + r * row_bytes, data + index[r] * row_bytes, row_bytes);
-    dp_npy_from_little_endian(x, n * row_bytes, DP_NPY_F32);
-    m->copied += n * row_bytes;
-    /* Advice only: a failure costs memory, not correctness. */
-    if (m->copied >= DP_NPY_RELEASE_BYTES && madvise(m->mapping.base, m->mapping.length, MADV_DONTNEED) == 0)
-        m->copied = 0;
+    for (size_t done = 0; done < len;) {
+        ssize_t n = pread(f->file.fd, (uint8_t *)buf + done, len - done, offset + (off_t)done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return dp_fail(DP_EIO, "%s: read failed: %s", f->path, strerror(errno));
+        if (n == 0)
+            return dp_fail(DP_EIO, "%s: the file ends before row %zu, which its header announced "
+                           "(was it changed while in use?)", f->path, row);
+        done += (size_t)n;
+    }
     return 0;
 }
 
-static void close_mapped(void *state)
+/* Consecutive indices (evaluation's chunks, any run in a shuffled order) are read at once. */
+static int read_rows_from_file(const dp_dataset *ds, const size_t *index, size_t n, float *x)
 {
-    mapped_features *m = state;
-    if (m)
-        dp_npy_unmap(&m->mapping);
-    free(m);
+    const npy_rows *f = ds->reader_state;
+    size_t row_bytes = (size_t)ds->dim * sizeof(float);
+    for (size_t r = 0, run; r < n; r += run) {
+        for (run = 1; r + run < n && index[r + run] == index[r] + run; run++)
+            ;
+        off_t offset = (off_t)(f->file.data_offset + index[r] * row_bytes);
+        int status = read_exactly_at(f, (uint8_t *)x + r * row_bytes, run * row_bytes, offset, index[r]);
+        if (status)
+            return status;
+    }
+    dp_npy_from_little_endian(x, n * row_bytes, DP_NPY_F32);
+    return 0;
 }
 
-static const dp_reader mapped_reader = {.name = "npy", .read_features = read_mapped, .close = close_mapped};
+static void close_rows(void *state)
+{
+    npy_rows *f = state;
+    if (f)
+        dp_npy_close(&f->file);
+    free(f);
+}
 
-static int fill_dataset(const char *labels_path, mapped_features *features, dp_npy *labels,
+static const dp_reader file_reader = {.name = "npy", .read_features = read_rows_from_file, .close = close_rows};
+
+static int fill_dataset(const char *labels_path, const dp_npy *array, dp_npy *labels,
                         dp_dataset *out)
 {
-    const dp_npy *array = &features->mapping.array;
     out->count = array->shape[0];
     out->dim = 1;
     out->sample_ndim = array->ndim - 1;
@@ -134,21 +151,24 @@ static int fill_dataset(const char *labels_path, mapped_features *features, dp_n
 int dp_npy_load_pair(const char *features_path, const char *labels_path, dp_dataset *out)
 {
     memset(out, 0, sizeof *out);
-    mapped_features *features = dp_calloc(1, sizeof *features, "the mapped features");
+    size_t path_len = strlen(features_path) + 1;
+    npy_rows *features = dp_alloc(sizeof *features + path_len, "the features file's reader");
     if (!features)
         return DP_ENOMEM;
-    out->reader = &mapped_reader;
+    memcpy(features->path, features_path, path_len);
+    out->reader = &file_reader;
     out->reader_state = features;
     dp_npy labels = {0};
-    int rc = dp_npy_map(features_path, &features->mapping);
+    const dp_npy *array = &features->file.array;
+    int rc = dp_npy_open(features_path, &features->file);
     if (!rc)
-        rc = check_features(features_path, &features->mapping.array);
+        rc = check_features(features_path, array);
     if (!rc)
         rc = dp_npy_read(labels_path, &labels);
     if (!rc)
-        rc = check_labels(features_path, &features->mapping.array, labels_path, &labels);
+        rc = check_labels(features_path, array, labels_path, &labels);
     if (!rc)
-        rc = fill_dataset(labels_path, features, &labels, out);
+        rc = fill_dataset(labels_path, array, &labels, out);
     dp_npy_free(&labels);
     if (rc) {
         dp_dataset_free(out);
