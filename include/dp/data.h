@@ -1,7 +1,7 @@
 /* Datasets behind one reader interface: open (dp_dataset_open: a registry of spec forms),
  * rows (count), sample shape (shape), and read rows by an index list into a caller's buffer
  * (dp_dataset_read_rows). Readers: IDX (MNIST, Fashion-MNIST; gzip or raw), NumPy .npy pairs
- * (features mapped, not read) and a synthetic teacher-labelled set. Labels and targets are
+ * (features read by row from their file) and a synthetic teacher-labelled set. Labels and targets are
  * small and always held in memory; what each reader keeps of the features is said below. */
 #ifndef DP_DATA_H
 #define DP_DATA_H
@@ -31,7 +31,7 @@ struct dp_dataset {
     int sample_shape[DP_SAMPLE_MAX_DIMS]; /* IDX images: [1, rows, cols]; unused dims are 1 */
     int outputs;          /* labels: classes (max label + 1; K for synthetic); targets: K */
     const dp_reader *reader;
-    void *reader_state;   /* the reader's own: a mapping, decoded pixels; NULL when unused */
+    void *reader_state;   /* the reader's own: an open file, the inflated pixels; or NULL */
     float *features;      /* the in-memory reader's [N, D] rows (synthetic); else NULL */
     int32_t *labels;      /* [N] class indices, or NULL for regression */
     float *targets;       /* [N, K] row-major regression targets, or NULL */
@@ -119,9 +119,10 @@ int dp_npy_write(const char *path, const dp_npy *array);
  * no part of the file stays in the process's memory whatever the file's size. */
 int dp_npy_load_pair(const char *features_path, const char *labels_path, dp_dataset *out);
 
-/* --- synthetic (held whole in memory: features and labels; dp_reader_in_memory): inputs uniform in [-1, 1], labelled by a fixed random teacher network
- * (D -> 64 tanh -> K) drawn from teacher_seed; classification labels are the teacher's
- * argmax (outputs = K; needs K >= 2), regression targets its outputs. sample_seed picks the
+/* --- synthetic, held whole in memory (dp_reader_in_memory): inputs uniform in [-1, 1],
+ * labelled by a fixed random teacher network (D -> 64 tanh -> K) drawn from teacher_seed;
+ * classification labels are the teacher's argmax (outputs = K; needs K >= 2), regression
+ * targets its outputs. sample_seed picks the
  * inputs (the seeded dp_rng's uniforms in order, row-major), so a train and a test set share
  * a teacher but not samples. Deterministic for given arguments; about 0.5 s for
  * 60000 x 784 at -O2. --- */

@@ -5,11 +5,11 @@
 #include "dp/input_file.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -431,10 +431,7 @@ int dp_npy_open(const char *path, dp_npy_file *out)
 {
     memset(out, 0, sizeof *out);
     out->fd = -1;
-    int rc = with_input(path, open_into, out);
-    if (rc)
-        out->fd = -1;
-    return rc;
+    return with_input(path, open_into, out);
 }
 
 void dp_npy_close(dp_npy_file *file)

@@ -5,12 +5,12 @@
 
 #include "dp/error.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <errno.h>
 #include <unistd.h>
 
 static void format_shape(const dp_npy *a, char *buf, size_t size)
