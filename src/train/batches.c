@@ -17,7 +17,7 @@ static int check_test_width(const trainer *t)
                    t->test->description, t->test->dim, t->train->description, t->train->dim);
 }
 
-int dp_trainer_place_data(trainer *t)
+int dp_trainer_open_batches(trainer *t)
 {
     const dp_backend *be = t->be;
     size_t rows = (size_t)t->max_rows;
@@ -33,7 +33,7 @@ int dp_trainer_place_data(trainer *t)
     return t->stage_x && t->stage_labels && t->stage_targets ? 0 : DP_ENOMEM;
 }
 
-void dp_trainer_free_data(trainer *t)
+void dp_trainer_close_batches(trainer *t)
 {
     if (t->stage_x)
         t->be->free_host(t->stage_x);
@@ -45,11 +45,6 @@ void dp_trainer_free_data(trainer *t)
     t->stage_x = t->stage_targets = NULL;
     t->stage_labels = NULL;
     t->row_index = NULL;
-}
-
-void dp_trainer_set_epoch(trainer *t, long epoch)
-{
-    dp_sampler_set_epoch(&t->sampler, epoch);
 }
 
 /* Reads rows index[0..n) of data into dev_x and dev_labels or dev_targets. */

@@ -107,7 +107,7 @@ static int allocate_buffers(trainer *t)
     if (!status)
         status = dp_sampler_init(&t->sampler, t->train->count, dp_rng_mix(t->o->seed, 0x5a3));
     if (!status)
-        status = dp_trainer_place_data(t);
+        status = dp_trainer_open_batches(t);
     if (!status)
         status = allocate_counters(t);
     if (!status)
@@ -138,7 +138,7 @@ static void free_buffers(trainer *t)
         free(t->host_state[i]);
     free(t->rank_hashes);
     if (t->be) {
-        dp_trainer_free_data(t);
+        dp_trainer_close_batches(t);
         t->be->free(t->dev_x);
         t->be->free(t->dev_labels);
         t->be->free(t->dev_targets);
@@ -380,7 +380,7 @@ static int run_steps(trainer *t, dp_train_result *result)
     for (long step = t->start_step; step < t->plan.total_steps; step++) {
         long epoch = step / t->plan.steps_per_epoch, in_epoch = step % t->plan.steps_per_epoch;
         if (t->sampler.epoch != epoch)
-            dp_trainer_set_epoch(t, epoch);
+            dp_sampler_set_epoch(&t->sampler, epoch);
         dp_watchdog_set_step(&t->watchdog, step + 1);
         dp_interval local = {0};
         int status = train_step(t, in_epoch, &local);

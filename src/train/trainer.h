@@ -101,9 +101,8 @@ void dp_trainer_close_device(trainer *t);
 const char *dp_trainer_gradient_path(const trainer *t);
 
 /* batches.c: this rank's rows read through the datasets' readers into the batch buffers. */
-int dp_trainer_place_data(trainer *t); /* the staging; once the model and max_rows are known */
-void dp_trainer_free_data(trainer *t);
-void dp_trainer_set_epoch(trainer *t, long epoch);
+int dp_trainer_open_batches(trainer *t); /* the staging; once the model and max_rows are known */
+void dp_trainer_close_batches(trainer *t);
 /* Reads the training samples at epoch positions [begin, end) (at most max_rows) into dev_x
  * and dev_labels or dev_targets. */
 int dp_trainer_gather(trainer *t, size_t begin, size_t end);
