@@ -50,7 +50,7 @@ expect_failure "label beyond the output layer" "go up to 7" --data "$out_of_rang
 expect_failure "input width differs from --layers" "--layers starts with 5" --data "$good" --layers 5,3
 npy "$dir/f64.npy" '<f8' '(3, 4)' 96; npy "$dir/labels.npy" '<i8' '(3,)' 24
 expect_failure "npy with an unsupported dtype" "f8" --data "$dir/f64.npy,$dir/labels.npy" --layers 4,3
-npy "$dir/cube.npy" '<f4' '(3, 2, 2)' 48
+npy "$dir/cube.npy" '<f4' '(3, 1, 1, 2, 2)' 48
 expect_failure "npy with an unsupported shape" "cube.npy" --data "$dir/cube.npy,$dir/labels.npy" --layers 4,3
 printf 'not a safetensors file at all' >"$dir/garbage.safetensors"
 expect_failure "malformed safetensors (rank 0 alone finds it)" "garbage.safetensors" --data "$good" --layers 4,3 --init "$dir/garbage.safetensors"

@@ -29,3 +29,15 @@ dp_check_outcome() {
         echo "ok   $1 (exit $3): $(grep -F -m1 -- "$5" "$4")"
     fi
 }
+
+# dp_check_same NAME FILE_A FILE_B WHAT_DIFFERS: FILE_A and FILE_B must be bitwise equal; prints
+# one line (NAME when they are, WHAT_DIFFERS when not) and counts like dp_check_outcome.
+dp_check_same() {
+    cases=$((cases + 1))
+    if cmp -s "$2" "$3"; then
+        echo "ok   $1"
+    else
+        echo "FAIL $4"
+        failures=$((failures + 1))
+    fi
+}

@@ -98,6 +98,23 @@ static char *write_i64_labels(const char *name, const int64_t labels[3])
                      labels, 3 * sizeof labels[0]);
 }
 
+/* Every row's features through the dataset's reader, in order (free the result). */
+static float *read_all_features(const dp_dataset *ds)
+{
+    size_t *index = malloc(ds->count * sizeof *index);
+    float *x = malloc(ds->count * (size_t)ds->dim * sizeof *x);
+    int32_t *labels = malloc(ds->count * sizeof *labels);
+    float *targets = ds->targets ? malloc(ds->count * (size_t)ds->outputs * sizeof *targets) : NULL;
+    ck_assert(index && x && labels && (targets || !ds->targets));
+    for (size_t i = 0; i < ds->count; i++)
+        index[i] = i;
+    ck_assert_int_eq(dp_dataset_read_rows(ds, index, ds->count, x, labels, targets), 0);
+    free(index);
+    free(labels);
+    free(targets);
+    return x;
+}
+
 /* --- IDX --- */
 
 static void assert_fixture_dataset(const dp_dataset *ds, const char *labels_path)
@@ -106,10 +123,26 @@ static void assert_fixture_dataset(const dp_dataset *ds, const char *labels_path
     ck_assert_int_eq(ds->dim, 4);
     ck_assert_int_eq(ds->outputs, 3);
     ck_assert_ptr_null(ds->targets);
+    float *features = read_all_features(ds);
     for (size_t i = 0; i < sizeof pixels; i++)
-        ck_assert_float_eq(ds->features[i], pixels[i] / 255.0f);
-    ck_assert_float_eq(ds->features[0], 0.0f);
-    ck_assert_float_eq(ds->features[1], 1.0f);
+        ck_assert_float_eq(features[i], pixels[i] / 255.0f);
+    ck_assert_float_eq(features[0], 0.0f);
+    ck_assert_float_eq(features[1], 1.0f);
+    free(features);
+    /* Images keep their shape, [1, rows, cols]; rows come by index list, repeats allowed. */
+    ck_assert_int_eq(ds->sample_ndim, 3);
+    ck_assert_int_eq(ds->sample_shape[0], 1);
+    ck_assert_int_eq(ds->sample_shape[1], 2);
+    ck_assert_int_eq(ds->sample_shape[2], 2);
+    static const size_t index[3] = {2, 0, 2};
+    float rows[3 * 4];
+    int32_t labels[3];
+    ck_assert_int_eq(dp_dataset_read_rows(ds, index, 3, rows, labels, NULL), 0);
+    for (int r = 0; r < 3; r++) {
+        for (int j = 0; j < 4; j++)
+            ck_assert_float_eq(rows[r * 4 + j], pixels[index[r] * 4 + j] / 255.0f);
+        ck_assert_int_eq(labels[r], label_bytes[index[r]]);
+    }
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(ds->labels[i], label_bytes[i]);
     ck_assert_str_eq(ds->labels_source, labels_path);
@@ -279,7 +312,9 @@ START_TEST(test_npy_f32_features_i64_labels)
     ck_assert_uint_eq(ds.count, 3);
     ck_assert_int_eq(ds.dim, 2);
     ck_assert_int_eq(ds.outputs, 5);
-    ck_assert_mem_eq(ds.features, features_3x2, sizeof features_3x2);
+    float *features = read_all_features(&ds);
+    ck_assert_mem_eq(features, features_3x2, sizeof features_3x2);
+    free(features);
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(ds.labels[i], labels[i]);
     ck_assert_ptr_null(ds.targets);
@@ -382,13 +417,13 @@ END_TEST
 START_TEST(test_npy_unsupported_ranks)
 {
     char *cube = write_npy("cube.npy", 1,
-                           "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 2), }",
+                           "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 1, 3, 2), }",
                            features_3x2, sizeof features_3x2);
     char *scalar = write_npy("scalar.npy", 1,
                              "{'descr': '<f4', 'fortran_order': False, 'shape': (), }",
                              features_3x2, sizeof features_3x2[0]);
     dp_npy npy;
-    assert_fails(dp_npy_read(cube, &npy), DP_EFORMAT, "shape (1, 3, 2) has 3 dimensions");
+    assert_fails(dp_npy_read(cube, &npy), DP_EFORMAT, "shape (1, 1, 1, 3, 2) has 5 dimensions");
     assert_fails(dp_npy_read(scalar, &npy), DP_EFORMAT, "shape () has 0 dimensions");
     free(cube);
     free(scalar);
@@ -474,7 +509,7 @@ START_TEST(test_npy_labels_as_features)
     char *labels_path = write_i64_labels("swapped.npy", labels);
     dp_dataset ds;
     assert_fails(dp_npy_load_pair(labels_path, labels_path, &ds), DP_EFORMAT,
-                    "features must be a float32 [N, D] array, got int64 (3,)");
+                    "features must be a float32 [N, D] or [N, C, H, W] array, got int64 (3,)");
     free(labels_path);
 }
 END_TEST

@@ -1,5 +1,8 @@
-/* Datasets: IDX (MNIST, Fashion-MNIST; gzip or raw), NumPy .npy pairs and a synthetic
- * teacher-labelled set, all loaded into one host-memory layout. */
+/* Datasets behind one reader interface: open (dp_dataset_open: a registry of spec forms),
+ * rows (count), sample shape (shape), and read rows by an index list into a caller's buffer
+ * (dp_dataset_read_rows). Readers: IDX (MNIST, Fashion-MNIST; gzip or raw), NumPy .npy pairs
+ * (features read by row from their file) and a synthetic teacher-labelled set. Labels and targets are
+ * small and always held in memory; what each reader keeps of the features is said below. */
 #ifndef DP_DATA_H
 #define DP_DATA_H
 
@@ -8,16 +11,41 @@
 
 #define DP_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
 
-typedef struct dp_dataset {
+/* A sample's shape after N: [D] for feature vectors, [C, H, W] for images. */
+#define DP_SAMPLE_MAX_DIMS 3
+
+typedef struct dp_dataset dp_dataset;
+
+/* How an open dataset's features are read: one per kind of storage. */
+typedef struct dp_reader {
+    const char *name;
+    /* Copies the features of rows index[0..n) (each < count) into x, [n, dim] floats. */
+    int (*read_features)(const dp_dataset *ds, const size_t *index, size_t n, float *x);
+    void (*close)(void *state);
+} dp_reader;
+
+struct dp_dataset {
     size_t count;         /* N samples */
-    int dim;              /* D input features */
+    int dim;              /* D input features: the product of the sample shape */
+    int sample_ndim;      /* 1 (a vector) to DP_SAMPLE_MAX_DIMS */
+    int sample_shape[DP_SAMPLE_MAX_DIMS]; /* IDX images: [1, rows, cols]; unused dims are 1 */
     int outputs;          /* labels: classes (max label + 1; K for synthetic); targets: K */
-    float *features;      /* [N, D] row-major */
+    const dp_reader *reader;
+    void *reader_state;   /* the reader's own: an open file, the inflated pixels; or NULL */
+    float *features;      /* the in-memory reader's [N, D] rows (synthetic); else NULL */
     int32_t *labels;      /* [N] class indices, or NULL for regression */
     float *targets;       /* [N, K] row-major regression targets, or NULL */
     char description[512]; /* for banners: where the data came from */
     char labels_source[512]; /* the file (or spec) labels came from, for error messages */
-} dp_dataset;
+};
+
+/* Features held whole in ds->features (synthetic data; datasets built in memory). */
+extern const dp_reader dp_reader_in_memory;
+
+/* Reads rows index[0..n) into caller buffers: x [n, dim]; labels [n] when the dataset has
+ * labels, else targets [n, outputs] (the other may be NULL). Only those rows are touched. */
+int dp_dataset_read_rows(const dp_dataset *ds, const size_t *index, size_t n, float *x,
+                         int32_t *labels, float *targets);
 
 /* --- IDX (big-endian header: magic 0x000008NN with NN dims, ubyte data only) --- */
 typedef struct dp_idx {
@@ -39,18 +67,21 @@ typedef struct dp_idx {
 int dp_idx_read(const char *path, int expected_ndim, dp_idx *out);
 void dp_idx_free(dp_idx *idx);
 
-/* Loads images (scaled to [0,1], D = rows * cols) and labels; counts must match and be
- * non-zero. Every dp_*_load_pair, dp_synthetic_make and dp_dataset_open leaves *out zeroed on
- * failure, so dp_dataset_free is always safe. */
+/* Opens images (sample shape [1, rows, cols]) and labels; counts must match and be non-zero.
+ * The inflated pixels stay in memory as bytes (N x rows x cols) and are scaled to [0, 1]
+ * (pixel / 255.0f) as rows are read. Every dp_*_load_pair, dp_synthetic_make and
+ * dp_dataset_open leaves *out zeroed on failure, so dp_dataset_free is always safe. */
 int dp_idx_load_pair(const char *images_path, const char *labels_path, dp_dataset *out);
 
 /* --- NumPy .npy (format versions 1.0, 2.0, 3.0; C order; little-endian) --- */
 enum dp_npy_dtype { DP_NPY_F32, DP_NPY_I32, DP_NPY_I64 };
 
+#define DP_NPY_MAX_DIMS 4
+
 typedef struct dp_npy {
     enum dp_npy_dtype dtype;
-    int ndim;             /* 1 or 2 */
-    size_t shape[2];      /* shape[1] is 1 when ndim is 1 */
+    int ndim;             /* 1 to DP_NPY_MAX_DIMS */
+    size_t shape[DP_NPY_MAX_DIMS]; /* dims past ndim are 1 */
     void *data;
 } dp_npy;
 
@@ -61,25 +92,44 @@ int dp_npy_read(const char *path, dp_npy *out);
 void dp_npy_free(dp_npy *npy);
 /* "float32", "int32" or "int64". */
 const char *dp_npy_dtype_name(enum dp_npy_dtype dtype);
+/* "(3,)", "(60000, 784)": the shape as numpy prints it. */
+void dp_npy_format_shape(const dp_npy *array, char *buf, size_t size);
+/* Little-endian file values to host order, in place (a no-op on little-endian hosts). */
+void dp_npy_from_little_endian(void *data, size_t bytes, enum dp_npy_dtype dtype);
 
-/* Writes a 1-D or 2-D array as .npy (format 1.0, little-endian, C order) through a temporary,
- * fsync and rename, so a failure never leaves a partial file under path. */
+/* A .npy file opened, not read: the same checks as dp_npy_read, then the file stays open
+ * (fd) with array.data NULL, and rows are read on demand at data_offset (little-endian, as
+ * in the file). On failure *out is zeroed with fd -1. */
+typedef struct dp_npy_file {
+    dp_npy array;
+    int fd;
+    size_t data_offset;
+} dp_npy_file;
+int dp_npy_open(const char *path, dp_npy_file *out);
+void dp_npy_close(dp_npy_file *file);
+
+/* Writes an array as .npy (format 1.0, little-endian, C order) through a temporary, fsync
+ * and rename, so a failure never leaves a partial file under path. */
 int dp_npy_write(const char *path, const dp_npy *array);
 
-/* Features must be float32 [N, D] with N, D > 0; labels int32/int64 [N] in [0, INT32_MAX)
- * (converted to int32) or float32 [N, K] targets (src/data/npy_pair.c). */
+/* Features must be float32 [N, D] or [N, C, H, W] ([N, H, W] too) with every dim > 0; labels
+ * int32/int64 [N] in [0, INT32_MAX) (converted to int32) or float32 [N, K] targets
+ * (src/data/npy_pair.c). The features stay in their file (dp_npy_open): reading rows reads
+ * those rows alone (pread, a run of consecutive rows at once) into the caller's buffer, so
+ * no part of the file stays in the process's memory whatever the file's size. */
 int dp_npy_load_pair(const char *features_path, const char *labels_path, dp_dataset *out);
 
-/* --- synthetic: inputs uniform in [-1, 1], labelled by a fixed random teacher network
- * (D -> 64 tanh -> K) drawn from teacher_seed; classification labels are the teacher's
- * argmax (outputs = K; needs K >= 2), regression targets its outputs. sample_seed picks the
+/* --- synthetic, held whole in memory (dp_reader_in_memory): inputs uniform in [-1, 1],
+ * labelled by a fixed random teacher network (D -> 64 tanh -> K) drawn from teacher_seed;
+ * classification labels are the teacher's argmax (outputs = K; needs K >= 2), regression
+ * targets its outputs. sample_seed picks the
  * inputs (the seeded dp_rng's uniforms in order, row-major), so a train and a test set share
  * a teacher but not samples. Deterministic for given arguments; about 0.5 s for
  * 60000 x 784 at -O2. --- */
 int dp_synthetic_make(size_t count, int dim, int outputs, int regression,
                       uint64_t teacher_seed, uint64_t sample_seed, dp_dataset *out);
 
-/* Resolves a --data / --test-data spec:
+/* Resolves a --data / --test-data spec through the registry of forms (src/data/registry.c):
  *   "fashion-mnist"            the Debian package's files in DP_FASHION_MNIST_DIR
  *   "DIR"                      IDX files in MNIST naming: {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz]
  *                              (.gz first, then raw, then dot-naming train-images.idx3-ubyte)

@@ -234,16 +234,37 @@ static int check_pair(const char *images_path, const dp_idx *images, const char 
     return 0;
 }
 
-static int fill_dataset(const dp_idx *images, const dp_idx *labels, dp_dataset *out)
+/* --- the IDX reader: the inflated pixels stay bytes, scaled as rows are read --- */
+
+static int read_pixels(const dp_dataset *ds, const size_t *index, size_t n, float *x)
+{
+    const uint8_t *pixels = ds->reader_state;
+    size_t width = (size_t)ds->dim;
+    for (size_t r = 0; r < n; r++) {
+        const uint8_t *row = pixels + index[r] * width;
+        for (size_t j = 0; j < width; j++)
+            x[r * width + j] = row[j] / 255.0f;
+    }
+    return 0;
+}
+
+static const dp_reader idx_reader = {.name = "idx", .read_features = read_pixels, .close = free};
+
+/* Takes the images' pixels as the reader's state. */
+static int fill_dataset(dp_idx *images, const dp_idx *labels, dp_dataset *out)
 {
     out->count = images->dims[0];
     out->dim = (int)((size_t)images->dims[1] * images->dims[2]);
-    out->features = dp_alloc(images->count * sizeof(float), "IDX image features");
+    out->sample_ndim = 3;
+    out->sample_shape[0] = 1;
+    out->sample_shape[1] = (int)images->dims[1];
+    out->sample_shape[2] = (int)images->dims[2];
+    out->reader = &idx_reader;
+    out->reader_state = images->data;
+    images->data = NULL;
     out->labels = dp_alloc(out->count * sizeof(int32_t), "IDX labels");
-    if (!out->features || !out->labels)
+    if (!out->labels)
         return DP_ENOMEM;
-    for (size_t i = 0; i < images->count; i++)
-        out->features[i] = images->data[i] / 255.0f;
     int max_label = 0;
     for (size_t i = 0; i < out->count; i++) {
         out->labels[i] = labels->data[i];

@@ -5,11 +5,13 @@
 #include "dp/input_file.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define NPY_MAGIC "\x93NUMPY"
 #define NPY_MAGIC_LEN 6
@@ -51,8 +53,8 @@ static const struct npy_dtype_info *dtype_by_descr(const char *descr)
 typedef struct npy_header {
     char descr[16];
     int fortran_order;
-    int ndim;           /* may exceed 2 here; rejected after parsing, naming the shape */
-    size_t shape[2];
+    int ndim;           /* may exceed DP_NPY_MAX_DIMS here; rejected after parsing, naming the shape */
+    size_t shape[DP_NPY_MAX_DIMS];
     const char *shape_text; /* "(...)" inside the header, for messages */
     int shape_text_len;
     int seen_descr, seen_fortran_order, seen_shape;
@@ -151,7 +153,7 @@ static int parse_shape(header_parser *p, npy_header *h)
         size_t dim = 0;
         if ((rc = parse_size(p, &dim)) != 0)
             return rc;
-        if (h->ndim < 2)
+        if (h->ndim < DP_NPY_MAX_DIMS)
             h->shape[h->ndim] = dim;
         h->ndim++;
         skip_space(p);
@@ -230,10 +232,10 @@ static int check_header(const char *path, const npy_header *h,
                        "%s: fortran_order True (column-major) arrays are not supported; save a "
                        "C-ordered array, e.g. with numpy.ascontiguousarray",
                        path);
-    if (h->ndim < 1 || h->ndim > 2)
+    if (h->ndim < 1 || h->ndim > DP_NPY_MAX_DIMS)
         return dp_fail(DP_EFORMAT,
-                       "%s: shape %.*s has %d dimensions; only 1-D and 2-D arrays are supported",
-                       path, h->shape_text_len, h->shape_text, h->ndim);
+                       "%s: shape %.*s has %d dimensions; only 1-D to %d-D arrays are supported",
+                       path, h->shape_text_len, h->shape_text, h->ndim, DP_NPY_MAX_DIMS);
     return 0;
 }
 
@@ -311,9 +313,10 @@ static int array_bytes(const char *path, const npy_header *h, size_t elem_size, 
 }
 
 /* The file is little-endian; decoding byte by byte keeps this correct on any host. */
-static void decode_little_endian(uint8_t *data, size_t bytes, size_t elem_size)
+void dp_npy_from_little_endian(void *data, size_t bytes, enum dp_npy_dtype dtype)
 {
-    for (uint8_t *p = data; p < data + bytes; p += elem_size) {
+    size_t elem_size = dtype_info(dtype)->size;
+    for (uint8_t *p = data; p < (uint8_t *)data + bytes; p += elem_size) {
         if (elem_size == 4) {
             uint32_t v = le_uint(p, 4);
             memcpy(p, &v, 4);
@@ -324,51 +327,70 @@ static void decode_little_endian(uint8_t *data, size_t bytes, size_t elem_size)
     }
 }
 
-static int read_array(FILE *f, const char *path, off_t file_size, dp_npy *out)
+/* Where an array lies in its file, checked: the header parsed, the data exactly the rest. */
+typedef struct npy_layout {
+    const struct npy_dtype_info *info;
+    npy_header header;
+    size_t data_offset, bytes;
+} npy_layout;
+
+static int read_layout(FILE *f, const char *path, off_t file_size, npy_layout *layout)
 {
     char *text = NULL;
-    size_t data_offset = 0;
-    int rc = read_header_text(f, path, file_size, &text, &data_offset);
+    int rc = read_header_text(f, path, file_size, &text, &layout->data_offset);
     if (rc)
         return rc;
-    npy_header h = {0};
-    const struct npy_dtype_info *info = NULL;
-    rc = parse_header(path, text, &h);
+    npy_header *h = &layout->header;
+    rc = parse_header(path, text, h);
     if (!rc)
-        rc = check_header(path, &h, &info);
-    size_t bytes = 0;
+        rc = check_header(path, h, &layout->info);
     if (!rc)
-        rc = array_bytes(path, &h, info->size, &bytes);
+        rc = array_bytes(path, h, layout->info->size, &layout->bytes);
     free(text);
     if (rc)
         return rc;
-    size_t available = (size_t)file_size - data_offset;
-    if (available < bytes)
+    size_t available = (size_t)file_size - layout->data_offset;
+    if (available < layout->bytes)
         return dp_fail(DP_EFORMAT, "%s: truncated: expected %zu bytes of data, got %zu", path,
-                       bytes, available);
+                       layout->bytes, available);
     /* Extra bytes mean the header's shape does not describe the file, so they are an error. */
-    if (available > bytes)
+    if (available > layout->bytes)
         return dp_fail(DP_EFORMAT, "%s: %zu unexpected bytes after the %zu bytes of data",
-                       path, available - bytes, bytes);
-    void *data = dp_alloc(bytes, ".npy data");
-    if (!data)
-        return DP_ENOMEM;
-    if ((rc = read_exact(f, path, data, bytes, "data")) != 0) {
-        free(data);
-        return rc;
-    }
-    decode_little_endian(data, bytes, info->size);
-    out->dtype = info->dtype;
-    out->ndim = h.ndim;
-    out->shape[0] = h.shape[0];
-    out->shape[1] = h.ndim == 2 ? h.shape[1] : 1;
-    out->data = data;
+                       path, available - layout->bytes, layout->bytes);
     return 0;
 }
 
-int dp_npy_read(const char *path, dp_npy *out)
+/* Dimensions past ndim are 1, so a row's width is the product of shape[1..] whatever ndim is. */
+static void describe(const npy_layout *layout, void *data, dp_npy *out)
 {
-    memset(out, 0, sizeof *out);
+    out->dtype = layout->info->dtype;
+    out->ndim = layout->header.ndim;
+    for (int i = 0; i < DP_NPY_MAX_DIMS; i++)
+        out->shape[i] = i < out->ndim ? layout->header.shape[i] : 1;
+    out->data = data;
+}
+
+static int read_array(FILE *f, const char *path, off_t file_size, void *out)
+{
+    npy_layout layout = {0};
+    int rc = read_layout(f, path, file_size, &layout);
+    if (rc)
+        return rc;
+    void *data = dp_alloc(layout.bytes, ".npy data");
+    if (!data)
+        return DP_ENOMEM;
+    if ((rc = read_exact(f, path, data, layout.bytes, "data")) != 0) {
+        free(data);
+        return rc;
+    }
+    dp_npy_from_little_endian(data, layout.bytes, layout.info->dtype);
+    describe(&layout, data, out);
+    return 0;
+}
+
+/* Opens path and runs `use` on it with its size: reading and opening share the checks. */
+static int with_input(const char *path, int (*use)(FILE *, const char *, off_t, void *), void *out)
+{
     FILE *f = NULL;
     int rc = dp_open_input(path, &f);
     if (rc)
@@ -377,9 +399,47 @@ int dp_npy_read(const char *path, dp_npy *out)
     if (fstat(fileno(f), &st) != 0)
         rc = dp_fail(DP_EIO, "%s: cannot stat: %s", path, strerror(errno));
     if (!rc)
-        rc = read_array(f, path, st.st_size, out);
+        rc = use(f, path, st.st_size, out);
     fclose(f);
     return rc;
+}
+
+int dp_npy_read(const char *path, dp_npy *out)
+{
+    memset(out, 0, sizeof *out);
+    return with_input(path, read_array, out);
+}
+
+/* The file stays open (a descriptor of its own, close-on-exec) for rows read on demand. */
+static int open_into(FILE *f, const char *path, off_t file_size, void *out)
+{
+    dp_npy_file *file = out;
+    npy_layout layout = {0};
+    int rc = read_layout(f, path, file_size, &layout);
+    if (rc)
+        return rc;
+    int fd = fcntl(fileno(f), F_DUPFD_CLOEXEC, 0);
+    if (fd < 0)
+        return dp_fail(DP_EIO, "%s: cannot keep the file open: %s", path, strerror(errno));
+    file->fd = fd;
+    file->data_offset = layout.data_offset;
+    describe(&layout, NULL, &file->array);
+    return 0;
+}
+
+int dp_npy_open(const char *path, dp_npy_file *out)
+{
+    memset(out, 0, sizeof *out);
+    out->fd = -1;
+    return with_input(path, open_into, out);
+}
+
+void dp_npy_close(dp_npy_file *file)
+{
+    if (file->fd >= 0)
+        close(file->fd);
+    memset(file, 0, sizeof *file);
+    file->fd = -1;
 }
 
 void dp_npy_free(dp_npy *npy)
@@ -391,6 +451,15 @@ void dp_npy_free(dp_npy *npy)
 const char *dp_npy_dtype_name(enum dp_npy_dtype dtype)
 {
     return dtype_info(dtype)->name;
+}
+
+void dp_npy_format_shape(const dp_npy *array, char *buf, size_t size)
+{
+    int used = snprintf(buf, size, "(");
+    for (int i = 0; i < array->ndim && used > 0 && (size_t)used < size; i++)
+        used += snprintf(buf + used, size - (size_t)used, i ? ", %zu" : "%zu", array->shape[i]);
+    if (used > 0 && (size_t)used < size)
+        snprintf(buf + used, size - (size_t)used, array->ndim == 1 ? ",)" : ")");
 }
 
 /* --- writing: format 1.0, the header padded so the data starts 64-byte aligned, as numpy
@@ -418,18 +487,17 @@ static int write_npy_contents(FILE *f, const void *context)
 int dp_npy_write(const char *path, const dp_npy *array)
 {
     const struct npy_dtype_info *info = dtype_info(array->dtype);
-    char shape[64], header[256];
-    if (array->ndim == 1)
-        snprintf(shape, sizeof shape, "(%zu,)", array->shape[0]);
-    else
-        snprintf(shape, sizeof shape, "(%zu, %zu)", array->shape[0], array->shape[1]);
+    char shape[128], header[256];
+    dp_npy_format_shape(array, shape, sizeof shape);
     int len = snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }",
                        info->descr, shape);
     /* Spaces, then a newline, up to a multiple of 64 bytes including the 10-byte preamble. */
     size_t total = ((size_t)len + 1 + NPY_PREAMBLE_LEN + 2 + 63) / 64 * 64 - NPY_PREAMBLE_LEN - 2;
     memset(header + len, ' ', total - (size_t)len - 1);
     header[total - 1] = '\n';
-    size_t count = array->shape[0] * (array->ndim == 1 ? 1 : array->shape[1]);
+    size_t count = 1;
+    for (int i = 0; i < array->ndim; i++)
+        count *= array->shape[i];
     npy_file file = {header, total, array->data, count * info->size};
     return dp_write_file_atomically(path, write_npy_contents, &file);
 }

@@ -1,31 +1,37 @@
-/* A pair of .npy files as a dataset: float32 features [N, D] and int labels [N] or float32
- * targets [N, K], checked against each other (the format itself: npy.c). */
-#include "dp/data.h"
+/* A pair of .npy files as a dataset: float32 features [N, ...] read from their file by row, and
+ * int labels [N] or float32 targets [N, K] read into memory, checked against each other (the
+ * format itself: npy.c). */
+#include "src/data/readers.h"
 
 #include "dp/error.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void format_shape(const dp_npy *a, char *buf, size_t size)
 {
-    if (a->ndim == 1)
-        snprintf(buf, size, "%s (%zu,)", dp_npy_dtype_name(a->dtype), a->shape[0]);
-    else
-        snprintf(buf, size, "%s (%zu, %zu)", dp_npy_dtype_name(a->dtype), a->shape[0],
-                 a->shape[1]);
+    int used = snprintf(buf, size, "%s ", dp_npy_dtype_name(a->dtype));
+    dp_npy_format_shape(a, buf + used, size - (size_t)used);
 }
 
+/* A sample's width must be an int. The product cannot overflow: npy.c checked that the whole
+ * array's bytes fit a size_t, and a zero dim makes it 0 whatever came before. */
 static int check_features(const char *path, const dp_npy *features)
 {
-    char shape[64];
+    char shape[128];
     format_shape(features, shape, sizeof shape);
-    if (features->dtype != DP_NPY_F32 || features->ndim != 2)
-        return dp_fail(DP_EFORMAT, "%s: features must be a float32 [N, D] array, got %s", path,
-                       shape);
-    if (features->shape[0] == 0 || features->shape[1] == 0 || features->shape[1] > INT_MAX)
+    if (features->dtype != DP_NPY_F32 || features->ndim < 2)
+        return dp_fail(DP_EFORMAT, "%s: features must be a float32 [N, D] or [N, C, H, W] array, got %s",
+                       path, shape);
+    size_t width = 1;
+    for (int i = 1; i < features->ndim; i++)
+        width *= features->shape[i];
+    if (features->shape[0] == 0 || width == 0 || width > INT_MAX)
         return dp_fail(DP_EFORMAT, "%s: unsupported features shape %s", path, shape);
     return 0;
 }
@@ -33,7 +39,7 @@ static int check_features(const char *path, const dp_npy *features)
 static int check_labels(const char *features_path, const dp_npy *features,
                         const char *labels_path, const dp_npy *labels)
 {
-    char shape[64];
+    char shape[128];
     format_shape(labels, shape, sizeof shape);
     int is_targets = labels->dtype == DP_NPY_F32 && labels->ndim == 2;
     int is_classes = labels->dtype != DP_NPY_F32 && labels->ndim == 1;
@@ -72,13 +78,68 @@ static int convert_labels(const char *path, const dp_npy *labels, dp_dataset *ou
     return 0;
 }
 
-static int fill_dataset(const char *labels_path, dp_npy *features, dp_npy *labels,
+/* --- the file reader: rows are read from the open file on demand, nothing kept. A mapping
+ * was tried first: page faults map whole page-cache folios around each touched row (here
+ * about 400 KiB per 4 KiB row), so resident memory followed the kernel, not the rows read. --- */
+
+typedef struct npy_rows {
+    dp_npy_file file;
+    char path[];
+} npy_rows;
+
+static int read_exactly_at(const npy_rows *f, void *buf, size_t len, off_t offset, size_t row)
+{
+    for (size_t done = 0; done < len;) {
+        ssize_t n = pread(f->file.fd, (uint8_t *)buf + done, len - done, offset + (off_t)done);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return dp_fail(DP_EIO, "%s: read failed: %s", f->path, strerror(errno));
+        if (n == 0)
+            return dp_fail(DP_EIO, "%s: the file ends before row %zu, which its header announced "
+                           "(was it changed while in use?)", f->path, row);
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+/* Consecutive indices (evaluation's chunks, any run in a shuffled order) are read at once. */
+static int read_rows_from_file(const dp_dataset *ds, const size_t *index, size_t n, float *x)
+{
+    const npy_rows *f = ds->reader_state;
+    size_t row_bytes = (size_t)ds->dim * sizeof(float);
+    for (size_t r = 0, run; r < n; r += run) {
+        for (run = 1; r + run < n && index[r + run] == index[r] + run; run++)
+            ;
+        off_t offset = (off_t)(f->file.data_offset + index[r] * row_bytes);
+        int status = read_exactly_at(f, (uint8_t *)x + r * row_bytes, run * row_bytes, offset, index[r]);
+        if (status)
+            return status;
+    }
+    dp_npy_from_little_endian(x, n * row_bytes, DP_NPY_F32);
+    return 0;
+}
+
+static void close_rows(void *state)
+{
+    npy_rows *f = state;
+    if (f)
+        dp_npy_close(&f->file);
+    free(f);
+}
+
+static const dp_reader file_reader = {.name = "npy", .read_features = read_rows_from_file, .close = close_rows};
+
+static int fill_dataset(const char *labels_path, const dp_npy *array, dp_npy *labels,
                         dp_dataset *out)
 {
-    out->count = features->shape[0];
-    out->dim = (int)features->shape[1];
-    out->features = features->data;
-    features->data = NULL;
+    out->count = array->shape[0];
+    out->dim = 1;
+    out->sample_ndim = array->ndim - 1;
+    for (int i = 0; i < DP_SAMPLE_MAX_DIMS; i++) {
+        out->sample_shape[i] = (int)array->shape[i + 1];
+        out->dim *= out->sample_shape[i];
+    }
     if (labels->dtype != DP_NPY_F32)
         return convert_labels(labels_path, labels, out);
     out->outputs = (int)labels->shape[1];
@@ -90,17 +151,24 @@ static int fill_dataset(const char *labels_path, dp_npy *features, dp_npy *label
 int dp_npy_load_pair(const char *features_path, const char *labels_path, dp_dataset *out)
 {
     memset(out, 0, sizeof *out);
-    dp_npy features = {0}, labels = {0};
-    int rc = dp_npy_read(features_path, &features);
+    size_t path_len = strlen(features_path) + 1;
+    npy_rows *features = dp_alloc(sizeof *features + path_len, "the features file's reader");
+    if (!features)
+        return DP_ENOMEM;
+    memcpy(features->path, features_path, path_len);
+    out->reader = &file_reader;
+    out->reader_state = features;
+    dp_npy labels = {0};
+    const dp_npy *array = &features->file.array;
+    int rc = dp_npy_open(features_path, &features->file);
     if (!rc)
-        rc = check_features(features_path, &features);
+        rc = check_features(features_path, array);
     if (!rc)
         rc = dp_npy_read(labels_path, &labels);
     if (!rc)
-        rc = check_labels(features_path, &features, labels_path, &labels);
+        rc = check_labels(features_path, array, labels_path, &labels);
     if (!rc)
-        rc = fill_dataset(labels_path, &features, &labels, out);
-    dp_npy_free(&features);
+        rc = fill_dataset(labels_path, array, &labels, out);
     dp_npy_free(&labels);
     if (rc) {
         dp_dataset_free(out);
@@ -110,4 +178,22 @@ int dp_npy_load_pair(const char *features_path, const char *labels_path, dp_data
              features_path, labels_path, out->count, out->dim);
     snprintf(out->labels_source, sizeof out->labels_source, "%s", labels_path);
     return 0;
+}
+
+/* FEATURES.npy,LABELS.npy, split at the first comma. */
+int dp_open_npy_pair_spec(const dp_open_request *r, dp_dataset *out)
+{
+    const char *spec = r->spec;
+    size_t features_len = (size_t)(strchr(spec, ',') - spec);
+    const char *labels_path = spec + features_len + 1;
+    if (features_len == 0 || *labels_path == '\0')
+        return dp_fail(DP_EINVAL, "'%s': expected FEATURES.npy,LABELS.npy", spec);
+    char *features_path = dp_alloc(features_len + 1, "features path");
+    if (!features_path)
+        return DP_ENOMEM;
+    memcpy(features_path, spec, features_len);
+    features_path[features_len] = '\0';
+    int rc = dp_npy_load_pair(features_path, labels_path, out);
+    free(features_path);
+    return rc;
 }

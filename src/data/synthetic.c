@@ -1,4 +1,6 @@
-#include "dp/data.h"
+/* synthetic:N,D,K: a teacher-labelled set generated whole in memory (dp_reader_in_memory). */
+#include "src/data/readers.h"
+
 #include "dp/error.h"
 #include "dp/rng.h"
 
@@ -158,7 +160,11 @@ int dp_synthetic_make(size_t count, int dim, int outputs, int regression,
     }
     out->count = count;
     out->dim = dim;
+    out->sample_ndim = 1;
+    out->sample_shape[0] = dim;
+    out->sample_shape[1] = out->sample_shape[2] = 1;
     out->outputs = outputs;
+    out->reader = &dp_reader_in_memory;
     snprintf(out->description, sizeof out->description,
              "synthetic %s (%zu x %d, teacher %d-%d-%d)",
              regression ? "regression" : "classification", count, dim, dim, TEACHER_HIDDEN,
@@ -166,4 +172,62 @@ int dp_synthetic_make(size_t count, int dim, int outputs, int regression,
     snprintf(out->labels_source, sizeof out->labels_source,
              "synthetic teacher (seed 0x%016" PRIx64 ")", teacher_seed);
     return 0;
+}
+
+/* --- the spec synthetic:N,D,K --- */
+
+/* Seed streams: one teacher shared by both splits, distinct samples per split. */
+enum { SEED_TEACHER = 0, SEED_TRAIN_SAMPLES = 1, SEED_TEST_SAMPLES = 2 };
+
+/* Digits only: no sign, space or base prefix, which strtoull would quietly accept. No digits
+ * at all leaves v at 0, which fails like an explicit 0. */
+static int parse_positive(const char **pos, uint64_t max, uint64_t *value)
+{
+    const char *p = *pos;
+    uint64_t v = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        uint64_t digit = (uint64_t)(*p - '0');
+        if (v > (max - digit) / 10)
+            return -1;
+        v = v * 10 + digit;
+    }
+    if (v == 0)
+        return -1;
+    *pos = p;
+    *value = v;
+    return 0;
+}
+
+static int parse_synthetic_spec(const char *spec, size_t *count, int *dim, int *outputs)
+{
+    const char *p = strchr(spec, ':') + 1;
+    uint64_t n, d, k;
+    if (parse_positive(&p, SIZE_MAX, &n) != 0 || *p++ != ',' ||
+        parse_positive(&p, INT_MAX, &d) != 0 || *p++ != ',' ||
+        parse_positive(&p, INT_MAX, &k) != 0 || *p != '\0')
+        return dp_fail(DP_EINVAL,
+                       "'%s': malformed synthetic spec (expected synthetic:N,D,K with positive "
+                       "integers N samples, D inputs and K outputs, D and K at most %d)",
+                       spec, INT_MAX);
+    *count = (size_t)n;
+    *dim = (int)d;
+    *outputs = (int)k;
+    return 0;
+}
+
+int dp_open_synthetic_spec(const dp_open_request *r, dp_dataset *out)
+{
+    size_t count = 0;
+    int dim = 0, outputs = 0;
+    int rc = parse_synthetic_spec(r->spec, &count, &dim, &outputs);
+    if (rc)
+        return rc;
+    if (r->split_test)
+        count = count / 5 > 0 ? count / 5 : 1;
+    uint64_t sample_stream = r->split_test ? SEED_TEST_SAMPLES : SEED_TRAIN_SAMPLES;
+    rc = dp_synthetic_make(count, dim, outputs, r->regression, dp_rng_mix(r->seed, SEED_TEACHER),
+                           dp_rng_mix(r->seed, sample_stream), out);
+    if (!rc)
+        snprintf(out->labels_source, sizeof out->labels_source, "%s", r->spec);
+    return rc;
 }

@@ -1,107 +1,85 @@
-/* How samples reach the backend: each dataset is placed in backend memory once (on a host
- * backend it is there already) with the epoch's sample order beside it, and a step gathers its
- * rows there, so the step loop moves nothing between host and device. */
+/* How samples reach the backend: every micro-batch reads only this rank's rows through the
+ * dataset's reader (dp_dataset_read_rows), straight into the batch buffers on a host backend,
+ * or into page-locked host staging then one upload per buffer on a device. Nothing holds a
+ * whole dataset in backend memory. */
 #include "src/train/trainer.h"
 
 #include "dp/error.h"
 
-/* A device copy of n_values 4-byte values, or NULL (with the allocation's error). */
-static void *copy_to_device(const dp_backend *be, const void *host, size_t n_values, const char *what)
-{
-    void *copy = be->alloc(n_values * sizeof(float), DP_MEM_DATA, what);
-    if (copy)
-        be->upload(copy, host, n_values * sizeof(float));
-    return copy;
-}
+#include <stdlib.h>
 
-static int place_dataset(const dp_backend *be, const dp_dataset *data, dp_resident *out)
+/* The batch buffers hold max_rows rows of the training data's width: a test set must match it. */
+static int check_test_width(const dp_batches *b)
 {
-    if (be->host_memory) {
-        *out = (dp_resident){.features = data->features, .labels = data->labels, .targets = data->targets};
+    if (!b->test || b->test->dim == b->train->dim)
         return 0;
-    }
-    out->owned = 1;
-    out->features = copy_to_device(be, data->features, data->count * (size_t)data->dim, "the dataset's features");
-    if (!out->features)
-        return DP_ENOMEM;
-    if (data->labels)
-        out->labels = copy_to_device(be, data->labels, data->count, "the dataset's labels");
-    else
-        out->targets = copy_to_device(be, data->targets, data->count * (size_t)data->outputs, "the dataset's targets");
-    return out->labels || out->targets ? 0 : DP_ENOMEM;
-}
-
-static void free_dataset(const dp_backend *be, dp_resident *rows)
-{
-    if (rows->owned) {
-        be->free(rows->features);
-        be->free(rows->labels);
-        be->free(rows->targets);
-    }
-    *rows = (dp_resident){0};
-}
-
-static int allocate_rows(dp_batches *b, int max_rows, int outputs)
-{
-    const dp_backend *be = b->be;
-    size_t rows = (size_t)max_rows;
-    b->x = be->alloc(rows * (size_t)b->train->dim * sizeof(float), DP_MEM_ACTIVATIONS, "the input batch");
-    b->labels = be->alloc(rows * sizeof(int32_t), DP_MEM_ACTIVATIONS, "the label batch");
-    b->targets = be->alloc(rows * (size_t)outputs * sizeof(float), DP_MEM_ACTIVATIONS, "the target batch");
-    return b->x && b->labels && b->targets ? 0 : DP_ENOMEM;
+    return dp_fail(DP_EINVAL, "test data %s has %d features per sample but the training data %s has %d",
+                   b->test->description, b->test->dim, b->train->description, b->train->dim);
 }
 
 int dp_batches_open(dp_batches *b, const dp_backend *be, const dp_dataset *train, const dp_dataset *test,
                     const dp_sampler *sampler, int max_rows, int outputs)
 {
     *b = (dp_batches){.be = be, .train = train, .test = test, .sampler = sampler};
-    int status = place_dataset(be, train, &b->train_rows);
-    if (!status && test)
-        status = place_dataset(be, test, &b->test_rows);
-    if (!status && be->host_memory)
-        b->order = sampler->order;
-    if (!status && !be->host_memory) {
-        b->device_order = be->alloc(sampler->count * sizeof(size_t), DP_MEM_DATA, "the epoch's sample order");
-        b->order = b->device_order;
-        status = b->device_order ? 0 : DP_ENOMEM;
-    }
-    return status ? status : allocate_rows(b, max_rows, outputs);
+    size_t rows = (size_t)max_rows, width = (size_t)train->dim;
+    int status = check_test_width(b);
+    if (status)
+        return status;
+    b->x = be->alloc(rows * width * sizeof(float), DP_MEM_ACTIVATIONS, "the input batch");
+    b->labels = be->alloc(rows * sizeof(int32_t), DP_MEM_ACTIVATIONS, "the label batch");
+    b->targets = be->alloc(rows * (size_t)outputs * sizeof(float), DP_MEM_ACTIVATIONS, "the target batch");
+    b->row_index = dp_alloc(rows * sizeof *b->row_index, "the evaluation's row indices");
+    if (!b->x || !b->labels || !b->targets || !b->row_index)
+        return DP_ENOMEM;
+    if (be->host_memory)
+        return 0;
+    b->stage_x = be->alloc_host(rows * width * sizeof(float), "the input batch's staging");
+    b->stage_labels = be->alloc_host(rows * sizeof(int32_t), "the label batch's staging");
+    b->stage_targets = be->alloc_host(rows * (size_t)outputs * sizeof(float), "the target batch's staging");
+    return b->stage_x && b->stage_labels && b->stage_targets ? 0 : DP_ENOMEM;
 }
 
 void dp_batches_close(dp_batches *b)
 {
-    if (!b->be)
+    const dp_backend *be = b->be;
+    if (!be)
         return;
-    free_dataset(b->be, &b->train_rows);
-    free_dataset(b->be, &b->test_rows);
-    if (b->device_order)
-        b->be->free(b->device_order);
-    b->be->free(b->x);
-    b->be->free(b->labels);
-    b->be->free(b->targets);
+    be->free(b->x);
+    be->free(b->labels);
+    be->free(b->targets);
+    if (b->stage_x)
+        be->free_host(b->stage_x);
+    if (b->stage_labels)
+        be->free_host(b->stage_labels);
+    if (b->stage_targets)
+        be->free_host(b->stage_targets);
+    free(b->row_index);
     *b = (dp_batches){0};
 }
 
-void dp_batches_set_epoch(dp_batches *b)
+/* Reads rows index[0..n) of data into the batch buffers and says where they are. */
+static int read_rows(dp_batches *b, const dp_dataset *data, const size_t *index, size_t n, dp_rows *out)
 {
-    if (b->device_order)
-        b->be->upload(b->device_order, b->sampler->order, b->sampler->count * sizeof(size_t));
+    const dp_backend *be = b->be;
+    int status = 0;
+    if (be->host_memory) {
+        status = dp_dataset_read_rows(data, index, n, b->x, b->labels, b->targets);
+    } else if (!(status = dp_dataset_read_rows(data, index, n, b->stage_x, b->stage_labels, b->stage_targets))) {
+        be->upload(b->x, b->stage_x, n * (size_t)data->dim * sizeof(float));
+        if (data->labels)
+            be->upload(b->labels, b->stage_labels, n * sizeof(int32_t));
+        else
+            be->upload(b->targets, b->stage_targets, n * (size_t)data->outputs * sizeof(float));
+    }
+    *out = (dp_rows){.x = b->x, .labels = data->labels ? b->labels : NULL, .targets = data->labels ? NULL : b->targets,
+                     .count = (int)n};
+    return status;
 }
 
-static int gather(void *arg, size_t begin, size_t end, dp_rows *out)
+static int gather(void *arg, size_t begin, size_t end, dp_rows *rows)
 {
     dp_batches *b = arg;
-    const dp_backend *be = b->be;
-    int rows = (int)(end - begin);
-    const size_t *index = b->order + begin;
-    be->gather_rows(b->x, b->train_rows.features, index, rows, b->train->dim);
-    if (b->train_rows.labels)
-        be->gather_rows(b->labels, b->train_rows.labels, index, rows, 1);
-    else
-        be->gather_rows(b->targets, b->train_rows.targets, index, rows, b->train->outputs);
-    *out = (dp_rows){.x = b->x, .labels = b->train_rows.labels ? b->labels : NULL,
-                     .targets = b->train_rows.labels ? NULL : b->targets, .count = rows};
-    return 0;
+    return read_rows(b, b->train, b->sampler->order + begin, end - begin, rows);
 }
 
 dp_row_source dp_batches_source(dp_batches *b)
@@ -109,11 +87,9 @@ dp_row_source dp_batches_source(dp_batches *b)
     return (dp_row_source){.gather = gather, .arg = b};
 }
 
-void dp_batches_test_rows(const dp_batches *b, size_t begin, const float **x, const int32_t **labels,
-                          const float **targets)
+int dp_batches_read_test(dp_batches *b, size_t begin, size_t end, dp_rows *rows)
 {
-    const dp_resident *rows = &b->test_rows;
-    *x = rows->features + begin * (size_t)b->test->dim;
-    *labels = rows->labels ? rows->labels + begin : NULL;
-    *targets = rows->targets ? rows->targets + begin * (size_t)b->test->outputs : NULL;
+    for (size_t i = begin; i < end; i++)
+        b->row_index[i - begin] = i;
+    return read_rows(b, b->test, b->row_index, end - begin, rows);
 }

@@ -156,12 +156,13 @@ static int evaluate(trainer *t, dp_train_result *result)
     double started = MPI_Wtime();
     for (size_t begin = mine.begin; !status && begin < mine.end; begin += (size_t)t->max_rows) {
         size_t end = begin + (size_t)t->max_rows < mine.end ? begin + (size_t)t->max_rows : mine.end;
-        const float *x, *targets, *out;
-        const int32_t *labels;
-        dp_batches_test_rows(&t->batches, begin, &x, &labels, &targets);
-        status = dp_engine_forward(e, &ctx, x, (int)(end - begin), &out);
+        const float *out;
+        dp_rows rows;
+        status = dp_batches_read_test(&t->batches, begin, end, &rows);
         if (!status)
-            dp_model_loss(&e->model, t->plan.loss, out, labels, targets, (int)(end - begin), NULL, t->eval_totals);
+            status = dp_engine_forward(e, &ctx, rows.x, rows.count, &out);
+        if (!status)
+            dp_model_loss(&e->model, t->plan.loss, out, rows.labels, rows.targets, rows.count, NULL, t->eval_totals);
     }
     dp_engine_take_totals(e, t->eval_totals, &sums[0], &sums[1]);
     dp_strategy_take_times(&e->strategy); /* ZeRO-3's gathers here are not a training step's */
@@ -261,10 +262,8 @@ static int run_steps(trainer *t, dp_train_result *result)
     long log_every = t->o->quiet ? 0 : t->o->log_every;
     for (long step = t->start_step; step < t->plan.total_steps; step++) {
         long epoch = step / t->plan.steps_per_epoch, in_epoch = step % t->plan.steps_per_epoch;
-        if (t->sampler.epoch != epoch) {
+        if (t->sampler.epoch != epoch)
             dp_sampler_set_epoch(&t->sampler, epoch);
-            dp_batches_set_epoch(&t->batches);
-        }
         dp_watchdog_set_step(&t->watchdog, step + 1);
         dp_step_stats stats;
         int status = train_step(t, in_epoch, &stats);

@@ -17,25 +17,17 @@
 #include "src/train/report.h"
 #include "src/train/trace.h"
 
-/* A dataset where the backend computes: on a host backend the dataset's own arrays, on a
- * device a copy made once (owned), so steps gather their rows without host copies. */
-typedef struct dp_resident {
-    float *features, *targets;
-    int32_t *labels;
-    int owned;
-} dp_resident;
-
-/* batches.c: the datasets placed in backend memory with the epoch's order, and one
- * micro-batch's rows gathered there (the engine's dp_row_source). */
+/* batches.c: one micro-batch's rows read through the datasets' readers into backend memory
+ * (the engine's dp_row_source), and the test set's rows for evaluation. */
 typedef struct dp_batches {
     const dp_backend *be;
     const dp_dataset *train, *test;
-    const dp_sampler *sampler;
-    dp_resident train_rows, test_rows;
-    const size_t *order;           /* the epoch's sample order in backend memory */
-    size_t *device_order;          /* its device copy; NULL on a host backend */
+    const dp_sampler *sampler;     /* the epoch's order */
     float *x, *targets;            /* one micro-batch's rows in backend memory */
     int32_t *labels;
+    float *stage_x, *stage_targets; /* a device backend: page-locked host rows read for one batch */
+    int32_t *stage_labels;         /* (NULL on a host backend, which reads into x and the rest) */
+    size_t *row_index;             /* evaluation's contiguous rows as the reader's index list */
 } dp_batches;
 
 /* A step's module passes timed by the backend's timer (timer_mark slots), turned into spans
@@ -108,18 +100,15 @@ int dp_trainer_open_metrics(trainer *t);
 void dp_trainer_metrics_line(trainer *t, long step, long epoch, const dp_interval *iv);
 int dp_trainer_close_metrics(trainer *t, const dp_train_result *result);
 
-/* batches.c: the datasets placed in be's memory, with room for max_rows rows of a micro-batch
- * (targets: `outputs` per row). */
+/* batches.c: room for max_rows rows of a micro-batch (targets: `outputs` per row); a test set
+ * must have the training set's width. */
 int dp_batches_open(dp_batches *b, const dp_backend *be, const dp_dataset *train, const dp_dataset *test,
                     const dp_sampler *sampler, int max_rows, int outputs);
 void dp_batches_close(dp_batches *b);
-/* The sampler has moved to a new epoch: its order where the rows are. */
-void dp_batches_set_epoch(dp_batches *b);
-/* The engine's row source: training samples at epoch positions [begin, end) gathered. */
+/* The engine's row source: the training samples at epoch positions [begin, end). */
 dp_row_source dp_batches_source(dp_batches *b);
-/* The test set's rows from `begin` on, where they lie in backend memory (NULL: absent). */
-void dp_batches_test_rows(const dp_batches *b, size_t begin, const float **x, const int32_t **labels,
-                          const float **targets);
+/* The test set's rows [begin, end) (at most max_rows) read into the batch buffers. */
+int dp_batches_read_test(dp_batches *b, size_t begin, size_t end, dp_rows *rows);
 
 /* state.c */
 int dp_trainer_allocate_host_copies(trainer *t); /* once the model, strategy and optimizer exist */

@@ -55,14 +55,13 @@ static void check_pair(const char *images_path, const dp_idx *images)
         return;
     dp_dataset ds;
     if (dp_idx_load_pair(images_path, write_labels(images), &ds) != 0) {
-        fuzz_require(ds.features == NULL && ds.labels == NULL, "failed load left buffers");
+        fuzz_require(ds.reader_state == NULL && ds.labels == NULL, "failed load left buffers");
         return;
     }
     fuzz_require(ds.count == images->dims[0], "pair count differs from the header");
     fuzz_require((size_t)ds.dim == (size_t)images->dims[1] * images->dims[2],
                  "pair dimension differs from the header");
-    fuzz_touch(ds.features, ds.count * (size_t)ds.dim * sizeof *ds.features);
-    fuzz_touch(ds.labels, ds.count * sizeof *ds.labels);
+    fuzz_read_rows(&ds);
     dp_dataset_free(&ds);
 }
 

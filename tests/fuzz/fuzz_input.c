@@ -53,3 +53,25 @@ void fuzz_touch(const void *buf, size_t len)
         sum = (uint8_t)(sum + bytes[i]);
     touched_sum = sum;
 }
+
+void fuzz_read_rows(const dp_dataset *ds)
+{
+    size_t *index = malloc(ds->count * sizeof *index);
+    float *x = malloc(ds->count * (size_t)ds->dim * sizeof *x);
+    /* Only the buffer of the dataset's kind: outputs may be a label's value up to INT32_MAX. */
+    int32_t *labels = ds->labels ? malloc(ds->count * sizeof *labels) : NULL;
+    float *targets = ds->targets ? malloc(ds->count * (size_t)ds->outputs * sizeof *targets) : NULL;
+    fuzz_require(index && x && (labels || targets), "out of memory for the dataset's rows");
+    for (size_t i = 0; i < ds->count; i++)
+        index[i] = ds->count - 1 - i;
+    fuzz_require(dp_dataset_read_rows(ds, index, ds->count, x, labels, targets) == 0, "reading rows failed");
+    fuzz_touch(x, ds->count * (size_t)ds->dim * sizeof *x);
+    if (ds->labels)
+        fuzz_touch(labels, ds->count * sizeof *labels);
+    else
+        fuzz_touch(targets, ds->count * (size_t)ds->outputs * sizeof *targets);
+    free(index);
+    free(x);
+    free(labels);
+    free(targets);
+}

@@ -3,6 +3,8 @@
 #ifndef DP_FUZZ_INPUT_H
 #define DP_FUZZ_INPUT_H
 
+#include "dp/data.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,6 +19,10 @@ const char *fuzz_file_put(int slot, const void *bytes, size_t len);
 
 /* Reads every byte of buf, so an allocation shorter than the reader claims is reported. */
 void fuzz_touch(const void *buf, size_t len);
+
+/* Reads every row of an accepted dataset through its reader, last row first (an index list,
+ * not a range), and touches what came back, so a reader's overrun of its file is reported. */
+void fuzz_read_rows(const dp_dataset *ds);
 
 /* Aborts with message when ok is false: a broken reader promise is a crash to fuzzing. */
 void fuzz_require(int ok, const char *message);

@@ -42,18 +42,14 @@ static void check_pair(const char *features_path, const char *labels_path)
 {
     dp_dataset ds;
     if (dp_npy_load_pair(features_path, labels_path, &ds) != 0) {
-        fuzz_require(ds.features == NULL && ds.labels == NULL && ds.targets == NULL,
+        fuzz_require(ds.reader_state == NULL && ds.labels == NULL && ds.targets == NULL,
                      "failed load left buffers");
         return;
     }
     fuzz_require(ds.count > 0 && ds.dim > 0 && ds.outputs > 0, "empty dataset accepted");
-    fuzz_touch(ds.features, ds.count * (size_t)ds.dim * sizeof *ds.features);
-    if (ds.labels) {
-        for (size_t i = 0; i < ds.count; i++)
-            fuzz_require(ds.labels[i] >= 0 && ds.labels[i] < ds.outputs, "label out of range");
-    } else {
-        fuzz_touch(ds.targets, ds.count * (size_t)ds.outputs * sizeof *ds.targets);
-    }
+    fuzz_read_rows(&ds);
+    for (size_t i = 0; ds.labels && i < ds.count; i++)
+        fuzz_require(ds.labels[i] >= 0 && ds.labels[i] < ds.outputs, "label out of range");
     dp_dataset_free(&ds);
 }
 
@@ -65,9 +61,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_require(npy.data == NULL, "failed read left a buffer");
         return 0;
     }
-    fuzz_require(npy.ndim == 1 || npy.ndim == 2, "unsupported rank accepted");
-    fuzz_require(npy.ndim == 2 || npy.shape[1] == 1, "1-D array without unit second dim");
-    size_t bytes = npy.shape[0] * npy.shape[1] * element_size(npy.dtype);
+    fuzz_require(npy.ndim >= 1 && npy.ndim <= DP_NPY_MAX_DIMS, "unsupported rank accepted");
+    size_t bytes = element_size(npy.dtype);
+    for (int i = 0; i < DP_NPY_MAX_DIMS; i++) {
+        fuzz_require(i < npy.ndim || npy.shape[i] == 1, "a dim past ndim is not 1");
+        bytes *= npy.shape[i];
+    }
     fuzz_require(bytes <= size, "array larger than the file");
     fuzz_touch(npy.data, bytes);
     check_pair(path, path);
