@@ -130,10 +130,10 @@ static void assert_fixture_dataset(const dp_dataset *ds, const char *labels_path
     ck_assert_float_eq(features[1], 1.0f);
     free(features);
     /* Images keep their shape, [1, rows, cols]; rows come by index list, repeats allowed. */
-    ck_assert_int_eq(ds->sample_ndim, 3);
-    ck_assert_int_eq(ds->sample_shape[0], 1);
-    ck_assert_int_eq(ds->sample_shape[1], 2);
-    ck_assert_int_eq(ds->sample_shape[2], 2);
+    ck_assert_int_eq(ds->sample.ndim, 3);
+    ck_assert_int_eq(ds->sample.dim[0], 1);
+    ck_assert_int_eq(ds->sample.dim[1], 2);
+    ck_assert_int_eq(ds->sample.dim[2], 2);
     static const size_t index[3] = {2, 0, 2};
     float rows[3 * 4];
     int32_t labels[3];

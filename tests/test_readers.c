@@ -69,12 +69,13 @@ static void assert_rows(const dp_dataset *ds, const size_t *index, size_t n, con
 static const struct shape_case {
     int ndim;
     size_t shape[4];
-    int sample_ndim, sample_shape[3], dim;
+    dp_dims sample;
+    int dim;
 } shape_cases[] = {
-    {2, {5, 6}, 1, {6, 1, 1}, 6},
-    {3, {5, 2, 3}, 2, {2, 3, 1}, 6},
-    {4, {5, 1, 2, 3}, 3, {1, 2, 3}, 6},
-    {4, {5, 3, 4, 2}, 3, {3, 4, 2}, 24},
+    {2, {5, 6}, {1, {6}}, 6},
+    {3, {5, 2, 3}, {2, {2, 3}}, 6},
+    {4, {5, 1, 2, 3}, {3, {1, 2, 3}}, 6},
+    {4, {5, 3, 4, 2}, {3, {3, 4, 2}}, 24},
 };
 
 START_TEST(test_npy_reader_shapes_and_rows)
@@ -88,8 +89,8 @@ START_TEST(test_npy_reader_shapes_and_rows)
     ck_assert_msg(open_pair(features_path, labels_path, &ds) == 0, "%s", dp_last_error());
     ck_assert_uint_eq(ds.count, 5);
     ck_assert_int_eq(ds.dim, c->dim);
-    ck_assert_int_eq(ds.sample_ndim, c->sample_ndim);
-    ck_assert_mem_eq(ds.sample_shape, c->sample_shape, sizeof c->sample_shape);
+    ck_assert_int_eq(ds.sample.ndim, c->sample.ndim);
+    ck_assert_mem_eq(ds.sample.dim, c->sample.dim, sizeof c->sample.dim);
     ck_assert_str_eq(ds.reader->name, "npy");
     /* Repeats, reverse order, and runs of consecutive rows (read at once). */
     static const size_t index[] = {4, 0, 1, 2, 2, 3, 0, 4, 3};
@@ -185,8 +186,8 @@ START_TEST(test_synthetic_reader_rows)
     dp_dataset ds;
     ck_assert_int_eq(dp_dataset_open("synthetic:12,5,3", 0, 0, 9, &ds), 0);
     ck_assert_uint_eq(ds.count, 12);
-    ck_assert_int_eq(ds.sample_ndim, 1);
-    ck_assert_int_eq(ds.sample_shape[0], 5);
+    ck_assert_int_eq(ds.sample.ndim, 1);
+    ck_assert_int_eq(ds.sample.dim[0], 5);
     ck_assert_str_eq(ds.reader->name, "memory");
     static const size_t index[] = {11, 0, 11, 4};
     float x[4 * 5];

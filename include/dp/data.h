@@ -6,13 +6,12 @@
 #ifndef DP_DATA_H
 #define DP_DATA_H
 
+#include "dp/tensor.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
 #define DP_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
-
-/* A sample's shape after N: [D] for feature vectors, [C, H, W] for images. */
-#define DP_SAMPLE_MAX_DIMS 3
 
 typedef struct dp_dataset dp_dataset;
 
@@ -27,8 +26,7 @@ typedef struct dp_reader {
 struct dp_dataset {
     size_t count;         /* N samples */
     int dim;              /* D input features: the product of the sample shape */
-    int sample_ndim;      /* 1 (a vector) to DP_SAMPLE_MAX_DIMS */
-    int sample_shape[DP_SAMPLE_MAX_DIMS]; /* IDX images: [1, rows, cols]; unused dims are 1 */
+    dp_dims sample;       /* one sample's shape: [D] features, IDX images [1, rows, cols] */
     int outputs;          /* labels: classes (max label + 1; K for synthetic); targets: K */
     const dp_reader *reader;
     void *reader_state;   /* the reader's own: an open file, the inflated pixels; or NULL */

@@ -255,10 +255,7 @@ static int fill_dataset(dp_idx *images, const dp_idx *labels, dp_dataset *out)
 {
     out->count = images->dims[0];
     out->dim = (int)((size_t)images->dims[1] * images->dims[2]);
-    out->sample_ndim = 3;
-    out->sample_shape[0] = 1;
-    out->sample_shape[1] = (int)images->dims[1];
-    out->sample_shape[2] = (int)images->dims[2];
+    out->sample = (dp_dims){.ndim = 3, .dim = {1, (int64_t)images->dims[1], (int64_t)images->dims[2]}};
     out->reader = &idx_reader;
     out->reader_state = images->data;
     images->data = NULL;

@@ -134,12 +134,10 @@ static int fill_dataset(const char *labels_path, const dp_npy *array, dp_npy *la
                         dp_dataset *out)
 {
     out->count = array->shape[0];
-    out->dim = 1;
-    out->sample_ndim = array->ndim - 1;
-    for (int i = 0; i < DP_SAMPLE_MAX_DIMS; i++) {
-        out->sample_shape[i] = (int)array->shape[i + 1];
-        out->dim *= out->sample_shape[i];
-    }
+    out->sample.ndim = array->ndim - 1;
+    for (int i = 0; i < out->sample.ndim; i++)
+        out->sample.dim[i] = (int64_t)array->shape[i + 1];
+    out->dim = (int)dp_dims_numel(&out->sample);
     if (labels->dtype != DP_NPY_F32)
         return convert_labels(labels_path, labels, out);
     out->outputs = (int)labels->shape[1];

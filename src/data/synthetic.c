@@ -160,9 +160,7 @@ int dp_synthetic_make(size_t count, int dim, int outputs, int regression,
     }
     out->count = count;
     out->dim = dim;
-    out->sample_ndim = 1;
-    out->sample_shape[0] = dim;
-    out->sample_shape[1] = out->sample_shape[2] = 1;
+    out->sample = dp_dims_features(dim);
     out->outputs = outputs;
     out->reader = &dp_reader_in_memory;
     snprintf(out->description, sizeof out->description,

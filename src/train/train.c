@@ -76,7 +76,7 @@ static dp_engine_config engine_config(const trainer *t)
 {
     const dp_options *o = t->o;
     return (dp_engine_config){
-        .model = &o->model, .input = dp_dims_features(t->train->dim), .max_rows = t->max_rows, .loss = t->plan.loss,
+        .model = &o->model, .input = t->train->sample, .max_rows = t->max_rows, .loss = t->plan.loss,
         .optimizer = dp_options_optimizer(o), .strategy = dp_strategy_name_for_zero(o->zero),
         .overlap = !o->no_overlap, .bucket_mb = o->bucket_mb,
         .progress_us = o->progress_us >= 0 ? o->progress_us : t->comm->local_size < t->comm->size ? AUTO_PROGRESS_US : 0,
