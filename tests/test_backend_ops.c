@@ -11,12 +11,14 @@
  * here. Adding a dtype: rows with that dtype and a reference that rounds to it. */
 #include "dp/backend.h"
 #include "dp/error.h"
+#include "src/backend/cpu_loops.h"
 #include "tests/ops/op_table.h"
 #include "tests/testutil.h"
 
 #include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Edge cases: no rows, one element, odd widths below and above a vector's lanes (8 floats
  * under AVX2, 16 under AVX-512, 32 a warp), and 1.2 M values, which the CPU splits in 4 parts
@@ -92,35 +94,71 @@ static const op_case cases[] = {
 };
 enum { CASES = sizeof cases / sizeof *cases };
 
-static op_backend backends[3];
+/* Which loops the CPU backend runs: this program links with -Wl,--wrap=dp_cpu_loops_best
+ * (Makefile.am), so the backend's choice (src/backend/cpu_isa.c) comes here; NULL keeps it. */
+static const dp_cpu_loops *forced_loops;
+const dp_cpu_loops *__real_dp_cpu_loops_best(void);
+const dp_cpu_loops *__wrap_dp_cpu_loops_best(void);
+
+const dp_cpu_loops *__wrap_dp_cpu_loops_best(void)
+{
+    return forced_loops ? forced_loops : __real_dp_cpu_loops_best();
+}
+
+static void use_cpu(const op_backend *b)
+{
+    forced_loops = dp_cpu_loops_for(b->cpu_isa);
+    dp_backend_cpu_set_threads(b->cpu_threads, "the test");
+    ck_assert_msg(strstr(b->be->describe(), b->cpu_isa), "the CPU backend runs other loops than %s: %s", b->cpu_isa,
+                  b->be->describe());
+}
+
+static const char *const isas[] = {"generic", "avx2", "avx512"};
+
+/* Each instruction set this machine runs on one thread, the best on 3, a GPU when visible. */
+static op_backend backends[sizeof isas / sizeof *isas + 2];
 static int backend_count;
+
+static void add_cpu(const char *isa, int threads)
+{
+    op_backend *b = &backends[backend_count++];
+    *b = (op_backend){.be = dp_backend_cpu(), .on_cpu = 1, .cpu_isa = isa, .cpu_threads = threads, .use = use_cpu};
+    snprintf(b->label, sizeof b->label, "cpu %s, %d thread%s", isa, threads, threads == 1 ? "" : "s");
+}
 
 /* In each test's process: the CUDA backend is opened after Check's fork, as CUDA requires. */
 static void setup(void)
 {
-    const dp_backend *cpu = dp_backend_cpu();
-    backends[0] = (op_backend){"cpu, 1 thread", cpu, 1};
-    backends[1] = (op_backend){"cpu, 3 threads", cpu, 3};
-    backend_count = 2;
+    backend_count = 0;
+    for (size_t i = 0; i < sizeof isas / sizeof *isas; i++)
+        if (dp_cpu_loops_for(isas[i]))
+            add_cpu(isas[i], 1);
+    add_cpu(__real_dp_cpu_loops_best()->isa, 3);
     if (dp_backend_gpu_count() == 0)
         return;
     dp_backend_request request = {.device = DP_DEVICE_CUDA, .share_gpu = 1, .local_size = 1};
-    const dp_backend *gpu = NULL;
-    ck_assert_msg(dp_backend_open(&request, &gpu) == 0, "%s", dp_last_error());
-    backends[backend_count++] = (op_backend){"cuda", gpu, 0};
+    op_backend *b = &backends[backend_count];
+    ck_assert_msg(dp_backend_open(&request, &b->be) == 0, "%s", dp_last_error());
+    snprintf(b->label, sizeof b->label, "cuda");
+    backend_count++;
 }
 
 static void teardown(void)
 {
-    if (backend_count == 3)
-        dp_backend_close(backends[2].be);
+    forced_loops = NULL;
+    dp_backend_cpu_set_threads(1, NULL);
+    if (!backends[backend_count - 1].on_cpu)
+        dp_backend_close(backends[backend_count - 1].be);
 }
 
 START_TEST(row_agrees_on_every_backend)
 {
-    if (_i == 0)
-        printf("backends: %s, %s%s%s\n", backends[0].label, backends[1].label, backend_count == 3 ? ", " : "",
-               backend_count == 3 ? backends[2].be->describe() : " (no CUDA GPU visible)");
+    if (_i == 0) {
+        for (int b = 0; b < backend_count; b++)
+            printf("backend %d: %s\n", b, backends[b].on_cpu ? backends[b].label : backends[b].be->describe());
+        if (backends[backend_count - 1].on_cpu)
+            printf("no CUDA GPU visible: the CPU alone\n");
+    }
     op_check_case(&cases[_i], backends, backend_count);
 }
 END_TEST

@@ -3,6 +3,7 @@
 #include "tests/ops/op_table.h"
 
 #include <check.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,7 +50,8 @@ double *op_scaled(op_run *r, int index)
 
 float *op_fill_f32(float *x, size_t n, op_fill fill, float scale, dp_rng *rng)
 {
-    static const float specials[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, -3e-39f, 1e-45f};
+    static const float specials[] = {NAN,  INFINITY, -INFINITY, 0.0f,     -0.0f,   1e-40f,
+                                     -3e-39f, 1e-45f, FLT_MAX,   -FLT_MIN, -NAN,    1.0f + FLT_EPSILON};
     for (size_t i = 0; i < n; i++) {
         float u = dp_rng_uniform(rng);
         x[i] = fill == FILL_POSITIVE ? scale * (0.5f + 0.5f * u) : scale * (2.0f * u - 1.0f);
@@ -141,7 +143,7 @@ static void compare(const op_case *c, const op_shape *s, const op_backend *b, co
             if (!within(o, &c->tol, k))
                 ck_abort_msg("%s (%s) %s on %s: output %d element %zu is %a, the reference %a", c->op, c->variant,
                              shape_text(s), b->label, i, k, value_at(o, o->got, k), value_at(o, o->host, k));
-            int must_match = o->agreement == SAME_BITS_EVERYWHERE || (o->agreement == SAME_BITS_ON_CPU && b->cpu_threads);
+            int must_match = o->agreement == SAME_BITS_EVERYWHERE || (o->agreement == SAME_BITS_ON_CPU && b->on_cpu);
             if (first && must_match && !same_bits(o, o->got, first->arg[i].got, k))
                 ck_abort_msg("%s (%s) %s on %s: output %d element %zu is %a, on %s %a", c->op, c->variant,
                              shape_text(s), b->label, i, k, value_at(o, o->got, k), "the first backend",
@@ -166,8 +168,8 @@ void op_check_case(const op_case *c, const op_backend *backends, int count)
         for (int b = 0; b < count; b++) {
             op_run r;
             prepare(c, s, seed, &r);
-            if (backends[b].cpu_threads)
-                dp_backend_cpu_set_threads(backends[b].cpu_threads, "the test");
+            if (backends[b].use)
+                backends[b].use(&backends[b]);
             run_on(&backends[b], c, &r);
             c->impl->reference(&r);
             compare(c, s, &backends[b], &r, b ? &first : NULL);
@@ -178,5 +180,4 @@ void op_check_case(const op_case *c, const op_backend *backends, int count)
         }
         free_run(&first, backends[0].be);
     }
-    dp_backend_cpu_set_threads(1, NULL);
 }

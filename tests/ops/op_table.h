@@ -46,7 +46,7 @@ typedef struct op_tolerance {
 
 typedef enum op_fill {
     FILL_FINITE,   /* uniform in [-scale, scale] */
-    FILL_HOSTILE,  /* the same, every fifth value NaN, +-Inf, +-0 or a subnormal */
+    FILL_HOSTILE,  /* the same, every fifth value NaN, +-Inf, +-0, a subnormal, FLT_MAX, ... */
     FILL_POSITIVE, /* uniform in [scale / 2, scale] (variances, inverse deviations) */
 } op_fill;
 
@@ -89,11 +89,15 @@ typedef struct op_case {
     const op_impl *impl;
 } op_case;
 
-/* A backend of the process as the table runs it: the CPU at a thread count, or a device. */
+/* A backend of the process as the table runs it: the CPU with one instruction set's loops at
+ * a thread count, or a device. */
 typedef struct op_backend {
-    const char *label;
+    char label[48];
     const dp_backend *be;
-    int cpu_threads; /* set before each run on the CPU; 0 on a device */
+    int on_cpu;
+    const char *cpu_isa; /* "generic", "avx2", "avx512" */
+    int cpu_threads;
+    void (*use)(const struct op_backend *b); /* called before each run: the CPU's settings */
 } op_backend;
 
 /* Runs c at every shape on each of the backends (the first one the CPU with one thread) and
