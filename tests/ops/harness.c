@@ -52,11 +52,13 @@ float *op_fill_f32(float *x, size_t n, op_fill fill, float scale, dp_rng *rng)
 {
     static const float specials[] = {NAN,  INFINITY, -INFINITY, 0.0f,     -0.0f,   1e-40f,
                                      -3e-39f, 1e-45f, FLT_MAX,   -FLT_MIN, -NAN,    1.0f + FLT_EPSILON};
+    size_t kinds = sizeof specials / sizeof *specials;
     for (size_t i = 0; i < n; i++) {
-        float u = dp_rng_uniform(rng);
+        float u = dp_rng_uniform(rng), v = dp_rng_uniform(rng);
         x[i] = fill == FILL_POSITIVE ? scale * (0.5f + 0.5f * u) : scale * (2.0f * u - 1.0f);
-        if (fill == FILL_HOSTILE && i % 5 == 2)
-            x[i] = specials[(i / 5) % (sizeof specials / sizeof *specials)];
+        /* one value in five, at random, so two operands meet special against special too */
+        if (fill == FILL_HOSTILE && v < 0.2f)
+            x[i] = specials[(size_t)(v * 5.0f * (float)kinds) % kinds];
     }
     return x;
 }

@@ -46,7 +46,7 @@ typedef struct op_tolerance {
 
 typedef enum op_fill {
     FILL_FINITE,   /* uniform in [-scale, scale] */
-    FILL_HOSTILE,  /* the same, every fifth value NaN, +-Inf, +-0, a subnormal, FLT_MAX, ... */
+    FILL_HOSTILE,  /* the same, a fifth of the values NaN, +-Inf, +-0, a subnormal, FLT_MAX, ... */
     FILL_POSITIVE, /* uniform in [scale / 2, scale] (variances, inverse deviations) */
 } op_fill;
 
