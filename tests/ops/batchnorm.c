@@ -8,19 +8,24 @@
 
 static float *per_column(op_run *r, op_fill fill)
 {
-    size_t cols = (size_t)r->shape.cols;
-    return op_fill_f32(op_input(r, OP_F32, cols), cols, fill, 1.0f, &r->rng);
+    return op_input_f32(r, (size_t)r->shape.cols, fill, 1.0f);
+}
+
+/* Four per-column coefficients, the second an inverse deviation (positive). */
+static void coefficients(op_run *r)
+{
+    per_column(r, FILL_HOSTILE);
+    per_column(r, FILL_POSITIVE);
+    per_column(r, FILL_HOSTILE);
+    per_column(r, FILL_HOSTILE);
 }
 
 /* ---- bn_normalize: x, mean, invstd, gamma, beta; xhat (param 1) and y ---- */
 
 static void normalize_prepare(op_run *r)
 {
-    op_fill_f32(op_input(r, OP_F32, op_elements(r)), op_elements(r), FILL_HOSTILE, 2.0f, &r->rng);
-    per_column(r, FILL_HOSTILE);
-    per_column(r, FILL_POSITIVE);
-    per_column(r, FILL_HOSTILE);
-    per_column(r, FILL_HOSTILE);
+    op_input_f32(r, op_elements(r), FILL_HOSTILE, 2.0f);
+    coefficients(r);
     op_output(r, OP_F32, op_elements(r), SAME_BITS_EVERYWHERE);
     op_output(r, OP_F32, op_elements(r), SAME_BITS_EVERYWHERE);
 }
@@ -51,12 +56,9 @@ const op_impl op_bn_normalize = {normalize_prepare, normalize_run, normalize_ref
 
 static void backward_prepare(op_run *r)
 {
-    op_fill_f32(op_input(r, OP_F32, op_elements(r)), op_elements(r), FILL_HOSTILE, 1.0f, &r->rng);
-    op_fill_f32(op_input(r, OP_F32, op_elements(r)), op_elements(r), FILL_HOSTILE, 2.0f, &r->rng);
-    per_column(r, FILL_HOSTILE);
-    per_column(r, FILL_POSITIVE);
-    per_column(r, FILL_HOSTILE);
-    per_column(r, FILL_HOSTILE);
+    op_input_f32(r, op_elements(r), FILL_HOSTILE, 1.0f);
+    op_input_f32(r, op_elements(r), FILL_HOSTILE, 2.0f);
+    coefficients(r);
     op_output(r, OP_F32, op_elements(r), SAME_BITS_EVERYWHERE);
 }
 
@@ -89,8 +91,8 @@ static void param_grads_prepare(op_run *r)
     double *sums = op_input(r, OP_F64, 2 * cols);
     for (size_t i = 0; i < 2 * cols; i++)
         sums[i] = i % 7 == 3 ? (i % 2 ? NAN : -INFINITY) : 1e3 * (2.0 * dp_rng_uniform(&r->rng) - 1.0) / 3.0;
-    op_fill_f32(op_output(r, OP_F32, cols, SAME_BITS_EVERYWHERE), cols, FILL_HOSTILE, 1.0f, &r->rng);
-    op_fill_f32(op_output(r, OP_F32, cols, SAME_BITS_EVERYWHERE), cols, FILL_HOSTILE, 1.0f, &r->rng);
+    op_output_f32(r, cols, FILL_HOSTILE, 1.0f, SAME_BITS_EVERYWHERE);
+    op_output_f32(r, cols, FILL_HOSTILE, 1.0f, SAME_BITS_EVERYWHERE);
 }
 
 static void param_grads_run(const dp_backend *be, op_run *r)
@@ -119,8 +121,8 @@ static const float running_momentum = 0.1f;
 static void running_prepare(op_run *r)
 {
     size_t cols = (size_t)r->shape.cols;
-    op_fill_f32(op_output(r, OP_F32, cols, SAME_BITS_EVERYWHERE), cols, FILL_HOSTILE, 1.0f, &r->rng);
-    op_fill_f32(op_output(r, OP_F32, cols, SAME_BITS_EVERYWHERE), cols, FILL_POSITIVE, 1.0f, &r->rng);
+    op_output_f32(r, cols, FILL_HOSTILE, 1.0f, SAME_BITS_EVERYWHERE);
+    op_output_f32(r, cols, FILL_POSITIVE, 1.0f, SAME_BITS_EVERYWHERE);
     per_column(r, FILL_HOSTILE);
     per_column(r, FILL_POSITIVE);
 }

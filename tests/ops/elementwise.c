@@ -14,9 +14,8 @@ static float relu(float v)
 
 static void bias_act_prepare(op_run *r)
 {
-    op_fill_f32(op_output(r, OP_F32, op_elements(r), SAME_BITS_EVERYWHERE), op_elements(r), FILL_HOSTILE, 2.0f,
-                &r->rng);
-    op_fill_f32(op_input(r, OP_F32, (size_t)r->shape.cols), (size_t)r->shape.cols, FILL_HOSTILE, 1.0f, &r->rng);
+    op_output_f32(r, op_elements(r), FILL_HOSTILE, 2.0f, SAME_BITS_EVERYWHERE);
+    op_input_f32(r, (size_t)r->shape.cols, FILL_HOSTILE, 1.0f);
 }
 
 static void bias_act_run(const dp_backend *be, op_run *r)
@@ -42,8 +41,8 @@ const op_impl op_bias_act_forward = {bias_act_prepare, bias_act_run, bias_act_re
 static void two_inputs_prepare(op_run *r)
 {
     size_t n = op_elements(r);
-    op_fill_f32(op_input(r, OP_F32, n), n, FILL_HOSTILE, 3.0f, &r->rng);
-    op_fill_f32(op_input(r, OP_F32, n), n, FILL_HOSTILE, 1.0f, &r->rng);
+    op_input_f32(r, n, FILL_HOSTILE, 3.0f);
+    op_input_f32(r, n, FILL_HOSTILE, 1.0f);
     op_output(r, OP_F32, n, SAME_BITS_EVERYWHERE);
 }
 
@@ -82,8 +81,8 @@ const op_impl op_multiply = {two_inputs_prepare, multiply_run, multiply_referenc
 static void in_place_prepare(op_run *r)
 {
     size_t n = op_elements(r);
-    op_fill_f32(op_output(r, OP_F32, n, SAME_BITS_EVERYWHERE), n, FILL_HOSTILE, 3.0f, &r->rng);
-    op_fill_f32(op_input(r, OP_F32, n), n, FILL_HOSTILE, 1.0f, &r->rng);
+    op_output_f32(r, n, FILL_HOSTILE, 3.0f, SAME_BITS_EVERYWHERE);
+    op_input_f32(r, n, FILL_HOSTILE, 1.0f);
 }
 
 static void multiply_in_place_run(const dp_backend *be, op_run *r)
@@ -145,7 +144,7 @@ static dp_dropout_key dropout_key(const op_run *r)
 static void dropout_prepare(op_run *r)
 {
     size_t n = op_elements(r);
-    op_fill_f32(op_input(r, OP_F32, n), n, FILL_HOSTILE, 2.0f, &r->rng);
+    op_input_f32(r, n, FILL_HOSTILE, 2.0f);
     op_output(r, OP_F32, n, SAME_BITS_EVERYWHERE);
     op_output(r, OP_F32, n, SAME_BITS_EVERYWHERE);
 }

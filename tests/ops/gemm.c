@@ -20,10 +20,9 @@ static int lead(int width)
 static void gemm_prepare(op_run *r)
 {
     size_t m = (size_t)r->shape.rows, n = (size_t)r->shape.cols, k = (size_t)r->shape.inner;
-    op_fill_f32(op_input(r, OP_F32, m * k), m * k, FILL_FINITE, 1.0f, &r->rng);
-    op_fill_f32(op_input(r, OP_F32, k * n), k * n, FILL_FINITE, 1.0f, &r->rng);
-    float *c = op_output(r, OP_F32, m * n, REFERENCE_ONLY);
-    op_fill_f32(c, m * n, FILL_FINITE, 1.0f, &r->rng);
+    op_input_f32(r, m * k, FILL_FINITE, 1.0f);
+    op_input_f32(r, k * n, FILL_FINITE, 1.0f);
+    float *c = op_output_f32(r, m * n, FILL_FINITE, 1.0f, REFERENCE_ONLY);
     for (size_t i = 0; i < m * n && beta(r) == 0.0f; i++)
         c[i] = NAN;
 }

@@ -63,6 +63,16 @@ float *op_fill_f32(float *x, size_t n, op_fill fill, float scale, dp_rng *rng)
     return x;
 }
 
+float *op_input_f32(op_run *r, size_t n, op_fill fill, float scale)
+{
+    return op_fill_f32(op_input(r, OP_F32, n), n, fill, scale, &r->rng);
+}
+
+float *op_output_f32(op_run *r, size_t n, op_fill fill, float scale, op_agreement agreement)
+{
+    return op_fill_f32(op_output(r, OP_F32, n, agreement), n, fill, scale, &r->rng);
+}
+
 static void free_run(op_run *r, const dp_backend *be)
 {
     for (int i = 0; i < r->count; i++) {

@@ -23,7 +23,7 @@ static int row_argmax(const float *z, int cols)
 static void softmax_prepare(op_run *r)
 {
     size_t n = op_elements(r);
-    float *logits = op_fill_f32(op_input(r, OP_F32, n), n, r->param == 2 ? FILL_HOSTILE : FILL_FINITE, 8.0f, &r->rng);
+    float *logits = op_input_f32(r, n, r->param == 2 ? FILL_HOSTILE : FILL_FINITE, 8.0f);
     if (r->param == 2)
         for (size_t i = 0; i < n; i += 3)
             logits[i] = roundf(logits[i] / 4.0f); /* ties */
@@ -69,8 +69,8 @@ const op_impl op_softmax_xent = {softmax_prepare, softmax_run, softmax_reference
 static void mse_prepare(op_run *r)
 {
     size_t n = op_elements(r);
-    op_fill_f32(op_input(r, OP_F32, n), n, FILL_FINITE, 2.0f, &r->rng);
-    op_fill_f32(op_input(r, OP_F32, n), n, FILL_FINITE, 2.0f, &r->rng);
+    op_input_f32(r, n, FILL_FINITE, 2.0f);
+    op_input_f32(r, n, FILL_FINITE, 2.0f);
     op_output(r, OP_F32, n, SAME_BITS_EVERYWHERE);
     double *totals = op_output(r, OP_F64, 2, SAME_BITS_ON_CPU);
     totals[0] = 1.5;
@@ -105,7 +105,7 @@ const op_impl op_mse = {mse_prepare, mse_run, mse_reference};
 
 static void count_prepare(op_run *r)
 {
-    op_fill_f32(op_input(r, OP_F32, op_elements(r)), op_elements(r), FILL_HOSTILE, 1e30f, &r->rng);
+    op_input_f32(r, op_elements(r), FILL_HOSTILE, 1e30f);
     op_output(r, OP_INDEX, 1, SAME_BITS_EVERYWHERE);
 }
 

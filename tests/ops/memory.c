@@ -6,8 +6,7 @@
 
 static void zero_prepare(op_run *r)
 {
-    op_fill_f32(op_output(r, OP_F32, op_elements(r), SAME_BITS_EVERYWHERE), op_elements(r), FILL_HOSTILE, 1.0f,
-                &r->rng);
+    op_output_f32(r, op_elements(r), FILL_HOSTILE, 1.0f, SAME_BITS_EVERYWHERE);
 }
 
 static void zero_run(const dp_backend *be, op_run *r)
@@ -39,7 +38,7 @@ static void gather_prepare(op_run *r)
         for (size_t i = 0; i < n; i++)
             labels[i] = (int32_t)(dp_rng_uniform(&r->rng) * 2e9f) - 1000000000;
     } else {
-        op_fill_f32(op_input(r, OP_F32, n), n, FILL_HOSTILE, 1.0f, &r->rng);
+        op_input_f32(r, n, FILL_HOSTILE, 1.0f);
     }
     size_t *index = op_input(r, OP_INDEX, (size_t)r->shape.rows);
     for (int i = 0; i < r->shape.rows; i++)
@@ -66,7 +65,7 @@ const op_impl op_gather_rows = {gather_prepare, gather_run, gather_reference};
 
 static void copies_prepare(op_run *r)
 {
-    op_fill_f32(op_input(r, OP_F32, op_elements(r)), op_elements(r), FILL_HOSTILE, 1.0f, &r->rng);
+    op_input_f32(r, op_elements(r), FILL_HOSTILE, 1.0f);
     op_output(r, OP_F32, op_elements(r), SAME_BITS_EVERYWHERE);
 }
 

@@ -109,6 +109,9 @@ void op_check_case(const op_case *c, const op_backend *backends, int count);
 void *op_input(op_run *r, op_type type, size_t count);
 void *op_output(op_run *r, op_type type, size_t count, op_agreement agreement);
 float *op_fill_f32(float *x, size_t n, op_fill fill, float scale, dp_rng *rng);
+/* A float input, or an output holding values before the run, of n values filled so. */
+float *op_input_f32(op_run *r, size_t n, op_fill fill, float scale);
+float *op_output_f32(op_run *r, size_t n, op_fill fill, float scale, op_agreement agreement);
 /* An output the reference fills with per-element magnitudes for the row's per_term. */
 double *op_scaled(op_run *r, int index);
 

@@ -9,10 +9,10 @@
 static void optimizer_prepare(op_run *r)
 {
     size_t n = op_elements(r);
-    op_fill_f32(op_output(r, OP_F32, n, SAME_BITS_EVERYWHERE), n, FILL_HOSTILE, 1.0f, &r->rng);
-    op_fill_f32(op_output(r, OP_F32, n, SAME_BITS_EVERYWHERE), n, FILL_HOSTILE, 1.0f, &r->rng);
-    op_fill_f32(op_output(r, OP_F32, n, SAME_BITS_EVERYWHERE), n, FILL_HOSTILE, 0.1f, &r->rng);
-    op_fill_f32(op_output(r, OP_F32, n, SAME_BITS_EVERYWHERE), n, FILL_POSITIVE, 0.1f, &r->rng);
+    op_output_f32(r, n, FILL_HOSTILE, 1.0f, SAME_BITS_EVERYWHERE);
+    op_output_f32(r, n, FILL_HOSTILE, 1.0f, SAME_BITS_EVERYWHERE);
+    op_output_f32(r, n, FILL_HOSTILE, 0.1f, SAME_BITS_EVERYWHERE);
+    op_output_f32(r, n, FILL_POSITIVE, 0.1f, SAME_BITS_EVERYWHERE);
     *(double *)op_output(r, OP_F64, 1, SAME_BITS_EVERYWHERE) = 2.0;
 }
 

@@ -36,7 +36,7 @@ static void bias_grad_prepare(op_run *r)
 {
     size_t cols = (size_t)r->shape.cols;
     sparse_specials(op_input(r, OP_F32, op_elements(r)), &r->shape, 1.0f, &r->rng);
-    op_fill_f32(op_output(r, OP_F32, cols, SAME_BITS_ON_CPU), cols, FILL_FINITE, 1.0f, &r->rng);
+    op_output_f32(r, cols, FILL_FINITE, 1.0f, SAME_BITS_ON_CPU);
 }
 
 static void bias_grad_run(const dp_backend *be, op_run *r)
