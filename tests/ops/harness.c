@@ -1,5 +1,6 @@
 /* Running one row of the backend test table: operands uploaded to each backend, the operation
  * run, outputs downloaded and compared with the reference and with the first backend's. */
+#include "dp/error.h"
 #include "tests/ops/op_table.h"
 
 #include <check.h>
@@ -8,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const char *const dtype_name[] = {[OP_DTYPE_F32] = "f32", [OP_DTYPE_I32] = "i32"};
 
 static const size_t type_size[] = {[OP_F32] = sizeof(float), [OP_F64] = sizeof(double),
                                    [OP_I32] = sizeof(int32_t), [OP_INDEX] = sizeof(size_t)};
@@ -92,7 +95,7 @@ static void run_on(const op_backend *b, const op_case *c, op_run *r)
         op_operand *o = &r->arg[i];
         size_t bytes = o->count * type_size[o->type];
         o->device = b->be->alloc(bytes, DP_MEM_OTHER, "a test operand");
-        ck_assert_msg(o->device != NULL, "%s", "allocation failed");
+        ck_assert_msg(o->device != NULL, "%s on %s: %s", c->op, b->label, dp_last_error());
         b->be->upload(o->device, o->host, bytes);
     }
     c->impl->run(b->be, r);
@@ -153,12 +156,13 @@ static void compare(const op_case *c, const op_shape *s, const op_backend *b, co
             continue;
         for (size_t k = 0; k < o->count; k++) {
             if (!within(o, &c->tol, k))
-                ck_abort_msg("%s (%s) %s on %s: output %d element %zu is %a, the reference %a", c->op, c->variant,
-                             shape_text(s), b->label, i, k, value_at(o, o->got, k), value_at(o, o->host, k));
+                ck_abort_msg("%s (%s, %s) %s on %s: output %d element %zu is %a, the reference %a", c->op, c->variant,
+                             dtype_name[c->dtype], shape_text(s), b->label, i, k, value_at(o, o->got, k),
+                             value_at(o, o->host, k));
             int must_match = o->agreement == SAME_BITS_EVERYWHERE || (o->agreement == SAME_BITS_ON_CPU && b->on_cpu);
             if (first && must_match && !same_bits(o, o->got, first->arg[i].got, k))
-                ck_abort_msg("%s (%s) %s on %s: output %d element %zu is %a, on %s %a", c->op, c->variant,
-                             shape_text(s), b->label, i, k, value_at(o, o->got, k), "the first backend",
+                ck_abort_msg("%s (%s, %s) %s on %s: output %d element %zu is %a, on the first backend %a", c->op,
+                             c->variant, dtype_name[c->dtype], shape_text(s), b->label, i, k, value_at(o, o->got, k),
                              value_at(o, first->arg[i].got, k));
         }
     }

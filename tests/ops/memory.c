@@ -1,7 +1,9 @@
 /* The operations that move bytes: zero, gather_rows (float features or int32 labels) and the
  * copies through page-locked host memory (alloc_host, download, upload). */
+#include "dp/error.h"
 #include "tests/ops/op_table.h"
 
+#include <check.h>
 #include <string.h>
 
 static void zero_prepare(op_run *r)
@@ -73,6 +75,7 @@ static void copies_run(const dp_backend *be, op_run *r)
 {
     size_t bytes = op_elements(r) * sizeof(float);
     float *pinned = be->alloc_host(bytes, "a page-locked test buffer");
+    ck_assert_msg(pinned != NULL, "%s", dp_last_error());
     be->download(pinned, OP_DEV(r, 0), bytes);
     be->upload(OP_DEV(r, 1), pinned, bytes);
     be->free_host(pinned);
