@@ -1,6 +1,7 @@
 /* The backend test table: every operation of dp_backend (include/dp/backend.h), at the shapes
- * and dtypes of its row, on every backend this process has: the CPU backend with 1 thread and
- * with 3 (whose parts must not change a bit), and the CUDA backend when a GPU is visible: the
+ * and dtypes of its row, on every backend this process has: the CPU backend with the loops of
+ * each instruction set this machine runs on 1 thread and the best on 3 (neither may change a
+ * bit of a fixed-order result), and the CUDA backend when a GPU is visible: the
  * fake CUDA runtime's (tests/fakecuda/test_backend_ops, run by tests/fakecuda.sh) or a real one
  * (tests/test_backend_ops on a GPU machine; without a GPU it runs the CPU rows alone). Each
  * output is compared with a reference the test computes itself (tests/ops/) within the row's
