@@ -165,7 +165,7 @@ build_dptrain() {
 }
 
 run_gpu_tests() {
-    local tests="tests/device.sh tests/gemm-bench.sh tests/gpu.sh tests/gpu-train-w2.sh tests/ptx-check.sh"
+    local tests="tests/device.sh tests/gemm-bench.sh tests/test_backend_ops tests/gpu.sh tests/gpu-train-w2.sh tests/ptx-check.sh"
     tests="$tests tests/test_kernel_math tests/fakecuda.sh tests/fakecuda-train-w2.sh tests/fakecuda-binding.sh"
     local status=0
     say "make check ($([ "$full_check" = 1 ] && echo "all tests" || echo "$tests"))"
@@ -176,7 +176,7 @@ run_gpu_tests() {
     fi
     grep -E '^(PASS|FAIL|SKIP|XFAIL|XPASS|ERROR):' "$obj/check.out"
     grep -E '^# (TOTAL|PASS|SKIP|FAIL|ERROR)' "$obj/check.out"
-    grep -h -E 'relative error|Checks:' "$obj/tests/gpu.log" "$obj/tests/gpu-train-w2.log" 2>/dev/null
+    grep -h -E 'relative error|Checks:' "$obj/tests/gpu.log" "$obj/tests/gpu-train-w2.log" "$obj/tests/test_backend_ops.log" 2>/dev/null
     if [ "$device" = cuda ] && grep -q '^SKIP: tests/gpu' "$obj/check.out"; then
         say "a GPU test skipped on a GPU machine: the build or the driver does not see the GPU"
         status=1

@@ -10,6 +10,8 @@ status=0
 # itself, not AddressSanitizer's report of it (configure --enable-sanitizers).
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}handle_segv=0" CK_FORK=yes FAKECUDA_DEVICES=fakeA "$fake/test_fakecuda" || status=1
 export FAKECUDA_CHECK_LEAKS=1
+# The backend test table with the fake GPU beside the CPU.
+FAKECUDA_DEVICES=fakeA "$fake/test_backend_ops" || status=1
 FAKECUDA_DEVICES=fakeA dp_mpirun 300 1 "$fake/test_gpu" || status=1
 dp_mpirun 300 2 sh -c 'FAKECUDA_DEVICES="fake$OMPI_COMM_WORLD_RANK" exec "$0"' "$fake/test_gpu" || status=1
 # The device-choice suite with one fake GPU visible: the branches a GPU machine takes.

@@ -7,8 +7,8 @@
  *
  * Adding a kernel: its per-element arithmetic goes in kernel_math.h; its shape and per-thread
  * function here; cuda_kernels.cu gets a __global__ wrapper and launcher; tests/fakecuda/
- * kernels.c the same launcher over the host loops. tests/test_gpu.c then checks it against
- * the CPU backend both through the fake runtime (make check) and on a real GPU. */
+ * kernels.c the same launcher over the host loops; its rows in the backend test table
+ * (tests/test_backend_ops.c) check it through the fake runtime (make check) and on a GPU. */
 #ifndef DP_KERNEL_GRID_H
 #define DP_KERNEL_GRID_H
 
