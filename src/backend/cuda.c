@@ -10,7 +10,7 @@
 #include "src/backend/device.h"
 #include "src/backend/fatal.h"
 
-#include <cublas_v2.h>
+#include "src/backend/cublas_api.h"
 #include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +20,7 @@ static struct cuda_state {
     int open;
     int rank, device, gpus;
     int check_launches;             /* CUDA_LAUNCH_BLOCKING=1: synchronise after every kernel */
+    dp_cublas_api blas_api;         /* cuBLAS, opened with the backend (cublas_api.h) */
     cublasHandle_t blas;
     cublasComputeType_t compute;    /* exact FP32, or TF32 tensor cores with --tf32 */
     dp_cuda_partial *partials;      /* DP_MAX_PARTIALS reduction results, device */
@@ -76,11 +77,12 @@ static int blas_status(cublasStatus_t s, const char *call, const char *file, int
     if (s == CUBLAS_STATUS_SUCCESS)
         return 0;
     return dp_fail(DP_EDEVICE, "%s failed at %s:%d on rank %d (GPU %d): %s", call, file, line,
-                   cuda.rank, cuda.device, cublasGetStatusString(s));
+                   cuda.rank, cuda.device, cuda.blas_api.status_string(s));
 }
 
 #define CUDA_CALL(call) cuda_status((call), #call, __FILE__, __LINE__)
-#define BLAS_CALL(call) blas_status((call), #call, __FILE__, __LINE__)
+/* call goes through the loaded table; name is cuBLAS's, for the message. */
+#define BLAS_CALL(name, call) blas_status((call), name, __FILE__, __LINE__)
 #define LAUNCH(call) launch_status((call), #call, __FILE__, __LINE__)
 /* TRY returns the error (while opening); MUST is for the operations, which cannot. */
 #define TRY(checked)                                                         \
@@ -162,7 +164,7 @@ static void cuda_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha
         return;
     /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS reads each
      * row-major matrix as its transpose, so swapping the operands (flags unchanged) needs no copy. */
-    MUST(BLAS_CALL(cublasGemmEx(cuda.blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+    MUST(BLAS_CALL("cublasGemmEx", cuda.blas_api.gemm_ex(cuda.blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                            n, m, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c, CUDA_R_32F,
                            ldc, cuda.compute, CUBLAS_GEMM_DEFAULT)));
     if (cuda.check_launches)
@@ -419,7 +421,10 @@ static int describe_device(const dp_backend_request *request)
 
 static int create_resources(const dp_backend_request *request)
 {
-    TRY(BLAS_CALL(cublasCreate(&cuda.blas)));
+    char why[512];
+    if (dp_cublas_load(&cuda.blas_api, why, sizeof why))
+        return dp_fail(DP_EINVAL, "rank %d: --device cuda: cuBLAS: %s", request->rank, why);
+    TRY(BLAS_CALL("cublasCreate(&cuda.blas)", cuda.blas_api.create(&cuda.blas)));
     TRY(CUDA_CALL(cudaMalloc((void **)&cuda.partials, DP_MAX_PARTIALS * sizeof *cuda.partials)));
     TRY(CUDA_CALL(cudaMallocHost((void **)&cuda.host_partials, DP_MAX_PARTIALS * sizeof *cuda.host_partials)));
     cuda.compute = request->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -433,7 +438,7 @@ static int release_resources(int report)
 {
     int status = 0;
     if (cuda.blas) {
-        cublasStatus_t s = cublasDestroy(cuda.blas);
+        cublasStatus_t s = cuda.blas_api.destroy(cuda.blas);
         if (report && !status)
             status = blas_status(s, "cublasDestroy(cuda.blas)", __FILE__, __LINE__);
     }
