@@ -114,7 +114,7 @@ static int read_shard(trainer *t, const char *path, long step, dp_range part, fl
         if (strcmp(meta[2 + k].value, expected[k]) != 0)
             status = dp_fail(DP_EFORMAT, "--resume: %s has %s=%s where its name implies %s", path, shard_keys[k],
                              meta[2 + k].value, expected[k]);
-    return status ? status : dp_train_check_finite("--resume", path, refs, count);
+    return status ? status : dp_train_check_loaded("--resume", path, refs, count);
 }
 
 /* The part of `from` (a shard in scratch) that falls in `into` (what this rank holds, in host). */

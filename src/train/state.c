@@ -349,9 +349,12 @@ static int load_checkpoint(trainer *t, resume_point *at)
     if (!status)
         status = dp_checkpoint_load(at->path, refs, count, meta, FIELD_COUNT + 1);
     if (!status)
-        status = dp_train_check_finite("--resume", at->path, refs, count);
+        status = dp_train_check_loaded("--resume", at->path, refs, count);
     if (!status)
         status = resumed_step(at->path, meta[FIELD_STEP].value, t->plan.total_steps, &at->step);
+    if (!status && t->opt.steps > at->step) /* every update is a step; a skipped step is no update */
+        status = dp_fail(DP_EFORMAT, "--resume %s: optimizer.step is %lld but the checkpoint is at step %ld: more "
+                         "updates than steps", at->path, (long long)t->opt.steps, at->step);
     if (!status) { /* a resumed run keeps its identity, so its files stay its own */
         memcpy(t->run_id, meta[FIELD_RUN_ID].value, DP_CHECKPOINT_RUN_ID_LEN); /* checked: 16 hex digits */
         t->run_id[DP_CHECKPOINT_RUN_ID_LEN] = '\0';
@@ -417,7 +420,7 @@ int dp_trainer_load_model(const dp_options *o, const dp_model *m, float *params,
     int count = dp_params_refs(&m->params, params, NULL, refs);
     count += dp_params_refs(&m->buffers, buffers, counters, refs + count);
     int status = dp_safetensors_read(o->init_path, refs, count);
-    status = status ? dp_fail_context(status, "--init") : dp_train_check_finite("--init", o->init_path, refs, count);
+    status = status ? dp_fail_context(status, "--init") : dp_train_check_loaded("--init", o->init_path, refs, count);
     free(refs);
     return status;
 }

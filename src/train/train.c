@@ -412,11 +412,12 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
     memset(result, 0, sizeof *result);
     /* --max-memory-mb: the allocation counter refuses what would pass it; peaks start here. */
     dp_memory_set_limit((size_t)(o->max_memory_mb * (double)(1 << 20)));
-    int status = dp_train_check_data(o, train, "training");
+    int inputs = dp_train_model_inputs(o, train);
+    int status = dp_train_check_data(o, train, "training", inputs);
     if (!status && test)
         status = dp_train_check_test_targets(o, train, test);
     if (!status && test)
-        status = dp_train_check_data(o, test, "test");
+        status = dp_train_check_data(o, test, "test", inputs);
     if (!status)
         status = dp_trainer_check_outputs(&t);
     if (!status)

@@ -149,8 +149,9 @@ int dp_trainer_share_model(dp_comm *comm, dp_model *m, float *params, float *buf
 /* The test set's targets are of the training set's kind (labels or float targets): the loss
  * is chosen from the training data. */
 int dp_train_check_test_targets(const dp_options *o, const dp_dataset *train, const dp_dataset *test);
-/* Every value of the count tensors read from path (--init, --resume) is finite. */
-int dp_train_check_finite(const char *option, const char *path, const dp_tensor_ref *refs, int count);
+/* Every value of the count tensors read from path (--init, --resume) is finite, and state that
+ * has a range (variances, second moments, counters) lies in it. */
+int dp_train_check_loaded(const char *option, const char *path, const dp_tensor_ref *refs, int count);
 
 /* outputs.c: what the run writes, checked on the rank that writes it before training. */
 int dp_trainer_check_outputs(const trainer *t);   /* --save, --checkpoint-dir can be written */
