@@ -1,0 +1,58 @@
+# The classes of issue 23 (docs/RELIABILITY.md, "Hostile use, version 2"): each case is a
+# 2-rank job that must end within 10 s (20 s for runs that must succeed), with the message
+# named. Cases that must fail at start-up run --steps 10000000, so a late check times out.
+. "$srcdir/tests/common.sh"
+worker="$top_builddir/dp_worker"
+dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-hostile-v2-XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+failures=0 cases=0
+long="--steps 10000000"
+python3 "$srcdir/tests/state_fixtures.py" "$dir" || { echo "FAIL could not write the fixtures"; exit 1; }
+
+# expect_failure NAME PHRASE [dp_worker options...]; expect_success likewise, exit 0.
+expect_failure() {
+    name=$1 phrase=$2
+    shift 2
+    dp_mpirun 10 2 "$worker" --quiet --device cpu --threads 1 "$@" >"$dir/out" 2>&1
+    dp_check_outcome "$name" fail $? "$dir/out" "$phrase"
+}
+expect_success() {
+    name=$1 phrase=$2
+    shift 2
+    dp_mpirun 20 2 "$worker" --device cpu --threads 1 "$@" >"$dir/out" 2>&1
+    dp_check_outcome "$name" ok $? "$dir/out" "$phrase"
+}
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+synthetic="--data synthetic:600,16,3"
+bn_model="linear(8,bias=0),batchnorm,relu,linear(3)"
+
+# 1. Every dataset the model touches has the model's input width, whatever built the model.
+for width in 4 32; do
+    expect_failure "--model: a test set $width wide" "test data NPY $dir/x$width.npy + $dir/labels100.npy (100 x $width) has $width features per sample but the model (--model 'linear(8),relu,linear(3)') takes 16" \
+        $synthetic --test-data "$dir/x$width.npy,$dir/labels100.npy" --model "linear(8),relu,linear(3)" $long
+done
+
+# 2. State read from files lies in the range training gives it (--init, --resume).
+expect_failure "--init: num_batches_tracked = INT64_MAX" "tensor 'layers.1.num_batches_tracked' holds 9223372036854775807 (outside [0, 999999999999999999])" \
+    $synthetic --model "$bn_model" --init "$dir/nbt_max.safetensors" $long
+expect_failure "--init: num_batches_tracked < 0" "tensor 'layers.1.num_batches_tracked' holds -5 (outside" \
+    $synthetic --model "$bn_model" --init "$dir/nbt_negative.safetensors" $long
+expect_failure "--predict --init: a negative running_var" "tensor 'layers.1.running_var' holds -1 (below 0) at flat index 0" \
+    --predict "$dir/x16.npy" --init "$dir/negvar.safetensors" --model "$bn_model" --output "$dir/pred.npy"
+[ ! -e "$dir/pred.npy" ] || fail "a refused --predict left $dir/pred.npy"
+expect_success "--init of a valid BatchNorm model" "summary:" $synthetic --model "$bn_model" --init "$dir/bn.safetensors" --steps 2
+
+# When every rank fails alike, one rank (0) reports: Open MPI's help aggregation overflows on many.
+dp_mpirun 20 4 --oversubscribe "$worker" --quiet --device cpu --threads 1 $synthetic --model "$bn_model" \
+    --init "$dir/negvar.safetensors" --test-data "$dir/x4.npy,$dir/labels100.npy" $long >"$dir/out" 2>&1
+status=$?
+reports=$(grep -c "error:" "$dir/out")
+if [ "$status" -eq 0 ] || [ "$status" -ge 124 ] || [ "$reports" -ne 1 ] || ! grep -q "rank 0: error: test data" "$dir/out"; then
+    fail "4 ranks failing alike: exit $status, $reports error lines (want non-zero, 1 from rank 0):"
+    sed 's/^/    /' "$dir/out"
+else
+    cases=$((cases + 1)); echo "ok   4 ranks failing alike: one message, from rank 0"
+fi
+
+echo "hostile v2: $((cases - failures)) passed, $failures failed"
+[ "$failures" -eq 0 ]
