@@ -100,6 +100,7 @@ typedef struct dp_dist {
     dp_dist_config config;
     dp_bucket *buckets;
     int nbuckets;
+    int polled_from, polled_to; /* buckets [from, to) may be in flight: what poll looks at */
     int *bucket_of;        /* segment -> its bucket */
     int communicate;       /* this micro-batch's backward reduces (the step's last) */
     dp_dist_times times;
@@ -107,6 +108,10 @@ typedef struct dp_dist {
     void *span_arg;
     struct dp_zero *zero;  /* stages 1-3: shards, working buffers (src/dist/zero.c); NULL under DDP */
 } dp_dist;
+
+/* The smallest --bucket-mb, in bytes: below it each bucket's collective costs its latency for
+ * almost no data (and tens of thousands of buckets make a step wait on bookkeeping). */
+#define DP_DIST_MIN_BUCKET_BYTES 1024
 
 /* Which of the model's flat buffers stay whole under `stage`: bit 0 the weights (stages 0-2),
  * bit 1 the gradients (0-1), as nn's DP_MODEL_OWNS_WEIGHTS and DP_MODEL_OWNS_GRADS. */

@@ -213,6 +213,11 @@ static int start_bucket(dp_dist *d, dp_bucket *b)
     b->started = 1;
     b->completed = 0;
     b->started_at = MPI_Wtime();
+    int index = (int)(b - d->buckets);
+    if (d->polled_from == d->polled_to) /* none in flight: the window starts afresh */
+        d->polled_from = d->polled_to = index;
+    d->polled_from = index < d->polled_from ? index : d->polled_from;
+    d->polled_to = index >= d->polled_to ? index + 1 : d->polled_to;
     return dp_comm_start(d->comm, &args, &b->request);
 }
 
@@ -229,16 +234,20 @@ static void bucket_done(dp_dist *d, dp_bucket *b)
         d->on_span(d->span_arg, b->label, b->started_at, b->done_at);
 }
 
-/* Advances every collective in flight, noting the ones that have completed. */
+/* Advances every collective in flight, noting the ones that have completed. Buckets start in
+ * backward order, so the window from the oldest in flight to the newest started holds them
+ * all: a step costs the buckets in flight at each call, not all of them each time. */
 static int poll(dp_dist *d)
 {
     int status = dp_comm_progress(d->comm);
-    for (int i = 0; !status && i < d->nbuckets; i++) {
+    for (int i = d->polled_from; !status && i < d->polled_to; i++) {
         dp_bucket *b = &d->buckets[i];
         int done = 0;
-        if (b->request && !(status = dp_request_test(&b->request, &done)) && done)
+        if (b->request && !(status = dp_request_collect(&b->request, &done)) && done)
             bucket_done(d, b);
     }
+    while (d->polled_from < d->polled_to && !d->buckets[d->polled_from].request)
+        d->polled_from++;
     return status;
 }
 
@@ -273,6 +282,21 @@ size_t dp_dist_piece_floats(const dp_dist *d)
     return floats >= 1.0 ? (size_t)floats : 1;
 }
 
+/* The first bucket starting below `end`: buckets run in backward order, from the highest
+ * offsets down, so a binary search finds where a reported range begins to overlap. */
+static int first_bucket_below(const dp_dist *d, size_t end)
+{
+    int lo = 0, hi = d->nbuckets;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (d->buckets[mid].offset >= end)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 int dp_dist_grad_ready(dp_dist *d, size_t offset, size_t count)
 {
     double entered = MPI_Wtime();
@@ -281,12 +305,12 @@ int dp_dist_grad_ready(dp_dist *d, size_t offset, size_t count)
     if (!d->communicate || (!d->config.overlap && !d->type->reduces_every_micro))
         return 0;
     int status = 0;
-    for (int i = 0; !status && i < d->nbuckets; i++) {
+    for (int i = first_bucket_below(d, offset + count); !status && i < d->nbuckets; i++) {
         dp_bucket *b = &d->buckets[i];
         size_t begin = offset > b->offset ? offset : b->offset;
         size_t end = offset + count < b->offset + b->count ? offset + count : b->offset + b->count;
         if (begin >= end)
-            continue;
+            break; /* this bucket and every later one lie below the range */
         b->pending -= end - begin;
         if (b->pending == 0)
             status = start_bucket(d, b);
