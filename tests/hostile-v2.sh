@@ -42,6 +42,12 @@ expect_failure "--predict --init: a negative running_var" "tensor 'layers.1.runn
 [ ! -e "$dir/pred.npy" ] || fail "a refused --predict left $dir/pred.npy"
 expect_success "--init of a valid BatchNorm model" "summary:" $synthetic --model "$bn_model" --init "$dir/bn.safetensors" --steps 2
 
+# 3 and 10. Sizes in MiB have a lower bound, compared in bytes: no bucket per float (a step
+# of hours), no limit that rounds to 0 (= unlimited).
+expect_failure "--bucket-mb 1e-9" "--bucket-mb '1e-9': below 1024 bytes (0.0009765625 MiB), the smallest bucket" \
+    $synthetic --model "linear(4096),relu,linear(3)" --bucket-mb 1e-9 $long
+expect_failure "--max-memory-mb 1e-300" "--max-memory-mb '1e-300': below 1 byte" $synthetic --max-memory-mb 1e-300 $long
+
 # When every rank fails alike, one rank (0) reports: Open MPI's help aggregation overflows on many.
 dp_mpirun 20 4 --oversubscribe "$worker" --quiet --device cpu --threads 1 $synthetic --model "$bn_model" \
     --init "$dir/negvar.safetensors" --test-data "$dir/x4.npy,$dir/labels100.npy" $long >"$dir/out" 2>&1

@@ -3,6 +3,7 @@
 #include "dp/options.h"
 
 #include "dp/comm.h"
+#include "dp/dist.h"
 #include "dp/error.h"
 #include "src/train/limits.h"
 #include "src/train/option_values.h"
@@ -272,7 +273,8 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
             o->bucket_mb = 0.0;
             return 0;
         }
-        return dp_option_mib(name, arg, &o->bucket_mb);
+        return dp_option_mib(name, arg, DP_DIST_MIN_BUCKET_BYTES, "the smallest bucket: each bucket is a "
+                             "collective of its own, and smaller ones only add their latency", &o->bucket_mb);
     case OPT_NO_OVERLAP: o->no_overlap = 1; return 0;
     case OPT_PROGRESS_THREAD:
         if (strcmp(arg, "auto") == 0) {
@@ -284,7 +286,8 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
         status = dp_option_choice(name, arg, zero_stages, 4, &choice);
         o->zero = choice;
         return status;
-    case OPT_MAX_MEMORY_MB: return dp_option_mib(name, arg, &o->max_memory_mb);
+    case OPT_MAX_MEMORY_MB:
+        return dp_option_mib(name, arg, 1, "the least a limit can be (0 would mean no limit)", &o->max_memory_mb);
     case OPT_CHECKPOINT_SHARDS: o->checkpoint_shards = 1; return 0;
     case OPT_MEMORY_PLAN: o->memory_plan = 1; return 0;
     case OPT_PARAMS: return dp_option_count(name, arg, &o->plan_params);
