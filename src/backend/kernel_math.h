@@ -80,6 +80,13 @@ static inline DP_HD int dp_is_nonfinite(float x)
     return !isfinite(x);
 }
 
+/* What the optimizer pass counts per element, from the values it holds in registers anyway: a
+ * non-finite gradient, or a parameter the update made non-finite (an overflow: lr 1e38). */
+static inline DP_HD int dp_update_is_bad(float grad, float param)
+{
+    return dp_is_nonfinite(grad) | dp_is_nonfinite(param);
+}
+
 /* The optimizer pass on one element, SGD: the gradient finished (*g *= grad_scale, the
  * 1 / global sample count), then with apply PyTorch's update: d = g + wd p; v = momentum v + d
  * (v unused when momentum is 0); p -= lr d. */

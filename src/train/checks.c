@@ -10,20 +10,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The first tensor whose summed gradient holds a NaN or an infinity, in the part of the
- * gradient this rank holds (its shard under ZeRO: the ranks then agree on the lowest). */
-static int first_nonfinite_tensor(trainer *t, const char **name)
+/* The first tensor holding a NaN or an infinity in values (the summed gradient, or the
+ * updated parameters), in the part this rank holds (its shard under ZeRO: the ranks then agree
+ * on the lowest); NULL when none does. */
+static int first_nonfinite_tensor(trainer *t, const float *values, const char **name)
 {
     const dp_param_table *params = &t->model.params;
     size_t begin, end;
-    float *unused, *grads;
     dp_dist_shard(&t->dist, &begin, &end);
-    dp_dist_update_memory(&t->dist, &unused, &grads);
     uint64_t first = (uint64_t)params->count;
     for (int i = 0; i < params->count && first == (uint64_t)params->count; i++) {
         const dp_param *p = &params->entries[i];
         size_t lo = p->offset > begin ? p->offset : begin, hi = p->offset + p->count < end ? p->offset + p->count : end;
-        if (lo < hi && t->be->count_nonfinite(grads + (lo - begin), hi - lo))
+        if (lo < hi && t->be->count_nonfinite(values + (lo - begin), hi - lo))
             first = (uint64_t)i;
     }
     int status = 0;
@@ -32,7 +31,7 @@ static int first_nonfinite_tensor(trainer *t, const char **name)
         for (int r = 0; !status && r < t->comm->size; r++)
             first = t->rank_hashes[r] < first ? t->rank_hashes[r] : first;
     }
-    *name = first < (uint64_t)params->count ? params->entries[first].name : "(none found)";
+    *name = first < (uint64_t)params->count ? params->entries[first].name : NULL;
     return status;
 }
 
@@ -48,23 +47,39 @@ static int take_nonfinite(trainer *t, double *bad)
     return dp_dist_shards_state(&t->dist) ? dp_comm_sum_doubles(t->comm, bad, 1) : 0;
 }
 
+/* The gradients were finite and the update made parameters non-finite (it overflowed float32).
+ * The optimizer state moved with them, so the step cannot be skipped: the job stops. */
+static int parameters_overflowed(trainer *t, const float *params, double bad)
+{
+    const char *first;
+    int status = first_nonfinite_tensor(t, params, &first);
+    return status ? status : dp_fail(DP_ENUMERIC, "step %ld: the update made %.0f parameter values non-finite, the "
+                                     "first in %s, from finite gradients: it overflows float32 (--lr %g). Stopping",
+                                     t->steps_done + 1, bad, first ? first : "(none found)", (double)t->o->lr);
+}
+
 int dp_trainer_update(trainer *t, float grad_scale, float lr)
 {
     float *params, *grads;
     dp_dist_update_memory(&t->dist, &params, &grads);
     int skip = t->o->skip_nonfinite;
-    /* --on-nan abort updates in the same pass (a bad step ends the job anyway); skip counts first. */
+    /* --on-nan abort updates in the same pass (a bad step ends the job anyway); skip counts first.
+     * The pass counts non-finite gradients and, when it updates, non-finite results. */
     dp_optimizer_step(&t->opt, params, grads, grad_scale, lr, !skip, t->nonfinite);
     double bad;
     int status = take_nonfinite(t, &bad);
-    if (status || bad == 0.0) {
-        if (!status && skip)
-            dp_optimizer_step(&t->opt, params, grads, 1.0f, lr, 1, t->nonfinite);
-        return status;
+    if (!status && bad == 0.0 && skip) {
+        dp_optimizer_step(&t->opt, params, grads, 1.0f, lr, 1, t->nonfinite);
+        status = take_nonfinite(t, &bad);
+        return status || bad == 0.0 ? status : parameters_overflowed(t, params, bad);
     }
-    const char *first;
-    if ((status = first_nonfinite_tensor(t, &first)))
+    if (status || bad == 0.0)
         return status;
+    const char *first;
+    if ((status = first_nonfinite_tensor(t, grads, &first)))
+        return status;
+    if (!first)
+        return parameters_overflowed(t, params, bad);
     if (!skip)
         return dp_fail(DP_ENUMERIC, "step %ld: %.0f non-finite gradient values, the first in %s. Stopping "
                        "(--on-nan abort; --on-nan skip would drop such steps)", t->steps_done + 1, bad, first);
