@@ -217,14 +217,18 @@ void dp_options_print_help(FILE *out)
 /* "B1,B2", each in [0, 1). */
 static int parse_betas(const char *text, dp_options *o)
 {
-    char *middle, *end;
+    char *middle, *end = NULL;
     errno = 0;
-    float b1 = strtof(text, &middle), b2 = *middle == ',' ? strtof(middle + 1, &end) : -1.0f;
-    if (middle == text || *middle != ',' || end == middle + 1 || *end || errno || !(b1 >= 0.0f && b1 < 1.0f) ||
-        !(b2 >= 0.0f && b2 < 1.0f))
+    double b1 = strtod(text, &middle), b2 = *middle == ',' ? strtod(middle + 1, &end) : -1.0;
+    if (middle == text || *middle != ',' || end == middle + 1 || *end || errno || !(b1 >= 0.0 && b1 < 1.0) ||
+        !(b2 >= 0.0 && b2 < 1.0))
         return dp_fail(DP_EINVAL, "--betas '%s': must be two numbers in [0, 1) separated by a comma, e.g. 0.9,0.999", text);
-    o->beta1 = b1;
-    o->beta2 = b2;
+    /* Parsed in double and checked as stored, as --momentum is: 0.99999999 is 1 in float32. */
+    o->beta1 = (float)b1;
+    o->beta2 = (float)b2;
+    if (o->beta1 >= 1.0f || o->beta2 >= 1.0f || (b1 != 0.0 && o->beta1 == 0.0f) || (b2 != 0.0 && o->beta2 == 0.0f))
+        return dp_fail(DP_EINVAL, "--betas '%s': must be in [0, 1), but they round to %.9g,%.9g in float32", text,
+                       (double)o->beta1, (double)o->beta2);
     return 0;
 }
 
