@@ -42,6 +42,29 @@ expect_failure "--predict --init: a negative running_var" "tensor 'layers.1.runn
 [ ! -e "$dir/pred.npy" ] || fail "a refused --predict left $dir/pred.npy"
 expect_success "--init of a valid BatchNorm model" "summary:" $synthetic --model "$bn_model" --init "$dir/bn.safetensors" --steps 2
 
+# 4. Parameters the update makes non-finite stop the job at that step, in either --on-nan
+# mode (the optimizer state moved too: the step cannot be skipped), and nothing is saved.
+for mode in abort skip; do
+    expect_failure "--lr 1e38 overflows the update (--on-nan $mode)" "step 1: the update made 163 parameter values non-finite, the first in layers.0.weight, from finite gradients" \
+        $synthetic --model "linear(8),relu,linear(3)" --optimizer adamw --lr 1e38 --on-nan $mode --steps 1 --save "$dir/nan.safetensors"
+done
+[ ! -e "$dir/nan.safetensors" ] || fail "a run whose update overflowed saved $dir/nan.safetensors"
+
+# 5 and 6. Spec text is never cut (a cut "bias=000...01" reads as 0), and float values are
+# checked as float32 stores them, in --model as in --betas.
+zeros=$(printf '0%.0s' $(seq 1 200))
+expect_failure "a 206-character option value" "is 206 characters long, more than the 127" \
+    $synthetic --model "linear(8,bias=${zeros}1),relu,linear(3)" $long
+expect_failure "dropout(0.99999999)" "p='0.99999999' must be a number in [0, 1) (probability of zeroing a unit), but it rounds to 1 in float32" \
+    $synthetic --model "linear(8),dropout(0.99999999),linear(3)" $long
+expect_failure "batchnorm(eps=1e39)" "eps='1e39' must be a number >= 1e-30 (added to the variance), but it rounds to inf in float32" \
+    $synthetic --model "linear(8),batchnorm(eps=1e39),linear(3)" $long
+expect_failure "--betas 0.9,0.99999999" "--betas '0.9,0.99999999': must be in [0, 1), but they round to 0.899999976,1 in float32" \
+    $synthetic --optimizer adamw --betas 0.9,0.99999999 $long
+# 11. The message names the mistake.
+expect_failure "linear(8)relu" "module 0 (linear): 'relu' follows its ')': modules are separated by commas" \
+    $synthetic --model "linear(8)relu,linear(3)" $long
+
 # 3 and 10. Sizes in MiB have a lower bound, compared in bytes: no bucket per float (a step
 # of hours), no limit that rounds to 0 (= unlimited).
 expect_failure "--bucket-mb 1e-9" "--bucket-mb '1e-9': below 1024 bytes (0.0009765625 MiB), the smallest bucket" \
