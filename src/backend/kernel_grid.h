@@ -210,7 +210,7 @@ static inline DP_HD unsigned long long dp_sgd_thread(float *params, float *grads
     unsigned long long bad = 0;
     for (size_t e = i.first; e < n; e += i.step) {
         dp_sgd_element(&params[e], &grads[e], velocity ? &velocity[e] : NULL, k);
-        bad += (unsigned long long)dp_update_is_bad(grads[e], params[e]);
+        bad += (unsigned long long)dp_update_is_bad(grads[e], params[e], k->apply);
     }
     return bad;
 }
@@ -222,7 +222,7 @@ static inline DP_HD unsigned long long dp_adamw_thread(float *params, float *gra
     unsigned long long bad = 0;
     for (size_t e = i.first; e < n; e += i.step) {
         dp_adamw_element(&params[e], &grads[e], &exp_avg[e], &exp_avg_sq[e], k);
-        bad += (unsigned long long)dp_update_is_bad(grads[e], params[e]);
+        bad += (unsigned long long)dp_update_is_bad(grads[e], params[e], k->apply);
     }
     return bad;
 }
