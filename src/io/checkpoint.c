@@ -80,6 +80,11 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
+int dp_checkpoint_is_name(const char *path)
+{
+    return is_checkpoint_name(base_name(path), NULL);
+}
+
 static int join(const char *dir, const char *name, char *path, size_t size)
 {
     if (snprintf(path, size, "%s/%s", dir, name) >= (int)size)

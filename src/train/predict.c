@@ -38,7 +38,9 @@ static int read_inputs(predictor *p)
     int status = 0;
     if (p->t.comm->rank == 0) {
         /* The output first: a bad path fails before any work. */
-        status = dp_check_output_file("--output", o->output_path);
+        status = dp_check_outputs_apart(o);
+        if (!status)
+            status = dp_check_output_file("--output", o->output_path);
         if (!status)
             status = dp_npy_read(o->predict_path, &npy);
         if (!status && (npy.dtype != DP_NPY_F32 || npy.ndim != 2))

@@ -155,6 +155,8 @@ int dp_train_check_loaded(const char *option, const char *path, const dp_tensor_
 
 /* outputs.c: what the run writes, checked on the rank that writes it before training. */
 int dp_trainer_check_outputs(const trainer *t);   /* --save, --checkpoint-dir can be written */
+/* No output names another output's file, an input's, or a checkpoint's in --checkpoint-dir. */
+int dp_check_outputs_apart(const dp_options *o);
 /* Collective: the run identity (rank 0's, given to all); no other run's checkpoints in the dir. */
 int dp_trainer_claim_checkpoint_dir(trainer *t);
 
