@@ -400,8 +400,26 @@ static int check_model(dp_options *o, const int *seen)
     return status;
 }
 
-static int check_predict(const dp_options *o)
+/* Options of a training run (or of --memory-plan) that --predict would silently ignore. */
+static const int training_only[] = {
+    OPT_SAVE, OPT_TRACE, OPT_METRICS, OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_CHECKPOINT_SHARDS, OPT_RESUME,
+    OPT_ZERO, OPT_MAX_MEMORY_MB, OPT_MEMORY_PLAN,
+};
+
+static const char *option_name(int id)
 {
+    for (size_t i = 0; i < OPTION_COUNT; i++)
+        if (option_docs[i].getopt.val == id)
+            return option_docs[i].getopt.name;
+    return "?";
+}
+
+static int check_predict(const dp_options *o, const int *seen)
+{
+    for (size_t i = 0; o->predict_path[0] && i < sizeof training_only / sizeof *training_only; i++)
+        if (seen[training_only[i]])
+            return dp_fail(DP_EINVAL, "--%s does not apply to --predict, which runs the --init model on its inputs "
+                           "and writes --output only", option_name(training_only[i]));
     if (!o->predict_path[0])
         return o->output_path[0] || o->predict_classes
                    ? dp_fail(DP_EINVAL, "%s applies to --predict", o->output_path[0] ? "--output" : "--predict-classes")
@@ -433,7 +451,7 @@ static int check_combination(dp_options *o, int world, const int *seen)
     if (!status)
         status = check_memory_options(o, seen);
     if (!status)
-        status = check_predict(o);
+        status = check_predict(o, seen);
     if (status)
         return status;
     const char *foreign = foreign_optimizer_option(o, seen);
