@@ -65,6 +65,25 @@ expect_failure "--betas 0.9,0.99999999" "--betas '0.9,0.99999999': must be in [0
 expect_failure "linear(8)relu" "module 0 (linear): 'relu' follows its ')': modules are separated by commas" \
     $synthetic --model "linear(8)relu,linear(3)" $long
 
+# 7. No output is another output's file, an input's, or a checkpoint's name in --checkpoint-dir.
+pair="$dir/x4.npy,$dir/labels100.npy"
+cp "$dir/labels100.npy" "$dir/labels-copy.npy"
+expect_failure "--metrics onto a --data file" "--metrics $dir/labels100.npy is a file --data reads ($dir/labels100.npy): writing it would destroy the input" \
+    --data "$pair" --layers 4,3 --metrics "$dir/labels100.npy" $long
+cmp -s "$dir/labels100.npy" "$dir/labels-copy.npy" || fail "--metrics destroyed the --data file"
+expect_failure "--trace = --metrics" "--trace $dir/t.json and --metrics $dir/./t.json name one file" \
+    --data "$pair" --layers 4,3 --trace "$dir/t.json" --metrics "$dir/./t.json" $long
+expect_failure "--save into --checkpoint-dir as a checkpoint" "--save $dir/ck/step-000000002.safetensors lies in --checkpoint-dir $dir/ck/ under a checkpoint's name" \
+    --data "$pair" --layers 4,3 --checkpoint-dir "$dir/ck/" --save "$dir/ck/step-000000002.safetensors" $long
+expect_failure "--output = the --predict input" "--output $dir/x16.npy is a file --predict reads" \
+    --predict "$dir/x16.npy" --init "$dir/bn.safetensors" --model "$bn_model" --output "$dir/x16.npy"
+# 9. --predict refuses the options of training instead of ignoring them.
+for option in "--memory-plan" "--save $dir/s.safetensors" "--zero 1" "--max-memory-mb 100"; do
+    expect_failure "--predict with $option" "${option%% *} does not apply to --predict" \
+        --predict "$dir/x16.npy" --init "$dir/bn.safetensors" --model "$bn_model" --output "$dir/p.npy" $option
+done
+[ ! -e "$dir/p.npy" ] || fail "a refused --predict wrote $dir/p.npy"
+
 # 3 and 10. Sizes in MiB have a lower bound, compared in bytes: no bucket per float (a step
 # of hours), no limit that rounds to 0 (= unlimited).
 expect_failure "--bucket-mb 1e-9" "--bucket-mb '1e-9': below 1024 bytes (0.0009765625 MiB), the smallest bucket" \
