@@ -114,8 +114,6 @@ static int allocate_buffers(trainer *t)
         status = dp_trainer_allocate_host_copies(t);
     if (!status)
         status = dp_trainer_open_timeline(t);
-    if (!status)
-        status = dp_trainer_open_metrics(t);
     if (status)
         return status;
     t->dev_x = be->alloc(rows * dim * sizeof(float), DP_MEM_ACTIVATIONS, "the input batch");
@@ -342,10 +340,10 @@ static int finish_epoch(trainer *t, long epoch, dp_interval *epoch_iv, dp_train_
 static int log_progress(trainer *t, long step, long epoch, dp_interval *log_iv)
 {
     int status = reduce_interval(t, log_iv);
-    if (!status && t->comm->rank == 0)
+    if (!status && t->comm->rank == 0 && !t->o->quiet)
         dp_report_step(&t->plan, step, epoch, log_iv);
     if (!status)
-        dp_trainer_metrics_line(t, step, epoch, log_iv);
+        status = dp_trainer_metrics_line(t, step, epoch, log_iv);
     memset(log_iv, 0, sizeof *log_iv);
     return status;
 }
@@ -372,7 +370,8 @@ static int after_step(trainer *t)
 static int run_steps(trainer *t, dp_train_result *result)
 {
     dp_interval log_iv = {0}, epoch_iv = {0}, total = {0};
-    long log_every = t->o->quiet ? 0 : t->o->log_every;
+    /* --quiet silences the step lines, not --metrics (every rank sees both options alike). */
+    long log_every = t->o->quiet && !t->o->metrics_path[0] ? 0 : t->o->log_every;
     for (long step = t->start_step; step < t->plan.total_steps; step++) {
         long epoch = step / t->plan.steps_per_epoch, in_epoch = step % t->plan.steps_per_epoch;
         if (t->sampler.epoch != epoch)

@@ -102,8 +102,7 @@ int dp_trainer_write_timeline(trainer *t);  /* collective */
 void dp_trainer_close_timeline(trainer *t);
 
 /* metrics.c: --metrics lines on rank 0; closing with result writes the summary line. */
-int dp_trainer_open_metrics(trainer *t);
-void dp_trainer_metrics_line(trainer *t, long step, long epoch, const dp_interval *iv);
+int dp_trainer_metrics_line(trainer *t, long step, long epoch, const dp_interval *iv);
 int dp_trainer_close_metrics(trainer *t, const dp_train_result *result);
 void dp_trainer_close_device(trainer *t);
 const char *dp_trainer_gradient_path(const trainer *t);
