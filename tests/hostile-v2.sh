@@ -84,6 +84,26 @@ for option in "--memory-plan" "--save $dir/s.safetensors" "--zero 1" "--max-memo
 done
 [ ! -e "$dir/p.npy" ] || fail "a refused --predict wrote $dir/p.npy"
 
+# 8. --metrics: JSON (null, not -nan), the rate each step used, not truncated by a run that
+# fails at start-up, and written under --quiet.
+metrics="$dir/m.jsonl"
+echo "an earlier run's metrics" >"$metrics"
+expect_failure "--metrics with a failing --init" "holds -1 (below 0)" $synthetic --model "$bn_model" --init "$dir/negvar.safetensors" --metrics "$metrics" $long
+grep -q "an earlier run's metrics" "$metrics" || fail "a run that failed at start-up truncated --metrics"
+expect_success "--metrics under --quiet with NaN losses" "summary" --quiet --data "$dir/x4nan.npy,$dir/labels100.npy" --layers 4,3 \
+    --on-nan skip --batch 100 --steps 2 --log-every 1 --lr 0.1 --lr-schedule cosine --metrics "$metrics"
+cases=$((cases + 1))
+if python3 -c '
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+assert [l.get("step") for l in lines[:-1]] == [1, 2] and "summary" in lines[-1], lines
+assert lines[0]["loss"] is None and lines[0]["lr"] == 0.1, lines[0]
+' "$metrics" 2>"$dir/py.err"; then
+    echo "ok   --metrics: JSON lines under --quiet, null for a NaN loss, lr 0.1 at step 1"
+else
+    fail "--metrics: $(cat "$dir/py.err") in: $(cat "$metrics")"
+fi
+
 # 3 and 10. Sizes in MiB have a lower bound, compared in bytes: no bucket per float (a step
 # of hours), no limit that rounds to 0 (= unlimited).
 expect_failure "--bucket-mb 1e-9" "--bucket-mb '1e-9': below 1024 bytes (0.0009765625 MiB), the smallest bucket" \

@@ -40,6 +40,7 @@ rng = random.Random(1)
 for width, rows in ((4, 100), (16, 37), (17, 37), (32, 100)):
     npy(os.path.join(out, 'x%d.npy' % width), '<f4', (rows, width), 'f', [rng.gauss(0, 1) for _ in range(rows * width)])
 npy(os.path.join(out, 'labels100.npy'), '<i8', (100,), 'q', [0] * 100)
+npy(os.path.join(out, 'x4nan.npy'), '<f4', (100, 4), 'f', [float('nan')] * 4 + [rng.gauss(0, 1) for _ in range(396)])
 safetensors(os.path.join(out, 'bn.safetensors'), model())
 safetensors(os.path.join(out, 'nbt_max.safetensors'), model(nbt=2**63 - 1))
 safetensors(os.path.join(out, 'nbt_negative.safetensors'), model(nbt=-5))
