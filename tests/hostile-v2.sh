@@ -108,6 +108,8 @@ fi
 # of hours), no limit that rounds to 0 (= unlimited).
 expect_failure "--bucket-mb 1e-9" "--bucket-mb '1e-9': below 1024 bytes (0.0009765625 MiB), the smallest bucket" \
     $synthetic --model "linear(4096),relu,linear(3)" --bucket-mb 1e-9 $long
+expect_failure "--memory-plan --world 2^63-1" "--world '9223372036854775807': too large: at most 2147483647 (MPI counts ranks in an int)" \
+    --memory-plan --world 9223372036854775807 --params 1000
 expect_failure "--max-memory-mb 1e-300" "--max-memory-mb '1e-300': below 1 byte" $synthetic --max-memory-mb 1e-300 $long
 
 # When every rank fails alike, one rank (0) reports: Open MPI's help aggregation overflows on many.

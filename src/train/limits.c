@@ -20,6 +20,7 @@ static const struct {
     {"segment-bytes", 4L << 30, "the ring's largest message is 2^30 floats"},
     {"epochs", DP_CHECKPOINT_MAX_STEP, "the largest step a checkpoint name holds"},
     {"steps", DP_CHECKPOINT_MAX_STEP, "the largest step a checkpoint name holds"},
+    {"world", INT_MAX, "MPI counts ranks in an int"},
 };
 
 /* Float options that must stay below a bound (exclusive). */
