@@ -103,6 +103,14 @@ assert lines[0]["loss"] is None and lines[0]["lr"] == 0.1, lines[0]
 else
     fail "--metrics: $(cat "$dir/py.err") in: $(cat "$metrics")"
 fi
+expect_failure "--model: ranges in full" "out='99999999999' must be an integer in [1, 1073741824]" \
+    $synthetic --model "linear(99999999999)" $long
+# (A sanitizer build must let the 4 TB malloc fail as plain malloc would, not abort.)
+saved_asan=${ASAN_OPTIONS-}
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1"
+expect_failure "out of memory before the model exists" "--layers 16,1073741824,1000 = 1091995436008 parameters = 4367981744032 bytes" \
+    $synthetic --layers 16,1073741824,1000 --batch 2 $long
+export ASAN_OPTIONS="$saved_asan"
 
 # 3 and 10. Sizes in MiB have a lower bound, compared in bytes: no bucket per float (a step
 # of hours), no limit that rounds to 0 (= unlimited).

@@ -65,9 +65,9 @@ static void describe_arg_range(const dp_module_arg *a, char *text, size_t size)
     if (a->kind == DP_ARG_BOOL)
         snprintf(text, size, "0 or 1");
     else if (a->max == HUGE_VAL)
-        snprintf(text, size, "%s >= %g", a->kind == DP_ARG_INT ? "an integer" : "a number", a->min);
-    else
-        snprintf(text, size, "%s in [%g, %g%c", a->kind == DP_ARG_INT ? "an integer" : "a number",
+        snprintf(text, size, "%s >= %.9g", a->kind == DP_ARG_INT ? "an integer" : "a number", a->min);
+    else /* %.9g: an int's bounds in full (2147483647, not 2.14748e+09), a float's as float32 reads back */
+        snprintf(text, size, "%s in [%.9g, %.10g%c", a->kind == DP_ARG_INT ? "an integer" : "a number",
                  a->min, a->max, a->max_open ? ')' : ']');
 }
 

@@ -25,10 +25,11 @@ static int max_label(const dp_dataset *data)
     return top;
 }
 
-/* What the model spec says of the output width (its last Linear), before the model exists. */
-static int spec_outputs(const dp_model_spec *spec)
+/* What the model spec says of the output width (its last Linear; without one, the input
+ * width), before the model exists. */
+static int spec_outputs(const dp_model_spec *spec, int inputs)
 {
-    int outputs = spec->inputs;
+    int outputs = inputs;
     for (int i = 0; i < spec->count; i++)
         if (spec->modules[i].options.out_features > 0)
             outputs = spec->modules[i].options.out_features;
@@ -44,7 +45,7 @@ int dp_train_check_data(const dp_options *o, const dp_dataset *data, const char 
 {
     const dp_model_spec *spec = &o->model;
     const char *option = spec->from_layers ? "--layers" : "--model";
-    int outputs = spec_outputs(spec);
+    int outputs = spec_outputs(spec, inputs);
     dp_loss loss = dp_train_loss_for(o, data);
     if (spec->from_layers && data->dim != inputs)
         return dp_fail(DP_EINVAL, "%s data %s has %d features per sample but --layers starts with %d inputs",

@@ -424,7 +424,7 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
     if (!status)
         status = dp_trainer_open_device(&t);
     if (!status && (status = allocate_buffers(&t))) /* nparams is known once the model is built */
-        status = dp_explain_memory_failure(status, o, comm->size, t.max_rows, t.plan.nparams);
+        status = dp_explain_memory_failure(status, o, comm->size, t.max_rows, t.plan.nparams, inputs);
     if (!status && !(status = dp_watchdog_start(&t.watchdog, comm, o->timeout)))
         comm->watchdog = &t.watchdog;
     if (!status && comm->rank == 0 && !o->quiet)
