@@ -85,6 +85,10 @@ static int open_model(predictor *p)
     status = t->comm->rank == 0 ? dp_trainer_load_model(t->o, &t->model, t->host_params, t->host_buffers,
                                                         t->model.counters)
                                 : 0;
+    /* A --model spec takes its width from the inputs: a shape refused is first theirs. */
+    if (status && !t->o->model.from_layers)
+        status = dp_fail_context(status, "--predict %s has %zu features per sample, the width --model '%s' takes "
+                                 "there", t->o->predict_path, p->dim, t->o->model.text);
     return status ? status : dp_trainer_share_model(t->comm, &t->model, t->host_params, t->host_buffers);
 }
 

@@ -408,6 +408,22 @@ static int resume(trainer *t)
     return status;
 }
 
+/* After a failed --init: 1 with the message replaced when the file is a sharded checkpoint's
+ * index or shard (their parameters are elsewhere, or flat), not which tensor is missing. */
+static int explained_as_sharded(const char *path, int status)
+{
+    dp_meta meta[2] = {{.key = SHARDS_KEY}, {.key = "shard_begin"}};
+    if (dp_safetensors_read_with_metadata(path, NULL, 0, meta, 2) != 0)
+        return 0;
+    if (meta[0].value[0])
+        return dp_fail(status, "--init %s is the index of a sharded checkpoint (%s shards; the parameters are in "
+                       "its shard files): continue it with --resume %s", path, meta[0].value, path) != 0;
+    if (meta[1].value[0])
+        return dp_fail(status, "--init %s is one rank's shard of a sharded checkpoint (a flat slice of the "
+                       "parameters): continue it with --resume and the index, step-N.safetensors beside it", path) != 0;
+    return 0;
+}
+
 int dp_trainer_load_model(const dp_options *o, const dp_model *m, float *params, float *buffers, int64_t *counters)
 {
     if (!o->init_path[0]) {
@@ -420,7 +436,10 @@ int dp_trainer_load_model(const dp_options *o, const dp_model *m, float *params,
     int count = dp_params_refs(&m->params, params, NULL, refs);
     count += dp_params_refs(&m->buffers, buffers, counters, refs + count);
     int status = dp_safetensors_read(o->init_path, refs, count);
-    status = status ? dp_fail_context(status, "--init") : dp_train_check_loaded("--init", o->init_path, refs, count);
+    if (status && !explained_as_sharded(o->init_path, status))
+        status = dp_fail_context(status, "--init");
+    else if (!status)
+        status = dp_train_check_loaded("--init", o->init_path, refs, count);
     free(refs);
     return status;
 }
