@@ -332,11 +332,34 @@ int dp_checkpoint_save_shard(const char *dir, long step, int rank, int world, co
                                                           DP_CHECKPOINT_CHECKSUM_KEY);
 }
 
+/* Shard names are not listed as checkpoints: one that is a directory, a FIFO or a link would
+ * fail only when the run reaches its step, after the training before it. */
+static int refuse_shard_names_not_files(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return dp_fail(DP_EIO, "%s: cannot open checkpoint directory: %s", dir, strerror(errno));
+    int status = 0;
+    for (struct dirent *e; !status && (e = readdir(d)) != NULL;) {
+        char path[4096];
+        struct stat st;
+        if (step_of_shard_name(e->d_name) < 0 || (status = join(dir, e->d_name, path, sizeof path)))
+            continue;
+        if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+            status = dp_fail(DP_EIO, "--checkpoint-dir %s holds %s, %s under a shard's name: a checkpoint of "
+                             "that step could not be written (move it away)", dir, e->d_name, dp_file_kind(st.st_mode));
+    }
+    closedir(d);
+    return status;
+}
+
 int dp_checkpoint_claim_dir(const char *dir, const char *run_id, long start_step,
                             long *later_step)
 {
     *later_step = -1;
     int status = ensure_directory(dir);
+    if (!status)
+        status = refuse_shard_names_not_files(dir);
     if (!status && dp_remove_stale_temporaries(dir, is_checkpoint_name, NULL) < 0)
         status = dp_fail_context(DP_EIO, "--checkpoint-dir %s", dir);
     listing l = {0};

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* The files a run writes, by option. */
 static const struct file_option {
@@ -109,6 +111,8 @@ static int claim_on_rank0(trainer *t)
         dp_checkpoint_new_run_id(t->run_id);
     if (!o->checkpoint_dir[0])
         return 0;
+    struct stat st;
+    t->made_checkpoint_dir = stat(o->checkpoint_dir, &st) != 0;
     long later = -1;
     int status = dp_checkpoint_claim_dir(o->checkpoint_dir, t->run_id, t->start_step, &later);
     if (!status && later >= 0)
@@ -117,6 +121,12 @@ static int claim_on_rank0(trainer *t)
                 "reaches them, and until then --resume of the directory picks step %ld\n",
                 o->checkpoint_dir, later, t->start_step, later);
     return status;
+}
+
+void dp_trainer_drop_empty_checkpoint_dir(const trainer *t)
+{
+    if (t->made_checkpoint_dir)
+        rmdir(t->o->checkpoint_dir); /* fails, leaving it, unless it is empty */
 }
 
 int dp_trainer_claim_checkpoint_dir(trainer *t)

@@ -445,6 +445,8 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
         dp_report_summary(&t.plan, result);
     if (!status)
         status = dp_trainer_close_metrics(&t, result);
+    if (status)
+        dp_trainer_drop_empty_checkpoint_dir(&t);
     comm->watchdog = NULL;
     dp_watchdog_stop(&t.watchdog);
     free_buffers(&t);

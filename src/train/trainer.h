@@ -80,6 +80,7 @@ typedef struct trainer {
     float *host_gathered;          /* --zero 3: one module's gathered parameters, for the replica check */
     uint64_t *rank_hashes;         /* one per rank, for --check-replicas */
     char run_id[DP_CHECKPOINT_RUN_ID_LEN + 1]; /* rank 0: whose checkpoints these are (outputs.c) */
+    int made_checkpoint_dir;       /* rank 0: this run created --checkpoint-dir (outputs.c) */
 } trainer;
 
 /* device.c: the backend each rank computes on, and the gradients' way to the all-reduce. */
@@ -154,6 +155,8 @@ int dp_train_check_loaded(const char *option, const char *path, const dp_tensor_
 
 /* outputs.c: what the run writes, checked on the rank that writes it before training. */
 int dp_trainer_check_outputs(const trainer *t);   /* --save, --checkpoint-dir can be written */
+/* After a failed run: the --checkpoint-dir it created, removed if it is still empty. */
+void dp_trainer_drop_empty_checkpoint_dir(const trainer *t);
 /* No output names another output's file, an input's, or a checkpoint's in --checkpoint-dir. */
 int dp_check_outputs_apart(const dp_options *o);
 /* Collective: the run identity (rank 0's, given to all); no other run's checkpoints in the dir. */
