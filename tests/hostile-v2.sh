@@ -111,6 +111,27 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}allocator_may_return_null=1"
 expect_failure "out of memory before the model exists" "--layers 16,1073741824,1000 = 1091995436008 parameters = 4367981744032 bytes" \
     $synthetic --layers 16,1073741824,1000 --batch 2 $long
 export ASAN_OPTIONS="$saved_asan"
+expect_failure "--predict: --model input of another width" "--predict $dir/x17.npy has 17 features per sample, the width --model '$bn_model' takes there: --init: $dir/bn.safetensors: tensor 'layers.0.weight' has shape [8, 16]" \
+    --predict "$dir/x17.npy" --init "$dir/bn.safetensors" --model "$bn_model" --output "$dir/p.npy"
+
+# 11 and 12. Sharded checkpoints: --init of an index or a shard says what it is; files renamed
+# together to unpadded names resume; a non-file at a shard's name is refused at start-up; a
+# failed run removes the --checkpoint-dir it created.
+sharded="$synthetic --layers 16,8,3 --zero 1"
+expect_success "a sharded checkpoint" "summary" --quiet $sharded --steps 2 --checkpoint-dir "$dir/sh" --checkpoint-shards
+expect_failure "--init of a sharded index" "--init $dir/sh/step-000000002.safetensors is the index of a sharded checkpoint (2 shards" \
+    $sharded --init "$dir/sh/step-000000002.safetensors" $long
+expect_failure "--init of a shard" "--init $dir/sh/step-000000002.rank-1-of-2.safetensors is one rank's shard of a sharded checkpoint" \
+    $sharded --init "$dir/sh/step-000000002.rank-1-of-2.safetensors" $long
+for f in "" .rank-0-of-2 .rank-1-of-2; do mv "$dir/sh/step-000000002$f.safetensors" "$dir/sh/step-2$f.safetensors"; done
+expect_success "resume a sharded checkpoint renamed to unpadded names" "resume: $dir/sh/step-2.safetensors at step 2 (sharded)" \
+    $sharded --steps 4 --resume "$dir/sh"
+mkdir -p "$dir/sh2/step-000000004.rank-1-of-2.safetensors"
+expect_failure "a directory at a future shard's name" "--checkpoint-dir $dir/sh2 holds step-000000004.rank-1-of-2.safetensors, a directory under a shard's name" \
+    $sharded --checkpoint-dir "$dir/sh2" --checkpoint-shards $long
+expect_failure "a failed run with a new --checkpoint-dir" "the update made" $synthetic --model "linear(8),relu,linear(3)" \
+    --optimizer adamw --lr 1e38 --steps 1 --checkpoint-dir "$dir/new-ckpt"
+[ ! -e "$dir/new-ckpt" ] || fail "a failed run left the --checkpoint-dir it created"
 
 # 3 and 10. Sizes in MiB have a lower bound, compared in bytes: no bucket per float (a step
 # of hours), no limit that rounds to 0 (= unlimited).
