@@ -226,8 +226,9 @@ static const char *value_of(const char *key, const char *const *keys, const char
     return NULL;
 }
 
-/* Deletes the shard files of step's checkpoint (written with --checkpoint-shards). */
-static int delete_shards(const char *dir, long step)
+/* Calls visit on every entry of dir under a shard's name of `step` (-1: any step), until one
+ * fails. */
+static int for_each_shard(const char *dir, long step, int (*visit)(const char *dir, const char *name, const char *path))
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -235,13 +236,25 @@ static int delete_shards(const char *dir, long step)
     int status = 0;
     for (struct dirent *e; !status && (e = readdir(d)) != NULL;) {
         char path[4096];
-        if (step_of_shard_name(e->d_name) != step || (status = join(dir, e->d_name, path, sizeof path)))
+        long found = step_of_shard_name(e->d_name);
+        if (found < 0 || (step >= 0 && found != step) || (status = join(dir, e->d_name, path, sizeof path)))
             continue;
-        if (unlink(path) != 0)
-            status = dp_fail(DP_EIO, "%s: cannot delete old checkpoint shard: %s", path, strerror(errno));
+        status = visit(dir, e->d_name, path);
     }
     closedir(d);
     return status;
+}
+
+static int delete_shard(const char *dir, const char *name, const char *path)
+{
+    (void)dir, (void)name;
+    return unlink(path) == 0 ? 0 : dp_fail(DP_EIO, "%s: cannot delete old checkpoint shard: %s", path, strerror(errno));
+}
+
+/* Deletes the shard files of step's checkpoint (written with --checkpoint-shards). */
+static int delete_shards(const char *dir, long step)
+{
+    return for_each_shard(dir, step, delete_shard);
 }
 
 /* Deletes this run's checkpoints at or below `step` beyond the newest keep, shards included. */
@@ -334,23 +347,13 @@ int dp_checkpoint_save_shard(const char *dir, long step, int rank, int world, co
 
 /* Shard names are not listed as checkpoints: one that is a directory, a FIFO or a link would
  * fail only when the run reaches its step, after the training before it. */
-static int refuse_shard_names_not_files(const char *dir)
+static int refuse_non_file(const char *dir, const char *name, const char *path)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return dp_fail(DP_EIO, "%s: cannot open checkpoint directory: %s", dir, strerror(errno));
-    int status = 0;
-    for (struct dirent *e; !status && (e = readdir(d)) != NULL;) {
-        char path[4096];
-        struct stat st;
-        if (step_of_shard_name(e->d_name) < 0 || (status = join(dir, e->d_name, path, sizeof path)))
-            continue;
-        if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
-            status = dp_fail(DP_EIO, "--checkpoint-dir %s holds %s, %s under a shard's name: a checkpoint of "
-                             "that step could not be written (move it away)", dir, e->d_name, dp_file_kind(st.st_mode));
-    }
-    closedir(d);
-    return status;
+    struct stat st;
+    if (lstat(path, &st) != 0 || S_ISREG(st.st_mode))
+        return 0;
+    return dp_fail(DP_EIO, "--checkpoint-dir %s holds %s, %s under a shard's name: a checkpoint of that step "
+                   "could not be written (move it away)", dir, name, dp_file_kind(st.st_mode));
 }
 
 int dp_checkpoint_claim_dir(const char *dir, const char *run_id, long start_step,
@@ -359,7 +362,7 @@ int dp_checkpoint_claim_dir(const char *dir, const char *run_id, long start_step
     *later_step = -1;
     int status = ensure_directory(dir);
     if (!status)
-        status = refuse_shard_names_not_files(dir);
+        status = for_each_shard(dir, -1, refuse_non_file);
     if (!status && dp_remove_stale_temporaries(dir, is_checkpoint_name, NULL) < 0)
         status = dp_fail_context(DP_EIO, "--checkpoint-dir %s", dir);
     listing l = {0};
