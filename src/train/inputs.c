@@ -3,6 +3,7 @@
  * weights must be finite. */
 #include "src/train/trainer.h"
 
+#include "dp/checkpoint.h"
 #include "dp/error.h"
 
 #include <math.h>
@@ -97,8 +98,8 @@ static const struct value_rule {
     {"running_var", 0, "a variance is never negative; normalising by it would give NaN"},
     {"optimizer.exp_avg_sq", 0, "a mean of squares is never negative; its square root would be NaN"},
     /* The largest step a run takes: counting on from there cannot wrap 64 bits. */
-    {"num_batches_tracked", 999999999999999999, "a count of batches is 0 or more, and counting on must not wrap"},
-    {"optimizer.step", 999999999999999999, "a count of steps is 0 or more, and counting on must not wrap"},
+    {"num_batches_tracked", DP_CHECKPOINT_MAX_STEP, "a count of batches is 0 or more, and counting on must not wrap"},
+    {"optimizer.step", DP_CHECKPOINT_MAX_STEP, "a count of steps is 0 or more, and counting on must not wrap"},
 };
 
 static int ends_with(const char *name, const char *suffix)
