@@ -103,6 +103,7 @@ assert lines[0]["loss"] is None and lines[0]["lr"] == 0.1, lines[0]
 else
     fail "--metrics: $(cat "$dir/py.err") in: $(cat "$metrics")"
 fi
+expect_success "--model relu: the output is the input width, not 0 units" "summary" --quiet $synthetic --model relu --steps 2
 expect_failure "--model: ranges in full" "out='99999999999' must be an integer in [1, 1073741824]" \
     $synthetic --model "linear(99999999999)" $long
 # (A sanitizer build must let the 4 TB malloc fail as plain malloc would, not abort.)
