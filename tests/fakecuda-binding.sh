@@ -30,6 +30,7 @@ run one-shared-cuda fail "can reach only 1 distinct GPU, so ranks would share on
 grep -q -- "--share-gpu" "$out/one-shared-cuda" || { echo "FAIL one-shared-cuda: no --share-gpu advice"; failures=$((failures + 1)); }
 run one-shared-share ok "backend cuda" gpuA gpuA --device cuda --share-gpu
 run rank1-without-gpu-auto ok "backend cpu" gpuA ""
-run rank1-without-gpu-cuda fail "sees no CUDA GPU" gpuA "" --device cuda
+# Rank 1 also finds it sees no GPU, but ranks other than 0 wait for rank 0's report.
+run rank1-without-gpu-cuda fail "(local rank 0: GPU-67707541, local rank 1: no GPU)" gpuA "" --device cuda
 echo "$cases cases, $failures failed"
 [ "$failures" -eq 0 ]

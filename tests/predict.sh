@@ -8,7 +8,8 @@ trap 'rm -rf "$dir"' EXIT
 failures=0 cases=0
 model="linear(24,bias=0),batchnorm,relu,dropout(0.3),linear(16),relu,linear(5)"
 
-run() { dp_mpirun 60 "$@" >"$dir/out" 2>&1; }
+# --device cpu: with --device auto one rank would take a GPU where two ranks fall back to the CPU.
+run() { np=$1; shift; dp_mpirun 60 "$np" "$@" --device cpu >"$dir/out" 2>&1; }
 check() { dp_check_outcome "$1" ok "$2" "$dir/out" "$3"; }
 
 run 2 "$worker" --data synthetic:600,12,5 --model "$model" --optimizer adamw --steps 30 --batch 64 \
@@ -41,7 +42,7 @@ run 1 "$worker" --data synthetic:600,128,10 --model "$wide" --steps 5 --save "$d
 check "train a 10-class model" $? "summary:"
 "$top_builddir/tests/npy_fixture" "$dir/wide.npy" 1000 128 9 || failures=$((failures + 1))
 timeout 60 "$worker" --predict "$dir/wide.npy" --init "$dir/wide.safetensors" --model "$wide" \
-    --output "$dir/wide-alone.npy" >"$dir/out" 2>&1
+    --output "$dir/wide-alone.npy" --device cpu >"$dir/out" 2>&1
 check "predict in a rank started without mpirun" $? "wrote $dir/wide-alone.npy"
 run 2 "$worker" --predict "$dir/wide.npy" --init "$dir/wide.safetensors" --model "$wide" --output "$dir/wide-2.npy"
 check "predict the 10-class model on 2 ranks" $? "wrote $dir/wide-2.npy"

@@ -8,7 +8,9 @@ worker="$top_builddir/dp_worker"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-resume-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 failures=0 cases=0
-base="--data synthetic:300,8,3 --model linear(16),relu,linear(3) --batch 30 --seed 5"
+# The device and BLAS threads pinned: bits and the recorded compute depend on them, and the
+# defaults on the machine (a GPU, the core count). A later --threads overrides.
+base="--data synthetic:300,8,3 --model linear(16),relu,linear(3) --batch 30 --seed 5 --device cpu --threads 1"
 
 # resume NAME WANT PHRASE RANKS [options]: resumes the 10-step checkpoint with options.
 resume() {

@@ -111,7 +111,8 @@ typedef struct dp_backend {
     /* How many of x[0..n) are NaN or infinite (returned to the host). */
     size_t (*count_nonfinite)(const float *x, size_t n);
     /* The optimizer's pass over one range: g *= k->grad_scale (the 1 / global sample count),
-     * *nonfinite += NaN or infinite g (backend memory), then, when k->apply, the update:
+     * *nonfinite += elements whose g, or p after the update, is NaN or infinite (backend
+     * memory), then, when k->apply, the update:
      * PyTorch SGD (d = g + wd p; v = momentum v + d, or v = d when momentum is 0; p -= lr v)
      * or AdamW (torch.optim.AdamW's formulas, roundings in its order; see dp_adamw_coefs). */
     void (*sgd_step)(float *params, float *grads, float *velocity, size_t n,

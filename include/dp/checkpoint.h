@@ -37,6 +37,9 @@ int dp_checkpoint_save(const char *dir, long step, const dp_tensor_ref *tensors,
  * dp_checkpoint_save as the index: --resume finds it as any checkpoint, and pruning an index
  * deletes its shards. A shard's step is its metadata's; its name is not a checkpoint name. */
 int dp_checkpoint_shard_name(long step, int rank, int world, char *name, size_t size);
+
+/* Whether path's last component is a checkpoint's or a shard's name (step-N[.rank-R-of-W].safetensors). */
+int dp_checkpoint_is_name(const char *path);
 int dp_checkpoint_save_shard(const char *dir, long step, int rank, int world, const dp_tensor_ref *tensors,
                              int count, const char *const *keys, const char *const *values, int meta_count);
 

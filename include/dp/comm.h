@@ -162,6 +162,8 @@ void dp_comm_stop_progress_thread(dp_comm *c);
 
 /* dp_comm_progress, then *done = 1 and *request = NULL when this request has completed. */
 int dp_request_test(dp_request **request, int *done);
+/* dp_request_test without the progress: for checking many requests after one dp_comm_progress. */
+int dp_request_collect(dp_request **request, int *done);
 
 /* Advances every outstanding request until this one has completed; *request = NULL. */
 int dp_request_wait(dp_request **request);

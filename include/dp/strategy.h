@@ -135,6 +135,7 @@ typedef struct dp_strategy {
     dp_strategy_config config;
     dp_bucket *buckets;
     int nbuckets;
+    int polled_from, polled_to; /* buckets [from, to) may be in flight: what poll looks at */
     int *bucket_of;        /* segment -> its bucket */
     int communicate;       /* this micro-batch's backward reduces */
     dp_bucket_hook bucket_hook;
@@ -145,6 +146,10 @@ typedef struct dp_strategy {
 } dp_strategy;
 
 struct dp_strategy_type;
+
+/* The smallest --bucket-mb, in bytes: below it each bucket's collective costs its latency for
+ * almost no data (and tens of thousands of buckets make a step wait on bookkeeping). */
+#define DP_STRATEGY_MIN_BUCKET_BYTES 1024
 
 /* The strategy called name ("ddp", "zero-1", "zero-2", "zero-3"); NULL when there is none. */
 const struct dp_strategy_type *dp_strategy_find(const char *name);

@@ -31,8 +31,11 @@ typedef struct dp_train_result {
     dp_memory_usage memory;    /* rank 0's allocation counter at the end (peaks per kind) */
 } dp_train_result;
 
-/* Checks that the data fit the model (input width, label range, output width, loss kind). */
-int dp_train_check_data(const dp_options *o, const dp_dataset *data, const char *role);
+/* The model's input width: what --layers starts with, or a --model spec's training data width. */
+int dp_train_model_inputs(const dp_options *o, const dp_dataset *train);
+
+/* Checks that the data fit the model (input width `inputs`, label range, output width, loss kind). */
+int dp_train_check_data(const dp_options *o, const dp_dataset *data, const char *role, int inputs);
 
 /* Trains per o on train (evaluating on test after each epoch when test is not NULL), from
  * --resume when given, writing checkpoints and --save on rank 0, under the --timeout

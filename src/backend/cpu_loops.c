@@ -192,7 +192,7 @@ static inline size_t sgd_elements(float *restrict p, float *restrict g, float *r
             p[i] = param;
         if (momentum)
             v[i] = velocity;
-        bad += (size_t)dp_is_nonfinite(grad);
+        bad += (size_t)dp_update_is_bad(grad, param, apply);
     }
     return bad;
 }
@@ -225,7 +225,7 @@ static inline size_t adamw_elements(float *restrict p, float *restrict g, float 
             m[i] = mean;
             v[i] = square;
         }
-        bad += (size_t)dp_is_nonfinite(grad);
+        bad += (size_t)dp_update_is_bad(grad, param, apply);
     }
     return bad;
 }

@@ -202,15 +202,15 @@ static inline DP_HD void dp_relu_backward_thread(float *dy, const float *y, size
         dy[k] = dp_relu_grad(dy[k], y[k]);
 }
 
-/* The optimizer passes: each thread's elements updated, its non-finite gradients counted
- * (the block adds the counts in a tree). velocity may be NULL (SGD without momentum). */
+/* The optimizer passes: each thread's elements updated, its non-finite gradients and updated
+ * parameters counted (the block adds the counts in a tree). velocity may be NULL (SGD without momentum). */
 static inline DP_HD unsigned long long dp_sgd_thread(float *params, float *grads, float *velocity, size_t n,
                                                      const dp_sgd_coefs *k, dp_span i)
 {
     unsigned long long bad = 0;
     for (size_t e = i.first; e < n; e += i.step) {
         dp_sgd_element(&params[e], &grads[e], velocity ? &velocity[e] : NULL, k);
-        bad += (unsigned long long)dp_is_nonfinite(grads[e]);
+        bad += (unsigned long long)dp_update_is_bad(grads[e], params[e], k->apply);
     }
     return bad;
 }
@@ -222,7 +222,7 @@ static inline DP_HD unsigned long long dp_adamw_thread(float *params, float *gra
     unsigned long long bad = 0;
     for (size_t e = i.first; e < n; e += i.step) {
         dp_adamw_element(&params[e], &grads[e], &exp_avg[e], &exp_avg_sq[e], k);
-        bad += (unsigned long long)dp_is_nonfinite(grads[e]);
+        bad += (unsigned long long)dp_update_is_bad(grads[e], params[e], k->apply);
     }
     return bad;
 }

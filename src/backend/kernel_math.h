@@ -80,6 +80,15 @@ static inline DP_HD int dp_is_nonfinite(float x)
     return !isfinite(x);
 }
 
+/* What the optimizer pass counts per element, one test as before: without the update a
+ * non-finite gradient; with it a non-finite updated parameter, which a non-finite gradient
+ * always makes (inf or NaN reaches p in SGD and AdamW, 0 x inf included) and an update that
+ * overflows float32 makes too (lr 1e38). */
+static inline DP_HD int dp_update_is_bad(float grad, float param, int apply)
+{
+    return dp_is_nonfinite(apply ? param : grad);
+}
+
 /* The optimizer pass on one element, SGD: the gradient finished (*g *= grad_scale, the
  * 1 / global sample count), then with apply PyTorch's update: d = g + wd p; v = momentum v + d
  * (v unused when momentum is 0); p -= lr d. */

@@ -11,12 +11,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 enum { EXIT_RUN_FAILED = 1, EXIT_USAGE = 2 };
 
-/* Reports this rank's error and ends the whole job, so no rank waits in a collective. */
+/* How long ranks other than 0 give rank 0's MPI_Abort to end the job before reporting. */
+#define ALIKE_GRACE_SECONDS 3
+
+/* Reports this rank's error and ends the whole job, so no rank waits in a collective. When
+ * every rank fails alike, rank 0's report ends the job while the others wait: one message,
+ * not W (W long ones at once overflow Open MPI's help aggregation). A rank failing alone
+ * reports after the grace. */
 static void abort_job(int rank, int exit_code)
 {
+    if (rank != 0)
+        nanosleep(&(struct timespec){.tv_sec = ALIKE_GRACE_SECONDS}, NULL);
     fprintf(stderr, "dp_worker: rank %d: error: %s\n", rank, dp_last_error());
     fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, exit_code);

@@ -43,18 +43,30 @@ void dp_request_pool_free(dp_comm *c)
         free(q);
     }
     free(c->pool->slots);
+    free(c->pool->idle);
+    free(c->pool->active);
     pthread_mutex_destroy(&c->pool->lock);
     free(c->pool);
     c->pool = NULL;
 }
 
+/* Grows one of the pool's lists to n entries (the lists never hold more than the slots). */
+static int grow_list(dp_request ***list, int n)
+{
+    dp_request **grown = realloc(*list, (size_t)n * sizeof *grown);
+    if (!grown)
+        return dp_fail(DP_ENOMEM, "out of memory for request slot %d", n);
+    *list = grown;
+    return 0;
+}
+
+/* A new slot, idle. */
 static int new_slot(dp_comm *c, dp_request **slot)
 {
     struct dp_request_pool *pool = c->pool;
-    dp_request **grown = realloc(pool->slots, (size_t)(pool->capacity + 1) * sizeof *grown);
-    if (!grown)
-        return dp_fail(DP_ENOMEM, "out of memory for request slot %d", pool->capacity + 1);
-    pool->slots = grown;
+    int n = pool->capacity + 1;
+    if (grow_list(&pool->slots, n) || grow_list(&pool->idle, n) || grow_list(&pool->active, n))
+        return DP_ENOMEM;
     dp_request *q = dp_calloc(1, sizeof *q, "a request slot");
     int *blocks = q ? dp_calloc(2 * (size_t)c->size, sizeof(int), "a request's block counts") : NULL;
     if (!blocks) {
@@ -65,20 +77,30 @@ static int new_slot(dp_comm *c, dp_request **slot)
     q->block_counts = blocks;
     q->block_offsets = blocks + c->size;
     pool->slots[pool->capacity++] = q;
+    pool->idle[pool->idle_count++] = q;
     pool->allocations += 3;
     *slot = q;
     return 0;
 }
 
-/* A free slot (the first), or a new one. */
+/* An idle slot (the one last given back), or a new one; marked in use. */
 static int take_slot(dp_comm *c, dp_request **slot)
 {
-    for (int i = 0; i < c->pool->capacity; i++)
-        if (!c->pool->slots[i]->in_use) {
-            *slot = c->pool->slots[i];
-            return 0;
-        }
-    return new_slot(c, slot);
+    struct dp_request_pool *pool = c->pool;
+    int status = pool->idle_count ? 0 : new_slot(c, slot);
+    if (status)
+        return status;
+    *slot = pool->idle[--pool->idle_count];
+    (*slot)->in_use = 1;
+    return 0;
+}
+
+/* q is no longer in use: idle again. */
+static void give_back(dp_request *q)
+{
+    struct dp_request_pool *pool = q->comm->pool;
+    q->in_use = 0;
+    pool->idle[pool->idle_count++] = q;
 }
 
 static int ensure_scratch(dp_request *q, size_t floats)
@@ -224,7 +246,6 @@ static int start_locked(dp_comm *c, const dp_request_args *a, const struct dp_al
     if (status)
         return status;
     fill(q, a, algorithm, blocking);
-    q->in_use = 1;
     c->traffic.requests[a->kind]++;
     status = ensure_scratch(q, algorithm->scratch_floats(c, q->kind, q->count, dp_request_largest_block(q)));
     if (!status && algorithm->driver->prepare)
@@ -237,9 +258,11 @@ static int start_locked(dp_comm *c, const dp_request_args *a, const struct dp_al
     }
     status = settle(q, status);
     if (status) {
-        q->in_use = 0;
+        give_back(q);
         return status;
     }
+    if (!q->complete)
+        c->pool->active[c->pool->active_count++] = q;
     *request = q;
     return 0;
 }
@@ -293,12 +316,16 @@ static int thread_failure(const dp_comm *c)
 
 int dp_request_progress_locked(dp_comm *c)
 {
-    int status = thread_failure(c);
-    for (int i = 0; i < c->pool->capacity && !status; i++) {
-        dp_request *q = c->pool->slots[i];
-        if (q->in_use && !q->complete)
+    struct dp_request_pool *pool = c->pool;
+    int status = thread_failure(c), kept = 0;
+    for (int i = 0; i < pool->active_count; i++) {
+        dp_request *q = pool->active[i];
+        if (!status && !q->complete)
             status = settle(q, q->algorithm->driver->advance(q));
+        if (!q->complete) /* the completed leave the list, the others keep their order */
+            pool->active[kept++] = q;
     }
+    pool->active_count = kept;
     return status;
 }
 
@@ -319,8 +346,24 @@ int dp_request_test(dp_request **request, int *done)
     *done = q->complete;
     if (q->complete) {
         *request = NULL;
-        q->in_use = 0;
+        give_back(q);
         status = q->status ? q->status : status;
+    }
+    pthread_mutex_unlock(&pool->lock);
+    return status;
+}
+
+int dp_request_collect(dp_request **request, int *done)
+{
+    dp_request *q = *request;
+    struct dp_request_pool *pool = q->comm->pool;
+    pthread_mutex_lock(&pool->lock);
+    int status = 0;
+    *done = q->complete;
+    if (q->complete) {
+        *request = NULL;
+        give_back(q);
+        status = q->status;
     }
     pthread_mutex_unlock(&pool->lock);
     return status;
@@ -369,8 +412,8 @@ int dp_comm_wait_all(dp_comm *c)
 static int outstanding_locked(const dp_comm *c)
 {
     int outstanding = 0;
-    for (int i = 0; i < c->pool->capacity; i++)
-        outstanding += c->pool->slots[i]->in_use && !c->pool->slots[i]->complete;
+    for (int i = 0; i < c->pool->active_count; i++)
+        outstanding += !c->pool->active[i]->complete;
     return outstanding;
 }
 

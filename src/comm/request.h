@@ -122,6 +122,12 @@ extern const dp_driver dp_schedule_driver;
 struct dp_request_pool {
     dp_request **slots;  /* each allocated once: handles stay valid while the pool grows */
     int capacity;
+    /* Kept as lists so that starting and progressing cost what is in flight, not the pool's
+     * size (a bucket per KiB makes tens of thousands of slots). */
+    dp_request **idle;   /* slots not in use: what a start takes */
+    int idle_count;
+    dp_request **active; /* started and not complete, in start order: what progress advances */
+    int active_count;
     long started;        /* requests started: request n gets tag n mod tag_window */
     long allocations;
     int tag_window;      /* tags 0 .. MPI_TAG_UB */

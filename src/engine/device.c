@@ -52,9 +52,14 @@ static int resolve_device(dp_engine *e, const dp_backend_request *request, dp_de
     *device = request->device;
     if (request->device != DP_DEVICE_AUTO)
         return 0;
-    double usable = dp_backend_cuda_usable(request);
-    int status = dp_comm_sum_doubles(e->comm, &usable, 1);
-    *device = usable == (double)e->comm->size ? DP_DEVICE_CUDA : DP_DEVICE_CPU;
+    double ranks[2] = {dp_backend_cuda_usable(request), dp_backend_gpu_count() > 0}; /* usable, seeing one */
+    int status = dp_comm_sum_doubles(e->comm, ranks, 2);
+    *device = ranks[0] == (double)e->comm->size ? DP_DEVICE_CUDA : DP_DEVICE_CPU;
+    /* GPUs were there but not one per rank: the CPU is a choice the user should hear of. */
+    if (!status && *device == DP_DEVICE_CPU && ranks[1] > 0 && e->comm->rank == 0)
+        fprintf(stderr, "dp_worker: warning: --device auto: %.0f of %d ranks see a GPU, %.0f could have one of their own: "
+                "all ranks train on the CPU (--device cuda --share-gpu shares the GPUs)\n",
+                ranks[1], e->comm->size, ranks[0]);
     return status;
 }
 

@@ -7,20 +7,19 @@
 
 #include <stdio.h>
 
-/* The first tensor whose summed gradient holds a NaN or an infinity, in the part of the
- * gradient this rank holds (its shard under ZeRO: the ranks then agree on the lowest). */
-static int first_nonfinite_tensor(dp_engine *e, const char **name)
+/* The first tensor holding a NaN or an infinity in values (the summed gradient, or the
+ * updated parameters), in the part this rank holds (its shard under ZeRO: the ranks then agree
+ * on the lowest); NULL when none does. */
+static int first_nonfinite_tensor(dp_engine *e, const float *values, const char **name)
 {
     const dp_param_table *params = &e->model.params;
     size_t begin, end;
-    float *unused, *grads;
     dp_strategy_shard(&e->strategy, &begin, &end);
-    dp_strategy_update_memory(&e->strategy, &unused, &grads);
     uint64_t first = (uint64_t)params->count;
     for (int i = 0; i < params->count && first == (uint64_t)params->count; i++) {
         const dp_param *p = &params->entries[i];
         size_t lo = p->offset > begin ? p->offset : begin, hi = p->offset + p->count < end ? p->offset + p->count : end;
-        if (lo < hi && e->be->count_nonfinite(grads + (lo - begin), hi - lo))
+        if (lo < hi && e->be->count_nonfinite(values + (lo - begin), hi - lo))
             first = (uint64_t)i;
     }
     int status = 0;
@@ -29,7 +28,7 @@ static int first_nonfinite_tensor(dp_engine *e, const char **name)
         for (int r = 0; !status && r < e->comm->size; r++)
             first = e->rank_values[r] < first ? e->rank_values[r] : first;
     }
-    *name = first < (uint64_t)params->count ? params->entries[first].name : "(none found)";
+    *name = first < (uint64_t)params->count ? params->entries[first].name : NULL;
     return status;
 }
 
@@ -45,23 +44,39 @@ static int take_nonfinite(dp_engine *e, double *bad)
     return dp_strategy_shards_state(&e->strategy) ? dp_comm_sum_doubles(e->comm, bad, 1) : 0;
 }
 
+/* The gradients were finite and the update made parameters non-finite (it overflowed float32).
+ * The optimizer state moved with them, so the step cannot be skipped: the job stops. */
+static int parameters_overflowed(dp_engine *e, const float *params, double bad, float lr)
+{
+    const char *first;
+    int status = first_nonfinite_tensor(e, params, &first);
+    return status ? status : dp_fail(DP_ENUMERIC, "step %ld: the update made %.0f parameter values non-finite, the "
+                                     "first in %s, from finite gradients: it overflows float32 (learning rate %g). "
+                                     "Stopping", e->steps_done + 1, bad, first ? first : "(none found)", (double)lr);
+}
+
 int dp_engine_update(dp_engine *e, float grad_scale, float lr)
 {
     float *params, *grads;
     dp_strategy_update_memory(&e->strategy, &params, &grads);
     int skip = e->skip_nonfinite;
-    /* --on-nan abort updates in the same pass (a bad step ends the job anyway); skip counts first. */
+    /* --on-nan abort updates in the same pass (a bad step ends the job anyway); skip counts first.
+     * The pass counts non-finite gradients and, when it updates, non-finite results. */
     dp_optimizer_step(&e->opt, params, grads, grad_scale, lr, !skip, e->nonfinite);
     double bad;
     int status = take_nonfinite(e, &bad);
-    if (status || bad == 0.0) {
-        if (!status && skip)
-            dp_optimizer_step(&e->opt, params, grads, 1.0f, lr, 1, e->nonfinite);
-        return status;
+    if (!status && bad == 0.0 && skip) {
+        dp_optimizer_step(&e->opt, params, grads, 1.0f, lr, 1, e->nonfinite);
+        status = take_nonfinite(e, &bad);
+        return status || bad == 0.0 ? status : parameters_overflowed(e, params, bad, lr);
     }
-    const char *first;
-    if ((status = first_nonfinite_tensor(e, &first)))
+    if (status || bad == 0.0)
         return status;
+    const char *first;
+    if ((status = first_nonfinite_tensor(e, grads, &first)))
+        return status;
+    if (!first)
+        return parameters_overflowed(e, params, bad, lr);
     if (!skip)
         return dp_fail(DP_ENUMERIC, "step %ld: %.0f non-finite gradient values, the first in %s. Stopping "
                        "(--on-nan abort; --on-nan skip would drop such steps)", e->steps_done + 1, bad, first);

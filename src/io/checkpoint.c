@@ -80,6 +80,11 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
+int dp_checkpoint_is_name(const char *path)
+{
+    return is_checkpoint_name(base_name(path), NULL);
+}
+
 static int join(const char *dir, const char *name, char *path, size_t size)
 {
     if (snprintf(path, size, "%s/%s", dir, name) >= (int)size)
@@ -221,8 +226,9 @@ static const char *value_of(const char *key, const char *const *keys, const char
     return NULL;
 }
 
-/* Deletes the shard files of step's checkpoint (written with --checkpoint-shards). */
-static int delete_shards(const char *dir, long step)
+/* Calls visit on every entry of dir under a shard's name of `step` (-1: any step), until one
+ * fails. */
+static int for_each_shard(const char *dir, long step, int (*visit)(const char *dir, const char *name, const char *path))
 {
     DIR *d = opendir(dir);
     if (!d)
@@ -230,13 +236,25 @@ static int delete_shards(const char *dir, long step)
     int status = 0;
     for (struct dirent *e; !status && (e = readdir(d)) != NULL;) {
         char path[4096];
-        if (step_of_shard_name(e->d_name) != step || (status = join(dir, e->d_name, path, sizeof path)))
+        long found = step_of_shard_name(e->d_name);
+        if (found < 0 || (step >= 0 && found != step) || (status = join(dir, e->d_name, path, sizeof path)))
             continue;
-        if (unlink(path) != 0)
-            status = dp_fail(DP_EIO, "%s: cannot delete old checkpoint shard: %s", path, strerror(errno));
+        status = visit(dir, e->d_name, path);
     }
     closedir(d);
     return status;
+}
+
+static int delete_shard(const char *dir, const char *name, const char *path)
+{
+    (void)dir, (void)name;
+    return unlink(path) == 0 ? 0 : dp_fail(DP_EIO, "%s: cannot delete old checkpoint shard: %s", path, strerror(errno));
+}
+
+/* Deletes the shard files of step's checkpoint (written with --checkpoint-shards). */
+static int delete_shards(const char *dir, long step)
+{
+    return for_each_shard(dir, step, delete_shard);
 }
 
 /* Deletes this run's checkpoints at or below `step` beyond the newest keep, shards included. */
@@ -327,11 +345,24 @@ int dp_checkpoint_save_shard(const char *dir, long step, int rank, int world, co
                                                           DP_CHECKPOINT_CHECKSUM_KEY);
 }
 
+/* Shard names are not listed as checkpoints: one that is a directory, a FIFO or a link would
+ * fail only when the run reaches its step, after the training before it. */
+static int refuse_non_file(const char *dir, const char *name, const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0 || S_ISREG(st.st_mode))
+        return 0;
+    return dp_fail(DP_EIO, "--checkpoint-dir %s holds %s, %s under a shard's name: a checkpoint of that step "
+                   "could not be written (move it away)", dir, name, dp_file_kind(st.st_mode));
+}
+
 int dp_checkpoint_claim_dir(const char *dir, const char *run_id, long start_step,
                             long *later_step)
 {
     *later_step = -1;
     int status = ensure_directory(dir);
+    if (!status)
+        status = for_each_shard(dir, -1, refuse_non_file);
     if (!status && dp_remove_stale_temporaries(dir, is_checkpoint_name, NULL) < 0)
         status = dp_fail_context(DP_EIO, "--checkpoint-dir %s", dir);
     listing l = {0};

@@ -35,16 +35,21 @@ static const dp_module_type *find_type(const char *name, size_t len)
     return NULL;
 }
 
-/* The text between begin and end without surrounding blanks, as a C string in out. */
-static void trimmed(const char *begin, const char *end, char *out, size_t size)
+/* The text between begin and end without surrounding blanks, as a C string in out; text
+ * longer than out holds is refused, never cut (a cut "bias=000...01" would read as 0). */
+static int trimmed(const char *spec, const char *begin, const char *end, char *out, size_t size)
 {
     while (begin < end && isspace((unsigned char)*begin))
         begin++;
     while (end > begin && isspace((unsigned char)end[-1]))
         end--;
-    size_t len = (size_t)(end - begin) < size - 1 ? (size_t)(end - begin) : size - 1;
+    size_t len = (size_t)(end - begin);
+    if (len >= size)
+        return dp_fail(DP_EINVAL, "--model '%s': '%.*s...' is %zu characters long, more than the %zu a module, "
+                       "option or value may have", spec, 24, begin, len, size - 1);
     memcpy(out, begin, len);
     out[len] = '\0';
+    return 0;
 }
 
 static const dp_module_arg *find_arg(const dp_module_type *type, const char *name)
@@ -60,9 +65,9 @@ static void describe_arg_range(const dp_module_arg *a, char *text, size_t size)
     if (a->kind == DP_ARG_BOOL)
         snprintf(text, size, "0 or 1");
     else if (a->max == HUGE_VAL)
-        snprintf(text, size, "%s >= %g", a->kind == DP_ARG_INT ? "an integer" : "a number", a->min);
-    else
-        snprintf(text, size, "%s in [%g, %g%c", a->kind == DP_ARG_INT ? "an integer" : "a number",
+        snprintf(text, size, "%s >= %.9g", a->kind == DP_ARG_INT ? "an integer" : "a number", a->min);
+    else /* %.9g: an int's bounds in full (2147483647, not 2.14748e+09), a float's as float32 reads back */
+        snprintf(text, size, "%s in [%.9g, %.10g%c", a->kind == DP_ARG_INT ? "an integer" : "a number",
                  a->min, a->max, a->max_open ? ')' : ']');
 }
 
@@ -82,8 +87,18 @@ static int set_arg(const char *spec, int position, const dp_module_type *type, c
                        position, type->name, a->name, value, range, a->meaning);
     }
     char *field = (char *)options + a->offset;
+    float stored = (float)v;
+    /* Checked again as stored: 0.99999999 is 1 in float32, 1e39 infinity, 1e-50 zero. */
+    int stays = isfinite(stored) && stored >= a->min && (a->max_open ? stored < a->max : stored <= a->max) &&
+                (v == 0.0 || stored != 0.0f);
+    if (a->kind == DP_ARG_FLOAT && !stays) {
+        char range[64];
+        describe_arg_range(a, range, sizeof range);
+        return dp_fail(DP_EINVAL, "--model '%s': module %d (%s): %s='%s' must be %s (%s), but it rounds to %.9g "
+                       "in float32", spec, position, type->name, a->name, value, range, a->meaning, (double)stored);
+    }
     if (a->kind == DP_ARG_FLOAT)
-        *(float *)field = (float)v;
+        *(float *)field = stored;
     else
         *(int *)field = (int)v;
     return 0;
@@ -98,12 +113,15 @@ static int parse_args(const char *spec, int position, const dp_module_type *type
     for (int n = 0; *p; n++) {
         const char *comma = strchr(p, ','), *end = comma ? comma : p + strlen(p);
         char item[128], name[64];
-        trimmed(p, end, item, sizeof item);
+        int status = trimmed(spec, p, end, item, sizeof item);
+        if (status)
+            return status;
         char *equals = strchr(item, '=');
         const dp_module_arg *a;
         const char *value;
         if (equals) {
-            trimmed(item, equals, name, sizeof name);
+            if ((status = trimmed(spec, item, equals, name, sizeof name)))
+                return status;
             value = equals + 1;
             while (isspace((unsigned char)*value))
                 value++;
@@ -123,8 +141,7 @@ static int parse_args(const char *spec, int position, const dp_module_type *type
         if (given[a - type->args]++)
             return dp_fail(DP_EINVAL, "--model '%s': module %d (%s): %s given twice", spec, position,
                            type->name, a->name);
-        int status = set_arg(spec, position, type, a, value, options);
-        if (status)
+        if ((status = set_arg(spec, position, type, a, value, options)))
             return status;
         p = comma ? comma + 1 : end;
         if (comma && !*p)
@@ -144,7 +161,9 @@ static int parse_item(const char *spec, int position, const char *item, dp_modul
 {
     const char *open = strchr(item, '(');
     char name[64];
-    trimmed(item, open ? open : item + strlen(item), name, sizeof name);
+    int status = trimmed(spec, item, open ? open : item + strlen(item), name, sizeof name);
+    if (status)
+        return status;
     const dp_module_type *type = find_type(name, strlen(name));
     if (!type)
         return dp_fail(DP_EINVAL, "--model '%s': module %d '%s': unknown module (known: %s)", spec,
@@ -154,12 +173,14 @@ static int parse_item(const char *spec, int position, const char *item, dp_modul
     char args[256] = "";
     if (open) {
         const char *close = strrchr(item, ')');
-        char after[16];
-        trimmed(close ? close + 1 : open, item + strlen(item), after, sizeof after);
-        if (!close || after[0] || strchr(open + 1, '(') )
+        if (close && close[1]) /* "linear(8)relu": text after the options */
+            return dp_fail(DP_EINVAL, "--model '%s': module %d (%s): '%s' follows its ')': modules are "
+                           "separated by commas", spec, position, name, close + 1);
+        if (!close || strchr(open + 1, '('))
             return dp_fail(DP_EINVAL, "--model '%s': module %d (%s): unbalanced parentheses in '%s'", spec,
                            position, name, item);
-        trimmed(open + 1, close, args, sizeof args);
+        if ((status = trimmed(spec, open + 1, close, args, sizeof args)))
+            return status;
     }
     return parse_args(spec, position, type, args, &out->options);
 }
@@ -178,13 +199,14 @@ int dp_model_spec_parse(const char *text, dp_model_spec *spec)
         for (; *end && (depth > 0 || *end != ','); end++)
             depth += *end == '(' ? 1 : *end == ')' ? -1 : 0;
         char item[256];
-        trimmed(p, end, item, sizeof item);
+        int status = trimmed(text, p, end, item, sizeof item);
+        if (status)
+            return status;
         if (!item[0])
             return dp_fail(DP_EINVAL, "--model '%s': empty module at position %d", text, spec->count);
         if (spec->count == DP_MODEL_MAX_MODULES)
             return dp_fail(DP_EINVAL, "--model '%s': more than %d modules", text, DP_MODEL_MAX_MODULES);
-        int status = parse_item(text, spec->count, item, &spec->modules[spec->count]);
-        if (status)
+        if ((status = parse_item(text, spec->count, item, &spec->modules[spec->count])))
             return status;
         spec->count++;
         p = *end ? end + 1 : end;

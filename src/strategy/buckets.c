@@ -74,6 +74,13 @@ int dp_strategy_start_bucket(dp_strategy *d, dp_bucket *b)
     b->started = 1;
     b->completed = 0;
     b->started_at = MPI_Wtime();
+    if (b >= d->buckets && b < d->buckets + d->nbuckets) { /* not --no-overlap's whole gradient */
+        int index = (int)(b - d->buckets);
+        if (d->polled_from == d->polled_to) /* none in flight: the window starts afresh */
+            d->polled_from = d->polled_to = index;
+        d->polled_from = index < d->polled_from ? index : d->polled_from;
+        d->polled_to = index >= d->polled_to ? index + 1 : d->polled_to;
+    }
     const dp_bucket_hook *hook = &d->bucket_hook;
     return hook->start ? hook->start(hook->arg, d->comm, &b->args, &b->request)
                        : dp_comm_start(d->comm, &b->args, &b->request);
@@ -97,16 +104,20 @@ static int bucket_done(dp_strategy *d, dp_bucket *b)
     return 0;
 }
 
-/* Advances every collective in flight, noting the ones that have completed. */
+/* Advances every collective in flight, noting the ones that have completed. Buckets start in
+ * backward order, so the window from the oldest in flight to the newest started holds them
+ * all: a step costs the buckets in flight at each call, not all of them each time. */
 int dp_strategy_poll(dp_strategy *d)
 {
     int status = dp_comm_progress(d->comm);
-    for (int i = 0; !status && i < d->nbuckets; i++) {
+    for (int i = d->polled_from; !status && i < d->polled_to; i++) {
         dp_bucket *b = &d->buckets[i];
         int done = 0;
-        if (b->request && !(status = dp_request_test(&b->request, &done)) && done)
+        if (b->request && !(status = dp_request_collect(&b->request, &done)) && done)
             status = bucket_done(d, b);
     }
+    while (d->polled_from < d->polled_to && !d->buckets[d->polled_from].request)
+        d->polled_from++;
     return status;
 }
 

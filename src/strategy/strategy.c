@@ -173,6 +173,21 @@ size_t dp_strategy_piece_floats(const dp_strategy *d)
     return floats >= 1.0 ? (size_t)floats : 1;
 }
 
+/* The first bucket starting below `end`: buckets run in backward order, from the highest
+ * offsets down, so a binary search finds where a reported range begins to overlap. */
+static int first_bucket_below(const dp_strategy *d, size_t end)
+{
+    int lo = 0, hi = d->nbuckets;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (d->buckets[mid].offset >= end)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 static int grad_ready(void *arg, size_t offset, size_t count)
 {
     dp_strategy *d = arg;
@@ -182,12 +197,12 @@ static int grad_ready(void *arg, size_t offset, size_t count)
     if (!d->communicate || (!d->config.overlap && !d->type->reduces_every_micro))
         return 0;
     int status = 0;
-    for (int i = 0; !status && i < d->nbuckets; i++) {
+    for (int i = first_bucket_below(d, offset + count); !status && i < d->nbuckets; i++) {
         dp_bucket *b = &d->buckets[i];
         size_t begin = offset > b->offset ? offset : b->offset;
         size_t end = offset + count < b->offset + b->count ? offset + count : b->offset + b->count;
         if (begin >= end)
-            continue;
+            break; /* this bucket and every later one lie below the range */
         b->pending -= end - begin;
         if (b->pending == 0)
             status = dp_strategy_start_bucket(d, b);

@@ -3,9 +3,12 @@
  * weights must be finite. */
 #include "src/train/trainer.h"
 
+#include "dp/checkpoint.h"
 #include "dp/error.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 dp_loss dp_train_loss_for(const dp_options *o, const dp_dataset *data)
 {
@@ -23,25 +26,35 @@ static int max_label(const dp_dataset *data)
     return top;
 }
 
-/* What the model spec says of the output width (its last Linear), before the model exists. */
-static int spec_outputs(const dp_model_spec *spec)
+/* What the model spec says of the output width (its last Linear; without one, the input
+ * width), before the model exists. */
+static int spec_outputs(const dp_model_spec *spec, int inputs)
 {
-    int outputs = spec->inputs;
+    int outputs = inputs;
     for (int i = 0; i < spec->count; i++)
         if (spec->modules[i].options.out_features > 0)
             outputs = spec->modules[i].options.out_features;
     return outputs;
 }
 
-int dp_train_check_data(const dp_options *o, const dp_dataset *data, const char *role)
+int dp_train_model_inputs(const dp_options *o, const dp_dataset *train)
+{
+    return o->model.from_layers ? o->model.inputs : train->dim;
+}
+
+int dp_train_check_data(const dp_options *o, const dp_dataset *data, const char *role, int inputs)
 {
     const dp_model_spec *spec = &o->model;
     const char *option = spec->from_layers ? "--layers" : "--model";
-    int outputs = spec_outputs(spec);
+    int outputs = spec_outputs(spec, inputs);
     dp_loss loss = dp_train_loss_for(o, data);
-    if (spec->from_layers && data->dim != spec->inputs)
+    if (spec->from_layers && data->dim != inputs)
         return dp_fail(DP_EINVAL, "%s data %s has %d features per sample but --layers starts with %d inputs",
-                       role, data->description, data->dim, spec->inputs);
+                       role, data->description, data->dim, inputs);
+    /* A --model spec takes its width from the training data: every other set must match it. */
+    if (data->dim != inputs)
+        return dp_fail(DP_EINVAL, "%s data %s has %d features per sample but the model (--model '%s') takes %d, "
+                       "the width of the training data", role, data->description, data->dim, spec->text, inputs);
     if (loss == DP_LOSS_XENT && !data->labels)
         return dp_fail(DP_EINVAL, "--loss xent needs class labels but %s data %s has float targets",
                        role, data->labels_source);
@@ -76,21 +89,69 @@ int dp_train_check_test_targets(const dp_options *o, const dp_dataset *train, co
                    o->loss == DP_LOSS_AUTO ? ", chosen by --loss auto from the training data" : "");
 }
 
-int dp_train_check_finite(const char *option, const char *path, const dp_tensor_ref *refs, int count)
+/* Values a file can hold that no training produces: each would poison or wrap later steps. */
+static const struct value_rule {
+    const char *suffix; /* the end of the tensor's name */
+    int64_t max;        /* an I64 tensor's largest value; every rule's smallest is 0 */
+    const char *why;
+} value_rules[] = {
+    {"running_var", 0, "a variance is never negative; normalising by it would give NaN"},
+    {"optimizer.exp_avg_sq", 0, "a mean of squares is never negative; its square root would be NaN"},
+    /* The largest step a run takes: counting on from there cannot wrap 64 bits. */
+    {"num_batches_tracked", DP_CHECKPOINT_MAX_STEP, "a count of batches is 0 or more, and counting on must not wrap"},
+    {"optimizer.step", DP_CHECKPOINT_MAX_STEP, "a count of steps is 0 or more, and counting on must not wrap"},
+};
+
+static int ends_with(const char *name, const char *suffix)
+{
+    size_t n = strlen(name), k = strlen(suffix);
+    return n >= k && strcmp(name + n - k, suffix) == 0;
+}
+
+static int check_finite(const char *option, const char *path, const dp_tensor_ref *ref)
+{
+    const float *values = ref->data;
+    int64_t n = dp_tensor_numel(ref), bad = 0, first = -1;
+    for (int64_t j = 0; j < n; j++)
+        if (!isfinite(values[j]) && bad++ == 0)
+            first = j;
+    if (bad)
+        return dp_fail(DP_ENUMERIC, "%s %s: tensor '%s' holds %lld non-finite value%s (the "
+                       "first, %g, at flat index %lld): training from it would only "
+                       "produce NaN", option, path, ref->name, (long long)bad,
+                       bad == 1 ? "" : "s", (double)values[first], (long long)first);
+    return 0;
+}
+
+static int check_range(const char *option, const char *path, const dp_tensor_ref *ref, const struct value_rule *rule)
+{
+    int counts = ref->dtype == DP_DTYPE_I64;
+    const int64_t *ints = ref->data;
+    const float *floats = ref->data;
+    int64_t n = dp_tensor_numel(ref);
+    for (int64_t j = 0; j < n; j++) {
+        char text[64];
+        if (counts && (ints[j] < 0 || ints[j] > rule->max))
+            snprintf(text, sizeof text, "%lld (outside [0, %lld])", (long long)ints[j], (long long)rule->max);
+        else if (!counts && floats[j] < 0.0f)
+            snprintf(text, sizeof text, "%.9g (below 0)", (double)floats[j]);
+        else
+            continue;
+        return dp_fail(DP_EFORMAT, "%s %s: tensor '%s' holds %s at flat index %lld: %s", option, path, ref->name,
+                       text, (long long)j, rule->why);
+    }
+    return 0;
+}
+
+int dp_train_check_loaded(const char *option, const char *path, const dp_tensor_ref *refs, int count)
 {
     for (int i = 0; i < count; i++) {
-        if (refs[i].dtype != DP_DTYPE_F32)
-            continue;
-        const float *values = refs[i].data;
-        int64_t n = dp_tensor_numel(&refs[i]), bad = 0, first = -1;
-        for (int64_t j = 0; j < n; j++)
-            if (!isfinite(values[j]) && bad++ == 0)
-                first = j;
-        if (bad)
-            return dp_fail(DP_ENUMERIC, "%s %s: tensor '%s' holds %lld non-finite value%s (the "
-                           "first, %g, at flat index %lld): training from it would only "
-                           "produce NaN", option, path, refs[i].name, (long long)bad,
-                           bad == 1 ? "" : "s", (double)values[first], (long long)first);
+        int status = refs[i].dtype == DP_DTYPE_F32 ? check_finite(option, path, &refs[i]) : 0;
+        for (size_t r = 0; !status && r < sizeof value_rules / sizeof *value_rules; r++)
+            if (ends_with(refs[i].name, value_rules[r].suffix))
+                status = check_range(option, path, &refs[i], &value_rules[r]);
+        if (status)
+            return status;
     }
     return 0;
 }

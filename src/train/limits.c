@@ -20,6 +20,7 @@ static const struct {
     {"segment-bytes", 4L << 30, "the ring's largest message is 2^30 floats"},
     {"epochs", DP_CHECKPOINT_MAX_STEP, "the largest step a checkpoint name holds"},
     {"steps", DP_CHECKPOINT_MAX_STEP, "the largest step a checkpoint name holds"},
+    {"world", INT_MAX, "MPI counts ranks in an int"},
 };
 
 /* Float options that must stay below a bound (exclusive). */
@@ -137,10 +138,13 @@ int dp_plan_total_steps(const dp_options *o, long steps_per_epoch, long *total_s
 }
 
 int dp_explain_memory_failure(int status, const dp_options *o, int world, int max_rows,
-                              size_t nparams)
+                              size_t nparams, int inputs)
 {
     if (status != DP_ENOMEM)
         return status;
+    int unused, overflow = 0;
+    if (!nparams) /* the model was never built: its size from the spec, as it would have been */
+        nparams = dp_model_spec_size(&o->model, inputs, &unused, &overflow);
     char message[512];
     snprintf(message, sizeof message, "%s", dp_last_error());
     if (dp_memory_refusals())

@@ -6,16 +6,29 @@
 #include "dp/error.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-int dp_trainer_open_metrics(trainer *t)
+/* Opened at the first line, not at start-up: a run that fails before its first logged step
+ * leaves an earlier run's file as it was (the path itself was checked at start-up). */
+static int open_metrics(trainer *t)
 {
     const char *path = t->o->metrics_path;
-    if (!path[0] || t->comm->rank != 0)
+    if (t->metrics || !path[0] || t->comm->rank != 0)
         return 0;
     t->metrics = fopen(path, "w");
     return t->metrics ? 0 : dp_fail(DP_EIO, "--metrics %s: cannot write: %s", path, strerror(errno));
+}
+
+/* A JSON number, or null where C would print nan or inf (not JSON). */
+static void number(FILE *f, const char *key, const char *format, double value)
+{
+    fprintf(f, "\"%s\":", key);
+    if (isfinite(value))
+        fprintf(f, format, value);
+    else
+        fputs("null", f);
 }
 
 /* ms per step of a phase. */
@@ -26,33 +39,52 @@ static double ms(double seconds, long steps)
 
 static void write_split(FILE *f, const dp_time_split *s, long steps)
 {
-    fprintf(f, "\"forward_ms\":%.4f,\"backward_ms\":%.4f,\"exposed_comm_ms\":%.4f,\"optimizer_ms\":%.4f,"
-               "\"comm_ms\":%.4f,\"hidden_comm_ms\":%.4f",
-            ms(s->forward, steps), ms(s->backward, steps), ms(s->exposed, steps), ms(s->optimizer, steps),
-            ms(s->comm, steps), ms(s->hidden, steps));
+    static const char *const keys[] = {"forward_ms", "backward_ms", "exposed_comm_ms", "optimizer_ms", "comm_ms",
+                                       "hidden_comm_ms"};
+    const double values[] = {s->forward, s->backward, s->exposed, s->optimizer, s->comm, s->hidden};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        fputs(i ? "," : "", f);
+        number(f, keys[i], "%.4f", ms(values[i], steps));
+    }
 }
 
-void dp_trainer_metrics_line(trainer *t, long step, long epoch, const dp_interval *iv)
+int dp_trainer_metrics_line(trainer *t, long step, long epoch, const dp_interval *iv)
 {
-    if (!t->metrics)
-        return;
-    fprintf(t->metrics, "{\"step\":%ld,\"epoch\":%ld,\"loss\":%.6g,\"samples_per_s\":%.1f,\"ms_per_step\":%.4f,", step,
-            epoch + 1, iv->loss_sum / iv->samples, iv->samples / iv->seconds, ms(iv->seconds, iv->steps));
-    write_split(t->metrics, &iv->split, iv->steps);
-    fprintf(t->metrics, ",\"lr\":%.6g}\n", dp_lr_at(t->o->lr_schedule, t->o->lr, step, t->plan.total_steps));
-    fflush(t->metrics);
+    int status = open_metrics(t);
+    if (status || !t->metrics)
+        return status;
+    FILE *f = t->metrics;
+    fprintf(f, "{\"step\":%ld,\"epoch\":%ld,", step, epoch + 1);
+    number(f, "loss", "%.6g", iv->loss_sum / iv->samples);
+    fputc(',', f);
+    number(f, "samples_per_s", "%.1f", iv->samples / iv->seconds);
+    fputc(',', f);
+    number(f, "ms_per_step", "%.4f", ms(iv->seconds, iv->steps));
+    fputc(',', f);
+    write_split(f, &iv->split, iv->steps);
+    fputc(',', f);
+    /* The rate the step just taken used: step counts steps done, the schedule is 0-based. */
+    number(f, "lr", "%.6g", dp_lr_at(t->o->lr_schedule, t->o->lr, step - 1, t->plan.total_steps));
+    fputs("}\n", f);
+    fflush(f);
+    return 0;
 }
 
 int dp_trainer_close_metrics(trainer *t, const dp_train_result *r)
 {
-    if (!t->metrics)
-        return 0;
+    int status = r ? open_metrics(t) : 0; /* a run that logged no step still ends with its summary */
+    if (status || !t->metrics)
+        return status;
     if (r) {
         fprintf(t->metrics, "{\"summary\":{\"steps\":%ld,\"samples\":%ld,\"seconds\":%.4f,", r->steps, r->samples,
                 r->wall_seconds);
         write_split(t->metrics, &r->split, r->steps);
-        if (r->has_test)
-            fprintf(t->metrics, ",\"test_loss\":%.6g,\"test_accuracy\":%.6g", r->test_loss, r->test_accuracy);
+        if (r->has_test) {
+            fputc(',', t->metrics);
+            number(t->metrics, "test_loss", "%.6g", r->test_loss);
+            fputc(',', t->metrics);
+            number(t->metrics, "test_accuracy", "%.6g", r->test_accuracy);
+        }
         fprintf(t->metrics, "}}\n");
     }
     int failed = ferror(t->metrics) | fclose(t->metrics);

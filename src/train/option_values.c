@@ -36,12 +36,16 @@ int dp_option_float(const char *option, const char *text, int positive, float *o
 }
 
 /* A positive size in MiB, kept in double (fractions of a MiB are fine). */
-int dp_option_mib(const char *option, const char *text, double *out)
+int dp_option_mib(const char *option, const char *text, size_t min_bytes, const char *why_min, double *out)
 {
     char *end;
     double v = strtod(text, &end);
     if (end == text || *end || !isfinite(v) || v <= 0.0 || v > 1e6)
         return dp_fail(DP_EINVAL, "--%s '%s': must be a number of MiB above 0 and at most 1e6", option, text);
+    /* Compared in bytes, as the value is used: 1e-300 MiB is 0 bytes, not "a little". */
+    if (v * 1048576.0 < (double)min_bytes)
+        return dp_fail(DP_EINVAL, "--%s '%s': below %zu byte%s (%.10g MiB), %s", option, text, min_bytes,
+                       min_bytes == 1 ? "" : "s", (double)min_bytes / 1048576.0, why_min);
     *out = v;
     return 0;
 }

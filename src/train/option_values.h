@@ -10,8 +10,8 @@
 int dp_option_long(const char *option, const char *text, long min, long *out);
 /* A finite number >= 0 (> 0 when positive) that float32 holds as given. */
 int dp_option_float(const char *option, const char *text, int positive, float *out);
-/* A positive size in MiB, at most 1e6. */
-int dp_option_mib(const char *option, const char *text, double *out);
+/* A size in MiB, at most 1e6 and at least min_bytes (why_min says why, for the message). */
+int dp_option_mib(const char *option, const char *text, size_t min_bytes, const char *why_min, double *out);
 /* A whole number from 1 to 1e15, 70e9 allowed. */
 int dp_option_count(const char *option, const char *text, double *out);
 /* Any 64-bit unsigned integer, digits only. */

@@ -3,6 +3,7 @@
 #include "dp/options.h"
 
 #include "dp/comm.h"
+#include "dp/strategy.h"
 #include "dp/error.h"
 #include "src/train/limits.h"
 #include "src/train/option_values.h"
@@ -216,14 +217,18 @@ void dp_options_print_help(FILE *out)
 /* "B1,B2", each in [0, 1). */
 static int parse_betas(const char *text, dp_options *o)
 {
-    char *middle, *end;
+    char *middle, *end = NULL;
     errno = 0;
-    float b1 = strtof(text, &middle), b2 = *middle == ',' ? strtof(middle + 1, &end) : -1.0f;
-    if (middle == text || *middle != ',' || end == middle + 1 || *end || errno || !(b1 >= 0.0f && b1 < 1.0f) ||
-        !(b2 >= 0.0f && b2 < 1.0f))
+    double b1 = strtod(text, &middle), b2 = *middle == ',' ? strtod(middle + 1, &end) : -1.0;
+    if (middle == text || *middle != ',' || end == middle + 1 || *end || errno || !(b1 >= 0.0 && b1 < 1.0) ||
+        !(b2 >= 0.0 && b2 < 1.0))
         return dp_fail(DP_EINVAL, "--betas '%s': must be two numbers in [0, 1) separated by a comma, e.g. 0.9,0.999", text);
-    o->beta1 = b1;
-    o->beta2 = b2;
+    /* Parsed in double and checked as stored, as --momentum is: 0.99999999 is 1 in float32. */
+    o->beta1 = (float)b1;
+    o->beta2 = (float)b2;
+    if (o->beta1 >= 1.0f || o->beta2 >= 1.0f || (b1 != 0.0 && o->beta1 == 0.0f) || (b2 != 0.0 && o->beta2 == 0.0f))
+        return dp_fail(DP_EINVAL, "--betas '%s': must be in [0, 1), but they round to %.9g,%.9g in float32", text,
+                       (double)o->beta1, (double)o->beta2);
     return 0;
 }
 
@@ -272,7 +277,8 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
             o->bucket_mb = 0.0;
             return 0;
         }
-        return dp_option_mib(name, arg, &o->bucket_mb);
+        return dp_option_mib(name, arg, DP_STRATEGY_MIN_BUCKET_BYTES, "the smallest bucket: each bucket is a "
+                             "collective of its own, and smaller ones only add their latency", &o->bucket_mb);
     case OPT_NO_OVERLAP: o->no_overlap = 1; return 0;
     case OPT_PROGRESS_THREAD:
         if (strcmp(arg, "auto") == 0) {
@@ -284,7 +290,8 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
         status = dp_option_choice(name, arg, zero_stages, 4, &choice);
         o->zero = choice;
         return status;
-    case OPT_MAX_MEMORY_MB: return dp_option_mib(name, arg, &o->max_memory_mb);
+    case OPT_MAX_MEMORY_MB:
+        return dp_option_mib(name, arg, 1, "the least a limit can be (0 would mean no limit)", &o->max_memory_mb);
     case OPT_CHECKPOINT_SHARDS: o->checkpoint_shards = 1; return 0;
     case OPT_MEMORY_PLAN: o->memory_plan = 1; return 0;
     case OPT_PARAMS: return dp_option_count(name, arg, &o->plan_params);
@@ -393,8 +400,26 @@ static int check_model(dp_options *o, const int *seen)
     return status;
 }
 
-static int check_predict(const dp_options *o)
+/* Options of a training run (or of --memory-plan) that --predict would silently ignore. */
+static const int training_only[] = {
+    OPT_SAVE, OPT_TRACE, OPT_METRICS, OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_CHECKPOINT_SHARDS, OPT_RESUME,
+    OPT_ZERO, OPT_MAX_MEMORY_MB, OPT_MEMORY_PLAN,
+};
+
+static const char *option_name(int id)
 {
+    for (size_t i = 0; i < OPTION_COUNT; i++)
+        if (option_docs[i].getopt.val == id)
+            return option_docs[i].getopt.name;
+    return "?";
+}
+
+static int check_predict(const dp_options *o, const int *seen)
+{
+    for (size_t i = 0; o->predict_path[0] && i < sizeof training_only / sizeof *training_only; i++)
+        if (seen[training_only[i]])
+            return dp_fail(DP_EINVAL, "--%s does not apply to --predict, which runs the --init model on its inputs "
+                           "and writes --output only", option_name(training_only[i]));
     if (!o->predict_path[0])
         return o->output_path[0] || o->predict_classes
                    ? dp_fail(DP_EINVAL, "%s applies to --predict", o->output_path[0] ? "--output" : "--predict-classes")
@@ -426,7 +451,7 @@ static int check_combination(dp_options *o, int world, const int *seen)
     if (!status)
         status = check_memory_options(o, seen);
     if (!status)
-        status = check_predict(o);
+        status = check_predict(o, seen);
     if (status)
         return status;
     const char *foreign = foreign_optimizer_option(o, seen);

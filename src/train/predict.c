@@ -41,7 +41,9 @@ static int read_inputs(predictor *p)
     int status = 0;
     if (p->comm->rank == 0) {
         /* The output first: a bad path fails before any work. */
-        status = dp_check_output_file("--output", o->output_path);
+        status = dp_check_outputs_apart(o);
+        if (!status)
+            status = dp_check_output_file("--output", o->output_path);
         if (!status)
             status = dp_npy_read(o->predict_path, &npy);
         if (!status && (npy.dtype != DP_NPY_F32 || npy.ndim != 2))
@@ -86,6 +88,10 @@ static int open_model(predictor *p)
     if (!p->host_params || !p->host_buffers || !p->dev_x)
         return DP_ENOMEM;
     status = p->comm->rank == 0 ? dp_trainer_load_model(p->o, m, p->host_params, p->host_buffers, m->counters) : 0;
+    /* A --model spec takes its width from the inputs: a shape refused is first theirs. */
+    if (status && !p->o->model.from_layers)
+        status = dp_fail_context(status, "--predict %s has %zu features per sample, the width --model '%s' takes "
+                                 "there", p->o->predict_path, p->dim, p->o->model.text);
     return status ? status : dp_trainer_share_model(p->comm, m, p->host_params, p->host_buffers);
 }
 

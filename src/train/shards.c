@@ -79,16 +79,16 @@ int dp_trainer_write_shard(trainer *t, const char *const *keys, const char *cons
                                        "the newest", t->engine.steps_done, failed);
 }
 
-/* The shard file of rank r among `shards` beside index_path. */
-static int shard_path(const char *index_path, long step, int r, int shards, char *path, size_t size)
+/* The shard file of rank r among `shards` beside index_path, named after the index
+ * (step-2.safetensors: step-2.rank-R-of-W.safetensors), so files renamed together (unpadded)
+ * still resume. The step is checked against each shard's metadata. */
+static int shard_path(const char *index_path, int r, int shards, char *path, size_t size)
 {
-    char name[128];
-    const char *slash = strrchr(index_path, '/');
-    int dir_length = slash ? (int)(slash - index_path) : 1;
-    int status = dp_checkpoint_shard_name(step, r, shards, name, sizeof name);
-    if (!status && snprintf(path, size, "%.*s/%s", dir_length, slash ? index_path : ".", name) >= (int)size)
-        status = dp_fail(DP_EINVAL, "--resume %s: shard path too long", index_path);
-    return status;
+    static const char suffix[] = ".safetensors";
+    size_t len = strlen(index_path), stem = len >= sizeof suffix - 1 ? len - (sizeof suffix - 1) : len;
+    if (snprintf(path, size, "%.*s.rank-%d-of-%d%s", (int)stem, index_path, r, shards, suffix) >= (int)size)
+        return dp_fail(DP_EINVAL, "--resume %s: shard path too long", index_path);
+    return 0;
 }
 
 /* Reads shard file `path` (rank r's part `part` of the flat tensors) into scratch, checking it
@@ -114,7 +114,7 @@ static int read_shard(trainer *t, const char *path, long step, dp_range part, fl
         if (strcmp(meta[2 + k].value, expected[k]) != 0)
             status = dp_fail(DP_EFORMAT, "--resume: %s has %s=%s where its name implies %s", path, shard_keys[k],
                              meta[2 + k].value, expected[k]);
-    return status ? status : dp_train_check_finite("--resume", path, refs, count);
+    return status ? status : dp_train_check_loaded("--resume", path, refs, count);
 }
 
 /* The part of `from` (a shard in scratch) that falls in `into` (what this rank holds, in host). */
@@ -145,7 +145,7 @@ int dp_trainer_read_shards(trainer *t, const char *index_path, long step, int sh
         int wanted = (part.begin < need_params.end && need_params.begin < part.end) ||
                      (part.begin < need_state.end && need_state.begin < part.end);
         char path[DP_PATH_MAX + 128];
-        if (!wanted || (status = shard_path(index_path, step, r, shards, path, sizeof path)) ||
+        if (!wanted || (status = shard_path(index_path, r, shards, path, sizeof path)) ||
             (status = read_shard(t, path, step, part, scratch)))
             continue;
         copy_overlap(part, scratch[0], need_params, t->host.params);

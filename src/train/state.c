@@ -349,9 +349,12 @@ static int load_checkpoint(trainer *t, resume_point *at)
     if (!status)
         status = dp_checkpoint_load(at->path, refs, count, meta, FIELD_COUNT + 1);
     if (!status)
-        status = dp_train_check_finite("--resume", at->path, refs, count);
+        status = dp_train_check_loaded("--resume", at->path, refs, count);
     if (!status)
         status = resumed_step(at->path, meta[FIELD_STEP].value, t->plan.total_steps, &at->step);
+    if (!status && t->engine.opt.steps > at->step) /* every update is a step; a skipped step is no update */
+        status = dp_fail(DP_EFORMAT, "--resume %s: optimizer.step is %lld but the checkpoint is at step %ld: more "
+                         "updates than steps", at->path, (long long)t->engine.opt.steps, at->step);
     if (!status) { /* a resumed run keeps its identity, so its files stay its own */
         memcpy(t->run_id, meta[FIELD_RUN_ID].value, DP_CHECKPOINT_RUN_ID_LEN); /* checked: 16 hex digits */
         t->run_id[DP_CHECKPOINT_RUN_ID_LEN] = '\0';
@@ -405,6 +408,22 @@ static int resume(trainer *t)
     return status;
 }
 
+/* After a failed --init: 1 with the message replaced when the file is a sharded checkpoint's
+ * index or shard (their parameters are elsewhere, or flat), not which tensor is missing. */
+static int explained_as_sharded(const char *path, int status)
+{
+    dp_meta meta[2] = {{.key = SHARDS_KEY}, {.key = "shard_begin"}};
+    if (dp_safetensors_read_with_metadata(path, NULL, 0, meta, 2) != 0)
+        return 0;
+    if (meta[0].value[0])
+        return dp_fail(status, "--init %s is the index of a sharded checkpoint (%s shards; the parameters are in "
+                       "its shard files): continue it with --resume %s", path, meta[0].value, path) != 0;
+    if (meta[1].value[0])
+        return dp_fail(status, "--init %s is one rank's shard of a sharded checkpoint (a flat slice of the "
+                       "parameters): continue it with --resume and the index, step-N.safetensors beside it", path) != 0;
+    return 0;
+}
+
 int dp_trainer_load_model(const dp_options *o, const dp_model *m, float *params, float *buffers, int64_t *counters)
 {
     if (!o->init_path[0]) {
@@ -417,7 +436,10 @@ int dp_trainer_load_model(const dp_options *o, const dp_model *m, float *params,
     int count = dp_params_refs(&m->params, params, NULL, refs);
     count += dp_params_refs(&m->buffers, buffers, counters, refs + count);
     int status = dp_safetensors_read(o->init_path, refs, count);
-    status = status ? dp_fail_context(status, "--init") : dp_train_check_finite("--init", o->init_path, refs, count);
+    if (status && !explained_as_sharded(o->init_path, status))
+        status = dp_fail_context(status, "--init");
+    else if (!status)
+        status = dp_train_check_loaded("--init", o->init_path, refs, count);
     free(refs);
     return status;
 }

@@ -106,9 +106,7 @@ static int allocate_buffers(trainer *t)
     }
     if (!status)
         status = dp_trainer_allocate_host_copies(t);
-    if (!status)
-        status = dp_trainer_open_timeline(t);
-    return status ? status : dp_trainer_open_metrics(t);
+    return status ? status : dp_trainer_open_timeline(t);
 }
 
 static void free_buffers(trainer *t)
@@ -228,10 +226,10 @@ static int finish_epoch(trainer *t, long epoch, dp_interval *epoch_iv, dp_train_
 static int log_progress(trainer *t, long step, long epoch, dp_interval *log_iv)
 {
     int status = reduce_interval(t, log_iv);
-    if (!status && t->comm->rank == 0)
+    if (!status && t->comm->rank == 0 && !t->o->quiet)
         dp_report_step(&t->plan, step, epoch, log_iv);
     if (!status)
-        dp_trainer_metrics_line(t, step, epoch, log_iv);
+        status = dp_trainer_metrics_line(t, step, epoch, log_iv);
     memset(log_iv, 0, sizeof *log_iv);
     return status;
 }
@@ -259,7 +257,8 @@ static int after_step(trainer *t)
 static int run_steps(trainer *t, dp_train_result *result)
 {
     dp_interval log_iv = {0}, epoch_iv = {0}, total = {0};
-    long log_every = t->o->quiet ? 0 : t->o->log_every;
+    /* --quiet silences the step lines, not --metrics (every rank sees both options alike). */
+    long log_every = t->o->quiet && !t->o->metrics_path[0] ? 0 : t->o->log_every;
     for (long step = t->start_step; step < t->plan.total_steps; step++) {
         long epoch = step / t->plan.steps_per_epoch, in_epoch = step % t->plan.steps_per_epoch;
         if (t->sampler.epoch != epoch)
@@ -299,11 +298,12 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
     memset(result, 0, sizeof *result);
     /* --max-memory-mb: the allocation counter refuses what would pass it; peaks start here. */
     dp_memory_set_limit((size_t)(o->max_memory_mb * (double)(1 << 20)));
-    int status = dp_train_check_data(o, train, "training");
+    int inputs = dp_train_model_inputs(o, train);
+    int status = dp_train_check_data(o, train, "training", inputs);
     if (!status && test)
         status = dp_train_check_test_targets(o, train, test);
     if (!status && test)
-        status = dp_train_check_data(o, test, "test");
+        status = dp_train_check_data(o, test, "test", inputs);
     if (!status)
         status = dp_trainer_check_outputs(&t);
     if (!status)
@@ -313,7 +313,7 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
         status = dp_engine_open_device(&t.engine, comm, &device);
     }
     if (!status && (status = allocate_buffers(&t))) /* nparams is known once the model is built */
-        status = dp_explain_memory_failure(status, o, comm->size, t.max_rows, t.plan.nparams);
+        status = dp_explain_memory_failure(status, o, comm->size, t.max_rows, t.plan.nparams, inputs);
     if (!status && !(status = dp_watchdog_start(&t.watchdog, comm, o->timeout)))
         comm->watchdog = &t.watchdog;
     if (!status && comm->rank == 0 && !o->quiet)
@@ -334,6 +334,8 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
         dp_report_summary(&t.plan, result);
     if (!status)
         status = dp_trainer_close_metrics(&t, result);
+    if (status)
+        dp_trainer_drop_empty_checkpoint_dir(&t);
     comm->watchdog = NULL;
     dp_watchdog_stop(&t.watchdog);
     free_buffers(&t);

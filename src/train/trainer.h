@@ -81,6 +81,7 @@ typedef struct trainer {
     long start_step;               /* optimizer steps already taken when this run began */
     double sent[DP_COLLECTIVE_KINDS]; /* bytes sent by this rank's collectives inside training steps */
     char run_id[DP_CHECKPOINT_RUN_ID_LEN + 1]; /* rank 0: whose checkpoints these are (outputs.c) */
+    int made_checkpoint_dir;       /* rank 0: this run created --checkpoint-dir (outputs.c) */
 } trainer;
 
 /* The engine's device request from the options. */
@@ -96,8 +97,7 @@ int dp_trainer_write_timeline(trainer *t);  /* collective */
 void dp_trainer_close_timeline(trainer *t);
 
 /* metrics.c: --metrics lines on rank 0; closing with result writes the summary line. */
-int dp_trainer_open_metrics(trainer *t);
-void dp_trainer_metrics_line(trainer *t, long step, long epoch, const dp_interval *iv);
+int dp_trainer_metrics_line(trainer *t, long step, long epoch, const dp_interval *iv);
 int dp_trainer_close_metrics(trainer *t, const dp_train_result *result);
 
 /* batches.c: room for max_rows rows of a micro-batch (targets: `outputs` per row); a test set
@@ -137,11 +137,16 @@ int dp_trainer_share_model(dp_comm *comm, dp_model *m, float *params, float *buf
 /* The test set's targets are of the training set's kind (labels or float targets): the loss
  * is chosen from the training data. */
 int dp_train_check_test_targets(const dp_options *o, const dp_dataset *train, const dp_dataset *test);
-/* Every value of the count tensors read from path (--init, --resume) is finite. */
-int dp_train_check_finite(const char *option, const char *path, const dp_tensor_ref *refs, int count);
+/* Every value of the count tensors read from path (--init, --resume) is finite, and state that
+ * has a range (variances, second moments, counters) lies in it. */
+int dp_train_check_loaded(const char *option, const char *path, const dp_tensor_ref *refs, int count);
 
 /* outputs.c: what the run writes, checked on the rank that writes it before training. */
 int dp_trainer_check_outputs(const trainer *t);   /* --save, --checkpoint-dir can be written */
+/* After a failed run: the --checkpoint-dir it created, removed if it is still empty. */
+void dp_trainer_drop_empty_checkpoint_dir(const trainer *t);
+/* No output names another output's file, an input's, or a checkpoint's in --checkpoint-dir. */
+int dp_check_outputs_apart(const dp_options *o);
 /* Collective: the run identity (rank 0's, given to all); no other run's checkpoints in the dir. */
 int dp_trainer_claim_checkpoint_dir(trainer *t);
 

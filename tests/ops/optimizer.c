@@ -37,13 +37,15 @@ static void sgd_reference(op_run *r)
     double *nonfinite = OP_HOST(r, 4);
     for (size_t i = 0; i < op_elements(r); i++) {
         g[i] = op_round((double)g[i] * k.grad_scale);
-        *nonfinite += !isfinite(g[i]);
-        if (!k.apply)
+        if (!k.apply) { /* counting only: the non-finite gradients */
+            *nonfinite += !isfinite(g[i]);
             continue;
+        }
         float d = op_round((double)g[i] + op_round((double)k.weight_decay * p[i]));
         if (k.momentum != 0.0f)
             d = v[i] = op_round((double)op_round((double)k.momentum * v[i]) + d);
         p[i] = op_round((double)p[i] - op_round((double)k.lr * d));
+        *nonfinite += !isfinite(p[i]); /* updating: the non-finite results */
     }
 }
 
@@ -72,9 +74,10 @@ static void adamw_reference(op_run *r)
     double *nonfinite = OP_HOST(r, 4);
     for (size_t i = 0; i < op_elements(r); i++) {
         g[i] = op_round((double)g[i] * k.grad_scale);
-        *nonfinite += !isfinite(g[i]);
-        if (!k.apply)
+        if (!k.apply) { /* counting only: the non-finite gradients */
+            *nonfinite += !isfinite(g[i]);
             continue;
+        }
         float decayed = op_round((double)p[i] * k.decay_factor);
         m[i] = op_round((double)op_round((double)m[i] * k.beta1) + op_round((double)k.one_minus_beta1 * g[i]));
         v[i] = op_round((double)op_round((double)v[i] * k.beta2) +
@@ -82,6 +85,7 @@ static void adamw_reference(op_run *r)
         float root = op_round(sqrt((double)v[i]));
         float denom = op_round((double)op_round((double)root / k.bias_correction2_sqrt) + k.eps);
         p[i] = op_round((double)decayed + op_round((double)k.neg_step_size * op_round((double)m[i] / denom)));
+        *nonfinite += !isfinite(p[i]); /* updating: the non-finite results */
     }
 }
 
