@@ -24,13 +24,8 @@ core=$(sed -n 's/.*OpenBLAS [^,]*, core \([A-Za-z0-9]*\) (set by dptrain.*/\1/p'
 # shellcheck disable=SC2086
 OPENBLAS_CORETYPE=${core:-none} dp_mpirun 60 2 "$worker" $run --save "$dir/by-hand.safetensors" >"$dir/out" 2>&1
 dp_check_outcome "the core set by hand" ok $? "$dir/out" "core ${core:-none} (OPENBLAS_CORETYPE=${core:-none})"
-cases=$((cases + 1))
-if cmp -s "$dir/corrected.safetensors" "$dir/by-hand.safetensors"; then
-    echo "ok   parameters of the corrected run equal those of OPENBLAS_CORETYPE=$core"
-else
-    echo "FAIL parameters of the corrected run differ from those of OPENBLAS_CORETYPE=${core:-none}"
-    failures=$((failures + 1))
-fi
+dp_check_same_bits "the corrected run's parameters are those of OPENBLAS_CORETYPE=${core:-none}" \
+    "$dir/corrected.safetensors" "$dir/by-hand.safetensors"
 
 # shellcheck disable=SC2086
 OPENBLAS_CORETYPE=Prescott dp_mpirun 60 2 -x LD_PRELOAD="$shim" "$worker" $run >"$dir/out" 2>&1

@@ -29,3 +29,15 @@ dp_check_outcome() {
         echo "ok   $1 (exit $3): $(grep -F -m1 -- "$5" "$4")"
     fi
 }
+
+# dp_check_same_bits NAME A B: the files A and B must be equal byte for byte. Prints one line
+# and counts into the caller's cases and failures.
+dp_check_same_bits() {
+    cases=$((cases + 1))
+    if cmp -s "$2" "$3"; then
+        echo "ok   $1"
+    else
+        echo "FAIL $1: $2 and $3 differ"
+        failures=$((failures + 1))
+    fi
+}
