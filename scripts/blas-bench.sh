@@ -18,6 +18,7 @@ cores=$(nproc)
 half=$((cores / 2 > 0 ? cores / 2 : 1))
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
+trap 'exit 1' INT TERM
 
 gemm() { # build layers batch threads: ms of one step's GEMMs
     "$top/$1/dp_gemm_bench" --device cpu --layers "$2" --batch "$3" --threads "$4" --repeat 5 |

@@ -45,6 +45,7 @@ repeats=${REPEATS:-3} steps=${STEPS:-100} models=${MODELS:-"784,1024,1024,10 784
 pin="taskset -c 0-$((cores - 1))"
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
+trap 'exit 1' INT TERM
 # PYTHON: the command that runs PyTorch (words allowed: "env LD_LIBRARY_PATH= python3").
 python=""
 if [ -n "${PYTHON:-}" ]; then
