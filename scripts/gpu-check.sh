@@ -10,7 +10,11 @@
 #                                   GEMMs timed alone: the table for bench/RESULTS.md
 #   scripts/gpu-check.sh sanitize   compute-sanitizer memcheck (with leak check) and racecheck
 #                                   over test_gpu, memcheck over 2 ranks training with nccl
-#   scripts/gpu-check.sh [all]      the three in turn (where no time limit applies)
+#   scripts/gpu-check.sh cpu        the host's cores: scripts/throughput.sh (dp_worker --device
+#                                   cpu against PyTorch on the CPU) on every core for W = 1, 4
+#                                   and the core count, batch 2048 (CPU_MODELS, CPU_WORLDS,
+#                                   REPEATS change that): cpu-results.md
+#   scripts/gpu-check.sh [all]      tests, bench and sanitize in turn (where no time limit applies)
 #
 # Options: --device cpu runs the flow on the CPU backend with small models (a dry run without
 # a GPU; tests/gpu-replay.sh runs it where Open MPI and ssh are hidden); --steps N timed steps
@@ -31,11 +35,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build="${GPU_CHECK_BUILD:-$root/build-gpu}"
 carry="$root/.gpu-carry"
 deps="${GPU_CHECK_DEPS:-/opt/dptrain-deps}"
-usage="usage: scripts/gpu-check.sh [tests|bench|sanitize|all] [--device cuda|cpu] [--steps N] [--full-check] [--skip-tests] [--skip-bench]"
+usage="usage: scripts/gpu-check.sh [tests|bench|sanitize|cpu|all] [--device cuda|cpu] [--steps N] [--full-check] [--skip-tests] [--skip-bench]"
 phase=all steps=60 device=cuda run_tests=1 run_bench=1 full_check=0
 while [ $# -gt 0 ]; do
     case $1 in
-    tests | bench | sanitize | all) phase=$1 ;;
+    tests | bench | sanitize | cpu | all) phase=$1 ;;
     --skip-tests) run_tests=0 ;;
     --skip-bench) run_bench=0 ;;
     --full-check) full_check=1 ;;
@@ -99,7 +103,7 @@ check_tools() {
         export PATH="$PATH:/usr/local/cuda/bin"
         command -v nvcc >/dev/null || missing+=("nvcc")
     fi
-    if [ "$phase" = bench ] || { [ "$phase" = all ] && [ "$run_bench" = 1 ]; }; then
+    if [ "$phase" = bench ] || [ "$phase" = cpu ] || { [ "$phase" = all ] && [ "$run_bench" = 1 ]; }; then
         LD_LIBRARY_PATH="$system_ld_path" python3 -c 'import torch' 2>/dev/null || missing+=("python3 with torch")
     fi
     if [ "$phase" = sanitize ] && [ "$device" = cuda ]; then find_sanitizer || missing+=("compute-sanitizer"); fi
@@ -275,6 +279,17 @@ run_benchmarks() {
     say "table written to $out/gpu-results.md"
 }
 
+# dp_worker and PyTorch on the host's cores (issue 20's targets): scripts/throughput.sh's table.
+run_cpu_throughput() {
+    local cores worlds
+    cores=$(nproc)
+    worlds=${CPU_WORLDS:-"1 4 $cores"}
+    say "scripts/throughput.sh --cores $cores --batch 2048 $worlds ($steps steps, ${REPEATS:-3} repeats)"
+    DP_WORKER="$obj/dp_worker" PYTHON="env LD_LIBRARY_PATH=$system_ld_path python3" STEPS=$steps \
+        MODELS="${CPU_MODELS:-784,1024,1024,10 784,4096,4096,10}" \
+        "$root/scripts/throughput.sh" --cores "$cores" --batch 2048 $worlds | tee "$out/cpu-results.md"
+}
+
 use_carried_packages
 check_tools
 set_launch_agent
@@ -288,6 +303,7 @@ case $phase in
 tests) run_gpu_tests || status=1 ;;
 bench) run_benchmarks ;;
 sanitize) run_sanitizers || status=1 ;;
+cpu) run_cpu_throughput || status=1 ;;
 all)
     [ "$run_tests" = 0 ] || run_gpu_tests || status=1
     [ "$run_bench" = 0 ] || run_benchmarks

@@ -30,14 +30,14 @@ dp_check_outcome() {
     fi
 }
 
-# dp_check_same NAME FILE_A FILE_B WHAT_DIFFERS: FILE_A and FILE_B must be bitwise equal; prints
-# one line (NAME when they are, WHAT_DIFFERS when not) and counts like dp_check_outcome.
-dp_check_same() {
+# dp_check_same_bits NAME A B: the files A and B must be equal byte for byte. Prints one line
+# and counts into the caller's cases and failures.
+dp_check_same_bits() {
     cases=$((cases + 1))
     if cmp -s "$2" "$3"; then
         echo "ok   $1"
     else
-        echo "FAIL $4"
+        echo "FAIL $1: $2 and $3 differ"
         failures=$((failures + 1))
     fi
 }

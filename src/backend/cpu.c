@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "dp/backend.h"
+#include "dp/blas.h"
 #include "dp/error.h"
 #include "src/backend/cpu_loops.h"
 #include "src/backend/cpu_parallel.h"
@@ -237,9 +238,11 @@ static void cpu_synchronize(void)
 
 static const char *cpu_describe(void)
 {
-    static char text[256];
-    snprintf(text, sizeof text, "cpu (%d BLAS thread%s per rank, shared by the %s loops: %s)", blas_threads,
-             blas_threads == 1 ? "" : "s", loops()->isa, threads_why);
+    static char text[640];
+    char blas[384];
+    dp_blas_describe(blas, sizeof blas);
+    snprintf(text, sizeof text, "cpu (%d BLAS thread%s per rank, shared by the %s loops: %s; %s)", blas_threads,
+             blas_threads == 1 ? "" : "s", loops()->isa, threads_why, blas);
     return text;
 }
 
@@ -295,7 +298,5 @@ void dp_backend_cpu_set_threads(int threads, const char *why)
     blas_threads = threads;
     snprintf(threads_why, sizeof threads_why, "%s", why ? why : "--threads");
     dp_cpu_parallel_set_threads(threads);
-#ifdef HAVE_OPENBLAS_SET_NUM_THREADS
-    openblas_set_num_threads(threads);
-#endif
+    dp_blas_set_threads(threads);
 }

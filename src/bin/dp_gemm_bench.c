@@ -3,6 +3,7 @@
  * times each call alone (synchronised, repeated), so the shapes are exactly dp_worker's; the
  * sum over a step is the step time a GEMM-bound trainer would approach. */
 #include "dp/backend.h"
+#include "dp/blas.h"
 #include "dp/error.h"
 #include "dp/nn.h"
 #include "dp/rng.h"
@@ -174,6 +175,8 @@ static int run(const bench_options *o)
 
 int main(int argc, char **argv)
 {
+    /* OpenBLAS's kernels are chosen when it loads: a generic core is corrected by running again. */
+    dp_blas_choose_core(argv);
     MPI_Init(&argc, &argv);
     bench_options o;
     int status = parse(argc, argv, &o);

@@ -1,6 +1,7 @@
 /* dp_worker: one MPI rank of a data-parallel training job (see --help). */
 #include "dp/auto_table.h"
 #include "dp/backend.h"
+#include "dp/blas.h"
 #include "dp/comm.h"
 #include "dp/data.h"
 #include "dp/error.h"
@@ -68,6 +69,8 @@ static int open_datasets(const dp_options *o, dp_dataset *train, dp_dataset *tes
 
 int main(int argc, char **argv)
 {
+    /* OpenBLAS's kernels are chosen when it loads: a generic core is corrected by running again. */
+    dp_blas_choose_core(argv);
     /* Thread-multiple lets the watchdog thread ask MPI which ranks never arrived. */
     int thread_level;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &thread_level);
