@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -48,6 +49,19 @@ static int batchnorm_configure(dp_module *m, const char *spec)
     (void)spec;
     m->out_shape = m->in_shape;
     return 0;
+}
+
+static size_t batchnorm_size(const dp_module_options *o, size_t in_width, size_t *out_width, int *overflow)
+{
+    (void)o;
+    *out_width = in_width;
+    *overflow |= in_width > SIZE_MAX / 2;
+    return 2 * in_width;
+}
+
+static void batchnorm_describe(const dp_module *m, char *text, size_t size)
+{
+    snprintf(text, size, "%s", m->options.sync ? "(sync)" : "");
 }
 
 static int batchnorm_declare(dp_module *m, dp_param_table *params, dp_param_table *buffers, const char *prefix)
@@ -226,6 +240,8 @@ const dp_module_type dp_module_batchnorm = {
     .defaults = {.momentum = 0.1f, .eps = 1e-5f},
     .state_size = sizeof(bn_state),
     .normalizes = 1,
+    .size = batchnorm_size,
+    .describe = batchnorm_describe,
     .configure = batchnorm_configure,
     .declare = batchnorm_declare,
     .init = batchnorm_init,

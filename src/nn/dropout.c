@@ -7,6 +7,7 @@
 #include "dp/rng.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
 static const dp_module_arg dropout_args[] = {
     {"p", DP_ARG_FLOAT, offsetof(dp_module_options, p), 0, 1, 1, 0, "probability of zeroing a unit"},
@@ -21,6 +22,11 @@ static int dropout_configure(dp_module *m, const char *spec)
     (void)spec;
     m->out_shape = m->in_shape;
     return 0;
+}
+
+static void dropout_describe(const dp_module *m, char *text, size_t size)
+{
+    snprintf(text, size, "(%g)", m->options.p);
 }
 
 static int dropout_allocate(dp_module *m, const dp_backend *be, int max_rows)
@@ -81,6 +87,7 @@ const dp_module_type dp_module_dropout = {
     .nargs = DP_COUNT(dropout_args),
     .defaults = {.p = 0.5f},
     .state_size = sizeof(dropout_state),
+    .describe = dropout_describe,
     .configure = dropout_configure,
     .allocate = dropout_allocate,
     .forward = dropout_forward,

@@ -7,6 +7,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 static const dp_module_arg linear_args[] = {
@@ -43,6 +44,22 @@ static void linear_init(const dp_module *m, dp_rng *rng, float *params, float *b
     float bound = 1.0f / sqrtf((float)m->in_width);
     for (size_t j = 0; j < m->param_count; j++)
         params[j] = (2.0f * dp_rng_uniform(rng) - 1.0f) * bound;
+}
+
+static size_t linear_size(const dp_module_options *o, size_t in_width, size_t *out_width, int *overflow)
+{
+    size_t out = (size_t)o->out_features, count = out * (size_t)o->bias;
+    *out_width = out;
+    if (in_width > SIZE_MAX / out || count > SIZE_MAX - in_width * out) {
+        *overflow = 1;
+        return 0;
+    }
+    return count + in_width * out;
+}
+
+static void linear_describe(const dp_module *m, char *text, size_t size)
+{
+    snprintf(text, size, "(%d)", m->out_width);
 }
 
 static int linear_allocate(dp_module *m, const dp_backend *be, int max_rows)
@@ -115,6 +132,9 @@ const dp_module_type dp_module_linear = {
     .nargs = DP_COUNT(linear_args),
     .defaults = {.bias = 1},
     .absorbs = &dp_module_relu,
+    .structural = 1,
+    .size = linear_size,
+    .describe = linear_describe,
     .configure = linear_configure,
     .declare = linear_declare,
     .init = linear_init,

@@ -48,6 +48,12 @@ typedef struct dp_module_type {
     dp_module_options defaults;
     size_t state_size;  /* bytes of per-instance state the type keeps in dp_module.state */
     int normalizes;     /* a normalisation layer: follows a layer, needs 2 rows per statistic */
+    int structural;     /* its options decide which tensors exist (checkpoints must match them) */
+    /* Before a model exists: its parameters on in_width features per sample, *out_width set;
+     * *overflow set when a count does not fit size_t (NULL: none, and the width passes). */
+    size_t (*size)(const dp_module_options *o, size_t in_width, size_t *out_width, int *overflow);
+    /* What the banner shows after its name, e.g. "(256)" (NULL: nothing). */
+    void (*describe)(const dp_module *m, char *text, size_t size);
     /* The type whose following instance this one applies itself (NULL: none). */
     const struct dp_module_type *absorbs;
     /* Sets out_shape from in_shape; checks what the shapes allow (errors name spec). */

@@ -252,11 +252,9 @@ void dp_model_describe(const dp_model *m, char *text, size_t size)
     size_t used = (size_t)snprintf(text, size, "%d", m->inputs);
     for (int i = 0; i < m->count && used < size; i++) {
         const dp_module *mod = &m->modules[i];
-        used += (size_t)snprintf(text + used, size - used, " -> %s%s", mod->type->name,
-                                 mod->type->normalizes && mod->options.sync ? "(sync)" : "");
-        if (mod->type == &dp_module_linear && used < size)
-            used += (size_t)snprintf(text + used, size - used, "(%d)", mod->out_width);
-        if (mod->type == &dp_module_dropout && used < size)
-            used += (size_t)snprintf(text + used, size - used, "(%g)", mod->options.p);
+        char options[64] = "";
+        if (mod->type->describe)
+            mod->type->describe(mod, options, sizeof options);
+        used += (size_t)snprintf(text + used, size - used, " -> %s%s", mod->type->name, options);
     }
 }

@@ -254,7 +254,7 @@ int dp_model_spec_from_layers(const char *text, dp_model_spec *spec)
 void dp_model_spec_sync_batchnorm(dp_model_spec *spec)
 {
     for (int i = 0; i < spec->count; i++)
-        if (spec->modules[i].type == &dp_module_batchnorm)
+        if (spec->modules[i].type->normalizes)
             spec->modules[i].options.sync = 1;
 }
 
@@ -263,7 +263,7 @@ void dp_model_spec_sync_batchnorm(dp_model_spec *spec)
 static size_t append_module(char *text, size_t size, size_t used, const dp_module_spec *mod, int structural)
 {
     const dp_module_type *type = mod->type;
-    int shapes_tensors = type == &dp_module_linear, shown = 0;
+    int shapes_tensors = type->structural, shown = 0;
     used += (size_t)snprintf(text + used, size - used, "%s%s", used ? "," : "", type->name);
     for (int i = 0; i < type->nargs && used < size && shapes_tensors == structural; i++) {
         const dp_module_arg *a = &type->args[i];
@@ -296,17 +296,8 @@ size_t dp_model_spec_module_params(const dp_model_spec *spec, int inputs, size_t
     *widest = (int)width;
     for (int i = 0; i < spec->count; i++) {
         const dp_module_spec *mod = &spec->modules[i];
-        size_t count = 0, out = width;
-        if (mod->type == &dp_module_linear) {
-            out = (size_t)mod->options.out_features;
-            count = out * (size_t)mod->options.bias;
-            if (width > SIZE_MAX / out || count > SIZE_MAX - width * out)
-                *overflow = 1;
-            else
-                count += width * out;
-        } else if (mod->type == &dp_module_batchnorm) {
-            count = 2 * width;
-        }
+        size_t out = width;
+        size_t count = mod->type->size ? mod->type->size(&mod->options, width, &out, overflow) : 0;
         if (*overflow || total > SIZE_MAX - count) {
             *overflow = 1;
             return 0;
