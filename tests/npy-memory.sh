@@ -34,6 +34,11 @@ if [ $((big - small)) -ge $limit_kb ]; then
 fi
 echo "ok   the 128 MiB file costs $((big - small)) kB more (less than $limit_kb kB)"
 share_limit_kb=$((128 * 1024 * 40 / 100))
+# A sanitizer build's shadow memory is its own, not the reader's: only the difference holds there.
+if ldd "$worker" 2>/dev/null | grep -q 'lib[at]san'; then
+    echo "ok   (sanitizer build: the 40% bar is for the plain build)"
+    exit 0
+fi
 if [ "$big" -ge "$share_limit_kb" ]; then
     echo "FAIL a rank's peak of $big kB is not below 40% of the 128 MiB file ($share_limit_kb kB)"
     exit 1
