@@ -129,6 +129,9 @@ int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, flo
  * (ZeRO-3 gathers its parameters); *out gets the output. Evaluation and predict. */
 int dp_engine_forward(dp_engine *e, const dp_nn_context *ctx, const float *x, int rows, const float **out);
 
+/* What the loss adds into backend totals (dp_model_loss): the summed loss, the correct count. */
+enum dp_total { DP_TOTAL_LOSS, DP_TOTAL_CORRECT, DP_TOTALS };
+
 /* The loss and correct count accumulated in backend totals since the last read, added to
  * *loss_sum and *correct; the totals are zeroed. */
 void dp_engine_take_totals(dp_engine *e, double *totals, double *loss_sum, double *correct);

@@ -9,9 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The backend counters a step adds into: loss sum and correct count. */
-enum { TOTALS = 2 };
-
 /* Segments: runs of parameter-table entries owned by one module, in table (forward) order. */
 static int plan_segments(dp_engine *e, dp_strategy_layout *layout)
 {
@@ -71,8 +68,8 @@ static int open_strategy(dp_engine *e, const dp_engine_config *c)
 static int allocate_counters(dp_engine *e)
 {
     const dp_backend *be = e->be;
-    static const double zeros[TOTALS];
-    e->train_totals = be->alloc(TOTALS * sizeof(double), DP_MEM_OTHER, "the loss totals");
+    static const double zeros[DP_TOTALS];
+    e->train_totals = be->alloc(DP_TOTALS * sizeof(double), DP_MEM_OTHER, "the loss totals");
     e->nonfinite = be->alloc(sizeof(double), DP_MEM_OTHER, "the non-finite count");
     e->rank_values = dp_calloc((size_t)e->comm->size, sizeof *e->rank_values, "the ranks' first non-finite tensors");
     size_t buffers = dp_params_floats(&e->model.buffers);

@@ -179,10 +179,10 @@ int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, flo
 
 void dp_engine_take_totals(dp_engine *e, double *totals, double *loss_sum, double *correct)
 {
-    double host[2];
-    static const double zeros[2];
+    double host[DP_TOTALS];
+    static const double zeros[DP_TOTALS];
     e->be->download(host, totals, sizeof host);
     e->be->upload(totals, zeros, sizeof zeros);
-    *loss_sum += host[0];
-    *correct += host[1];
+    *loss_sum += host[DP_TOTAL_LOSS];
+    *correct += host[DP_TOTAL_CORRECT];
 }

@@ -13,8 +13,6 @@
 
 /* Rows one rank feeds forward at once when evaluating, however small the training slice. */
 #define EVAL_ROWS 256
-/* The backend counters evaluation adds into: loss sum and correct count. */
-enum { TOTALS = 2 };
 
 /* The smallest micro-batch of an epoch: a full one, or the last of a short last step. */
 static size_t smallest_micro_batch(const trainer *t)
@@ -98,8 +96,8 @@ static int allocate_buffers(trainer *t)
         status = dp_batches_open(&t->batches, t->engine.be, t->train, t->test, &t->sampler, t->max_rows,
                                  t->engine.model.outputs);
     if (!status) {
-        static const double zeros[TOTALS];
-        t->eval_totals = t->engine.be->alloc(TOTALS * sizeof(double), DP_MEM_OTHER, "the evaluation totals");
+        static const double zeros[DP_TOTALS];
+        t->eval_totals = t->engine.be->alloc(DP_TOTALS * sizeof(double), DP_MEM_OTHER, "the evaluation totals");
         status = t->eval_totals ? 0 : DP_ENOMEM;
         if (!status)
             t->engine.be->upload(t->eval_totals, zeros, sizeof zeros);
