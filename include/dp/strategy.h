@@ -1,6 +1,6 @@
 /* Synchronisation strategies: how the ranks' gradients (and, for ZeRO, the optimizer state and
  * the parameters) are combined. A strategy is chosen by name from a table (dp_strategy_find:
- * "ddp", "zero-1", "zero-2", "zero-3") and attaches its own hooks to the engine's step
+ * "ddp", "zero-1", "zero-2", "zero-3", "exact") and attaches its own hooks to the engine's step
  * (dp_strategy_attach); the engine calls them without knowing which strategy runs:
  *
  *     per micro-batch, per module i in order:      hooks.before(i, forward)
@@ -122,10 +122,13 @@ typedef struct dp_step_hooks {
     int (*finish)(void *arg);
     /* After the optimizer: ZeRO's parameters whole again (stages 1, 2) or forgotten (3). */
     int (*after_update)(void *arg);
+    /* --exact: after each shard's backward, its gradient (written alone) is final. */
+    int (*shard_done)(void *arg);
     void *arg;
 } dp_step_hooks;
 
 struct dp_zero;
+struct dp_exact;
 
 typedef struct dp_strategy {
     const struct dp_strategy_type *type;
@@ -143,6 +146,7 @@ typedef struct dp_strategy {
     dp_strategy_span_fn on_span;
     void *span_arg;
     struct dp_zero *zero;  /* ZeRO: shards, working buffers (src/strategy/zero.c); NULL under DDP */
+    struct dp_exact *exact; /* --exact: its accumulator (src/strategy/exact.c); NULL otherwise */
 } dp_strategy;
 
 struct dp_strategy_type;
@@ -151,9 +155,9 @@ struct dp_strategy_type;
  * almost no data (and tens of thousands of buckets make a step wait on bookkeeping). */
 #define DP_STRATEGY_MIN_BUCKET_BYTES 1024
 
-/* The strategy called name ("ddp", "zero-1", "zero-2", "zero-3"); NULL when there is none. */
+/* The strategy called name ("ddp", "zero-1", "zero-2", "zero-3", "exact"); NULL when there is none. */
 const struct dp_strategy_type *dp_strategy_find(const char *name);
-/* The names, for messages and --help: "ddp, zero-1, zero-2, zero-3". */
+/* The names, for messages and --help: "ddp, zero-1, zero-2, zero-3, exact". */
 const char *dp_strategy_names(void);
 /* The name of --zero's stage: "ddp" for 0, "zero-N" else. */
 const char *dp_strategy_name_for_zero(int stage);
