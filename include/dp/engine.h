@@ -78,6 +78,7 @@ typedef struct dp_engine_config {
     double bucket_mb;              /* 0: auto */
     long progress_us;              /* a progress thread every so many us; 0: none */
     size_t micro_batch;            /* global rows per micro-batch (--batch) */
+    size_t exact_shard;            /* --exact (strategy "exact"): rows per shard; 0 otherwise */
     uint64_t seed;                 /* dropout masks */
     int skip_nonfinite;            /* --on-nan skip: a non-finite gradient drops the update */
 } dp_engine_config;
@@ -93,6 +94,7 @@ typedef struct dp_engine {
     dp_engine_observer observer;
     dp_loss loss;
     size_t micro_batch;
+    size_t exact_shard;            /* --exact: the step is cut into shards of this many rows; 0: micro-batches */
     uint64_t seed;
     int skip_nonfinite;
     int *segment_of;               /* module -> its slice of the flat buffers in the layout (-1: none) */
@@ -101,8 +103,9 @@ typedef struct dp_engine {
     int stage_gradients;           /* GPU gradients go through host_grads to the collectives */
     float *host_grads;             /* page-locked staging for that; NULL when unused */
     double *train_totals;          /* backend memory: training loss and correct count since last read */
+    double *shard_totals;          /* backend memory: --exact's one shard's loss and count */
     double *nonfinite;             /* backend memory: the optimizer pass's non-finite gradient count */
-    int broadcast_buffers;         /* plain BatchNorm on W > 1 ranks: rank 0's running statistics win */
+    int broadcast_buffers;         /* plain BatchNorm on W > 1 ranks (any under --exact): rank 0's running statistics win */
     float *host_buffers;           /* host staging for that broadcast */
     uint64_t *rank_values;         /* one per rank: the first non-finite tensor's agreement */
     long steps_done;               /* optimizer steps taken, for the schedule and the dropout masks */

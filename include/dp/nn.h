@@ -27,6 +27,7 @@ typedef struct dp_nn_context {
     uint64_t seed;         /* the run's seed (dropout masks) */
     uint64_t step;         /* the optimizer step (dropout masks) */
     uint64_t first_sample; /* position of row 0 among the step's samples (dropout masks) */
+    int keep_running;      /* 1: BatchNorm leaves its running statistics (--exact: a step's later shards) */
     /* Sums count doubles over every rank, in place (SyncBatchNorm); NULL: this process alone. */
     int (*sum_doubles)(void *arg, double *values, int count);
     void *sum_arg;

@@ -70,13 +70,15 @@ static int allocate_counters(dp_engine *e)
     const dp_backend *be = e->be;
     static const double zeros[DP_TOTALS];
     e->train_totals = be->alloc(DP_TOTALS * sizeof(double), DP_MEM_OTHER, "the loss totals");
+    e->shard_totals = be->alloc(DP_TOTALS * sizeof(double), DP_MEM_OTHER, "a shard's loss totals");
     e->nonfinite = be->alloc(sizeof(double), DP_MEM_OTHER, "the non-finite count");
     e->rank_values = dp_calloc((size_t)e->comm->size, sizeof *e->rank_values, "the ranks' first non-finite tensors");
     size_t buffers = dp_params_floats(&e->model.buffers);
     e->host_buffers = dp_alloc((buffers + 1) * sizeof(float), "the host copy of the running statistics");
-    if (!e->train_totals || !e->nonfinite || !e->rank_values || !e->host_buffers)
+    if (!e->train_totals || !e->shard_totals || !e->nonfinite || !e->rank_values || !e->host_buffers)
         return DP_ENOMEM;
     be->upload(e->train_totals, zeros, sizeof zeros);
+    be->upload(e->shard_totals, zeros, sizeof zeros);
     be->upload(e->nonfinite, zeros, sizeof(double));
     return 0;
 }
@@ -85,13 +87,16 @@ int dp_engine_build(dp_engine *e, const dp_engine_config *c)
 {
     e->loss = c->loss;
     e->micro_batch = c->micro_batch;
+    e->exact_shard = c->exact_shard;
     e->seed = c->seed;
     e->skip_nonfinite = c->skip_nonfinite;
     int status = dp_model_create_owning(&e->model, e->be, c->model, &c->input, c->max_rows,
                                         dp_strategy_model_owns(c->strategy));
     if (status)
         return status;
-    e->broadcast_buffers = e->comm->size > 1 && e->model.batchnorms > e->model.sync_batchnorms;
+    /* --exact: only a step's first shard, always rank 0's, moves the running statistics. */
+    int unsynced = e->exact_shard ? e->model.batchnorms : e->model.batchnorms - e->model.sync_batchnorms;
+    e->broadcast_buffers = e->comm->size > 1 && unsynced > 0;
     if (!(status = open_strategy(e, c))) {
         size_t begin, end;
         dp_strategy_shard(&e->strategy, &begin, &end);
@@ -118,6 +123,7 @@ void dp_engine_close(dp_engine *e)
     free(e->host_buffers);
     if (e->be) {
         e->be->free(e->train_totals);
+        e->be->free(e->shard_totals);
         e->be->free(e->nonfinite);
         if (e->host_grads)
             e->be->free_host(e->host_grads);

@@ -159,6 +159,8 @@ static int forward_train(dp_module *m, const dp_nn_context *ctx, const float *x,
     const float *gamma = m->weights, *beta = m->weights + c;
     be->bn_normalize(x, s->xhat, m->out, rows, c, coef(s->coefs, m, COEF_MEAN), coef(s->coefs, m, COEF_INVSTD),
                      gamma, beta);
+    if (ctx->keep_running)
+        return 0;
     be->bn_update_running(m->buffers, m->buffers + c, coef(s->coefs, m, COEF_MEAN),
                           coef(s->coefs, m, COEF_VAR_UNBIASED), c, m->options.momentum);
     m->counters[0]++;
