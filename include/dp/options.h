@@ -12,6 +12,9 @@
 #include <stdio.h>
 
 #define DP_PATH_MAX 1024
+/* --exact-shard's default: large enough that adding each shard's gradient up costs little beside
+ * its GEMMs (bench/RESULTS.md, "--exact"). */
+#define DP_EXACT_SHARD_DEFAULT 32
 
 typedef enum dp_loss_choice { DP_LOSS_AUTO, DP_LOSS_CHOICE_XENT, DP_LOSS_CHOICE_MSE } dp_loss_choice;
 
@@ -47,6 +50,8 @@ typedef struct dp_options {
     long progress_us;             /* > 0: a thread progresses collectives every so many microseconds;
                                    * 0: none; -1 (auto): 1000 when the job spans hosts */
     int zero;                     /* --zero: 0 DDP; 1, 2, 3 shard optimizer state, + gradients, + parameters */
+    int exact;                    /* --exact: the same parameters, bit for bit, for every world size */
+    long exact_shard;             /* --exact-shard: rows per shard, whatever the world size */
     double max_memory_mb;         /* per-rank limit on backend memory (the allocation counter); 0: none */
     int memory_plan;              /* --memory-plan: print each stage's memory per rank and exit */
     double plan_params;           /* --params: the parameter count --memory-plan assumes (0: the model's) */

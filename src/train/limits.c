@@ -21,6 +21,7 @@ static const struct {
     {"epochs", DP_CHECKPOINT_MAX_STEP, "the largest step a checkpoint name holds"},
     {"steps", DP_CHECKPOINT_MAX_STEP, "the largest step a checkpoint name holds"},
     {"world", INT_MAX, "MPI counts ranks in an int"},
+    {"exact-shard", INT_MAX, "a forward counts its rows in an int"},
 };
 
 /* Float options that must stay below a bound (exclusive). */

@@ -22,7 +22,7 @@ enum option_id {
     OPT_CUDA_AWARE, OPT_MODEL, OPT_SYNC_BN, OPT_OPTIMIZER, OPT_BETAS, OPT_EPS, OPT_DECAY_ALL,
     OPT_PREDICT, OPT_OUTPUT, OPT_PREDICT_CLASSES, OPT_BUCKET_MB, OPT_NO_OVERLAP, OPT_PROGRESS_THREAD, OPT_TRACE, OPT_METRICS,
     OPT_ZERO, OPT_MAX_MEMORY_MB, OPT_CHECKPOINT_SHARDS, OPT_MEMORY_PLAN, OPT_PARAMS, OPT_WORLD, OPT_PRECISION,
-    OPT_HELP, OPT_VERSION
+    OPT_EXACT, OPT_EXACT_SHARD, OPT_HELP, OPT_VERSION
 };
 
 struct option_doc {
@@ -91,6 +91,13 @@ static const struct option_doc option_docs[] = {
      "ZeRO stage: 1 shards the optimizer state over the ranks, 2 also the gradients (reduce-scattered "
      "bucket by bucket), 3 also the parameters (each module's gathered before its forward and "
      "backward); the banner shows each stage's memory per rank"},
+    {{"exact", no_argument, NULL, OPT_EXACT}, NULL, "off",
+     "bitwise the same parameters, losses and checkpoints for every world size, algorithm and --accum "
+     "(resume on another W too): the step is cut into shards of --exact-shard rows, each computed "
+     "alone, their gradients summed exactly in fixed point and all-reduced as integers; BatchNorm "
+     "normalises over each shard; 1 BLAS thread per rank unless --threads (docs/STRATEGIES.md)"},
+    {{"exact-shard", required_argument, NULL, OPT_EXACT_SHARD}, "S", "32",
+     "--exact: rows per shard, whatever the world size (a BatchNorm needs at least 2 in every shard)"},
     {{"max-memory-mb", required_argument, NULL, OPT_MAX_MEMORY_MB}, "MB", "none",
      "per-rank limit on backend memory (GPU memory, or host memory on the CPU), enforced by the "
      "allocation counter: a run that needs more stops at start-up naming what"},
@@ -183,6 +190,7 @@ void dp_options_defaults(dp_options *o)
     o->segment_bytes = (long)DP_SEGMENT_BYTES_DEFAULT;
     o->bucket_mb = 0.0; /* auto */
     o->progress_us = -1; /* auto */
+    o->exact_shard = DP_EXACT_SHARD_DEFAULT;
     o->log_every = 50;
     o->keep = 3;
     o->timeout = 300.0;
@@ -290,6 +298,8 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
         status = dp_option_choice(name, arg, zero_stages, 4, &choice);
         o->zero = choice;
         return status;
+    case OPT_EXACT: o->exact = 1; return 0;
+    case OPT_EXACT_SHARD: return dp_option_long(name, arg, 1, &o->exact_shard);
     case OPT_MAX_MEMORY_MB:
         return dp_option_mib(name, arg, 1, "the least a limit can be (0 would mean no limit)", &o->max_memory_mb);
     case OPT_CHECKPOINT_SHARDS: o->checkpoint_shards = 1; return 0;
@@ -403,7 +413,7 @@ static int check_model(dp_options *o, const int *seen)
 /* Options of a training run (or of --memory-plan) that --predict would silently ignore. */
 static const int training_only[] = {
     OPT_SAVE, OPT_TRACE, OPT_METRICS, OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_CHECKPOINT_SHARDS, OPT_RESUME,
-    OPT_ZERO, OPT_MAX_MEMORY_MB, OPT_MEMORY_PLAN,
+    OPT_ZERO, OPT_MAX_MEMORY_MB, OPT_MEMORY_PLAN, OPT_EXACT, OPT_EXACT_SHARD,
 };
 
 static const char *option_name(int id)
@@ -431,6 +441,16 @@ static int check_predict(const dp_options *o, const int *seen)
     return 0;
 }
 
+/* --exact is a strategy of its own, keeping the whole model on every rank as DDP does. */
+static int check_exact(const dp_options *o, const int *seen)
+{
+    if (seen[OPT_EXACT_SHARD] && !o->exact)
+        return dp_fail(DP_EINVAL, "--exact-shard %ld applies to --exact", o->exact_shard);
+    if (o->exact && o->zero)
+        return dp_fail(DP_EINVAL, "--exact and --zero %d both choose how gradients are combined: use one", o->zero);
+    return 0;
+}
+
 /* --params, --world and --precision describe --memory-plan's table only; --checkpoint-shards
  * needs checkpoints to shard. */
 static int check_memory_options(const dp_options *o, const int *seen)
@@ -452,6 +472,8 @@ static int check_combination(dp_options *o, int world, const int *seen)
         status = check_memory_options(o, seen);
     if (!status)
         status = check_predict(o, seen);
+    if (!status)
+        status = check_exact(o, seen);
     if (status)
         return status;
     const char *foreign = foreign_optimizer_option(o, seen);

@@ -4,6 +4,7 @@
 
 #include "dp/error.h"
 #include "dp/rng.h"
+#include "src/strategy/exact_sum.h"
 #include "src/train/limits.h"
 #include "src/train/trainer.h"
 
@@ -23,11 +24,44 @@ static size_t smallest_micro_batch(const trainer *t)
     return last_step % micro ? last_step % micro : micro;
 }
 
+/* --exact's smallest shard: a full one, or the last of a full step or of a short last step. */
+static size_t smallest_shard(const trainer *t)
+{
+    size_t step_batch = t->plan.step_batch, n = t->train->count, shard = (size_t)t->o->exact_shard;
+    size_t last_step = t->o->drop_last || n % step_batch == 0 ? step_batch : n % step_batch;
+    size_t smallest = shard < last_step ? shard : last_step;
+    size_t rests[] = {step_batch % shard, last_step % shard};
+    for (size_t i = 0; i < sizeof rests / sizeof *rests; i++)
+        smallest = rests[i] && rests[i] < smallest ? rests[i] : smallest;
+    return smallest;
+}
+
+/* --exact: a BatchNorm normalises over each shard, which needs 2 rows; the accumulator's
+ * bound holds for so many shards per step. */
+static int check_exact_shards(const trainer *t)
+{
+    const dp_options *o = t->o;
+    size_t smallest = smallest_shard(t), step_batch = t->plan.step_batch, shard = (size_t)o->exact_shard;
+    if (t->engine.model.batchnorms && smallest < 2)
+        return dp_fail(DP_EINVAL, "--model '%s' with --exact: a BatchNorm normalises over each shard and needs at "
+                       "least 2 rows, but a shard of %zu row%s occurs (--exact-shard %ld, %zu samples per step%s); "
+                       "choose another --exact-shard%s", o->model.text, smallest, smallest == 1 ? "" : "s",
+                       o->exact_shard, step_batch, o->drop_last ? "" : " and the epoch's last step",
+                       o->drop_last ? "" : " or --drop-last");
+    if ((step_batch + shard - 1) / shard > DP_EXACT_MAX_TERMS)
+        return dp_fail(DP_EINVAL, "--exact-shard %ld: %zu samples per step make more than %zu shards, beyond the "
+                       "exact accumulator's bound; use a larger --exact-shard", o->exact_shard, step_batch,
+                       DP_EXACT_MAX_TERMS);
+    return 0;
+}
+
 /* BatchNorm's statistics need two values per feature: per rank, or per global micro-batch
  * with sync. Checked before training rather than in the middle of an epoch. */
 static int check_batchnorm_rows(const trainer *t)
 {
     const dp_options *o = t->o;
+    if (o->exact)
+        return check_exact_shards(t);
     size_t micro = smallest_micro_batch(t), slice = micro / (size_t)t->comm->size;
     const dp_model *model = &t->engine.model;
     if (model->batchnorms > model->sync_batchnorms && slice < 2)
@@ -55,6 +89,8 @@ static int plan_training(trainer *t)
         return status;
     plan->loss = dp_train_loss_for(o, t->train);
     size_t slice_rows = ((size_t)o->batch + t->comm->size - 1) / t->comm->size;
+    if (o->exact)
+        slice_rows = (size_t)o->exact_shard < plan->step_batch ? (size_t)o->exact_shard : plan->step_batch;
     t->max_rows = (int)(slice_rows > EVAL_ROWS ? slice_rows : EVAL_ROWS);
     return 0;
 }
@@ -75,10 +111,10 @@ static dp_engine_config engine_config(const trainer *t)
     const dp_options *o = t->o;
     return (dp_engine_config){
         .model = &o->model, .input = t->train->sample, .max_rows = t->max_rows, .loss = t->plan.loss,
-        .optimizer = dp_options_optimizer(o), .strategy = dp_strategy_name_for_zero(o->zero),
+        .optimizer = dp_options_optimizer(o), .strategy = o->exact ? "exact" : dp_strategy_name_for_zero(o->zero),
         .overlap = !o->no_overlap, .bucket_mb = o->bucket_mb,
         .progress_us = o->progress_us >= 0 ? o->progress_us : t->comm->local_size < t->comm->size ? AUTO_PROGRESS_US : 0,
-        .micro_batch = (size_t)o->batch, .seed = o->seed, .skip_nonfinite = o->skip_nonfinite,
+        .micro_batch = (size_t)o->batch, .exact_shard = o->exact ? (size_t)o->exact_shard : 0, .seed = o->seed, .skip_nonfinite = o->skip_nonfinite,
     };
 }
 
