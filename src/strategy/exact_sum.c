@@ -1,28 +1,30 @@
 /* --exact's sums (exact_sum.h): values rounded to a fixed grid by a rule of their own, pieces
- * that add exactly in doubles, balanced digits that add exactly in floats, one rounding back. */
+ * that add exactly in doubles, balanced digits that add exactly in floats, one canonical form
+ * of the exact sum and one rounding back. Only additions of doubles that are exact, and the
+ * roundings of round_to, which depend on their argument alone. */
 #include "src/strategy/exact_sum.h"
 
 #include <math.h>
-#include <stdint.h>
 
-__extension__ typedef __int128 wide;
+/* x rounded to a multiple of u (a power of two), to nearest, ties to even: exact arithmetic
+ * while |x| < 2^51 u, as adding 1.5 x 2^52 u leaves no bit below u. */
+static double round_to(double x, double u)
+{
+    double c = 0x1.8p52 * u;
+    return (x + c) - c;
+}
 
-/* x + c - c rounds x to a multiple of c's ulp (round to nearest even), c = 1.5 x 2^(52 - k)
- * rounding to multiples of 2^-k, exactly while |x| < 2^(51 - k). */
-#define ROUND_TO_INTEGER 6755399441055744.0 /* 1.5 x 2^52 */
-#define ROUND_TO_24 402653184.0             /* 1.5 x 2^28: multiples of 2^-24 */
-#define ROUND_TO_48 24.0                    /* 1.5 x 2^4: multiples of 2^-48 */
-#define INTEGER_LIMIT 4294967296.0          /* 2^DP_EXACT_INTEGER_BITS */
+#define INTEGER_LIMIT 0x1p32 /* 2^DP_EXACT_INTEGER_BITS */
 
 void dp_exact_add(double *acc, const float *values, size_t n)
 {
     double *restrict whole = acc, *restrict high = acc + n, *restrict low = acc + 2 * n;
     for (size_t i = 0; i < n; i++) {
         double v = values[i];
-        double integer = (v + ROUND_TO_INTEGER) - ROUND_TO_INTEGER;
+        double integer = round_to(v, 1.0);
         double rest = v - integer; /* exact, |rest| <= 1/2 */
-        double upper = (rest + ROUND_TO_24) - ROUND_TO_24;
-        double lower = ((rest - upper) + ROUND_TO_48) - ROUND_TO_48;
+        double upper = round_to(rest, 0x1p-24);
+        double lower = round_to(rest - upper, 0x1p-48);
         /* Out of range (inf and NaN included): the sum is NaN, which the update's check catches. */
         whole[i] += fabs(v) < INTEGER_LIMIT ? integer : NAN;
         high[i] += upper;
@@ -30,23 +32,32 @@ void dp_exact_add(double *acc, const float *values, size_t n)
     }
 }
 
-/* The exact sum in units of 2^-48: every piece converts to an integer exactly. */
-static wide exact_units(const double *acc, size_t n, size_t i)
+/* The exact sum S as whole + fraction, whole an integer and fraction in (-1/2, 1/2]: the one
+ * canonical form, whatever pieces made S, so its rounding depends on S alone. Every step is
+ * exact: |whole| <= 2^50, fraction a multiple of 2^-48 below 2^4. */
+static void canonical(double *whole, double *fraction)
 {
-    return (wide)(int64_t)acc[i] * ((wide)1 << DP_EXACT_FRACTION_BITS) +
-           (wide)(int64_t)ldexp(acc[n + i], 24) * ((wide)1 << 24) + (wide)(int64_t)ldexp(acc[2 * n + i], 48);
+    double carry = round_to(*fraction, 1.0);
+    *whole += carry;
+    *fraction -= carry;
+    if (*fraction == -0.5) {
+        *fraction = 0.5;
+        *whole -= 1.0;
+    }
 }
 
-static int finite_sum(const double *acc, size_t n, size_t i)
+static void accumulated_sum(const double *acc, size_t n, size_t i, double *whole, double *fraction)
 {
-    return isfinite(acc[i]) && isfinite(acc[n + i]) && isfinite(acc[2 * n + i]);
+    double high = acc[n + i], carry = round_to(high, 1.0);
+    *whole = acc[i] + carry;
+    *fraction = (high - carry) + acc[2 * n + i];
+    canonical(whole, fraction);
 }
 
-/* Units of 2^-48 to float: one correct rounding of the integer, then an exact scaling (but
- * below float's normal range, where the scaling rounds a second time). */
-static float units_to_float(wide units)
+/* One rounding to float through double, of the canonical form: a function of the sum alone. */
+static float to_float(double whole, double fraction)
 {
-    return ldexpf((float)units, -DP_EXACT_FRACTION_BITS);
+    return (float)(whole + fraction);
 }
 
 int dp_exact_digit_bits(int ranks)
@@ -66,17 +77,17 @@ int dp_exact_digits_for(int bits, int ranks)
 
 int dp_exact_max_digits(int ranks)
 {
-    /* An accumulator's integer piece reaches 2^52, and the pieces below add less than 1. */
-    return dp_exact_digits_for(52 + 1 + DP_EXACT_FRACTION_BITS, ranks);
+    /* A step's sums stay below 2^50 (DP_EXACT_MAX_TERMS x 2^32) in units of 1. */
+    return dp_exact_digits_for(50 + 1 + DP_EXACT_FRACTION_BITS, ranks);
 }
 
 int dp_exact_magnitude_bits(const double *acc, size_t n)
 {
     double largest = 0.0;
     for (size_t i = 0; i < n; i++) {
-        if (!finite_sum(acc, n, i))
-            return -1;
         double size = fabs(acc[i]) + fabs(acc[n + i]) + fabs(acc[2 * n + i]);
+        if (!isfinite(size))
+            return -1;
         largest = size > largest ? size : largest;
     }
     int exponent = 0;
@@ -84,44 +95,53 @@ int dp_exact_magnitude_bits(const double *acc, size_t n)
     return largest > 0.0 ? exponent + 1 + DP_EXACT_FRACTION_BITS : 0;
 }
 
-void dp_exact_to_digits(const double *acc, size_t n, int ranks, int digits, float *out)
+void dp_exact_to_digits(double *acc, size_t n, int ranks, int digits, float *out)
 {
     int b = dp_exact_digit_bits(ranks);
-    wide base = (wide)1 << b, half = base / 2;
-    for (size_t i = 0; i < n; i++) {
-        int finite = finite_sum(acc, n, i);
-        wide units = finite ? exact_units(acc, n, i) : 0;
-        for (int k = 0; k < digits; k++) {
-            wide digit = units & (base - 1);
-            digit -= digit >= half ? base : 0;
-            units = (units - digit) >> b; /* exact: units - digit is a multiple of 2^b */
-            out[(size_t)k * n + i] = finite ? (float)digit : NAN;
+    double *restrict whole = acc, *restrict fraction = acc + n;
+    for (size_t i = 0; i < n; i++)
+        accumulated_sum(acc, n, i, &whole[i], &fraction[i]);
+    /* Lowest digit first: what is left of the sum is whole + fraction, both multiples of the
+     * digit's unit; the digit is the remainder to the next unit, at most half of it. */
+    for (int k = 0; k < digits; k++) {
+        double next = ldexp(1.0, b * (k + 1) - DP_EXACT_FRACTION_BITS);
+        float *restrict digit = out + (size_t)k * n;
+        for (size_t i = 0; i < n; i++) {
+            double whole_part = next <= 1.0 ? whole[i] : round_to(whole[i], next);
+            double rest = (whole[i] - whole_part) + fraction[i];
+            double carry = round_to(rest, next);
+            digit[i] = (float)(rest - carry); /* exact: at most 2^(b-1) units */
+            whole[i] = whole_part;
+            fraction[i] = carry;
         }
     }
 }
 
 void dp_exact_from_digits(const float *digits_in, size_t n, int ranks, int digits, float *out)
 {
-    int b = dp_exact_digit_bits(ranks);
+    (void)ranks; /* the digits carry their own units */
     for (size_t i = 0; i < n; i++) {
-        wide units = 0;
-        int finite = 1;
+        double whole = 0.0, fraction = 0.0;
         for (int k = 0; k < digits; k++) {
-            float digit = digits_in[(size_t)k * n + i];
-            finite = finite && isfinite(digit);
-            units += finite ? (wide)(int64_t)digit * ((wide)1 << (b * k)) : 0;
+            double digit = digits_in[(size_t)k * n + i], integer = round_to(digit, 1.0);
+            whole += integer;
+            fraction += digit - integer;
         }
-        out[i] = finite ? units_to_float(units) : NAN;
+        canonical(&whole, &fraction);
+        out[i] = to_float(whole, fraction);
     }
 }
 
 void dp_exact_to_floats(const double *acc, size_t n, float *out)
 {
-    for (size_t i = 0; i < n; i++)
-        out[i] = finite_sum(acc, n, i) ? units_to_float(exact_units(acc, n, i)) : NAN;
+    for (size_t i = 0; i < n; i++) {
+        double whole, fraction;
+        accumulated_sum(acc, n, i, &whole, &fraction);
+        out[i] = to_float(whole, fraction);
+    }
 }
 
 double dp_exact_round_total(double value)
 {
-    return (value + ROUND_TO_24) - ROUND_TO_24;
+    return round_to(value, 0x1p-24);
 }

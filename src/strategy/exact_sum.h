@@ -6,8 +6,11 @@
  * multiple of 2^-48 (at most 2^-25). Each piece's sum stays an exactly representable double
  * for up to DP_EXACT_MAX_TERMS terms, so the accumulator holds the exact sum of the rounded
  * values in any order. Between ranks the exact sum travels as K balanced digits of b bits held
- * in floats, b chosen so that W of them add to at most 2^24: every partial sum any all-reduce
- * algorithm forms is an integer a float holds exactly. The result is rounded to float once. */
+ * in floats (digit k a multiple of 2^(bk - 48), at most 2^(b-1) of them), b chosen so that W
+ * of them add to at most 2^24 units: every partial sum any all-reduce algorithm forms is one a
+ * float holds exactly. The sum is brought to one canonical form (an integer and a fraction in
+ * (-1/2, 1/2]) and rounded to float once from there (through double), so the result depends
+ * on the exact sum alone. */
 #ifndef DP_EXACT_SUM_H
 #define DP_EXACT_SUM_H
 
@@ -20,9 +23,9 @@ enum {
     DP_EXACT_MAX_RANKS = 256,    /* digits of at least 17 bits */
 };
 
-/* Terms one accumulator (and one step, over all ranks) may take: 2^32 x 2^20 = 2^52 keeps
- * the integer piece's sum exact in a double. */
-#define DP_EXACT_MAX_TERMS ((size_t)1 << 20)
+/* Terms one step may add, over all ranks: 2^32 x 2^18 = 2^50 keeps every sum's integer part
+ * exact in a double with room for the roundings to digits (exact while |x| < 2^51 u). */
+#define DP_EXACT_MAX_TERMS ((size_t)1 << 18)
 
 /* acc: DP_EXACT_PIECES arrays of n doubles, one after the other (zeroed to start). */
 void dp_exact_add(double *acc, const float *values, size_t n);
@@ -37,9 +40,10 @@ int dp_exact_magnitude_bits(const double *acc, size_t n);
 int dp_exact_digits_for(int bits, int ranks);
 
 /* acc's exact sums as `digits` arrays of n balanced digits of dp_exact_digit_bits(ranks) bits
- * (the lowest first); a sum that is not finite becomes NaN in every digit. */
-void dp_exact_to_digits(const double *acc, size_t n, int ranks, int digits, float *out);
-/* Digits summed over the ranks back to values: each the exact sum rounded to float once. */
+ * (the lowest first); a sum that is not finite becomes NaN in every digit. acc is used as
+ * working memory: zero it before adding again. */
+void dp_exact_to_digits(double *acc, size_t n, int ranks, int digits, float *out);
+/* Digits summed over the ranks back to values: each the exact sum's float (canonical form). */
 void dp_exact_from_digits(const float *digits_in, size_t n, int ranks, int digits, float *out);
 /* One rank's accumulator straight to values, bitwise what the digits would give. */
 void dp_exact_to_floats(const double *acc, size_t n, float *out);
