@@ -75,7 +75,7 @@ START_TEST(the_bound_holds_at_its_worst_case)
         double scratch[DP_EXACT_PIECES * N]; /* to_digits works in its accumulator */
         memcpy(scratch, acc, sizeof scratch);
         dp_exact_to_digits(scratch, N, ranks, digits, d);
-        dp_exact_from_digits(d, N, ranks, digits, back);
+        dp_exact_from_digits(d, N, digits, scratch, back);
         ck_assert_mem_eq(back, out, sizeof out);
         free(d);
     }
@@ -96,7 +96,7 @@ START_TEST(values_out_of_range_make_the_sum_nan)
     int count = dp_exact_max_digits(2);
     float *digits = malloc((size_t)count * 4 * sizeof *digits), back[4];
     dp_exact_to_digits(acc, 4, 2, count, digits);
-    dp_exact_from_digits(digits, 4, 2, count, back);
+    dp_exact_from_digits(digits, 4, count, acc, back);
     free(digits);
     ck_assert(isnan(back[0]) && back[3] == 1.0f);
 }
@@ -160,7 +160,7 @@ START_TEST(any_split_over_ranks_and_any_order_give_the_reference_bits)
                 backward[j] += mine[(size_t)(ranks - 1 - r) * size + j];
             }
         ck_assert_mem_eq(forward, backward, size * sizeof *forward);
-        dp_exact_from_digits(forward, VALUES, ranks, digits, out);
+        dp_exact_from_digits(forward, VALUES, digits, acc, out);
         ck_assert_msg(memcmp(out, expected, sizeof out) == 0, "%d ranks differ from the reference", ranks);
         free(mine);
         free(forward);

@@ -176,8 +176,10 @@ static int exact_shards(dp_engine *e, dp_range step, const dp_row_source *source
         dp_range rows = {begin, begin + e->exact_shard < step.end ? begin + e->exact_shard : step.end};
         status = run_rows(e, step, rows, ctx, 0, e->shard_totals, source, stats);
         if (!status) {
+            double started = MPI_Wtime(); /* adding the shard up counts as backward's work */
             add_shard_totals(e);
             status = e->hooks.shard_done(e->hooks.arg);
+            stats->split.backward += MPI_Wtime() - started;
         }
     }
     return status;

@@ -99,7 +99,7 @@ static int exact_finish(dp_strategy *d)
             return status;
         d->times.busy += MPI_Wtime() - started;
         d->times.requests++;
-        dp_exact_from_digits(x->digits, total, d->comm->size, digits, out);
+        dp_exact_from_digits(x->digits, total, digits, x->acc, out);
     }
     if (!be->host_memory)
         be->upload(d->buffers.grads, out, total * sizeof(float));

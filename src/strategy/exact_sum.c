@@ -40,10 +40,9 @@ static void canonical(double *whole, double *fraction)
     double carry = round_to(*fraction, 1.0);
     *whole += carry;
     *fraction -= carry;
-    if (*fraction == -0.5) {
-        *fraction = 0.5;
-        *whole -= 1.0;
-    }
+    double tie = *fraction == -0.5 ? 1.0 : 0.0; /* -1/2 becomes +1/2 (a select: vectorised) */
+    *fraction += tie;
+    *whole -= tie;
 }
 
 static void accumulated_sum(const double *acc, size_t n, size_t i, double *whole, double *fraction)
@@ -117,18 +116,22 @@ void dp_exact_to_digits(double *acc, size_t n, int ranks, int digits, float *out
     }
 }
 
-void dp_exact_from_digits(const float *digits_in, size_t n, int ranks, int digits, float *out)
+void dp_exact_from_digits(const float *digits_in, size_t n, int digits, double *scratch, float *out)
 {
-    (void)ranks; /* the digits carry their own units */
-    for (size_t i = 0; i < n; i++) {
-        double whole = 0.0, fraction = 0.0;
-        for (int k = 0; k < digits; k++) {
-            double digit = digits_in[(size_t)k * n + i], integer = round_to(digit, 1.0);
-            whole += integer;
-            fraction += digit - integer;
+    double *restrict whole = scratch, *restrict fraction = scratch + n;
+    for (size_t i = 0; i < n; i++)
+        whole[i] = fraction[i] = 0.0;
+    for (int k = 0; k < digits; k++) {
+        const float *restrict digit = digits_in + (size_t)k * n;
+        for (size_t i = 0; i < n; i++) {
+            double integer = round_to(digit[i], 1.0);
+            whole[i] += integer;
+            fraction[i] += digit[i] - integer;
         }
-        canonical(&whole, &fraction);
-        out[i] = to_float(whole, fraction);
+    }
+    for (size_t i = 0; i < n; i++) {
+        canonical(&whole[i], &fraction[i]);
+        out[i] = to_float(whole[i], fraction[i]);
     }
 }
 

@@ -43,8 +43,9 @@ int dp_exact_digits_for(int bits, int ranks);
  * (the lowest first); a sum that is not finite becomes NaN in every digit. acc is used as
  * working memory: zero it before adding again. */
 void dp_exact_to_digits(double *acc, size_t n, int ranks, int digits, float *out);
-/* Digits summed over the ranks back to values: each the exact sum's float (canonical form). */
-void dp_exact_from_digits(const float *digits_in, size_t n, int ranks, int digits, float *out);
+/* Digits summed over the ranks back to values: each the exact sum's float (canonical form).
+ * scratch: 2 n doubles (an accumulator's memory will do). */
+void dp_exact_from_digits(const float *digits_in, size_t n, int digits, double *scratch, float *out);
 /* One rank's accumulator straight to values, bitwise what the digits would give. */
 void dp_exact_to_floats(const double *acc, size_t n, float *out);
 
