@@ -48,24 +48,23 @@ static float random_value(uint64_t *state)
 
 START_TEST(the_bound_holds_at_its_worst_case)
 {
-    /* The stated bound: 2^18 terms of |v| < 2^32 keep every sum's integer part within 2^50. */
-    ck_assert(ldexp((double)DP_EXACT_MAX_TERMS, DP_EXACT_INTEGER_BITS) <= ldexp(1.0, 50));
-    /* Each piece at its largest: the largest integer part, a fraction of exactly 1/2 (the
-     * 2^-24 piece's largest) and 2^-25 (the 2^-48 piece's largest); both signs. */
-    const float worst[] = {nextafterf(4294967296.0f, 0.0f), 0.5f, 0x1p-25f,
-                           -nextafterf(4294967296.0f, 0.0f), -0.5f, -0x1p-25f};
+    /* The stated bound: 2^13 terms of |v| < 2^32 in steps of 2^-8 need 53 bits, a double's. */
+    ck_assert(ldexp((double)DP_EXACT_MAX_TERMS, DP_EXACT_INTEGER_BITS + 8) <= ldexp(1.0, 53));
+    /* Each piece at its largest: the largest value (the 2^-8 piece's largest) and 2^-9 (the
+     * 2^-48 piece's largest, a tie rounded to 0 in the piece above); both signs. */
+    const float worst[] = {nextafterf(4294967296.0f, 0.0f), 0x1p-9f, -nextafterf(4294967296.0f, 0.0f), -0x1p-9f};
     enum { N = sizeof worst / sizeof *worst };
     double acc[DP_EXACT_PIECES * N] = {0};
     for (size_t t = 0; t < DP_EXACT_MAX_TERMS; t++)
-        dp_exact_add(acc, worst, N);
+        dp_exact_add(acc, worst, N, t == 0);
     float out[N];
     dp_exact_to_floats(acc, N, out);
     for (int i = 0; i < N; i++) {
         wide expected = reference_units(worst[i]) * (wide)DP_EXACT_MAX_TERMS;
-        ck_assert_msg(same_bits(out[i], reference_float(expected)), "value %d: %a after 2^18 terms, want %a", i,
+        ck_assert_msg(same_bits(out[i], reference_float(expected)), "value %d: %a after 2^13 terms, want %a", i,
                       (double)out[i], (double)reference_float(expected));
         for (int p = 0; p < DP_EXACT_PIECES; p++)
-            ck_assert(fabs(acc[p * N + i]) <= ldexp(1.0, 50)); /* every piece within the bound */
+            ck_assert(fabs(acc[p * N + i]) <= ldexp(1.0, 45)); /* every piece within the bound */
     }
     /* The same sums as digits on 2 and 256 ranks (rank 0 holding them, the others zeros). */
     for (int ranks = 2; ranks <= DP_EXACT_MAX_RANKS; ranks *= 128) {
@@ -85,8 +84,8 @@ END_TEST
 START_TEST(values_out_of_range_make_the_sum_nan)
 {
     const float bad[] = {4294967296.0f, -INFINITY, NAN, 1.0f};
-    double acc[DP_EXACT_PIECES * 4] = {0};
-    dp_exact_add(acc, bad, 4);
+    double acc[DP_EXACT_PIECES * 4];
+    dp_exact_add(acc, bad, 4, 1);
     float out[4];
     dp_exact_to_floats(acc, 4, out);
     for (int i = 0; i < 3; i++)
@@ -109,8 +108,8 @@ START_TEST(digits_of_w_ranks_add_exactly_in_floats)
         /* W digits of magnitude <= 2^(b-1) add to at most 2^24: floats hold every partial sum. */
         ck_assert(ldexp((double)ranks, b - 1) <= ldexp(1.0, 24));
         ck_assert_int_ge(b, 17);
-        /* The widest sum: 2^50 in its integer part and up to 1 below. */
-        ck_assert_int_ge(dp_exact_max_digits(ranks) * b, 50 + 1 + DP_EXACT_FRACTION_BITS + 1);
+        /* The widest sum: below 2^46 in units of 2^-48, and a sign. */
+        ck_assert_int_ge(dp_exact_max_digits(ranks) * b, 46 + DP_EXACT_FRACTION_BITS + 1);
     }
 }
 END_TEST
@@ -122,7 +121,7 @@ static void accumulate(const float *table, int first, int last, int reverse, dou
 {
     memset(acc, 0, DP_EXACT_PIECES * VALUES * sizeof *acc);
     for (int t = first; t < last; t++)
-        dp_exact_add(acc, table + (size_t)(reverse ? first + last - 1 - t : t) * VALUES, VALUES);
+        dp_exact_add(acc, table + (size_t)(reverse ? first + last - 1 - t : t) * VALUES, VALUES, t == first);
 }
 
 START_TEST(any_split_over_ranks_and_any_order_give_the_reference_bits)

@@ -64,7 +64,7 @@ static int exact_add_shard(dp_strategy *d)
         be->download(x->host, d->buffers.grads, total * sizeof(float));
         grads = x->host;
     }
-    dp_exact_add(x->acc, grads, total);
+    dp_exact_add(x->acc, grads, total, x->terms == 1);
     return 0;
 }
 
@@ -87,6 +87,8 @@ static int exact_finish(dp_strategy *d)
     size_t total = d->layout.total;
     float *out = be->host_memory ? d->buffers.grads : x->host;
     int status = 0;
+    if (x->terms == 0) /* this rank had no shard this step */
+        memset(x->acc, 0, DP_EXACT_PIECES * total * sizeof *x->acc);
     if (d->comm->size == 1) {
         dp_exact_to_floats(x->acc, total, out);
     } else {
@@ -103,7 +105,6 @@ static int exact_finish(dp_strategy *d)
     }
     if (!be->host_memory)
         be->upload(d->buffers.grads, out, total * sizeof(float));
-    memset(x->acc, 0, DP_EXACT_PIECES * total * sizeof *x->acc);
     x->terms = 0;
     return 0;
 }

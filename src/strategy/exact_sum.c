@@ -16,25 +16,23 @@ static double round_to(double x, double u)
 
 #define INTEGER_LIMIT 0x1p32 /* 2^DP_EXACT_INTEGER_BITS */
 
-void dp_exact_add(double *acc, const float *values, size_t n)
+void dp_exact_add(double *acc, const float *values, size_t n, int first)
 {
-    double *restrict whole = acc, *restrict high = acc + n, *restrict low = acc + 2 * n;
+    double *restrict high = acc, *restrict low = acc + n;
     for (size_t i = 0; i < n; i++) {
         double v = values[i];
-        double integer = round_to(v, 1.0);
-        double rest = v - integer; /* exact, |rest| <= 1/2 */
-        double upper = round_to(rest, 0x1p-24);
-        double lower = round_to(rest - upper, 0x1p-48);
+        double upper = round_to(v, 0x1p-8);
+        double lower = round_to(v - upper, 0x1p-48); /* v - upper is exact, at most 2^-9 */
         /* Out of range (inf and NaN included): the sum is NaN, which the update's check catches. */
-        whole[i] += fabs(v) < INTEGER_LIMIT ? integer : NAN;
-        high[i] += upper;
-        low[i] += lower;
+        upper = fabs(v) < INTEGER_LIMIT ? upper : NAN;
+        high[i] = first ? upper : high[i] + upper;
+        low[i] = first ? lower : low[i] + lower;
     }
 }
 
 /* The exact sum S as whole + fraction, whole an integer and fraction in (-1/2, 1/2]: the one
  * canonical form, whatever pieces made S, so its rounding depends on S alone. Every step is
- * exact: |whole| <= 2^50, fraction a multiple of 2^-48 below 2^4. */
+ * exact: |whole| < 2^46, fraction a multiple of 2^-48 below 2^5. */
 static void canonical(double *whole, double *fraction)
 {
     double carry = round_to(*fraction, 1.0);
@@ -47,9 +45,9 @@ static void canonical(double *whole, double *fraction)
 
 static void accumulated_sum(const double *acc, size_t n, size_t i, double *whole, double *fraction)
 {
-    double high = acc[n + i], carry = round_to(high, 1.0);
-    *whole = acc[i] + carry;
-    *fraction = (high - carry) + acc[2 * n + i];
+    double high = acc[i];
+    *whole = round_to(high, 1.0);
+    *fraction = (high - *whole) + acc[n + i];
     canonical(whole, fraction);
 }
 
@@ -76,15 +74,15 @@ int dp_exact_digits_for(int bits, int ranks)
 
 int dp_exact_max_digits(int ranks)
 {
-    /* A step's sums stay below 2^50 (DP_EXACT_MAX_TERMS x 2^32) in units of 1. */
-    return dp_exact_digits_for(50 + 1 + DP_EXACT_FRACTION_BITS, ranks);
+    /* A step's sums stay below 2^46 (DP_EXACT_MAX_TERMS x 2^32, and the low piece's 2^4). */
+    return dp_exact_digits_for(46 + DP_EXACT_FRACTION_BITS, ranks);
 }
 
 int dp_exact_magnitude_bits(const double *acc, size_t n)
 {
     double largest = 0.0;
     for (size_t i = 0; i < n; i++) {
-        double size = fabs(acc[i]) + fabs(acc[n + i]) + fabs(acc[2 * n + i]);
+        double size = fabs(acc[i]) + fabs(acc[n + i]);
         if (!isfinite(size))
             return -1;
         largest = size > largest ? size : largest;

@@ -1,16 +1,16 @@
 /* Inside strategy/: --exact's order-independent sums (docs/STRATEGIES.md, "--exact").
  *
  * A value v (a shard's gradient element) is rounded once, by a rule that depends on v alone, to
- * a multiple of 2^-DP_EXACT_FRACTION_BITS and split into three pieces, each added into its own
- * double: an integer (|v| < 2^DP_EXACT_INTEGER_BITS), a multiple of 2^-24 (at most 1/2) and a
- * multiple of 2^-48 (at most 2^-25). Each piece's sum stays an exactly representable double
- * for up to DP_EXACT_MAX_TERMS terms, so the accumulator holds the exact sum of the rounded
- * values in any order. Between ranks the exact sum travels as K balanced digits of b bits held
- * in floats (digit k a multiple of 2^(bk - 48), at most 2^(b-1) of them), b chosen so that W
- * of them add to at most 2^24 units: every partial sum any all-reduce algorithm forms is one a
- * float holds exactly. The sum is brought to one canonical form (an integer and a fraction in
- * (-1/2, 1/2]) and rounded to float once from there (through double), so the result depends
- * on the exact sum alone. */
+ * a multiple of 2^-DP_EXACT_FRACTION_BITS and split into two pieces, each added into its own
+ * double: a multiple of 2^-8 (|v| < 2^DP_EXACT_INTEGER_BITS) and a multiple of 2^-48 (at most
+ * 2^-9). Each piece's sum stays an exactly representable double for up to DP_EXACT_MAX_TERMS
+ * terms (2^45 in steps of 2^-8; 2^4 in steps of 2^-48), so the accumulator holds the exact sum
+ * of the rounded values in any order. Between ranks the exact sum travels as K balanced
+ * digits of b bits held in floats (digit k a multiple of 2^(bk - 48), at most 2^(b-1) of them),
+ * b chosen so that W of them add to at most 2^24 units: every partial sum any all-reduce
+ * algorithm forms is one a float holds exactly. The sum is brought to one canonical form (an
+ * integer and a fraction in (-1/2, 1/2]) and rounded to float once from there (through double),
+ * so the result depends on the exact sum alone. */
 #ifndef DP_EXACT_SUM_H
 #define DP_EXACT_SUM_H
 
@@ -19,16 +19,16 @@
 enum {
     DP_EXACT_FRACTION_BITS = 48, /* the grid: values are rounded to multiples of 2^-48 */
     DP_EXACT_INTEGER_BITS = 32,  /* |v| >= 2^32 (or NaN, inf) makes the element's sum NaN */
-    DP_EXACT_PIECES = 3,         /* doubles per element in an accumulator */
+    DP_EXACT_PIECES = 2,         /* doubles per element in an accumulator */
     DP_EXACT_MAX_RANKS = 256,    /* digits of at least 17 bits */
 };
 
-/* Terms one step may add, over all ranks: 2^32 x 2^18 = 2^50 keeps every sum's integer part
- * exact in a double with room for the roundings to digits (exact while |x| < 2^51 u). */
-#define DP_EXACT_MAX_TERMS ((size_t)1 << 18)
+/* Terms one step may add, over all ranks: 2^32 x 2^13 = 2^45 in steps of 2^-8 is 53 bits. */
+#define DP_EXACT_MAX_TERMS ((size_t)1 << 13)
 
-/* acc: DP_EXACT_PIECES arrays of n doubles, one after the other (zeroed to start). */
-void dp_exact_add(double *acc, const float *values, size_t n);
+/* acc: DP_EXACT_PIECES arrays of n doubles, one after the other; first: values are the first
+ * term (acc is overwritten, so it needs no zeroing). */
+void dp_exact_add(double *acc, const float *values, size_t n, int first);
 
 /* The digit width for a world of ranks: W digits of |d| <= 2^(b-1) add to at most 2^24. */
 int dp_exact_digit_bits(int ranks);
