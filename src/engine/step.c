@@ -149,14 +149,12 @@ static int micro_batches(dp_engine *e, dp_range step, const dp_row_source *sourc
  * then added to the step's totals: the reported loss is the same for every W too. */
 static void add_shard_totals(dp_engine *e)
 {
-    static const double zeros[DP_TOTALS];
-    double shard[DP_TOTALS], totals[DP_TOTALS];
-    e->be->download(shard, e->shard_totals, sizeof shard);
-    e->be->upload(e->shard_totals, zeros, sizeof zeros);
-    e->be->download(totals, e->train_totals, sizeof totals);
-    totals[DP_TOTAL_LOSS] += dp_exact_round_total(shard[DP_TOTAL_LOSS]);
-    totals[DP_TOTAL_CORRECT] += shard[DP_TOTAL_CORRECT];
-    e->be->upload(e->train_totals, totals, sizeof totals);
+    double loss = 0.0, correct = 0.0, totals[DP_TOTALS];
+    dp_engine_take_totals(e, e->shard_totals, &loss, &correct);
+    e->be->download(e->be, totals, e->train_totals, sizeof totals);
+    totals[DP_TOTAL_LOSS] += dp_exact_round_total(loss);
+    totals[DP_TOTAL_CORRECT] += correct;
+    e->be->upload(e->be, e->train_totals, totals, sizeof totals);
 }
 
 /* --exact: the step cut into shards of e->exact_shard rows whatever W, this rank taking a
@@ -190,10 +188,10 @@ static int exact_shards(dp_engine *e, dp_range step, const dp_row_source *source
 static int share_buffers(dp_engine *e)
 {
     size_t bytes = dp_params_floats(&e->model.buffers) * sizeof(float);
-    e->be->download(e->host_buffers, e->model.buffer_values, bytes);
+    e->be->download(e->be, e->host_buffers, e->model.buffer_values, bytes);
     int status = dp_comm_broadcast(e->comm, e->host_buffers, bytes, 0);
     if (!status)
-        e->be->upload(e->model.buffer_values, e->host_buffers, bytes);
+        e->be->upload(e->be, e->model.buffer_values, e->host_buffers, bytes);
     return status;
 }
 
@@ -221,7 +219,7 @@ int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, flo
     int status = e->exact_shard ? exact_shards(e, step, source, stats) : micro_batches(e, step, source, stats);
     /* Waiting for the device makes backward's time include its work. */
     if (!status && e->comm->size > 1)
-        e->be->synchronize();
+        e->be->synchronize(e->be);
     if (status || (status = e->hooks.finish(e->hooks.arg)))
         return status;
     double reduce_done = MPI_Wtime();
@@ -243,8 +241,8 @@ void dp_engine_take_totals(dp_engine *e, double *totals, double *loss_sum, doubl
 {
     double host[DP_TOTALS];
     static const double zeros[DP_TOTALS];
-    e->be->download(host, totals, sizeof host);
-    e->be->upload(totals, zeros, sizeof zeros);
+    e->be->download(e->be, host, totals, sizeof host);
+    e->be->upload(e->be, totals, zeros, sizeof zeros);
     *loss_sum += host[DP_TOTAL_LOSS];
     *correct += host[DP_TOTAL_CORRECT];
 }

@@ -61,7 +61,7 @@ static int exact_add_shard(dp_strategy *d)
                        DP_EXACT_MAX_TERMS);
     const float *grads = d->buffers.grads;
     if (!be->host_memory) {
-        be->download(x->host, d->buffers.grads, total * sizeof(float));
+        be->download(be, x->host, d->buffers.grads, total * sizeof(float));
         grads = x->host;
     }
     dp_exact_add(x->acc, grads, total, x->terms == 1);
@@ -104,7 +104,7 @@ static int exact_finish(dp_strategy *d)
         dp_exact_from_digits(x->digits, total, digits, x->acc, out);
     }
     if (!be->host_memory)
-        be->upload(d->buffers.grads, out, total * sizeof(float));
+        be->upload(be, d->buffers.grads, out, total * sizeof(float));
     x->terms = 0;
     return 0;
 }
