@@ -20,12 +20,26 @@ typedef struct dp_exact {
     size_t terms;     /* shards added since the last finish */
 } dp_exact;
 
+/* Whether c's algorithm is one of those that sum GPU memory only (nccl). */
+static int sums_gpu_memory_only(const dp_comm *c)
+{
+    const char *names = dp_comm_gpu_algorithm_names(), *name = dp_comm_algorithm_name(c);
+    size_t length = strlen(name);
+    for (const char *at = strstr(names, name); at; at = strstr(at + 1, name))
+        if ((at == names || at[-1] == ' ') && (at[length] == ' ' || at[length] == '\0'))
+            return 1;
+    return 0;
+}
+
 static int exact_open(dp_strategy *d)
 {
     size_t total = d->layout.total ? d->layout.total : 1;
     if (d->comm->size > DP_EXACT_MAX_RANKS)
         return dp_fail(DP_EINVAL, "--exact works on at most %d ranks (its digits must add exactly in floats), not %d",
                        DP_EXACT_MAX_RANKS, d->comm->size);
+    if (d->comm->size > 1 && sums_gpu_memory_only(d->comm))
+        return dp_fail(DP_EINVAL, "--exact all-reduces its digits in host memory, which --allreduce %s cannot sum: "
+                       "choose one of %s", dp_comm_algorithm_name(d->comm), dp_comm_algorithm_names());
     dp_exact *x = d->exact = dp_calloc(1, sizeof *x, "the exact accumulator");
     if (!x)
         return DP_ENOMEM;
