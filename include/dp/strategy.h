@@ -191,6 +191,10 @@ void dp_strategy_attach(dp_strategy *d, dp_step_hooks *hooks);
 /* Replaces the default bucket hook (see dp_bucket_hook); before the first step. */
 void dp_strategy_set_bucket_hook(dp_strategy *d, const dp_bucket_hook *hook);
 
+/* Whether the strategy sums fixed shards, each computed alone and handed over by
+ * hooks.shard_done (--exact), instead of micro-batches' slices. */
+int dp_strategy_sums_shards(const dp_strategy *d);
+
 /* Whether backward adds each micro-batch's gradients to the last one's (DDP, stage 1); stages
  * 2 and 3 add the reduced shards instead, so backward overwrites its working buffer. */
 int dp_strategy_backward_accumulates(const dp_strategy *d);

@@ -60,6 +60,9 @@ static int open_strategy(dp_engine *e, const dp_engine_config *c)
     if ((status = dp_strategy_init(&e->strategy, e->comm, &layout, &buffers, &config)))
         return status;
     e->has_strategy = 1;
+    if (dp_strategy_sums_shards(&e->strategy) != (c->exact_shard > 0))
+        return dp_fail(DP_EINVAL, "the strategy '%s' %s a shard size (--exact-shard)", c->strategy,
+                       c->exact_shard ? "takes no" : "needs");
     dp_strategy_attach(&e->strategy, &e->hooks);
     e->piece_floats = dp_strategy_piece_floats(&e->strategy);
     return 0;

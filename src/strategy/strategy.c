@@ -119,6 +119,11 @@ static void begin_micro(dp_strategy *d, int communicate)
         d->buckets[i].pending = d->buckets[i].count;
 }
 
+int dp_strategy_sums_shards(const dp_strategy *d)
+{
+    return d->type->add_shard != NULL;
+}
+
 int dp_strategy_backward_accumulates(const dp_strategy *d)
 {
     return !d->type->reduces_every_micro;
