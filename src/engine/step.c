@@ -92,7 +92,7 @@ static int backward(dp_engine *e, const dp_nn_context *ctx, int rows, int commun
     return 0;
 }
 
-/* Rows [rows.begin, rows.end) of `step` through forward, loss (added into totals) and
+/* Rows [rows_at.begin, rows_at.end) of `step` through forward, loss (added into totals) and
  * backward, in the context ctx (first_sample is set here). */
 static int run_rows(dp_engine *e, dp_range step, dp_range rows_at, dp_nn_context ctx, int communicates,
                     double *totals, const dp_row_source *source, dp_step_stats *stats)
