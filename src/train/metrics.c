@@ -65,8 +65,24 @@ int dp_trainer_metrics_line(trainer *t, long step, long epoch, const dp_interval
     fputc(',', f);
     /* The rate the step just taken used: step counts steps done, the schedule is 0-based. */
     number(f, "lr", "%.6g", dp_lr_at(t->o->lr_schedule, t->o->lr, step - 1, t->plan.total_steps));
+    if (iv->averagings) {
+        fprintf(f, ",\"averagings\":%ld,", iv->averagings);
+        number(f, "divergence", "%.6g", iv->divergence);
+    }
     fputs("}\n", f);
     fflush(f);
+    return 0;
+}
+
+int dp_trainer_metrics_average(trainer *t, long step, double divergence)
+{
+    int status = open_metrics(t);
+    if (status || !t->metrics)
+        return status;
+    fprintf(t->metrics, "{\"average\":{\"step\":%ld,", step);
+    number(t->metrics, "divergence", "%.9g", divergence);
+    fputs("}}\n", t->metrics);
+    fflush(t->metrics);
     return 0;
 }
 

@@ -132,7 +132,11 @@ void dp_report_step(const dp_plan *plan, long step, long epoch, const dp_interva
     printf("step %6ld/%ld  epoch %ld  loss %.4f  %.0f samples/s  %.2f ms/step (", step, plan->total_steps,
            epoch + 1, iv->loss_sum / iv->samples, iv->samples / iv->seconds, per_step_ms(iv->seconds, iv->steps));
     print_split(&iv->split, iv->steps);
-    printf(")\n");
+    printf(")");
+    if (iv->averagings)
+        printf("  divergence %.3e (max over %ld averaging%s)", iv->divergence, iv->averagings,
+               iv->averagings == 1 ? "" : "s");
+    printf("\n");
     fflush(stdout);
 }
 
