@@ -92,8 +92,11 @@ int dp_trainer_close_metrics(trainer *t, const dp_train_result *r)
     if (status || !t->metrics)
         return status;
     if (r) {
-        fprintf(t->metrics, "{\"summary\":{\"steps\":%ld,\"samples\":%ld,\"seconds\":%.4f,", r->steps, r->samples,
-                r->wall_seconds);
+        double sent = 0.0;
+        for (int kind = 0; kind < DP_COLLECTIVE_KINDS; kind++)
+            sent += r->sent[kind];
+        fprintf(t->metrics, "{\"summary\":{\"steps\":%ld,\"samples\":%ld,\"seconds\":%.4f,\"sent_bytes\":%.0f,", r->steps,
+                r->samples, r->wall_seconds, sent);
         write_split(t->metrics, &r->split, r->steps);
         if (r->has_test) {
             fputc(',', t->metrics);
