@@ -25,7 +25,7 @@ trap 'rm -rf "$work"' EXIT
 echo "# local-sgd.sh: $(date -u +%Y-%m-%dT%H:%MZ) on $(hostname), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# $run --epochs $epochs --log-every 0 $* [--average-every K]"
 echo
-echo "| sync | train loss (last epoch) | test loss | test accuracy | test accuracy per epoch | divergence at averagings: mean (max) | MiB all-reduced per epoch per rank | vs DDP |"
+echo "| sync | train loss (last epoch) | test loss | test accuracy | test accuracy per epoch | divergence at averagings: mean (max) | MiB all-reduced per epoch per rank | x DDP's |"
 echo "|---|---|---|---|---|---|---|---|"
 for k in 0 $ks; do
     flag=""
@@ -48,7 +48,7 @@ if k == 0:
     open(ddp_file, "w").write(repr(per_epoch))
 ddp = float(open(ddp_file).read())
 drift = f"{sum(divergences) / len(divergences):.2e} ({max(divergences):.2e})" if divergences else "-"
-print(f"{drift} | {per_epoch:.2f} | {per_epoch / ddp:.3f}x ({ddp / per_epoch:.1f}x less)" if k else f"- | {per_epoch:.2f} | 1")
+print(f"{drift} | {per_epoch:.2f} | {per_epoch / ddp:.3f}" if k else f"- | {per_epoch:.2f} | 1")
 PYTHON
     name="DDP"
     [ "$k" -eq 0 ] || name="--average-every $k"

@@ -16,12 +16,16 @@ enum { STEPS = 20 };
 
 static int world_rank, world_size;
 static dp_dataset data;
+/* DP_TEST_DEVICE=cuda runs the training cases on the GPU (tests/fakecuda-train-w2.sh: the
+ * averaging staged through host memory, or on device memory for nccl); the CPU otherwise. */
+static dp_device test_device = DP_DEVICE_CPU;
 
 /* Plain SGD on an MLP; 500 samples make a short last batch in every epoch. */
 static void base_options(dp_options *o)
 {
     dp_options_defaults(o);
-    o->device = DP_DEVICE_CPU;
+    o->device = test_device;
+    o->share_gpu = test_device == DP_DEVICE_CUDA; /* the test's ranks may outnumber the GPUs */
     o->threads = 1;
     ck_assert_int_eq(dp_model_spec_from_layers("20,32,16,5", &o->model), 0);
     o->steps = STEPS;
@@ -69,7 +73,8 @@ START_TEST(k1_with_sgd_trains_as_ddp)
     expect_ddp(&o, "plain SGD, even slices");
     o.batch = 16 * world_size + 1;
     char names[256];
-    snprintf(names, sizeof names, "%s", dp_comm_algorithm_names());
+    snprintf(names, sizeof names, "%s %s", dp_comm_algorithm_names(),
+             test_device == DP_DEVICE_CUDA ? dp_comm_gpu_algorithm_names() : "");
     for (char *name = strtok(names, " "); name; name = strtok(NULL, " ")) {
         snprintf(o.allreduce, sizeof o.allreduce, "%s", name);
         expect_ddp(&o, "plain SGD, uneven slices");
@@ -217,6 +222,7 @@ END_TEST
 int main(int argc, char **argv)
 {
     dp_test_mpi_init(&argc, &argv, &world_rank, &world_size);
+    test_device = dp_test_device(world_rank);
     if (world_size > 8 || dp_dataset_open("synthetic:500,20,5", 0, 0, 7, &data)) {
         fprintf(stderr, "%s\n", world_size > 8 ? "at most 8 ranks" : dp_last_error());
         MPI_Abort(MPI_COMM_WORLD, 1);
