@@ -87,6 +87,15 @@ START_TEST(k1_with_sgd_trains_as_ddp)
 }
 END_TEST
 
+/* SGD with momentum, 12 steps, averaged every 4. */
+static void window_options(dp_options *o)
+{
+    base_options(o);
+    o->momentum = 0.9f;
+    o->average_every = 4;
+    o->steps = 12;
+}
+
 /* dp_train with --check-replicas every `check` steps: 0 or its status. */
 static int train_checked(const dp_options *o, long check)
 {
@@ -101,10 +110,7 @@ static int train_checked(const dp_options *o, long check)
 START_TEST(replicas_are_identical_after_each_averaging_and_differ_between)
 {
     dp_options o;
-    base_options(&o);
-    o.momentum = 0.9f;
-    o.average_every = 4;
-    o.steps = 12;
+    window_options(&o);
     ck_assert_msg(train_checked(&o, 4) == 0, "the replicas differ right after an averaging: %s", dp_last_error());
     for (long check = 1; check < 4; check++) {
         ck_assert_msg(train_checked(&o, check) == DP_ENUMERIC, "after step %ld of 4 the replicas should differ", check);
@@ -118,10 +124,7 @@ END_TEST
 START_TEST(a_checkpoint_at_an_averaging_resumes_bit_exactly)
 {
     dp_options o;
-    base_options(&o);
-    o.momentum = 0.9f;
-    o.average_every = 4;
-    o.steps = 12;
+    window_options(&o);
     size_t n = dp_test_param_count(&o, data.dim);
     float *uninterrupted = train_on(&o);
     dp_options first = o, rest = o;
