@@ -113,8 +113,8 @@ static const struct option_doc option_docs[] = {
      "the timeline: every rank's module passes, collectives, gathers and updates as Chrome trace "
      "JSON (Perfetto, chrome://tracing), written by rank 0 at the end"},
     {{"metrics", required_argument, NULL, OPT_METRICS}, "FILE.jsonl", "none",
-     "one JSON object per progress line (step, epoch, loss, samples/s, the time split, lr), "
-     "for plotting (scripts/plot-metrics.sh)"},
+     "one JSON object per progress line (step, epoch, loss, samples/s, the time split, lr) and, with "
+     "--average-every, per averaging (its divergence), for plotting (scripts/plot-metrics.sh)"},
     {{"segment-bytes", required_argument, NULL, OPT_SEGMENT_BYTES}, "N", "1048576 (1 MiB)",
      "ring-pipelined: bytes per segment, rounded down to whole floats (4 to 4294967296)"},
     {{"auto-table", required_argument, NULL, OPT_AUTO_TABLE}, "FILE", "built-in",
