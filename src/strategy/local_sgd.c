@@ -34,7 +34,7 @@ static void local_close(dp_strategy *d)
     if (!a)
         return;
     if (a->host)
-        d->buffers.be->free_host(a->host);
+        d->buffers.be->free_host(d->buffers.be, a->host);
     free(a->tensors);
     free(a->mine);
     free(a->rank_divergence);
@@ -73,7 +73,7 @@ int dp_strategy_prepare_average(dp_strategy *d, const dp_replica_tensor *tensors
     a->tensors = dp_calloc((size_t)count, sizeof *a->tensors, "the averaged tensors");
     a->mine = dp_alloc((tensors[0].count ? tensors[0].count : 1) * sizeof(float), "this rank's parameters");
     a->rank_divergence = dp_calloc((size_t)d->comm->size, sizeof *a->rank_divergence, "the ranks' divergences");
-    a->host = be->alloc_host((a->total ? a->total : 1) * sizeof(float), "the replicas' average");
+    a->host = be->alloc_host(be, (a->total ? a->total : 1) * sizeof(float), "the replicas' average");
     if (!a->tensors || !a->mine || !a->rank_divergence || !a->host)
         return DP_ENOMEM;
     memcpy(a->tensors, tensors, (size_t)count * sizeof *tensors);
@@ -91,11 +91,11 @@ static int sum_over_ranks(dp_strategy *d)
         size_t n = a->total - at < a->chunk ? a->total - at : a->chunk;
         float *buf = a->device ? a->device : a->host + at;
         if (a->device)
-            be->upload(buf, a->host + at, n * sizeof(float));
+            be->upload(be, buf, a->host + at, n * sizeof(float));
         dp_request_args args = {.kind = DP_ALLREDUCE, .buf = buf, .count = n, .label = "the replicas' average"};
         status = dp_comm_run(d->comm, &args);
         if (!status && a->device)
-            be->download(a->host + at, buf, n * sizeof(float));
+            be->download(be, a->host + at, buf, n * sizeof(float));
     }
     return status;
 }
@@ -136,7 +136,7 @@ int dp_strategy_average(dp_strategy *d, double samples, double *divergence)
     float weight = all_samples > 0.0 ? (float)(samples / all_samples) : 1.0f / (float)d->comm->size;
     size_t at = 0;
     for (int i = 0; i < a->count; at += a->tensors[i++].count)
-        be->download(a->host + at, a->tensors[i].data, a->tensors[i].count * sizeof(float));
+        be->download(be, a->host + at, a->tensors[i].data, a->tensors[i].count * sizeof(float));
     memcpy(a->mine, a->host, a->tensors[0].count * sizeof(float));
     for (size_t i = 0; i < a->total; i++)
         a->host[i] *= weight;
@@ -144,6 +144,6 @@ int dp_strategy_average(dp_strategy *d, double samples, double *divergence)
         return status;
     at = 0;
     for (int i = 0; i < a->count; at += a->tensors[i++].count)
-        be->upload(a->tensors[i].data, a->host + at, a->tensors[i].count * sizeof(float));
+        be->upload(be, a->tensors[i].data, a->host + at, a->tensors[i].count * sizeof(float));
     return 0;
 }
