@@ -15,6 +15,9 @@ typedef struct dp_strategy_type {
     /* Gradients live in the strategy's working buffers, reduced into a shard every micro-batch
      * (stages 2 and 3): a bucket's memory is bound before backward writes it. */
     int reduces_every_micro;
+    /* Gradients are never reduced: each rank steps alone and the replicas are averaged now and
+     * then (local-sgd). */
+    int local_steps;
     /* Hooks, NULL where the strategy does as DDP does. */
     int (*open)(dp_strategy *d);  /* shards and working buffers, after the buckets are planned */
     void (*close)(dp_strategy *d);
@@ -32,7 +35,7 @@ typedef struct dp_strategy_type {
 } dp_strategy_type;
 
 extern const dp_strategy_type dp_strategy_ddp, dp_strategy_zero1, dp_strategy_zero2, dp_strategy_zero3,
-    dp_strategy_exact;
+    dp_strategy_local_sgd, dp_strategy_exact;
 
 #define MIB_FLOATS ((double)(1 << 20) / sizeof(float))
 

@@ -22,7 +22,8 @@ enum option_id {
     OPT_CUDA_AWARE, OPT_MODEL, OPT_SYNC_BN, OPT_OPTIMIZER, OPT_BETAS, OPT_EPS, OPT_DECAY_ALL,
     OPT_PREDICT, OPT_OUTPUT, OPT_PREDICT_CLASSES, OPT_BUCKET_MB, OPT_NO_OVERLAP, OPT_PROGRESS_THREAD, OPT_TRACE, OPT_METRICS,
     OPT_ZERO, OPT_MAX_MEMORY_MB, OPT_CHECKPOINT_SHARDS, OPT_MEMORY_PLAN, OPT_PARAMS, OPT_WORLD, OPT_PRECISION,
-    OPT_EXACT, OPT_EXACT_SHARD, OPT_HELP, OPT_VERSION
+    OPT_AVERAGE_EVERY, OPT_EXACT, OPT_EXACT_SHARD,
+    OPT_HELP, OPT_VERSION
 };
 
 struct option_doc {
@@ -91,6 +92,11 @@ static const struct option_doc option_docs[] = {
      "ZeRO stage: 1 shards the optimizer state over the ranks, 2 also the gradients (reduce-scattered "
      "bucket by bucket), 3 also the parameters (each module's gathered before its forward and "
      "backward); the banner shows each stage's memory per rank"},
+    {{"average-every", required_argument, NULL, OPT_AVERAGE_EVERY}, "K", "0 (off: gradients all-reduced every step)",
+     "local SGD: no gradient all-reduce; each rank takes K optimizer steps on its own samples, then "
+     "the parameters, optimizer state and BatchNorm statistics are averaged (weighted by samples) and "
+     "the replicas' divergence before it is reported. Flawed by design: replicas drift apart between "
+     "averagings (docs/STRATEGIES.md)"},
     {{"exact", no_argument, NULL, OPT_EXACT}, NULL, "off",
      "bitwise the same parameters, losses and checkpoints for every world size, algorithm and --accum "
      "(resume on another W too): the step is cut into shards of --exact-shard rows, each computed "
@@ -114,8 +120,8 @@ static const struct option_doc option_docs[] = {
      "the timeline: every rank's module passes, collectives, gathers and updates as Chrome trace "
      "JSON (Perfetto, chrome://tracing), written by rank 0 at the end"},
     {{"metrics", required_argument, NULL, OPT_METRICS}, "FILE.jsonl", "none",
-     "one JSON object per progress line (step, epoch, loss, samples/s, the time split, lr), "
-     "for plotting (scripts/plot-metrics.sh)"},
+     "one JSON object per progress line (step, epoch, loss, samples/s, the time split, lr) and, with "
+     "--average-every, per averaging (its divergence), for plotting (scripts/plot-metrics.sh)"},
     {{"segment-bytes", required_argument, NULL, OPT_SEGMENT_BYTES}, "N", "1048576 (1 MiB)",
      "ring-pipelined: bytes per segment, rounded down to whole floats (4 to 4294967296)"},
     {{"auto-table", required_argument, NULL, OPT_AUTO_TABLE}, "FILE", "built-in",
@@ -298,6 +304,7 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
         status = dp_option_choice(name, arg, zero_stages, 4, &choice);
         o->zero = choice;
         return status;
+    case OPT_AVERAGE_EVERY: return dp_option_long(name, arg, 1, &o->average_every);
     case OPT_EXACT: o->exact = 1; return 0;
     case OPT_EXACT_SHARD: return dp_option_long(name, arg, 1, &o->exact_shard);
     case OPT_MAX_MEMORY_MB:
@@ -413,7 +420,7 @@ static int check_model(dp_options *o, const int *seen)
 /* Options of a training run (or of --memory-plan) that --predict would silently ignore. */
 static const int training_only[] = {
     OPT_SAVE, OPT_TRACE, OPT_METRICS, OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_CHECKPOINT_SHARDS, OPT_RESUME,
-    OPT_ZERO, OPT_MAX_MEMORY_MB, OPT_MEMORY_PLAN, OPT_EXACT, OPT_EXACT_SHARD,
+    OPT_ZERO, OPT_MAX_MEMORY_MB, OPT_MEMORY_PLAN, OPT_AVERAGE_EVERY, OPT_EXACT, OPT_EXACT_SHARD,
 };
 
 static const char *option_name(int id)
@@ -448,6 +455,9 @@ static int check_exact(const dp_options *o, const int *seen)
         return dp_fail(DP_EINVAL, "--exact-shard %ld applies to --exact", o->exact_shard);
     if (o->exact && o->zero)
         return dp_fail(DP_EINVAL, "--exact and --zero %d both choose how gradients are combined: use one", o->zero);
+    if (o->exact && o->average_every)
+        return dp_fail(DP_EINVAL, "--exact and --average-every %ld both choose how the ranks' work is combined: use one",
+                       o->average_every);
     return 0;
 }
 
@@ -465,6 +475,37 @@ static int check_memory_options(const dp_options *o, const int *seen)
     return 0;
 }
 
+static int has_sync_batchnorm(const dp_model_spec *spec)
+{
+    for (int i = 0; i < spec->count; i++)
+        if (spec->modules[i].options.sync)
+            return 1;
+    return 0;
+}
+
+/* Local SGD needs whole replicas, no communication between averagings, and checkpoints and
+ * replica checks where the replicas are one model: right after an averaging. */
+static int check_local_sgd(const dp_options *o)
+{
+    long k = o->average_every;
+    if (!k)
+        return 0;
+    if (o->zero)
+        return dp_fail(DP_EINVAL, "--average-every %ld and --zero %d: local SGD keeps a whole replica (parameters and "
+                       "optimizer state) on every rank, which ZeRO shards; use one of them", k, o->zero);
+    if (has_sync_batchnorm(&o->model))
+        return dp_fail(DP_EINVAL, "--average-every %ld and SyncBatchNorm (--sync-bn or batchnorm(sync=1)): it sums "
+                       "statistics over the ranks in every forward and backward, the communication local SGD "
+                       "avoids, across replicas that differ; use plain batchnorm, whose running statistics are "
+                       "averaged with the parameters", k);
+    const char *option = o->checkpoint_every % k ? "--checkpoint-every" : o->check_replicas % k ? "--check-replicas" : NULL;
+    if (option)
+        return dp_fail(DP_EINVAL, "%s %ld and --average-every %ld: the ranks hold one model only right after an "
+                       "averaging, every %ld steps; use a multiple of %ld", option,
+                       o->checkpoint_every % k ? o->checkpoint_every : o->check_replicas, k, k, k);
+    return 0;
+}
+
 static int check_combination(dp_options *o, int world, const int *seen)
 {
     int status = check_model(o, seen);
@@ -472,6 +513,8 @@ static int check_combination(dp_options *o, int world, const int *seen)
         status = check_memory_options(o, seen);
     if (!status)
         status = check_predict(o, seen);
+    if (!status)
+        status = check_local_sgd(o);
     if (!status)
         status = check_exact(o, seen);
     if (status)
