@@ -76,6 +76,7 @@ int dp_comm_init(dp_comm *c, MPI_Comm comm, const char *algorithm)
     memset(c, 0, sizeof *c);
     c->comm = comm;
     c->requests_comm = MPI_COMM_NULL;
+    c->node = -1;
     int status = dp_comm_set_algorithm(c, algorithm);
     return status ? status : open_comm(c);
 }
