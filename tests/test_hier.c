@@ -7,8 +7,11 @@
  * tests/multihost/check-multihost.sh runs hier across real namespace hosts. A deadlock fails
  * through the script's timeout. */
 #include "dp/comm.h"
+#include "dp/data.h"
 #include "dp/error.h"
+#include "dp/options.h"
 #include "dp/partition.h"
+#include "dp/train.h"
 #include "tests/collective_data.h"
 #include "tests/testutil.h"
 
@@ -24,7 +27,7 @@ enum { INNERS = sizeof inners / sizeof inners[0], LAYOUTS = 6, SEGMENT_BYTES = 6
 static int node_of(int layout, int r)
 {
     switch (layout) {
-    case 0: return -1;                              /* one node */
+    case 0: return -1;                              /* the real nodes (shared memory) */
     case 1: return r;                               /* a node per rank */
     case 2: return r / 2;                           /* pairs (the last alone for odd W) */
     case 3: return r == 0 ? 0 : 1;                  /* 1 + (W-1) */
@@ -33,7 +36,7 @@ static int node_of(int layout, int r)
     }
 }
 
-static const char *const layout_names[LAYOUTS] = {"one node", "a node per rank", "pairs", "1 + (W-1)",
+static const char *const layout_names[LAYOUTS] = {"the real nodes", "a node per rank", "pairs", "1 + (W-1)",
                                                   "every other rank", "3 + 1 + rest"};
 
 static void open_hier(dp_comm *c, int layout, const char *inner)
@@ -218,6 +221,53 @@ START_TEST(hier_inner_refuses_itself_and_unknown_names)
 }
 END_TEST
 
+/* Trains o's 20 steps on comm's ranks with hier over the layout (layout -1: one rank, not hier). */
+static float *train(const dp_options *o, const dp_dataset *data, int layout, const char *inner, size_t *n)
+{
+    dp_comm c;
+    if (layout < 0)
+        ck_assert_msg(dp_comm_init(&c, MPI_COMM_SELF, "ring") == 0, "%s", dp_last_error());
+    else
+        open_hier(&c, layout, inner);
+    dp_train_result result;
+    ck_assert_msg(dp_train(o, data, NULL, &c, &result, 1) == 0, "%s", dp_last_error());
+    dp_comm_free(&c);
+    *n = dp_test_param_count(o, data->dim);
+    return result.params;
+}
+
+/* THE EQUIVALENCE TEST for hier: W ranks over every layout and inner algorithm train like one
+ * rank (relative error <= 1e-5), every replica bitwise the same. */
+START_TEST(hier_trains_like_one_rank_on_every_layout)
+{
+    dp_options o;
+    dp_options_defaults(&o);
+    o.device = DP_DEVICE_CPU;
+    strcpy(o.layers_spec, "20,32,16,5");
+    ck_assert_int_eq(dp_model_spec_from_layers(o.layers_spec, &o.model), 0);
+    o.steps = 20;
+    o.batch = 67; /* uneven slices for every W here */
+    o.lr = 0.1f;
+    o.quiet = 1;
+    dp_dataset data;
+    ck_assert_msg(dp_dataset_open("synthetic:500,20,5", 0, 0, 77, &data) == 0, "%s", dp_last_error());
+    size_t n = 0;
+    float *single = world_rank == 0 ? train(&o, &data, -1, NULL, &n) : NULL;
+    for (int layout = 0; layout < LAYOUTS; layout++)
+        for (int i = 0; i < INNERS; i++) {
+            float *params = train(&o, &data, layout, inners[i], &n);
+            ck_assert_msg(dp_test_same_on_every_rank(params, n * sizeof(float)), "hier '%s' inner %s: replicas differ",
+                          layout_names[layout], inners[i]);
+            double error = world_rank == 0 ? dp_test_relative_error(params, single, n) : 0.0;
+            ck_assert_msg(all_ok(error <= 1e-5), "hier over '%s' with inner %s W=%d: relative error %g vs 1 rank",
+                          layout_names[layout], inners[i], world_size, error);
+            free(params);
+        }
+    free(single);
+    dp_dataset_free(&data);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     dp_test_mpi_init(&argc, &argv, &world_rank, &world_size);
@@ -229,6 +279,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, hier_matches_mpi_on_every_layout_and_inner_algorithm);
     tcase_add_test(tc, reserved_hier_requests_allocate_nothing);
     tcase_add_test(tc, hier_inner_refuses_itself_and_unknown_names);
+    tcase_add_test(tc, hier_trains_like_one_rank_on_every_layout);
     suite_add_tcase(s, tc);
     int failed_anywhere = dp_test_run_mpi_suite(s);
     MPI_Finalize();

@@ -100,6 +100,7 @@ const char *dp_comm_gpu_algorithm_names(void);
 /* --hier-inner: the algorithm hier runs among the nodes' leaders, any registered one that
  * sums host memory but hier itself; fails naming the valid ones. No request may be outstanding. */
 int dp_comm_set_hier_inner(dp_comm *c, const char *algorithm);
+const char *dp_comm_hier_inner_name(const dp_comm *c);
 
 /* ---- rank groups ---- */
 

@@ -89,7 +89,8 @@ int main(int argc, char **argv)
         return EXIT_SUCCESS;
     }
     dp_comm comm;
-    if (status || (status = dp_comm_init(&comm, MPI_COMM_WORLD, o.allreduce)))
+    if (status || (status = dp_comm_init(&comm, MPI_COMM_WORLD, o.allreduce)) ||
+        (status = dp_comm_set_hier_inner(&comm, o.hier_inner)))
         abort_on_usage_error(rank);
     comm.segment_bytes = (size_t)o.segment_bytes;
     if (o.auto_table[0] && dp_comm_load_auto_table(&comm, o.auto_table)) {

@@ -110,6 +110,11 @@ int dp_comm_set_hier_inner(dp_comm *c, const char *algorithm)
     return c->hier && c->hier->in_leaders ? dp_comm_set_algorithm(&c->hier->leaders, algorithm) : 0;
 }
 
+const char *dp_comm_hier_inner_name(const dp_comm *c)
+{
+    return inner_of(c)->name;
+}
+
 static int prepare(dp_request *q)
 {
     return open_groups(q->comm);

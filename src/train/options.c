@@ -16,7 +16,7 @@
 enum option_id {
     OPT_DATA = 256, OPT_TEST_DATA, OPT_LAYERS, OPT_LOSS, OPT_BATCH, OPT_ACCUM, OPT_LR, OPT_LR_SCHEDULE,
     OPT_MOMENTUM, OPT_WEIGHT_DECAY, OPT_EPOCHS, OPT_STEPS, OPT_DROP_LAST, OPT_SEED,
-    OPT_ALLREDUCE, OPT_SEGMENT_BYTES, OPT_AUTO_TABLE, OPT_LOG_EVERY, OPT_QUIET, OPT_THREADS, OPT_SAVE, OPT_INIT,
+    OPT_ALLREDUCE, OPT_HIER_INNER, OPT_SEGMENT_BYTES, OPT_AUTO_TABLE, OPT_LOG_EVERY, OPT_QUIET, OPT_THREADS, OPT_SAVE, OPT_INIT,
     OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_KEEP, OPT_RESUME, OPT_TIMEOUT,
     OPT_CHECK_REPLICAS, OPT_ON_NAN, OPT_DEBUG_CORRUPT, OPT_DEVICE, OPT_SHARE_GPU, OPT_TF32,
     OPT_CUDA_AWARE, OPT_MODEL, OPT_SYNC_BN, OPT_OPTIMIZER, OPT_BETAS, OPT_EPS, OPT_DECAY_ALL,
@@ -74,6 +74,9 @@ static const struct option_doc option_docs[] = {
      "seed for initialisation, shuffling and synthetic data"},
     {{"allreduce", required_argument, NULL, OPT_ALLREDUCE}, "NAME", "mpi",
      "gradient all-reduce algorithm"},
+    {{"hier-inner", required_argument, NULL, OPT_HIER_INNER}, "NAME", "ring",
+     "--allreduce hier: the all-reduce among one leader per node (ring, rhd, mpi, or another "
+     "algorithm but hier); within each node ranks reduce to the leader and it broadcasts back"},
     {{"bucket-mb", required_argument, NULL, OPT_BUCKET_MB}, "MB|auto", "auto (the first bucket: 1)",
      "gradients are reduced in buckets of at most this many MiB, each started as soon as backward "
      "finishes it, so communication overlaps the rest of backward (PyTorch DDP's bucket_cap_mb); "
@@ -180,6 +183,7 @@ void dp_options_defaults(dp_options *o)
     o->epochs = 10;
     o->seed = 42;
     strcpy(o->allreduce, "mpi");
+    strcpy(o->hier_inner, "ring");
     o->segment_bytes = (long)DP_SEGMENT_BYTES_DEFAULT;
     o->bucket_mb = 0.0; /* auto */
     o->progress_us = -1; /* auto */
@@ -320,6 +324,7 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
     case OPT_DROP_LAST: o->drop_last = 1; return 0;
     case OPT_SEED: return dp_option_seed(name, arg, &o->seed);
     case OPT_ALLREDUCE: return dp_option_text(name, arg, o->allreduce, sizeof o->allreduce);
+    case OPT_HIER_INNER: return dp_option_text(name, arg, o->hier_inner, sizeof o->hier_inner);
     case OPT_SEGMENT_BYTES: return dp_option_long(name, arg, (long)sizeof(float), &o->segment_bytes);
     case OPT_AUTO_TABLE: return dp_option_text(name, arg, o->auto_table, sizeof o->auto_table);
     case OPT_LOG_EVERY: return dp_option_long(name, arg, 0, &o->log_every);

@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static double per_step_ms(double seconds, long steps)
 {
@@ -93,9 +94,11 @@ void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *p
     char strategy[256];
     dp_strategy_describe(dist, strategy, sizeof strategy);
     size_t slice = ((size_t)o->batch + comm->size - 1) / comm->size;
-    printf("dptrain %s: %d rank%s (%d on this node), all-reduce %s, backend %s\n",
-           PACKAGE_VERSION, comm->size, comm->size == 1 ? "" : "s", comm->local_size,
-           dp_comm_algorithm_name(comm), backend);
+    const char *algorithm = dp_comm_algorithm_name(comm);
+    int hier = strcmp(algorithm, "hier") == 0;
+    printf("dptrain %s: %d rank%s (%d on this node), all-reduce %s%s%s, backend %s\n",
+           PACKAGE_VERSION, comm->size, comm->size == 1 ? "" : "s", comm->local_size, algorithm,
+           hier ? " with inner " : "", hier ? dp_comm_hier_inner_name(comm) : "", backend);
     printf("gradients: %s; %s\n", gradient_path, strategy);
     report_master_address();
     char text[512];
