@@ -94,13 +94,23 @@ static void hier_close(dp_comm *c)
     c->hier = NULL;
 }
 
+/* Appends a's name to the list of inner algorithms (context: a char[INNER_NAMES]). */
+enum { INNER_NAMES = 512 };
+static void list_inner(const struct dp_algorithm *a, void *context)
+{
+    char *names = context;
+    size_t used = strlen(names);
+    if (a != &dp_algorithm_hier)
+        snprintf(names + used, INNER_NAMES - used, "%s%s", used ? " " : "", a->name);
+}
+
 int dp_comm_set_hier_inner(dp_comm *c, const char *algorithm)
 {
     const struct dp_algorithm *found = dp_algorithm_find(algorithm);
     if (!found || found == &dp_algorithm_hier || found->place == DP_BUFFER_DEVICE) {
-        char valid[512];
-        dp_registered_names(valid, sizeof valid, 0);
-        return dp_fail(DP_EINVAL, "--hier-inner '%s': %s (valid: the algorithms but hier among %s)", algorithm,
+        char valid[INNER_NAMES] = "";
+        dp_host_algorithms(list_inner, valid);
+        return dp_fail(DP_EINVAL, "--hier-inner '%s': %s (valid: %s)", algorithm,
                        found ? "cannot run among the nodes' leaders" : "unknown algorithm", valid);
     }
     if (dp_comm_outstanding(c))
