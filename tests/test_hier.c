@@ -175,9 +175,10 @@ static void check_rounded(dp_comm *c, const char *what)
     }
 }
 
-START_TEST(hier_matches_mpi_on_every_layout_and_inner_algorithm)
+/* Every inner algorithm over the layouts [first, last]. */
+static void check_layouts(int first, int last)
 {
-    for (int layout = 0; layout < LAYOUTS; layout++)
+    for (int layout = first; layout <= last; layout++)
         for (int i = 0; i < INNERS; i++) {
             char what[128];
             snprintf(what, sizeof what, "hier over '%s' with inner %s", layout_names[layout], inners[i]);
@@ -187,6 +188,17 @@ START_TEST(hier_matches_mpi_on_every_layout_and_inner_algorithm)
             check_rounded(&c, what);
             dp_comm_free(&c);
         }
+}
+
+START_TEST(hier_matches_mpi_on_the_real_nodes_with_every_inner_algorithm)
+{
+    check_layouts(0, 0);
+}
+END_TEST
+
+START_TEST(hier_matches_mpi_on_every_simulated_layout_and_inner_algorithm)
+{
+    check_layouts(1, LAYOUTS - 1);
 }
 END_TEST
 
@@ -236,9 +248,9 @@ static float *train(const dp_options *o, const dp_dataset *data, int layout, con
     return result.params;
 }
 
-/* THE EQUIVALENCE TEST for hier: W ranks over every layout and inner algorithm train like one
- * rank (relative error <= 1e-5), every replica bitwise the same. */
-START_TEST(hier_trains_like_one_rank_on_every_layout)
+/* THE EQUIVALENCE TEST for hier: W ranks over the layouts [first, last] with every inner
+ * algorithm train like one rank (relative error <= 1e-5), every replica bitwise the same. */
+static void check_training(int first, int last)
 {
     dp_options o;
     dp_options_defaults(&o);
@@ -253,7 +265,7 @@ START_TEST(hier_trains_like_one_rank_on_every_layout)
     ck_assert_msg(dp_dataset_open("synthetic:500,20,5", 0, 0, 77, &data) == 0, "%s", dp_last_error());
     size_t n = 0;
     float *single = world_rank == 0 ? train(&o, &data, -1, NULL, &n) : NULL;
-    for (int layout = 0; layout < LAYOUTS; layout++)
+    for (int layout = first; layout <= last; layout++)
         for (int i = 0; i < INNERS; i++) {
             float *params = train(&o, &data, layout, inners[i], &n);
             ck_assert_msg(dp_test_same_on_every_rank(params, n * sizeof(float)), "hier '%s' inner %s: replicas differ",
@@ -266,21 +278,37 @@ START_TEST(hier_trains_like_one_rank_on_every_layout)
     free(single);
     dp_dataset_free(&data);
 }
+
+START_TEST(hier_trains_like_one_rank_on_the_real_nodes)
+{
+    check_training(0, 0);
+}
 END_TEST
 
+START_TEST(hier_trains_like_one_rank_on_every_simulated_layout)
+{
+    check_training(1, LAYOUTS - 1);
+}
+END_TEST
+
+/* Case "real-nodes" alone (CK_RUN_CASE) is what tests/multihost/check-hier.sh runs across hosts. */
 int main(int argc, char **argv)
 {
     dp_test_mpi_init(&argc, &argv, &world_rank, &world_size);
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     Suite *s = suite_create("hier");
-    TCase *tc = tcase_create("groups-and-hier");
-    tcase_set_timeout(tc, 0);
-    tcase_add_test(tc, groups_split_the_ranks_by_node);
-    tcase_add_test(tc, hier_matches_mpi_on_every_layout_and_inner_algorithm);
-    tcase_add_test(tc, reserved_hier_requests_allocate_nothing);
-    tcase_add_test(tc, hier_inner_refuses_itself_and_unknown_names);
-    tcase_add_test(tc, hier_trains_like_one_rank_on_every_layout);
-    suite_add_tcase(s, tc);
+    TCase *real = tcase_create("real-nodes"), *simulated = tcase_create("simulated-nodes");
+    tcase_set_timeout(real, 0);
+    tcase_set_timeout(simulated, 0);
+    tcase_add_test(real, hier_matches_mpi_on_the_real_nodes_with_every_inner_algorithm);
+    tcase_add_test(real, hier_trains_like_one_rank_on_the_real_nodes);
+    tcase_add_test(simulated, groups_split_the_ranks_by_node);
+    tcase_add_test(simulated, hier_matches_mpi_on_every_simulated_layout_and_inner_algorithm);
+    tcase_add_test(simulated, reserved_hier_requests_allocate_nothing);
+    tcase_add_test(simulated, hier_inner_refuses_itself_and_unknown_names);
+    tcase_add_test(simulated, hier_trains_like_one_rank_on_every_simulated_layout);
+    suite_add_tcase(s, real);
+    suite_add_tcase(s, simulated);
     int failed_anywhere = dp_test_run_mpi_suite(s);
     MPI_Finalize();
     return failed_anywhere ? EXIT_FAILURE : EXIT_SUCCESS;
