@@ -1,7 +1,8 @@
-/* Rank groups: communicators over subsets of a dp_comm's ranks (the world, this rank's node,
- * the nodes' leaders), so that a collective can run on a part of the job: hier's levels,
- * dp_bench --group. */
-#include "dp/comm.h"
+/* A dp_comm's MPI side: its private communicator, request pool and place in its node, opened
+ * and closed; and rank groups, communicators over subsets of its ranks (the world, this rank's
+ * node, the nodes' leaders), so that a collective can run on a part of the job: hier's levels
+ * (each a dp_comm opened here), dp_bench --group. */
+#include "src/comm/request.h"
 
 #include "dp/error.h"
 
@@ -22,6 +23,39 @@ int dp_group_parse(const char *name, dp_group *group)
             return 0;
         }
     return dp_fail(DP_EINVAL, "group '%s': unknown (valid: world node leaders)", name);
+}
+
+static int find_local_rank(dp_comm *c)
+{
+    MPI_Comm node;
+    DP_MPI_CHECK(MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node));
+    DP_MPI_CHECK(MPI_Comm_rank(node, &c->local_rank));
+    DP_MPI_CHECK(MPI_Comm_size(node, &c->local_size));
+    DP_MPI_CHECK(MPI_Comm_free(&node));
+    return 0;
+}
+
+int dp_comm_open_mpi(dp_comm *c, MPI_Comm comm, const struct dp_algorithm *algorithm)
+{
+    memset(c, 0, sizeof *c);
+    c->comm = comm;
+    c->requests_comm = MPI_COMM_NULL;
+    c->node = -1;
+    c->algorithm = algorithm;
+    DP_MPI_CHECK(MPI_Comm_rank(c->comm, &c->rank));
+    DP_MPI_CHECK(MPI_Comm_size(c->comm, &c->size));
+    DP_MPI_CHECK(MPI_Comm_dup(c->comm, &c->requests_comm));
+    /* As on the caller's communicator: errors come back as codes, reported with context. */
+    DP_MPI_CHECK(MPI_Comm_set_errhandler(c->requests_comm, MPI_ERRORS_RETURN));
+    int status = dp_request_pool_open(c);
+    return status ? status : find_local_rank(c);
+}
+
+void dp_comm_close_mpi(dp_comm *c)
+{
+    dp_request_pool_free(c);
+    if (c->requests_comm != MPI_COMM_NULL)
+        MPI_Comm_free(&c->requests_comm);
 }
 
 static int split_world(const dp_comm *c, MPI_Comm *world)

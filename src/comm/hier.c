@@ -6,10 +6,11 @@
  * 2 (W-1)/W per rank over every link the ring crosses. Nodes may hold different numbers of
  * ranks.
  *
- * Within a node both steps are ring-pipelined requests whose blocks all belong to the leader
- * (the parent-buffer blocks of request.h): its reduce-scatter is then a pipelined chain
- * reduce ending at the leader, adding local ranks 1, 2, ..., L-1, 0 in turn, and its
- * all-gather a chain broadcast from it. Every element is summed in a fixed order (the chain,
+ * Within a node both steps are ring requests whose blocks all belong to the leader (the
+ * parent-buffer blocks of request.h): its reduce-scatter is then a chain reduce ending at the
+ * leader, adding local ranks 1, 2, ..., L-1, 0 in turn, and its all-gather a chain broadcast
+ * from it, each hop one message of the whole buffer (ring-pipelined's 1 MiB segments measured
+ * slower: every segment is a round that waits for both ranks to be scheduled). Every element is summed in a fixed order (the chain,
  * then the inner algorithm's), so the bits are the same on every rank and in every run.
  *
  * The stages are requests on the groups' own dp_comms, started as the previous stage
@@ -31,8 +32,8 @@
 
 enum hier_stage { NODE_REDUCE, LEADERS_ALLREDUCE, NODE_BROADCAST, HIER_DONE };
 
-/* The node's chain reduce and broadcast (see the top). */
-#define NODE_ALGORITHM dp_algorithm_ring_pipelined
+/* The node's chain reduce and broadcast (see the top); its scratch is a whole buffer. */
+#define NODE_ALGORITHM dp_algorithm_ring
 
 static const struct dp_algorithm *inner_of(const dp_comm *c)
 {
@@ -42,16 +43,18 @@ static const struct dp_algorithm *inner_of(const dp_comm *c)
 /* The group on comm (owned by the group from here on) as a dp_comm running algorithm. */
 static int open_group(dp_comm *group, MPI_Comm comm, const struct dp_algorithm *algorithm)
 {
-    int status = dp_comm_init(group, comm, algorithm->name);
-    if (status)
+    int status = dp_comm_open_mpi(group, comm, algorithm);
+    if (status) {
+        dp_comm_close_mpi(group);
         MPI_Comm_free(&comm);
+    }
     return status;
 }
 
 static void close_group(dp_comm *group)
 {
     MPI_Comm owned = group->comm;
-    dp_comm_free(group);
+    dp_comm_close_mpi(group); /* its algorithms keep nothing on it: the inner one is never auto or nccl */
     MPI_Comm_free(&owned);
 }
 
@@ -117,7 +120,9 @@ int dp_comm_set_hier_inner(dp_comm *c, const char *algorithm)
         return dp_fail(DP_EINVAL, "cannot switch --hier-inner to '%s' with %d request(s) outstanding", algorithm,
                        dp_comm_outstanding(c));
     c->hier_inner = found;
-    return c->hier && c->hier->in_leaders ? dp_comm_set_algorithm(&c->hier->leaders, algorithm) : 0;
+    if (c->hier && c->hier->in_leaders) /* what its reserve sizes scratch for */
+        c->hier->leaders.algorithm = found;
+    return 0;
 }
 
 const char *dp_comm_hier_inner_name(const dp_comm *c)

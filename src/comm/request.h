@@ -150,7 +150,13 @@ struct dp_request_pool {
     char thread_error[256]; /* its message (dp_last_error is per thread) */
 };
 
-/* request.c: the pool, opened and freed by dp_comm_init and dp_comm_free (setup.c). */
+/* groups.c: c's MPI side over comm (not owned), running algorithm: its rank, private
+ * duplicate, request pool and place in its node; collective over comm. dp_comm_init opens a
+ * dp_comm with it, hier its groups'. dp_comm_close_mpi frees them. */
+int dp_comm_open_mpi(dp_comm *c, MPI_Comm comm, const struct dp_algorithm *algorithm);
+void dp_comm_close_mpi(dp_comm *c);
+
+/* request.c: the pool, opened and freed by dp_comm_open_mpi and dp_comm_close_mpi (groups.c). */
 int dp_request_pool_open(dp_comm *c);
 void dp_request_pool_free(dp_comm *c);
 
