@@ -66,9 +66,10 @@ for map in slot node; do
         grep -q '^# Out of bounds values : 0 OK$' "$work/$map-$algorithm" || { cat "$work/$map-$algorithm" >&2; exit 1; }
         # the in-place columns: time (us) and busbw; the bytes spread over the sizes' calls
         awk -v map="$map" -v a="$algorithm" -v sent="$sent" -v calls="$calls_per_size" '
-            !/^#/ && NF == 12 { size[++n] = $1; time[n] = $9; busbw[n] = $11; total += $1 }
-            END { for (i = 1; i <= n; i++) printf "%s %s %d %.1f %.3f %.1f %.2f\n", map, a, size[i] / 1048576,
-                      time[i] / 1000, busbw[i], sent / calls * size[i] / total / 1048576, sent / calls / total }' \
+            !/^#/ && NF == 12 { size[++n] = $1; time[n] = $9; total += $1 }
+            END { for (i = 1; i <= n; i++) printf "%s %s %d %.1f %.4f %.1f %.2f\n", map, a, size[i] / 1048576,
+                      time[i] / 1000, size[i] / (time[i] / 1e6) / 1e9 * 1.5, sent / calls * size[i] / total / 1048576,
+                      sent / calls / total }' \
             "$work/$map-$algorithm" >>"$work/rows"
     done
 done
