@@ -75,7 +75,9 @@ static int open_groups(dp_comm *c)
     else if (node != MPI_COMM_NULL)
         MPI_Comm_free(&node);
     h->in_leaders = leaders != MPI_COMM_NULL;
-    if (!status && h->in_leaders && (status = open_group(&h->leaders, leaders, inner_of(c))))
+    if (status && h->in_leaders)
+        MPI_Comm_free(&leaders);
+    else if (!status && h->in_leaders && (status = open_group(&h->leaders, leaders, inner_of(c))))
         close_group(&h->node);
     if (status) {
         free(h);
@@ -97,8 +99,9 @@ static void hier_close(dp_comm *c)
     c->hier = NULL;
 }
 
-/* Appends a's name to the list of inner algorithms (context: a char[INNER_NAMES]). */
 enum { INNER_NAMES = 512 };
+
+/* Appends a's name to the list of inner algorithms (context: a char[INNER_NAMES]). */
 static void list_inner(const struct dp_algorithm *a, void *context)
 {
     char *names = context;
