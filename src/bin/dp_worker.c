@@ -133,5 +133,6 @@ int main(int argc, char **argv)
     dp_dataset_free(&test);
     dp_comm_free(&comm);
     MPI_Finalize();
-    return EXIT_SUCCESS;
+    /* Every rank alike: launchers report the largest status (srun) or the first non-zero (mpirun). */
+    return result.preempted_signal ? DP_EXIT_PREEMPTED : EXIT_SUCCESS;
 }
