@@ -43,6 +43,10 @@ int dp_train_model_inputs(const dp_options *o, const dp_dataset *train);
 /* Checks that the data fit the model (input width `inputs`, label range, output width, loss kind). */
 int dp_train_check_data(const dp_options *o, const dp_dataset *data, const char *role, int inputs);
 
+/* Handles o's --preempt-signal set from now on (with --checkpoint-dir), so that a signal
+ * before dp_train, while the data load, stops the run at its first steps instead of the process. */
+int dp_train_catch_preemption(const dp_options *o);
+
 /* Trains per o on train (evaluating on test after each epoch when test is not NULL), from
  * --resume when given, writing checkpoints and --save on rank 0, under the --timeout
  * watchdog; with keep_params, result->params gets the final parameters. */

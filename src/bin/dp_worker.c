@@ -126,6 +126,9 @@ int main(int argc, char **argv)
     dp_dataset train = {0}, test = {0};
     int has_test = 0;
     dp_train_result result;
+    /* A preemption while the data load must not end the rank: the run answers it. */
+    if (dp_train_catch_preemption(&o))
+        abort_job(rank, EXIT_RUN_FAILED);
     if (open_datasets(&o, &train, &test, &has_test) ||
         dp_train(&o, &train, has_test ? &test : NULL, &comm, &result, 0))
         abort_job(rank, EXIT_RUN_FAILED);

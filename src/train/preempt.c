@@ -79,23 +79,33 @@ static void note_signal(int number)
     received_signal = number;
 }
 
-int dp_preempt_start(dp_preempt *p, unsigned signals, MPI_Comm comm)
+/* note_signal for each signal of the set; the actions replaced into previous (if not NULL). */
+static int install(unsigned signals, struct sigaction *previous)
 {
-    memset(p, 0, sizeof *p);
-    p->signals = signals;
-    p->comm = comm;
-    p->pending = MPI_REQUEST_NULL;
-    received_signal = 0;
     struct sigaction action;
     memset(&action, 0, sizeof action);
     action.sa_handler = note_signal;
     action.sa_flags = SA_RESTART; /* a checkpoint's write or fsync goes on instead of failing */
     sigemptyset(&action.sa_mask);
     for (int i = 0; i < SIGNAL_COUNT; i++)
-        if ((signals & (1u << i)) && sigaction(preempt_signals[i].number, &action, &p->previous[i]) != 0)
+        if ((signals & (1u << i)) && sigaction(preempt_signals[i].number, &action, previous ? &previous[i] : NULL) != 0)
             return dp_fail(DP_EIO, "--preempt-signal: cannot handle %s: %s", preempt_signals[i].name,
                            strerror(errno));
     return 0;
+}
+
+int dp_preempt_catch(unsigned signals)
+{
+    return install(signals, NULL);
+}
+
+int dp_preempt_start(dp_preempt *p, unsigned signals, MPI_Comm comm)
+{
+    memset(p, 0, sizeof *p);
+    p->signals = signals;
+    p->comm = comm;
+    p->pending = MPI_REQUEST_NULL;
+    return install(signals, p->previous);
 }
 
 int dp_preempt_poll(dp_preempt *p, int *stop)
@@ -129,4 +139,5 @@ void dp_preempt_restore(dp_preempt *p)
         if (p->signals & (1u << i))
             sigaction(preempt_signals[i].number, &p->previous[i], NULL);
     p->signals = 0;
+    received_signal = 0; /* this run has answered it (or finished regardless) */
 }

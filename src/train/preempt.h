@@ -30,8 +30,12 @@ typedef struct dp_preempt {
     int agreed;                  /* the signal every rank stops for (0: none yet) */
 } dp_preempt;
 
-/* Installs the handlers (SA_RESTART: an interrupted write goes on, so a checkpoint being
- * written completes); the all-reduces run on comm. */
+/* Installs the handlers for the rest of the process, before a run starts (dp_worker: once the
+ * options are read), so a signal while the data load is kept for the run. */
+int dp_preempt_catch(unsigned signals);
+
+/* Installs the handlers for a run (SA_RESTART: an interrupted write goes on, so a checkpoint
+ * being written completes); a signal caught before counts. The all-reduces run on comm. */
 int dp_preempt_start(dp_preempt *p, unsigned signals, MPI_Comm comm);
 
 /* At a step boundary, on every rank: completes the all-reduce started at the previous one and

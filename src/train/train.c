@@ -303,13 +303,24 @@ static int run_steps(trainer *t, dp_train_result *result)
     return status;
 }
 
+/* The signals that preempt a run: only where a checkpoint can keep its work. */
+static unsigned preempt_signals(const dp_options *o)
+{
+    return o->checkpoint_dir[0] ? o->preempt_signals : 0;
+}
+
+int dp_train_catch_preemption(const dp_options *o)
+{
+    return dp_preempt_catch(preempt_signals(o));
+}
+
 int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *test,
              dp_comm *comm, dp_train_result *result, int keep_params)
 {
     trainer t = {.o = o, .comm = comm, .train = train, .test = test};
     memset(result, 0, sizeof *result);
     /* Early, so a signal while the data loads still ends the run with a checkpoint. */
-    int status = dp_preempt_start(&t.preempt, o->checkpoint_dir[0] ? o->preempt_signals : 0, comm->comm);
+    int status = dp_preempt_start(&t.preempt, preempt_signals(o), comm->comm);
     /* --max-memory-mb: the allocation counter refuses what would pass it; peaks start here. */
     dp_memory_set_limit((size_t)(o->max_memory_mb * (double)(1 << 20)));
     int inputs = dp_train_model_inputs(o, train);
