@@ -30,10 +30,6 @@ typedef struct dp_loop_args {
     float *params, *grads, *state1, *state2;
     const dp_sgd_coefs *sgd;
     const dp_adamw_coefs *adamw;
-    /* gather_rows */
-    void *dst;
-    const void *src;
-    const size_t *index;
 } dp_loop_args;
 
 /* One part of an operation; returns the non-finite values it counted (0 where it counts none). */
@@ -60,7 +56,6 @@ typedef struct dp_cpu_loops {
     dp_loop_fn count_nonfinite;   /* elements */
     dp_loop_fn sgd_step;          /* elements */
     dp_loop_fn adamw_step;        /* elements */
-    dp_loop_fn gather_rows;       /* rows; cols is the row's 4-byte values */
 } dp_cpu_loops;
 
 /* The best loops this CPU runs (the first call decides). */
@@ -69,5 +64,9 @@ const dp_cpu_loops *dp_cpu_loops_best(void);
 /* The loops of instruction set `isa` ("generic", "avx2", "avx512"), or NULL when this build or
  * this CPU lacks it (tests compare every one this machine runs). */
 const dp_cpu_loops *dp_cpu_loops_for(const char *isa);
+
+/* The loops the CPU backend's context runs: the best (NULL), or these (tests compare every
+ * instruction set this CPU has). */
+void dp_backend_cpu_use_loops(const dp_cpu_loops *loops);
 
 #endif

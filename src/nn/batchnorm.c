@@ -108,7 +108,7 @@ static int batchnorm_allocate(dp_module *m, const dp_backend *be, int max_rows)
         status = dp_module_alloc(be, COEF_ROWS * c, DP_MEM_ACTIVATIONS, "a BatchNorm's coefficients", &s->coefs);
     if (status)
         return status;
-    s->sums = be->alloc(SUM_ROWS * c * sizeof(double), DP_MEM_ACTIVATIONS, "a BatchNorm's column sums");
+    s->sums = be->alloc(be, SUM_ROWS * c * sizeof(double), DP_MEM_ACTIVATIONS, "a BatchNorm's column sums");
     s->host_sums = dp_alloc((SUM_ROWS * c + 1) * sizeof(double), "a BatchNorm's column sums");
     s->host_coefs = dp_alloc(COEF_ROWS * c * sizeof(float), "a BatchNorm's coefficients");
     return s->sums && s->host_sums && s->host_coefs ? 0 : DP_ENOMEM;
@@ -121,8 +121,8 @@ static int gather_sums(dp_module *m, const dp_nn_context *ctx, const float *a, c
 {
     bn_state *s = m->state;
     size_t c = (size_t)m->in_width;
-    ctx->be->column_sums(a, b, rows, m->in_width, s->sums);
-    ctx->be->download(s->host_sums, s->sums, SUM_ROWS * c * sizeof(double));
+    ctx->be->column_sums(ctx->be, a, b, rows, m->in_width, s->sums);
+    ctx->be->download(ctx->be, s->host_sums, s->sums, SUM_ROWS * c * sizeof(double));
     s->host_sums[SUM_ROWS * c] = rows;
     if (!m->options.sync || !ctx->sum_doubles)
         return 0;
@@ -155,11 +155,11 @@ static int forward_train(dp_module *m, const dp_nn_context *ctx, const float *x,
         unbiased[i] = (float)(var * n / (n - 1.0));
     }
     const dp_backend *be = ctx->be;
-    be->upload(s->coefs, s->host_coefs, (size_t)COEF_MEAN_DY * c * sizeof(float));
+    be->upload(be, s->coefs, s->host_coefs, (size_t)COEF_MEAN_DY * c * sizeof(float));
     const float *gamma = m->weights, *beta = m->weights + c;
-    be->bn_normalize(x, s->xhat, m->out, rows, c, coef(s->coefs, m, COEF_MEAN), coef(s->coefs, m, COEF_INVSTD),
+    be->bn_normalize(be, x, s->xhat, m->out, rows, c, coef(s->coefs, m, COEF_MEAN), coef(s->coefs, m, COEF_INVSTD),
                      gamma, beta);
-    be->bn_update_running(m->buffers, m->buffers + c, coef(s->coefs, m, COEF_MEAN),
+    be->bn_update_running(be, m->buffers, m->buffers + c, coef(s->coefs, m, COEF_MEAN),
                           coef(s->coefs, m, COEF_VAR_UNBIASED), c, m->options.momentum);
     m->counters[0]++;
     return 0;
@@ -170,8 +170,8 @@ static void forward_eval(dp_module *m, const dp_nn_context *ctx, const float *x,
     bn_state *s = m->state;
     int c = m->in_width;
     float *invstd = coef(s->coefs, m, COEF_INVSTD);
-    ctx->be->inverse_std(m->buffers + c, invstd, c, m->options.eps);
-    ctx->be->bn_normalize(x, NULL, m->out, rows, c, m->buffers, invstd, m->weights, m->weights + c);
+    ctx->be->inverse_std(ctx->be, m->buffers + c, invstd, c, m->options.eps);
+    ctx->be->bn_normalize(ctx->be, x, NULL, m->out, rows, c, m->buffers, invstd, m->weights, m->weights + c);
 }
 
 static int batchnorm_forward(dp_module *m, const dp_nn_context *ctx, const float *x, int rows, const float **y)
@@ -191,8 +191,8 @@ static int batchnorm_backward_params(dp_module *m, const dp_nn_context *ctx, con
     bn_state *s = m->state;
     (void)x;
     int c = m->in_width;
-    ctx->be->column_sums(dy, s->xhat, rows, c, s->sums);
-    ctx->be->bn_param_grads(s->sums, c, m->grads, m->grads + c, ctx->accumulate);
+    ctx->be->column_sums(ctx->be, dy, s->xhat, rows, c, s->sums);
+    ctx->be->bn_param_grads(ctx->be, s->sums, c, m->grads, m->grads + c, ctx->accumulate);
     return dp_grad_pieces_ready(pieces, m, 0, m->param_count);
 }
 
@@ -204,7 +204,7 @@ static int batchnorm_backward_input(dp_module *m, const dp_nn_context *ctx, cons
     (void)x;
     int c = m->in_width;
     const dp_backend *be = ctx->be;
-    be->download(s->host_sums, s->sums, SUM_ROWS * (size_t)c * sizeof(double));
+    be->download(be, s->host_sums, s->sums, SUM_ROWS * (size_t)c * sizeof(double));
     if (m->options.sync && ctx->sum_doubles) {
         int status = ctx->sum_doubles(ctx->sum_arg, s->host_sums, SUM_ROWS * c);
         if (status)
@@ -215,8 +215,8 @@ static int batchnorm_backward_input(dp_module *m, const dp_nn_context *ctx, cons
         mean_dy[i] = (float)(s->host_sums[i] / s->rows_seen);
         mean_dy_xhat[i] = (float)(s->host_sums[c + i] / s->rows_seen);
     }
-    be->upload(coef(s->coefs, m, COEF_MEAN_DY), mean_dy, 2 * (size_t)c * sizeof(float));
-    be->bn_backward_input(dy, s->xhat, dx, rows, c, m->weights, coef(s->coefs, m, COEF_INVSTD),
+    be->upload(be, coef(s->coefs, m, COEF_MEAN_DY), mean_dy, 2 * (size_t)c * sizeof(float));
+    be->bn_backward_input(be, dy, s->xhat, dx, rows, c, m->weights, coef(s->coefs, m, COEF_INVSTD),
                           coef(s->coefs, m, COEF_MEAN_DY), coef(s->coefs, m, COEF_MEAN_DY_XHAT));
     *dx_out = dx;
     return 0;
@@ -225,10 +225,10 @@ static int batchnorm_backward_input(dp_module *m, const dp_nn_context *ctx, cons
 static void batchnorm_release(dp_module *m, const dp_backend *be)
 {
     bn_state *s = m->state;
-    be->free(m->out);
-    be->free(s->xhat);
-    be->free(s->coefs);
-    be->free(s->sums);
+    be->free(be, m->out);
+    be->free(be, s->xhat);
+    be->free(be, s->coefs);
+    be->free(be, s->sums);
     free(s->host_sums);
     free(s->host_coefs);
 }
