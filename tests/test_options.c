@@ -180,16 +180,18 @@ START_TEST(preemption_options_are_applied_and_checked)
     ck_assert_uint_eq(o.preempt_signals, 0);
     const char *with_init[] = {"--checkpoint-dir", "ck", "--resume", "auto", "--init", "m.safetensors", NULL};
     ck_assert_int_eq(parse(&o, 2, with_init), DP_OPTIONS_RUN);
-    const char *kill[] = {"--checkpoint-dir", "ck", "--preempt-signal", "USR1,KILL", NULL};
-    expect_error(1, kill, "--preempt-signal 'USR1,KILL': 'KILL' is not a signal it handles");
-    const char *empty_name[] = {"--checkpoint-dir", "ck", "--preempt-signal", "USR1,", NULL};
-    expect_error(1, empty_name, "'' is not a signal it handles");
-    const char *no_dir[] = {"--preempt-signal", "USR1", NULL};
-    expect_error(1, no_dir, "--preempt-signal needs --checkpoint-dir");
-    const char *auto_no_dir[] = {"--resume", "auto", NULL};
-    expect_error(1, auto_no_dir, "--resume auto needs --checkpoint-dir");
-    const char *resume_and_init[] = {"--resume", "ck", "--init", "m.safetensors", NULL};
-    expect_error(1, resume_and_init, "--init and --resume both give the starting point");
+    static const struct {
+        const char *args[7];
+        const char *phrase;
+    } refused[] = {
+        {{"--checkpoint-dir", "ck", "--preempt-signal", "USR1,KILL"}, "--preempt-signal 'USR1,KILL': 'KILL' is not a signal it handles"},
+        {{"--checkpoint-dir", "ck", "--preempt-signal", "USR1,"}, "'' is not a signal it handles"},
+        {{"--preempt-signal", "USR1"}, "--preempt-signal needs --checkpoint-dir"},
+        {{"--resume", "auto"}, "--resume auto needs --checkpoint-dir"},
+        {{"--resume", "ck", "--init", "m.safetensors"}, "--init and --resume both give the starting point"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        expect_error(1, refused[i].args, refused[i].phrase);
 }
 END_TEST
 

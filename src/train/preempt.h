@@ -8,7 +8,8 @@
 #include <signal.h>
 #include <stddef.h>
 
-/* The signals --preempt-signal names, as a bit set over preempt.c's table. */
+/* --preempt-signal's default. A set of signals is a bit set over preempt.c's table, which
+ * holds at most DP_PREEMPT_SIGNALS_MAX. */
 #define DP_PREEMPT_DEFAULT_SIGNALS "USR1,TERM"
 #define DP_PREEMPT_SIGNALS_MAX 8
 
