@@ -4,7 +4,8 @@
 # same command with --resume auto then finishes with bitwise the parameters of an
 # uninterrupted run (which itself started with --resume auto on an empty directory). A signal
 # arriving while rank 0 writes a checkpoint loses nothing: that checkpoint completes and
-# resumes bit-exactly. --resume auto passes over a corrupt newest checkpoint.
+# resumes bit-exactly. --resume auto passes over a corrupt newest checkpoint. Under local SGD
+# the stop waits for the next averaging.
 . "$srcdir/tests/common.sh"
 worker="$top_builddir/dp_worker"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-preempt-XXXXXX")
@@ -141,6 +142,29 @@ printf '\377' | dd of="$newest" bs=1 seek=$((size - 3)) conv=notrunc status=none
 resume_matches corrupt
 dp_check_outcome "corrupt: --resume auto warns of the checkpoint it passed over" ok 0 "$dir/corrupt.out" \
     "passed over incomplete checkpoints in $dir/corrupt: $(basename "$newest")"
+
+# Local SGD (--average-every 4): the replicas are one model only after an averaging, so every
+# rank goes on to the next multiple of 4 before the checkpoint; the resume is still bit-exact.
+train reference-lsgd --average-every 4 --resume auto
+finish
+dp_check_outcome "local SGD: uninterrupted run" ok "$status" "$dir/reference-lsgd.out" "summary:"
+train lsgd --average-every 4 --checkpoint-every 8
+wait_for "$dir/lsgd/step-*.safetensors"
+kill -USR1 "$(rank_pid 1)"
+finish
+expect_preempted lsgd SIGUSR1
+cases=$((cases + 1))
+stop=$(sed -n 's/^preempted: .* stopped after step \([0-9]*\) .*/\1/p' "$dir/lsgd.out")
+if [ -n "$stop" ] && [ $((stop % 4)) -eq 0 ]; then
+    echo "ok   lsgd: stopped after step $stop, an averaging step"
+else
+    fail "lsgd: stopped after step '$stop', not a multiple of --average-every 4"
+fi
+train lsgd --average-every 4 --checkpoint-every 8 --resume auto
+finish
+dp_check_outcome "lsgd: resumed" ok "$status" "$dir/lsgd.out" "continuing bit-exactly"
+dp_check_same_bits "lsgd: resumed parameters equal the uninterrupted local SGD run's" \
+    "$dir/reference-lsgd.safetensors" "$dir/lsgd.safetensors"
 
 # Options refused before any training.
 # shellcheck disable=SC2086

@@ -248,6 +248,13 @@ static int due(long steps_done, long every)
     return every > 0 && steps_done % every == 0;
 }
 
+/* Whether the ranks hold one model, as a checkpoint needs: always, but between local SGD's averagings. */
+static int replicas_agree(const trainer *t)
+{
+    long k = t->o->average_every;
+    return !k || t->engine.steps_done % k == 0;
+}
+
 /* After an update: the testing corruption, the replica check, the agreement on preemption,
  * the checkpoint (at the end, every --checkpoint-every steps, and when preempted). */
 static int after_step(trainer *t, int *preempted)
@@ -260,7 +267,8 @@ static int after_step(trainer *t, int *preempted)
     int last = steps_done == t->plan.total_steps;
     if (!status)
         status = dp_preempt_poll(&t->preempt, preempted);
-    *preempted = *preempted && !last; /* a run that has finished needs no requeue */
+    /* A finished run needs no requeue; local SGD stops at its next averaging, with one model. */
+    *preempted = *preempted && !last && replicas_agree(t);
     if (!status && o->checkpoint_dir[0] && (last || *preempted || due(steps_done, o->checkpoint_every)))
         status = dp_trainer_checkpoint(t);
     dp_strategy_take_times(&t->engine.strategy); /* the checks' and checkpoints' gathers are not a step's */
