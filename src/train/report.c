@@ -2,6 +2,8 @@
 
 #include "src/train/report.h"
 
+#include "src/train/preempt.h"
+
 #include "dp/memory.h"
 #include "dp/zero_plan.h"
 
@@ -117,6 +119,14 @@ void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *p
            plan->steps_per_epoch, o->drop_last ? " (drop last)" : "", plan->total_steps);
     describe_optimizer(o, opt, text, sizeof text);
     printf("optimizer: %s, seed %llu\n", text, (unsigned long long)o->seed);
+    if (o->checkpoint_dir[0]) {
+        dp_preempt_signal_names(o->preempt_signals, text, sizeof text);
+        printf("checkpoints: %s, ", o->checkpoint_dir);
+        if (o->checkpoint_every)
+            printf("every %ld steps and ", o->checkpoint_every);
+        printf("at the end; on %s: a checkpoint of the step all ranks stop after, then exit %d\n", text,
+               DP_EXIT_PREEMPTED);
+    }
     report_memory(o, opt, dist);
     fflush(stdout);
 }
@@ -207,5 +217,13 @@ void dp_report_summary(const dp_plan *plan, const dp_train_result *r)
     if (psi > 0.0)
         printf("; %.2f Psi in the ZeRO paper's units, where DDP's all-reduce is 2 Psi", sent / (double)r->steps / psi);
     printf(")\n");
+    fflush(stdout);
+}
+
+void dp_report_preempted(const dp_options *o, const dp_plan *plan, const dp_train_result *r, const char *signal)
+{
+    printf("preempted: %s reached a rank; every rank stopped after step %ld of %ld and its checkpoint is in %s: "
+           "exit %d, continue with --resume %s (or --resume auto)\n", signal, r->preempted_step, plan->total_steps,
+           o->checkpoint_dir, DP_EXIT_PREEMPTED, o->checkpoint_dir);
     fflush(stdout);
 }
