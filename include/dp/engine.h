@@ -62,7 +62,8 @@ typedef struct dp_engine_observer {
 /* The device a rank computes on. */
 typedef struct dp_engine_device {
     dp_device device;
-    int share_gpu, tf32;
+    int share_gpu;
+    dp_precision precision; /* --precision: the GEMMs' inputs */
     int cuda_aware;       /* --cuda-aware: MPI may be handed GPU memory */
 } dp_engine_device;
 

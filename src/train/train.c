@@ -61,7 +61,7 @@ static int plan_training(trainer *t)
 
 dp_engine_device dp_trainer_device(const dp_options *o)
 {
-    return (dp_engine_device){.device = o->device, .share_gpu = o->share_gpu, .tf32 = o->tf32,
+    return (dp_engine_device){.device = o->device, .share_gpu = o->share_gpu, .precision = o->precision,
                               .cuda_aware = o->cuda_aware};
 }
 
