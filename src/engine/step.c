@@ -111,8 +111,10 @@ static int micro_batch(dp_engine *e, dp_range step, dp_range micro, const dp_row
     if ((status = forward(e, &ctx, rows.x, rows.count, &out, 1)))
         return status;
     dp_model_loss(&e->model, e->loss, out, rows.labels, rows.targets, rows.count, e->model.delta[0], e->train_totals);
+    dp_device_clock_mark(e);
     double forward_done = MPI_Wtime();
     status = backward(e, &ctx, rows.count, micro.end == step.end);
+    dp_device_clock_mark(e);
     stats->samples += rows.count;
     stats->split.forward += forward_done - started;
     stats->split.backward += MPI_Wtime() - forward_done;
@@ -152,6 +154,7 @@ int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, flo
     double started = MPI_Wtime();
     dp_comm_traffic traffic = e->comm->traffic;
     memset(stats, 0, sizeof *stats);
+    dp_device_clock_mark(e);
     int status = 0;
     for (size_t micro = step.begin; !status && micro < step.end; micro += e->micro_batch) {
         dp_range batch = {micro, micro + e->micro_batch < step.end ? micro + e->micro_batch : step.end};
@@ -163,16 +166,19 @@ int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, flo
     if (status || (status = e->hooks.finish(e->hooks.arg)))
         return status;
     double reduce_done = MPI_Wtime();
+    dp_device_clock_mark(e);
     /* Sum then divide by the global count: exact for uneven slices and short batches. */
     if ((status = dp_engine_update(e, 1.0f / (float)dp_range_size(step), lr)) ||
         (status = e->hooks.after_update(e->hooks.arg)))
         return status;
+    dp_device_clock_mark(e);
     if (e->broadcast_buffers && (status = share_buffers(e)))
         return status;
     e->steps_done++;
     double done = MPI_Wtime();
     observe_span(e, "optimizer", "optimizer", reduce_done, done);
     account(e, &traffic, reduce_done, done, stats);
+    dp_device_clock_finish(e, &stats->split);
     stats->seconds = done - started;
     return 0;
 }

@@ -190,6 +190,11 @@ static void add_step(dp_interval *iv, const dp_step_stats *s)
     iv->split.optimizer += s->split.optimizer;
     iv->split.comm += s->split.comm;
     iv->split.hidden += s->split.hidden;
+    iv->split.device_forward += s->split.device_forward;
+    iv->split.device_backward += s->split.device_backward;
+    iv->split.device_wait += s->split.device_wait;
+    iv->split.device_optimizer += s->split.device_optimizer;
+    iv->split.device_steps += s->split.device_steps;
     iv->steps++;
 }
 
