@@ -256,23 +256,31 @@ START_TEST(device_options_parse_and_reject_gpu_flags_on_the_cpu)
 }
 END_TEST
 
-START_TEST(gpu_only_algorithm_with_cpu_training_fails_naming_both)
+/* dp_train's status for a one-step run on a tiny dataset with args (which must parse); its
+ * error is in dp_last_error(). */
+static int train_tiny(const char **args, int count)
 {
-#ifdef HAVE_NCCL
     dp_options o;
-    const char *args[] = {"--device", "cpu", "--allreduce", "nccl", "--layers", "4,3", "--steps", "1",
-                          "--batch", "8", "--quiet"};
-    ck_assert_int_eq(parse(&o, args, 11), 0);
+    ck_assert_int_eq(parse(&o, args, count), 0);
     dp_dataset data;
     ck_assert_int_eq(dp_dataset_open("synthetic:32,4,3", 0, 0, 1, &data), 0);
     dp_comm c;
     ck_assert_int_eq(dp_comm_init(&c, MPI_COMM_WORLD, o.allreduce), 0);
     dp_train_result result;
-    ck_assert_int_eq(dp_train(&o, &data, NULL, &c, &result, 0), DP_EINVAL);
-    ck_assert_msg(strstr(dp_last_error(), "nccl sums GPU memory") && strstr(dp_last_error(), "--device cpu"),
-                  "%s", dp_last_error());
+    int status = dp_train(&o, &data, NULL, &c, &result, 0);
     dp_comm_free(&c);
     dp_dataset_free(&data);
+    return status;
+}
+
+START_TEST(gpu_only_algorithm_with_cpu_training_fails_naming_both)
+{
+#ifdef HAVE_NCCL
+    const char *args[] = {"--device", "cpu", "--allreduce", "nccl", "--layers", "4,3", "--steps", "1",
+                          "--batch", "8", "--quiet"};
+    ck_assert_int_eq(train_tiny(args, 11), DP_EINVAL);
+    ck_assert_msg(strstr(dp_last_error(), "nccl sums GPU memory") && strstr(dp_last_error(), "--device cpu"),
+                  "%s", dp_last_error());
 #endif
 }
 END_TEST
@@ -281,21 +289,11 @@ END_TEST
  * opens it, through dp_backend_require, before anything is allocated or trained. */
 START_TEST(bf16_training_on_the_cpu_is_declined_by_the_backend)
 {
-    dp_options o;
     const char *args[] = {"--device", "cpu", "--precision", "bf16", "--layers", "4,3", "--steps", "1",
                           "--batch", "8", "--quiet"};
-    ck_assert_int_eq(parse(&o, args, 11), 0);
-    ck_assert_int_eq(o.precision, DP_PRECISION_BF16);
-    dp_dataset data;
-    ck_assert_int_eq(dp_dataset_open("synthetic:32,4,3", 0, 0, 1, &data), 0);
-    dp_comm c;
-    ck_assert_int_eq(dp_comm_init(&c, MPI_COMM_WORLD, o.allreduce), 0);
-    dp_train_result result;
-    ck_assert_int_eq(dp_train(&o, &data, NULL, &c, &result, 0), DP_EINVAL);
+    ck_assert_int_eq(train_tiny(args, 11), DP_EINVAL);
     ck_assert_msg(strstr(dp_last_error(), "the cpu backend cannot run gemm in BF16") &&
                   strstr(dp_last_error(), "--device cuda"), "%s", dp_last_error());
-    dp_comm_free(&c);
-    dp_dataset_free(&data);
 }
 END_TEST
 
