@@ -116,7 +116,7 @@ static void describe_run(const trainer *t, run_fields *f)
     dp_model_spec_canonical(&o->model, t->engine.model.inputs, 0, v[FIELD_MODULE_OPTIONS], size);
     snprintf(v[FIELD_ZERO], size, "%d", o->zero);
     dp_backend_arithmetic(t->engine.be, v[FIELD_COMPUTE], size);
-    if (o->precision != DP_PRECISION_FP32) /* rounded GEMM inputs change the bits */
+    if (o->precision != DP_PRECISION_FP32 && !t->engine.be->host_memory) /* rounded GEMM inputs change the bits */
         snprintf(v[FIELD_COMPUTE] + strlen(v[FIELD_COMPUTE]), size - strlen(v[FIELD_COMPUTE]), ", %s GEMM inputs",
                  dp_precision_names[o->precision]);
     snprintf(v[FIELD_STEP], size, "%ld", t->engine.steps_done);
