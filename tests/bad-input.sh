@@ -80,6 +80,8 @@ expect_failure "auto table naming an unknown algorithm" "bad.table:2: unknown al
 expect_failure "missing auto table" "$dir/none.table" --data "$good" --layers 4,3 --allreduce auto --auto-table "$dir/none.table"
 # GPU choices: flags that need a GPU on the CPU, and a GPU asked for where none is visible.
 expect_failure "--tf32 with --device cpu" "--tf32 applies to GPUs" --device cpu --tf32
+expect_failure "--precision bf16 on the CPU" "the cpu backend cannot run gemm in BF16" --data "$good" --layers 4,3 --device cpu --precision bf16
+expect_failure "--precision fp16 for training" "--precision fp16 applies to --memory-plan" --precision fp16
 if "$worker" --help | grep -q "On GPU memory only"; then nccl_phrase="nccl sums GPU memory"; else nccl_phrase="unknown algorithm"; fi
 expect_failure "--allreduce nccl on the CPU" "$nccl_phrase" --data "$good" --layers 4,3 --device cpu --allreduce nccl
 export CUDA_VISIBLE_DEVICES=

@@ -323,6 +323,45 @@ START_TEST(training_is_bitwise_deterministic_run_to_run)
 }
 END_TEST
 
+/* --precision bf16 (GPU only: tests/fakecuda-bf16.sh, tests/gpu-train-w2.sh): GEMM inputs
+ * rounded to bfloat16, FP32 everywhere else. After STEPS steps its parameters stay within
+ * BF16_TOLERANCE of FP32 training's (relative, over all parameters) yet differ from them (the
+ * rounding happened); W ranks stay within the same tolerance of one rank at bf16, and agree
+ * with each other bitwise. */
+#define BF16_TOLERANCE 1e-2
+START_TEST(bf16_training_stays_near_fp32_and_one_rank)
+{
+    if (test_device != DP_DEVICE_CUDA)
+        return;
+    dp_options exact, bf16;
+    base_options(&exact);
+    exact.batch = 60;
+    bf16 = exact;
+    bf16.precision = DP_PRECISION_BF16;
+    dp_dataset data;
+    open_synthetic(&data, 0);
+    size_t n = 0;
+    float *initial = initial_params(&bf16, &data, &n);
+    float *params = train_on(&bf16, &data, MPI_COMM_WORLD);
+    ck_assert_msg(replicas_identical(params, n), "bf16 replicas differ after %d steps", STEPS);
+    if (world_rank == 0) {
+        float *single = train_on(&bf16, &data, MPI_COMM_SELF), *fp32 = train_on(&exact, &data, MPI_COMM_SELF);
+        double moved = dp_test_relative_error(fp32, initial, n), rounding = dp_test_relative_error(single, fp32, n),
+               ranks = dp_test_relative_error(params, single, n);
+        printf("W=%d bf16: relative error vs FP32 %.3g, vs 1 rank at bf16 %.3g (training moved %.3g; tolerance %g)\n",
+               world_size, rounding, ranks, moved, BF16_TOLERANCE);
+        ck_assert_msg(moved > 0.05, "training barely moved the parameters (%g)", moved);
+        ck_assert_msg(rounding < BF16_TOLERANCE && rounding > 1e-6, "bf16 vs FP32: relative error %g", rounding);
+        ck_assert_msg(ranks < BF16_TOLERANCE, "W=%d bf16 vs 1 rank: relative error %g", world_size, ranks);
+        free(single);
+        free(fp32);
+    }
+    free(initial);
+    free(params);
+    dp_dataset_free(&data);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     dp_test_mpi_init(&argc, &argv, &world_rank, &world_size);
@@ -339,6 +378,9 @@ int main(int argc, char **argv)
     tcase_add_test(tc, overlapped_buckets_equal_no_overlap_and_one_rank);
     tcase_add_test(tc, training_is_bitwise_deterministic_run_to_run);
     suite_add_tcase(s, tc);
+    TCase *bf16 = tcase_create("bf16");
+    tcase_add_test(bf16, bf16_training_stays_near_fp32_and_one_rank);
+    suite_add_tcase(s, bf16);
     int failed_anywhere = dp_test_run_mpi_suite(s);
     MPI_Finalize();
     return failed_anywhere ? EXIT_FAILURE : EXIT_SUCCESS;

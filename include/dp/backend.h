@@ -190,10 +190,21 @@ typedef struct dp_gpu_binding {
     char text[320];   /* the node's binding in words, for the banner and errors */
 } dp_gpu_binding;
 
+/* --precision. Training: how the GPU's GEMMs read their FP32 inputs, always accumulating in
+ * FP32 into FP32 outputs (weights, optimizer state, activations, losses and sums stay FP32):
+ * fp32 exactly, tf32 rounded to a 10-bit mantissa, bf16 rounded to bfloat16's 7 bits. The
+ * last two only describe --memory-plan's bytes per parameter, no backend trains them: fp16 is
+ * the documents' table (FP16 parameters and gradients, FP32 optimizer state, no FP32 master
+ * copy), mixed the ZeRO paper's (FP16 parameters and gradients, an FP32 master copy beside the
+ * FP32 optimizer state). */
+typedef enum dp_precision {
+    DP_PRECISION_FP32, DP_PRECISION_TF32, DP_PRECISION_BF16, DP_PRECISION_FP16, DP_PRECISION_MIXED, DP_PRECISIONS
+} dp_precision;
+
 typedef struct dp_backend_request {
     dp_device device;     /* AUTO: CUDA when dp_backend_cuda_usable, decided by this rank alone */
     int share_gpu;        /* allow ranks of a node to share a GPU (they take turns) */
-    int tf32;             /* GEMMs on TF32 tensor cores instead of exact FP32 */
+    dp_precision precision; /* the GEMMs' inputs: FP32, TF32 or BF16 (which the CPU declines) */
     int rank, local_rank, local_size; /* this rank, and its place among the node's ranks */
     /* The node's plan, when the caller made one; NULL: GPU local_rank % visible GPUs, and
      * own GPUs when the node's ranks are no more than the GPUs (one process's view). */

@@ -26,7 +26,20 @@ typedef struct dp_time_split {
     double optimizer;  /* the optimizer pass, the checks, the buffers' broadcast */
     double comm;       /* the collectives, from start to seen complete */
     double hidden;     /* the part of comm during backward */
+    /* A GPU's own time per phase, from events queued at the phases' boundaries (0 without a
+     * device timer): forward and loss, backward, after backward until the update may start
+     * (collectives, staging), the update, over device_steps steps (those it could time). The
+     * host's times above include its waits for the device. */
+    double device_forward, device_backward, device_wait, device_optimizer, device_steps;
 } dp_time_split;
+
+/* The device timer's marks of one step (src/engine/device_clock.c): the start, two per
+ * micro-batch, two after backward; a step with more micro-batches goes untimed. */
+#define DP_DEVICE_CLOCK_MARKS 67
+typedef struct dp_device_clock {
+    int mark[DP_DEVICE_CLOCK_MARKS];
+    int count;
+} dp_device_clock;
 
 /* What one step did, for the run loop to report. */
 typedef struct dp_step_stats {
@@ -64,7 +77,8 @@ typedef struct dp_engine_observer {
 /* The device a rank computes on. */
 typedef struct dp_engine_device {
     dp_device device;
-    int share_gpu, tf32;
+    int share_gpu;
+    dp_precision precision; /* --precision: the GEMMs' inputs */
     int cuda_aware;       /* --cuda-aware: MPI may be handed GPU memory */
 } dp_engine_device;
 
@@ -113,6 +127,7 @@ typedef struct dp_engine {
     uint64_t *rank_values;         /* one per rank: the first non-finite tensor's agreement */
     long steps_done;               /* optimizer steps taken, for the schedule and the dropout masks */
     long skipped_steps;            /* updates dropped by --on-nan skip */
+    dp_device_clock device_clock;  /* this step's marks on the device's timer */
     double samples_since_average;  /* local-sgd: this rank's samples since the replicas last met */
 } dp_engine;
 

@@ -160,10 +160,17 @@ __global__ void adamw_step_kernel(dp_shape s, float *params, float *grads, float
         partials[blockIdx.x] = dp_cuda_partial{0.0, total};
 }
 
+/* One block: each thread's strided share, then the block's tree (two sums: block_sum waits
+ * between uses of its shared array). */
 __global__ void add_partials_kernel(const dp_cuda_partial *partials, int blocks, double *sum_into,
                                     double *count_into, double sum_divisor)
 {
-    dp_add_partials(partials, blocks, sum_into, count_into, sum_divisor);
+    double sum, count;
+    dp_add_partials_thread(partials, blocks, (int)threadIdx.x, &sum, &count);
+    sum = block_sum(sum);
+    count = block_sum(count);
+    if (threadIdx.x == 0)
+        dp_add_partials_finish(sum, count, sum_into, count_into, sum_divisor);
 }
 
 /* The row's argmax under dp_argmax_beats, identical in every lane (the order is total). */
@@ -252,14 +259,14 @@ cudaError_t launched()
         return launched();                                                   \
     } while (0)
 
-/* Queues the one-thread kernel that adds a reduction's partials into device totals. */
+/* Queues the one-block kernel that adds a reduction's partials into device totals. */
 static cudaError_t add_partials(cudaStream_t stream, dp_shape s, const dp_cuda_partial *partials, double *sum_into, double *count_into,
                                 double sum_divisor)
 {
     cudaError_t e = launched();
     if (e != cudaSuccess)
         return e;
-    add_partials_kernel<<<1, 1, 0, stream>>>(partials, (int)s.grid_x, sum_into, count_into, sum_divisor);
+    add_partials_kernel<<<1, DP_THREADS, 0, stream>>>(partials, (int)s.grid_x, sum_into, count_into, sum_divisor);
     return launched();
 }
 

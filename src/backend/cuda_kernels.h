@@ -2,7 +2,7 @@
  * fake-CUDA test build the same launchers run on the host (tests/fakecuda/kernels.c). Each
  * launcher queues its kernel on `stream` (the backend's own) and returns the launch's status;
  * pointers are device memory. Reductions leave one dp_cuda_partial per block in `partials`
- * (at most DP_MAX_PARTIALS, kernel_grid.h); a one-thread kernel then adds them in block order
+ * (at most DP_MAX_PARTIALS, kernel_grid.h); a one-block kernel then adds them in a fixed tree
  * into totals in device memory, so a result is bitwise the same run to run and stays on the
  * GPU until the caller reads it. */
 #ifndef DP_CUDA_KERNELS_H
@@ -42,7 +42,7 @@ cudaError_t dp_cuda_bn_update_running(cudaStream_t stream, float *running_mean, 
                                       const float *var_unbiased, int cols, float momentum);
 cudaError_t dp_cuda_inverse_std(cudaStream_t stream, const float *var, float *invstd, int n, float eps);
 
-/* The reductions leave per-block partials, then add them in block order into totals (device
+/* The reductions leave per-block partials, then add them in a fixed tree into totals (device
  * memory), so the sums stay on the GPU: totals[0] += loss, totals[1] += correct rows. */
 cudaError_t dp_cuda_softmax_xent(cudaStream_t stream, const float *logits, const int32_t *labels, int rows, int cols,
                                  float *dlogits, dp_cuda_partial *partials, double *totals);

@@ -26,7 +26,7 @@
 #define DP_ROW_TILE 32          /* bias_grad: row lanes summed in parallel per column */
 #define DP_MAX_PARTIALS 1024    /* blocks of a reduction, each leaving one partial result */
 
-/* One block's share of a reduction; the launcher adds them in block order (dp_add_partials). */
+/* One block's share of a reduction; the launcher adds them in a fixed tree (dp_add_partials_thread). */
 typedef struct dp_cuda_partial {
     double sum;
     unsigned long long count;
@@ -227,16 +227,25 @@ static inline DP_HD unsigned long long dp_adamw_thread(float *params, float *gra
     return bad;
 }
 
-/* A reduction's per-block partials added in block order into device totals (one thread):
- * *sum_into += sum / sum_divisor, *count_into += count (either may be NULL). */
-static inline DP_HD void dp_add_partials(const dp_cuda_partial *partials, int blocks, double *sum_into,
-                                         double *count_into, double sum_divisor)
+/* A reduction's per-block partials added into device totals by one block of DP_THREADS
+ * threads in a fixed order (any number of blocks up to DP_MAX_PARTIALS): thread t adds
+ * partials t, t + DP_THREADS, ... in turn, the block's tree adds the threads' sums, and
+ * thread 0 finishes. The order depends only on the count of partials: bitwise run to run. */
+static inline DP_HD void dp_add_partials_thread(const dp_cuda_partial *partials, int blocks, int thread,
+                                                double *sum, double *count)
 {
-    double sum = 0.0, count = 0.0;
-    for (int b = 0; b < blocks; b++) {
-        sum = dp_dadd(sum, partials[b].sum);
-        count = dp_dadd(count, (double)partials[b].count);
+    *sum = 0.0;
+    *count = 0.0;
+    for (int b = thread; b < blocks; b += DP_THREADS) {
+        *sum = dp_dadd(*sum, partials[b].sum);
+        *count = dp_dadd(*count, (double)partials[b].count);
     }
+}
+
+/* Thread 0, after the tree: *sum_into += sum / sum_divisor, *count_into += count (either may be NULL). */
+static inline DP_HD void dp_add_partials_finish(double sum, double count, double *sum_into, double *count_into,
+                                                double sum_divisor)
+{
     if (sum_into)
         *sum_into = dp_dadd(*sum_into, dp_ddiv(sum, sum_divisor));
     if (count_into)

@@ -108,8 +108,10 @@ static int run_rows(dp_engine *e, dp_range step, dp_range rows_at, dp_nn_context
     if ((status = forward(e, &ctx, rows.x, rows.count, &out, 1)))
         return status;
     dp_model_loss(&e->model, e->loss, out, rows.labels, rows.targets, rows.count, e->model.delta[0], totals);
+    dp_device_clock_mark(e);
     double forward_done = MPI_Wtime();
     status = backward(e, &ctx, rows.count, communicates);
+    dp_device_clock_mark(e);
     stats->samples += rows.count;
     stats->split.forward += forward_done - started;
     stats->split.backward += MPI_Wtime() - forward_done;
@@ -216,6 +218,7 @@ int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, flo
     double started = MPI_Wtime();
     dp_comm_traffic traffic = e->comm->traffic;
     memset(stats, 0, sizeof *stats);
+    dp_device_clock_mark(e);
     int status = e->exact_shard ? exact_shards(e, step, source, stats) : micro_batches(e, step, source, stats);
     /* Waiting for the device makes backward's time include its work. */
     if (!status && e->comm->size > 1)
@@ -223,6 +226,7 @@ int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, flo
     if (status || (status = e->hooks.finish(e->hooks.arg)))
         return status;
     double reduce_done = MPI_Wtime();
+    dp_device_clock_mark(e);
     /* Sum then divide by the global count: exact for uneven slices and short batches. Local
      * steps divide by this rank's count; the averaging weights each rank by it. */
     float scale = 1.0f / (float)dp_range_size(step);
@@ -232,12 +236,14 @@ int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, flo
     if ((status = dp_engine_update(e, scale, lr)) ||
         (status = e->hooks.after_update(e->hooks.arg)))
         return status;
+    dp_device_clock_mark(e);
     if (e->broadcast_buffers && (status = share_buffers(e)))
         return status;
     e->steps_done++;
     double done = MPI_Wtime();
     observe_span(e, "optimizer", "optimizer", reduce_done, done);
     account(e, &traffic, reduce_done, done, stats);
+    dp_device_clock_finish(e, &stats->split);
     stats->seconds = done - started;
     return 0;
 }

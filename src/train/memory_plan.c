@@ -21,6 +21,8 @@ typedef struct precision_bytes {
 
 static const precision_bytes precisions[] = {
     [DP_PRECISION_FP32] = {"fp32", 4, 4, 0, "FP32 parameters and gradients, as dptrain trains"},
+    [DP_PRECISION_TF32] = {"tf32", 4, 4, 0, "FP32 parameters and gradients, as dptrain trains (TF32 is the GEMMs' inputs)"},
+    [DP_PRECISION_BF16] = {"bf16", 4, 4, 0, "FP32 parameters and gradients, as dptrain trains (bf16 is the GEMMs' inputs)"},
     [DP_PRECISION_FP16] = {"fp16", 2, 2, 0, "FP16 parameters and gradients, FP32 optimizer state, no FP32 master "
                                             "copy: the documents' assumption"},
     [DP_PRECISION_MIXED] = {"mixed", 2, 2, 4, "FP16 parameters and gradients, FP32 master copy and optimizer state: "

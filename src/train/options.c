@@ -116,9 +116,11 @@ static const struct option_doc option_docs[] = {
     {{"params", required_argument, NULL, OPT_PARAMS}, "N", "the model's",
      "--memory-plan: the parameter count, e.g. 70e9"},
     {{"world", required_argument, NULL, OPT_WORLD}, "W", "this job's ranks", "--memory-plan: the ranks"},
-    {{"precision", required_argument, NULL, OPT_PRECISION}, "fp32|fp16|mixed", "fp32",
-     "--memory-plan's bytes per parameter: fp32 as dptrain trains (4 + 4 + optimizer state), fp16 "
-     "as the documents' table (FP16 parameters and gradients, FP32 optimizer state, no master copy), "
+    {{"precision", required_argument, NULL, OPT_PRECISION}, "fp32|tf32|bf16|fp16|mixed", "fp32",
+     "GPU GEMMs' inputs, FP32 accumulation and FP32 weights, state, activations and losses throughout: fp32 "
+     "exact, tf32 (tensor cores, 10-bit mantissa), bf16 (tensor cores, 7-bit mantissa; the CPU declines it). "
+     "--memory-plan's bytes per parameter: fp32, tf32 and bf16 as dptrain trains (4 + 4 + optimizer state), "
+     "fp16 as the documents' table (FP16 parameters and gradients, FP32 optimizer state, no master copy), "
      "mixed as the ZeRO paper (FP16 parameters and gradients, FP32 master copy and state)"},
     {{"trace", required_argument, NULL, OPT_TRACE}, "FILE.json", "none",
      "the timeline: every rank's module passes, collectives, gathers and updates as Chrome trace "
@@ -140,8 +142,7 @@ static const struct option_doc option_docs[] = {
      "where ranks compute; cuda gives each rank of a node its own GPU (matched by UUID); auto: cuda when every rank has one"},
     {{"share-gpu", no_argument, NULL, OPT_SHARE_GPU}, NULL, "off",
      "let ranks of a node share a GPU, taking turns on it (testing W ranks on one GPU)"},
-    {{"tf32", no_argument, NULL, OPT_TF32}, NULL, "off (exact FP32)",
-     "GPU GEMMs on TF32 tensor cores: inputs rounded to a 10-bit mantissa, FP32 accumulation"},
+    {{"tf32", no_argument, NULL, OPT_TF32}, NULL, "off (exact FP32)", "--precision tf32"},
     {{"cuda-aware", required_argument, NULL, OPT_CUDA_AWARE}, "on|off|auto", "auto (ask MPI)",
      "hand MPI GPU memory for --allreduce mpi instead of staging gradients through host memory"},
     {{"save", required_argument, NULL, OPT_SAVE}, "FILE", "none",
@@ -269,6 +270,10 @@ static int parse_corruption(const char *text, dp_options *o)
     return 0;
 }
 
+const char *const dp_precision_names[DP_PRECISIONS] = {[DP_PRECISION_FP32] = "fp32", [DP_PRECISION_TF32] = "tf32",
+                                                      [DP_PRECISION_BF16] = "bf16", [DP_PRECISION_FP16] = "fp16",
+                                                      [DP_PRECISION_MIXED] = "mixed"};
+
 /* Applies one option's value; returns DP_OPTIONS_EXIT for --help/--version. */
 static int apply_option(dp_options *o, int id, const char *name, const char *arg, FILE *out)
 {
@@ -279,8 +284,6 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
     static const char *const cuda_aware_modes[] = {"auto", "on", "off"};
     static const char *const optimizers[] = {[DP_OPTIMIZER_SGD] = "sgd", [DP_OPTIMIZER_ADAMW] = "adamw"};
     static const char *const zero_stages[] = {"0", "1", "2", "3"};
-    static const char *const precisions[] = {[DP_PRECISION_FP32] = "fp32", [DP_PRECISION_FP16] = "fp16",
-                                             [DP_PRECISION_MIXED] = "mixed"};
     int status, choice;
     switch (id) {
     case OPT_DATA: return dp_option_text(name, arg, o->data, sizeof o->data);
@@ -326,7 +329,7 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
     case OPT_PARAMS: return dp_option_count(name, arg, &o->plan_params);
     case OPT_WORLD: return dp_option_long(name, arg, 1, &o->plan_world);
     case OPT_PRECISION:
-        status = dp_option_choice(name, arg, precisions, 3, &choice);
+        status = dp_option_choice(name, arg, dp_precision_names, DP_PRECISIONS, &choice);
         o->precision = (dp_precision)choice;
         return status;
     case OPT_TRACE: return dp_option_text(name, arg, o->trace_path, sizeof o->trace_path);
@@ -384,7 +387,7 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
         o->device = (dp_device)choice;
         return status;
     case OPT_SHARE_GPU: o->share_gpu = 1; return 0;
-    case OPT_TF32: o->tf32 = 1; return 0;
+    case OPT_TF32: o->precision = DP_PRECISION_TF32; return 0;
     case OPT_CUDA_AWARE:
         status = dp_option_choice(name, arg, cuda_aware_modes, 3, &choice);
         o->cuda_aware = (dp_cuda_aware)choice;
@@ -475,15 +478,20 @@ static int check_exact(const dp_options *o, const int *seen)
     return 0;
 }
 
-/* --params, --world and --precision describe --memory-plan's table only; --checkpoint-shards
- * needs checkpoints to shard. */
+/* --params, --world and --precision fp16 or mixed describe --memory-plan's table only;
+ * --tf32 is --precision tf32; --checkpoint-shards needs checkpoints to shard. */
 static int check_memory_options(const dp_options *o, const int *seen)
 {
+    int plan_precision = o->precision == DP_PRECISION_FP16 || o->precision == DP_PRECISION_MIXED;
     const char *plan_only = seen[OPT_PARAMS] ? "--params" : seen[OPT_WORLD] ? "--world"
-                          : seen[OPT_PRECISION] ? "--precision" : NULL;
+                          : o->precision == DP_PRECISION_FP16 ? "--precision fp16"
+                          : o->precision == DP_PRECISION_MIXED ? "--precision mixed" : NULL;
     if (plan_only && !o->memory_plan)
         return dp_fail(DP_EINVAL, "%s applies to --memory-plan%s", plan_only,
-                       seen[OPT_WORLD] ? " (a training run's ranks are mpirun's -np)" : "");
+                       seen[OPT_WORLD] ? " (a training run's ranks are mpirun's -np)"
+                       : plan_precision ? " (training takes fp32, tf32 or bf16)" : "");
+    if (seen[OPT_TF32] && seen[OPT_PRECISION] && o->precision != DP_PRECISION_TF32)
+        return dp_fail(DP_EINVAL, "--tf32 is --precision tf32: it contradicts the --precision given");
     if (o->checkpoint_shards && !o->checkpoint_dir[0])
         return dp_fail(DP_EINVAL, "--checkpoint-shards needs --checkpoint-dir");
     return 0;
@@ -550,7 +558,8 @@ static int check_combination(dp_options *o, int world, const int *seen)
                        "its checkpoint there");
     if (dp_options_resume_auto(o) && !o->checkpoint_dir[0])
         return dp_fail(DP_EINVAL, "--resume auto needs --checkpoint-dir: it continues from the newest checkpoint there");
-    const char *gpu_only = o->tf32 ? "--tf32" : o->share_gpu ? "--share-gpu"
+    const char *gpu_only = o->precision == DP_PRECISION_TF32 ? (seen[OPT_TF32] ? "--tf32" : "--precision tf32")
+                         : o->share_gpu ? "--share-gpu"
                          : o->cuda_aware == DP_CUDA_AWARE_ON ? "--cuda-aware on" : NULL;
     if (o->device == DP_DEVICE_CPU && gpu_only)
         return dp_fail(DP_EINVAL, "%s applies to GPUs, but --device is cpu", gpu_only);

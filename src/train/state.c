@@ -126,6 +126,9 @@ static void describe_run(const trainer *t, run_fields *f)
     snprintf(v[FIELD_AVERAGE_EVERY], size, "%ld", o->average_every);
     snprintf(v[FIELD_EXACT_SHARD], size, "%ld", o->exact ? o->exact_shard : 0L);
     dp_backend_arithmetic(t->engine.be, v[FIELD_COMPUTE], size);
+    if (o->precision != DP_PRECISION_FP32 && !t->engine.be->host_memory) /* rounded GEMM inputs change the bits */
+        snprintf(v[FIELD_COMPUTE] + strlen(v[FIELD_COMPUTE]), size - strlen(v[FIELD_COMPUTE]), ", %s GEMM inputs",
+                 dp_precision_names[o->precision]);
     snprintf(v[FIELD_STEP], size, "%ld", t->engine.steps_done);
     snprintf(v[FIELD_EPOCH], size, "%ld", t->engine.steps_done / t->plan.steps_per_epoch);
     snprintf(v[FIELD_RUN_ID], size, "%s", t->run_id);

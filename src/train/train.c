@@ -98,7 +98,7 @@ static int plan_training(trainer *t)
 
 dp_engine_device dp_trainer_device(const dp_options *o)
 {
-    return (dp_engine_device){.device = o->device, .share_gpu = o->share_gpu, .tf32 = o->tf32,
+    return (dp_engine_device){.device = o->device, .share_gpu = o->share_gpu, .precision = o->precision,
                               .cuda_aware = o->cuda_aware};
 }
 
@@ -239,6 +239,11 @@ static void add_step(dp_interval *iv, const dp_step_stats *s)
     iv->split.optimizer += s->split.optimizer;
     iv->split.comm += s->split.comm;
     iv->split.hidden += s->split.hidden;
+    iv->split.device_forward += s->split.device_forward;
+    iv->split.device_backward += s->split.device_backward;
+    iv->split.device_wait += s->split.device_wait;
+    iv->split.device_optimizer += s->split.device_optimizer;
+    iv->split.device_steps += s->split.device_steps;
     iv->steps++;
     if (s->averaged && (!iv->averagings++ || s->divergence > iv->divergence))
         iv->divergence = s->divergence;

@@ -380,7 +380,8 @@ typedef struct reduce_args {
     dp_cuda_partial *partials;
 } reduce_args;
 
-/* The one-thread kernel that adds a reduction's partials, in block order, into device totals. */
+/* The one-block kernel that adds a reduction's partials into device totals: each thread's
+ * share, then the block's tree, as cuda_kernels.cu. */
 typedef struct partials_args {
     const dp_cuda_partial *partials;
     int blocks;
@@ -394,7 +395,11 @@ static void run_add_partials(void *raw)
         (a->sum_into && !fakecuda_need(a->sum_into, sizeof(double), "the sum's total")) ||
         (a->count_into && !fakecuda_need(a->count_into, sizeof(double), "the count's total")))
         return;
-    dp_add_partials(a->partials, a->blocks, a->sum_into, a->count_into, a->sum_divisor);
+    double sums[DP_THREADS], counts[DP_THREADS];
+    for (int t = 0; t < DP_THREADS; t++)
+        dp_add_partials_thread(a->partials, a->blocks, t, &sums[t], &counts[t]);
+    dp_add_partials_finish(dp_emulate_block_sum(sums), dp_emulate_block_sum(counts), a->sum_into, a->count_into,
+                           a->sum_divisor);
 }
 
 /* Queues a reduction's kernel, then the add of its partials (as the CUDA launchers do). */
