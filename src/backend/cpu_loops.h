@@ -30,6 +30,10 @@ typedef struct dp_loop_args {
     float *params, *grads, *state1, *state2;
     const dp_sgd_coefs *sgd;
     const dp_adamw_coefs *adamw;
+    /* the sliding-window operations; transpose's per-sample [dim_a, dim_b] */
+    const dp_window *window;
+    dp_pool pool;
+    size_t dim_a, dim_b;
     /* gather_rows */
     void *dst;
     const void *src;
@@ -61,6 +65,11 @@ typedef struct dp_cpu_loops {
     dp_loop_fn sgd_step;          /* elements */
     dp_loop_fn adamw_step;        /* elements */
     dp_loop_fn gather_rows;       /* rows; cols is the row's 4-byte values */
+    dp_loop_fn im2col;            /* rows (samples) */
+    dp_loop_fn col2im;            /* rows (samples) */
+    dp_loop_fn transpose;         /* rows (samples) */
+    dp_loop_fn pool_forward;      /* rows (samples) */
+    dp_loop_fn pool_backward;     /* rows (samples) */
 } dp_cpu_loops;
 
 /* The best loops this CPU runs (the first call decides). */
