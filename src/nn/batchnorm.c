@@ -1,4 +1,6 @@
-/* nn.BatchNorm1d over the features of [rows, features] activations. Training normalises with
+/* nn.BatchNorm1d over the features of [rows, features] activations, and nn.BatchNorm2d over the
+ * channels of [rows, C, H, W] ones: those are transposed per sample to channels last, [rows H W,
+ * C], normalised as BatchNorm1d does (statistics per channel over N, H and W), and transposed back. Training normalises with
  * the batch's statistics: this rank's rows, or with sync=1 (SyncBatchNorm) every rank's, from
  * one sum over ranks of (sum, sum of squares, count) per layer; backward sums its two column
  * sums over ranks too, so W ranks compute exactly what one rank computes on the whole batch.
@@ -31,6 +33,7 @@ typedef struct bn_state {
     double *sums;                /* column sums (backend memory, 2 x width) */
     double *host_sums;           /* their host copy, + the row count */
     float *coefs, *host_coefs;   /* per-column coefficients (COEF_ROWS x width) */
+    float *in_t, *out_t;         /* images channels last: the input or dy, the output or dx */
     double rows_seen;            /* rows the statistics came from (every rank's when sync) */
 } bn_state;
 
@@ -39,9 +42,26 @@ enum bn_coef { COEF_MEAN, COEF_INVSTD, COEF_VAR_UNBIASED, COEF_MEAN_DY, COEF_MEA
 /* host_sums: the two column-sum rows, then the row count. */
 enum { SUM_ROWS = 2 };
 
+/* The features normalised: an image's channels, or every element of a sample. */
+static int channels_of(const dp_dims *in)
+{
+    return (int)(in->ndim == 3 ? in->dim[0] : dp_dims_numel(in));
+}
+
+static int channels(const dp_module *m)
+{
+    return channels_of(&m->in_shape);
+}
+
+/* Values per channel per sample: an image's pixels, else 1. */
+static int pixels(const dp_module *m)
+{
+    return m->in_width / channels(m);
+}
+
 static float *coef(float *coefs, const dp_module *m, enum bn_coef row)
 {
-    return coefs + (size_t)row * m->in_width;
+    return coefs + (size_t)row * channels(m);
 }
 
 static int batchnorm_configure(dp_module *m, const char *spec)
@@ -51,12 +71,13 @@ static int batchnorm_configure(dp_module *m, const char *spec)
     return 0;
 }
 
-static size_t batchnorm_size(const dp_module_options *o, size_t in_width, size_t *out_width, int *overflow)
+static size_t batchnorm_size(const dp_module_options *o, const dp_dims *in, dp_dims *out, int *overflow)
 {
     (void)o;
-    *out_width = in_width;
-    *overflow |= in_width > SIZE_MAX / 2;
-    return 2 * in_width;
+    size_t features = (size_t)channels_of(in);
+    *out = *in;
+    *overflow |= features > SIZE_MAX / 2;
+    return 2 * features;
 }
 
 static void batchnorm_describe(const dp_module *m, char *text, size_t size)
@@ -68,7 +89,7 @@ static int batchnorm_declare(dp_module *m, dp_param_table *params, dp_param_tabl
 {
     static const char *const affine[] = {"weight", "bias"};
     static const char *const running[] = {"running_mean", "running_var"};
-    int64_t shape[1] = {m->in_width};
+    int64_t shape[1] = {channels(m)};
     char name[DP_TENSOR_NAME_MAX];
     int status = 0;
     for (int i = 0; !status && i < DP_COUNT(affine); i++) {
@@ -87,7 +108,7 @@ static int batchnorm_declare(dp_module *m, dp_param_table *params, dp_param_tabl
 static void batchnorm_init(const dp_module *m, dp_rng *rng, float *params, float *buffers, int64_t *counters)
 {
     (void)rng;
-    int c = m->in_width;
+    int c = channels(m);
     for (int i = 0; i < c; i++) {
         params[i] = 1.0f;
         params[c + i] = 0.0f;
@@ -100,8 +121,12 @@ static void batchnorm_init(const dp_module *m, dp_rng *rng, float *params, float
 static int batchnorm_allocate(dp_module *m, const dp_backend *be, int max_rows)
 {
     bn_state *s = m->state;
-    size_t n = (size_t)max_rows * m->in_width, c = (size_t)m->in_width;
+    size_t n = (size_t)max_rows * m->in_width, c = (size_t)channels(m);
     int status = dp_module_alloc(be, n, DP_MEM_ACTIVATIONS, "a BatchNorm's output", &m->out);
+    if (!status && pixels(m) > 1)
+        status = dp_module_alloc(be, n, DP_MEM_ACTIVATIONS, "a BatchNorm2d's channels-last input", &s->in_t);
+    if (!status && pixels(m) > 1)
+        status = dp_module_alloc(be, n, DP_MEM_ACTIVATIONS, "a BatchNorm2d's channels-last output", &s->out_t);
     if (!status)
         status = dp_module_alloc(be, n, DP_MEM_ACTIVATIONS, "a BatchNorm's normalised input", &s->xhat);
     if (!status)
@@ -120,8 +145,8 @@ static int gather_sums(dp_module *m, const dp_nn_context *ctx, const float *a, c
                        int with_rows)
 {
     bn_state *s = m->state;
-    size_t c = (size_t)m->in_width;
-    ctx->be->column_sums(a, b, rows, m->in_width, s->sums);
+    size_t c = (size_t)channels(m);
+    ctx->be->column_sums(a, b, rows, (int)c, s->sums);
     ctx->be->download(s->host_sums, s->sums, SUM_ROWS * c * sizeof(double));
     s->host_sums[SUM_ROWS * c] = rows;
     if (!m->options.sync || !ctx->sum_doubles)
@@ -129,10 +154,11 @@ static int gather_sums(dp_module *m, const dp_nn_context *ctx, const float *a, c
     return ctx->sum_doubles(ctx->sum_arg, s->host_sums, (int)(SUM_ROWS * c) + with_rows);
 }
 
-static int forward_train(dp_module *m, const dp_nn_context *ctx, const float *x, int rows)
+/* On [rows, channels] x (channels last), into y. */
+static int forward_train(dp_module *m, const dp_nn_context *ctx, const float *x, int rows, float *y)
 {
     bn_state *s = m->state;
-    int c = m->in_width;
+    int c = channels(m);
     int status = gather_sums(m, ctx, x, x, rows, 1);
     if (status)
         return status;
@@ -157,7 +183,7 @@ static int forward_train(dp_module *m, const dp_nn_context *ctx, const float *x,
     const dp_backend *be = ctx->be;
     be->upload(s->coefs, s->host_coefs, (size_t)COEF_MEAN_DY * c * sizeof(float));
     const float *gamma = m->weights, *beta = m->weights + c;
-    be->bn_normalize(x, s->xhat, m->out, rows, c, coef(s->coefs, m, COEF_MEAN), coef(s->coefs, m, COEF_INVSTD),
+    be->bn_normalize(x, s->xhat, y, rows, c, coef(s->coefs, m, COEF_MEAN), coef(s->coefs, m, COEF_INVSTD),
                      gamma, beta);
     be->bn_update_running(m->buffers, m->buffers + c, coef(s->coefs, m, COEF_MEAN),
                           coef(s->coefs, m, COEF_VAR_UNBIASED), c, m->options.momentum);
@@ -165,23 +191,49 @@ static int forward_train(dp_module *m, const dp_nn_context *ctx, const float *x,
     return 0;
 }
 
-static void forward_eval(dp_module *m, const dp_nn_context *ctx, const float *x, int rows)
+static void forward_eval(dp_module *m, const dp_nn_context *ctx, const float *x, int rows, float *y)
 {
     bn_state *s = m->state;
-    int c = m->in_width;
+    int c = channels(m);
     float *invstd = coef(s->coefs, m, COEF_INVSTD);
     ctx->be->inverse_std(m->buffers + c, invstd, c, m->options.eps);
-    ctx->be->bn_normalize(x, NULL, m->out, rows, c, m->buffers, invstd, m->weights, m->weights + c);
+    ctx->be->bn_normalize(x, NULL, y, rows, c, m->buffers, invstd, m->weights, m->weights + c);
+}
+
+/* x as [rows, channels] rows: itself, or images transposed to channels last into in_t. */
+static const float *channels_last(dp_module *m, const dp_nn_context *ctx, const float *x, int rows)
+{
+    bn_state *s = m->state;
+    if (pixels(m) == 1)
+        return x;
+    ctx->be->transpose(x, s->in_t, rows, channels(m), pixels(m));
+    return s->in_t;
+}
+
+/* Where a channels-last result goes: into `to` itself, or out_t to be transposed into `to`. */
+static float *result_in(dp_module *m, float *to)
+{
+    return pixels(m) == 1 ? to : ((bn_state *)m->state)->out_t;
+}
+
+static void channels_first(dp_module *m, const dp_nn_context *ctx, int rows, float *to)
+{
+    if (pixels(m) > 1)
+        ctx->be->transpose(((bn_state *)m->state)->out_t, to, rows, pixels(m), channels(m));
 }
 
 static int batchnorm_forward(dp_module *m, const dp_nn_context *ctx, const float *x, int rows, const float **y)
 {
+    const float *in = channels_last(m, ctx, x, rows);
+    float *out = result_in(m, m->out);
+    int status = 0;
+    if (ctx->training)
+        status = forward_train(m, ctx, in, rows * pixels(m), out);
+    else
+        forward_eval(m, ctx, in, rows * pixels(m), out);
+    channels_first(m, ctx, rows, m->out);
     *y = m->out;
-    if (!ctx->training) {
-        forward_eval(m, ctx, x, rows);
-        return 0;
-    }
-    return forward_train(m, ctx, x, rows);
+    return status;
 }
 
 /* dgamma (+)= sum dy xhat, dbeta (+)= sum dy, over this rank's rows (DDP sums them over ranks). */
@@ -190,19 +242,20 @@ static int batchnorm_backward_params(dp_module *m, const dp_nn_context *ctx, con
 {
     bn_state *s = m->state;
     (void)x;
-    int c = m->in_width;
-    ctx->be->column_sums(dy, s->xhat, rows, c, s->sums);
+    int c = channels(m);
+    ctx->be->column_sums(channels_last(m, ctx, dy, rows), s->xhat, rows * pixels(m), c, s->sums);
     ctx->be->bn_param_grads(s->sums, c, m->grads, m->grads + c, ctx->accumulate);
     return dp_grad_pieces_ready(pieces, m, 0, m->param_count);
 }
 
-/* dx = gamma invstd (dy - mean(dy) - xhat mean(dy xhat)), means over the statistics' rows. */
+/* dx = gamma invstd (dy - mean(dy) - xhat mean(dy xhat)), means over the statistics' rows;
+ * after backward_params, which left images' dy channels last in in_t. */
 static int batchnorm_backward_input(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy,
                                     float *dx, int rows, float **dx_out)
 {
     bn_state *s = m->state;
     (void)x;
-    int c = m->in_width;
+    int c = channels(m);
     const dp_backend *be = ctx->be;
     be->download(s->host_sums, s->sums, SUM_ROWS * (size_t)c * sizeof(double));
     if (m->options.sync && ctx->sum_doubles) {
@@ -216,8 +269,11 @@ static int batchnorm_backward_input(dp_module *m, const dp_nn_context *ctx, cons
         mean_dy_xhat[i] = (float)(s->host_sums[c + i] / s->rows_seen);
     }
     be->upload(coef(s->coefs, m, COEF_MEAN_DY), mean_dy, 2 * (size_t)c * sizeof(float));
-    be->bn_backward_input(dy, s->xhat, dx, rows, c, m->weights, coef(s->coefs, m, COEF_INVSTD),
-                          coef(s->coefs, m, COEF_MEAN_DY), coef(s->coefs, m, COEF_MEAN_DY_XHAT));
+    const float *dy_rows = pixels(m) == 1 ? dy : s->in_t;
+    be->bn_backward_input(dy_rows, s->xhat, result_in(m, dx), rows * pixels(m), c, m->weights,
+                          coef(s->coefs, m, COEF_INVSTD), coef(s->coefs, m, COEF_MEAN_DY),
+                          coef(s->coefs, m, COEF_MEAN_DY_XHAT));
+    channels_first(m, ctx, rows, dx);
     *dx_out = dx;
     return 0;
 }
@@ -227,6 +283,8 @@ static void batchnorm_release(dp_module *m, const dp_backend *be)
     bn_state *s = m->state;
     be->free(m->out);
     be->free(s->xhat);
+    be->free(s->in_t);
+    be->free(s->out_t);
     be->free(s->coefs);
     be->free(s->sums);
     free(s->host_sums);

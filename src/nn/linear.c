@@ -46,10 +46,10 @@ static void linear_init(const dp_module *m, dp_rng *rng, float *params, float *b
         params[j] = (2.0f * dp_rng_uniform(rng) - 1.0f) * bound;
 }
 
-static size_t linear_size(const dp_module_options *o, size_t in_width, size_t *out_width, int *overflow)
+static size_t linear_size(const dp_module_options *o, const dp_dims *in, dp_dims *out_shape, int *overflow)
 {
-    size_t out = (size_t)o->out_features, count = out * (size_t)o->bias;
-    *out_width = out;
+    size_t out = (size_t)o->out_features, count = out * (size_t)o->bias, in_width = (size_t)dp_dims_numel(in);
+    *out_shape = dp_dims_features(o->out_features);
     if (in_width > SIZE_MAX / out || count > SIZE_MAX - in_width * out) {
         *overflow = 1;
         return 0;
@@ -133,6 +133,7 @@ const dp_module_type dp_module_linear = {
     .defaults = {.bias = 1},
     .absorbs = &dp_module_relu,
     .structural = 1,
+    .needs_features = 1,
     .size = linear_size,
     .describe = linear_describe,
     .configure = linear_configure,

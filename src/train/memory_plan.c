@@ -39,18 +39,18 @@ static int state_tensors(const dp_options *o, int *count)
     return status;
 }
 
-/* The model's input width: --layers states it; a --model takes the data's. */
-static int model_inputs(const dp_options *o, int *inputs)
+/* The model's input shape: --layers states its width; a --model takes the data's sample. */
+static int model_inputs(const dp_options *o, dp_dims *inputs)
 {
     if (o->model.from_layers) {
-        *inputs = o->model.inputs;
+        *inputs = dp_dims_features(o->model.inputs);
         return 0;
     }
     dp_dataset data;
     int status = dp_dataset_open(o->data, 0, o->loss == DP_LOSS_CHOICE_MSE, o->seed, &data);
     if (status)
         return dp_fail_context(status, "--memory-plan: the input width of --model comes from --data %s", o->data);
-    *inputs = data.dim;
+    *inputs = data.sample;
     dp_dataset_free(&data);
     return 0;
 }
@@ -58,14 +58,15 @@ static int model_inputs(const dp_options *o, int *inputs)
 /* Parameters, the largest module and bucket of the model as the trainer would plan them. */
 static int model_layout(const dp_options *o, dp_zero_plan_input *in)
 {
-    int inputs, widest, overflow = 0, status = model_inputs(o, &inputs);
+    dp_dims inputs;
+    int widest, overflow = 0, status = model_inputs(o, &inputs);
     size_t modules = (size_t)o->model.count + 1;
     size_t *per_module = status ? NULL : calloc(3 * modules, sizeof *per_module);
     if (!status && !per_module)
         status = dp_fail(DP_ENOMEM, "out of memory for the memory plan");
     size_t *offsets = per_module + modules, *counts = per_module + 2 * modules, at = 0;
     if (!status)
-        in->params = dp_model_spec_module_params(&o->model, inputs, per_module, &widest, &overflow);
+        in->params = dp_model_spec_module_params(&o->model, &inputs, per_module, &widest, &overflow);
     if (!status && overflow)
         status = dp_fail(DP_EINVAL, "--memory-plan: the model's parameter count overflows");
     int segments = 0;
