@@ -290,6 +290,31 @@ static void cuda_gather_rows(void *dst, const void *src, const size_t *index, in
     MUST(LAUNCH(dp_cuda_gather_rows(dst, src, index, rows, width)));
 }
 
+static void cuda_im2col(const float *x, float *col, int rows, const dp_window *w)
+{
+    MUST(LAUNCH(dp_cuda_im2col(x, col, rows, w)));
+}
+
+static void cuda_col2im(const float *col, float *dx, int rows, const dp_window *w)
+{
+    MUST(LAUNCH(dp_cuda_col2im(col, dx, rows, w)));
+}
+
+static void cuda_transpose(const float *x, float *y, int rows, int a, int b)
+{
+    MUST(LAUNCH(dp_cuda_transpose(x, y, rows, a, b)));
+}
+
+static void cuda_pool_forward(const float *x, float *y, int rows, const dp_window *w, dp_pool pool)
+{
+    MUST(LAUNCH(dp_cuda_pool_forward(x, y, rows, w, pool)));
+}
+
+static void cuda_pool_backward(const float *x, const float *dy, float *dx, int rows, const dp_window *w, dp_pool pool)
+{
+    MUST(LAUNCH(dp_cuda_pool_backward(x, dy, dx, rows, w, pool)));
+}
+
 static void cuda_synchronize(void)
 {
     MUST(CUDA_CALL(cudaDeviceSynchronize()));
@@ -353,6 +378,11 @@ static const dp_backend cuda_backend = {
     .sgd_step = cuda_sgd_step,
     .adamw_step = cuda_adamw_step,
     .gather_rows = cuda_gather_rows,
+    .im2col = cuda_im2col,
+    .col2im = cuda_col2im,
+    .transpose = cuda_transpose,
+    .pool_forward = cuda_pool_forward,
+    .pool_backward = cuda_pool_backward,
     .synchronize = cuda_synchronize,
     .describe = cuda_describe,
     .timer_mark = cuda_timer_mark,

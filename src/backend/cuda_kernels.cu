@@ -172,6 +172,32 @@ __global__ void gather_rows_kernel(dp_shape s, uint32_t *dst, const uint32_t *sr
     dp_gather_rows_thread(dst, src, index, rows, width, span_y(s), span_x(s));
 }
 
+__global__ void im2col_kernel(dp_shape s, const float *x, float *col, int rows, dp_window w)
+{
+    dp_im2col_thread(x, col, rows, &w, span_x(s));
+}
+
+__global__ void col2im_kernel(dp_shape s, const float *col, float *dx, int rows, dp_window w)
+{
+    dp_col2im_thread(col, dx, rows, &w, span_x(s));
+}
+
+__global__ void transpose_kernel(dp_shape s, const float *x, float *y, int rows, int a, int b)
+{
+    dp_transpose_thread(x, y, rows, a, b, span_x(s));
+}
+
+__global__ void pool_forward_kernel(dp_shape s, const float *x, float *y, int rows, dp_window w, dp_pool pool)
+{
+    dp_pool_forward_thread(x, y, rows, &w, pool, span_x(s));
+}
+
+__global__ void pool_backward_kernel(dp_shape s, const float *x, const float *dy, float *dx, int rows, dp_window w,
+                                     dp_pool pool)
+{
+    dp_pool_backward_thread(x, dy, dx, rows, &w, pool, span_x(s));
+}
+
 /* The row's argmax under dp_argmax_beats, identical in every lane (the order is total). */
 __device__ void row_argmax(const float *z, int cols, int lane, float *top, int *best)
 {
@@ -310,6 +336,37 @@ extern "C" cudaError_t dp_cuda_gather_rows(void *dst, const void *src, const siz
 {
     LAUNCH((size_t)rows * width, dp_shape_rows(rows, width), gather_rows_kernel, static_cast<uint32_t *>(dst),
            static_cast<const uint32_t *>(src), index, rows, width);
+}
+
+extern "C" cudaError_t dp_cuda_im2col(const float *x, float *col, int rows, const dp_window *w)
+{
+    size_t n = (size_t)rows * dp_window_col(w);
+    LAUNCH(n, dp_shape_flat(n), im2col_kernel, x, col, rows, *w);
+}
+
+extern "C" cudaError_t dp_cuda_col2im(const float *col, float *dx, int rows, const dp_window *w)
+{
+    size_t n = (size_t)rows * dp_window_image(w);
+    LAUNCH(n, dp_shape_flat(n), col2im_kernel, col, dx, rows, *w);
+}
+
+extern "C" cudaError_t dp_cuda_transpose(const float *x, float *y, int rows, int a, int b)
+{
+    size_t n = (size_t)rows * a * b;
+    LAUNCH(n, dp_shape_flat(n), transpose_kernel, x, y, rows, a, b);
+}
+
+extern "C" cudaError_t dp_cuda_pool_forward(const float *x, float *y, int rows, const dp_window *w, dp_pool pool)
+{
+    size_t n = (size_t)rows * w->channels * w->out_h * w->out_w;
+    LAUNCH(n, dp_shape_flat(n), pool_forward_kernel, x, y, rows, *w, pool);
+}
+
+extern "C" cudaError_t dp_cuda_pool_backward(const float *x, const float *dy, float *dx, int rows,
+                                             const dp_window *w, dp_pool pool)
+{
+    size_t n = (size_t)rows * dp_window_image(w);
+    LAUNCH(n, dp_shape_flat(n), pool_backward_kernel, x, dy, dx, rows, *w, pool);
 }
 
 extern "C" cudaError_t dp_cuda_dropout_forward(float *y, const float *x, float *mask, int rows, int cols,

@@ -30,6 +30,12 @@ cudaError_t dp_cuda_gather_rows(void *dst, const void *src, const size_t *index,
 cudaError_t dp_cuda_dropout_forward(float *y, const float *x, float *mask, int rows, int cols,
                                     const dp_dropout_key *key);
 cudaError_t dp_cuda_multiply(float *y, const float *x, const float *mask, size_t n);
+cudaError_t dp_cuda_im2col(const float *x, float *col, int rows, const dp_window *w);
+cudaError_t dp_cuda_col2im(const float *col, float *dx, int rows, const dp_window *w);
+cudaError_t dp_cuda_transpose(const float *x, float *y, int rows, int a, int b);
+cudaError_t dp_cuda_pool_forward(const float *x, float *y, int rows, const dp_window *w, dp_pool pool);
+cudaError_t dp_cuda_pool_backward(const float *x, const float *dy, float *dx, int rows, const dp_window *w,
+                                  dp_pool pool);
 cudaError_t dp_cuda_accumulate(float *y, const float *x, size_t n, int add);
 cudaError_t dp_cuda_column_sums(const float *a, const float *b, int rows, int cols, double *out);
 cudaError_t dp_cuda_bn_normalize(const float *x, float *xhat, float *y, int rows, int cols,
