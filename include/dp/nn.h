@@ -78,6 +78,8 @@ size_t dp_model_spec_size(const dp_model_spec *spec, const dp_dims *input, int *
 /* The same, and each module's parameter count into counts[i] (spec->count of them; may be NULL). */
 size_t dp_model_spec_module_params(const dp_model_spec *spec, const dp_dims *input, size_t *counts, int *widest,
                                    int *overflow);
+/* 1 when a module of spec takes images (conv2d, pooling): samples must come in its shape. */
+int dp_model_spec_takes_images(const dp_model_spec *spec);
 /* The module names --model accepts, for --help. */
 const char *dp_model_module_names(void);
 

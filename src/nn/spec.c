@@ -256,6 +256,14 @@ int dp_model_spec_from_layers(const char *text, dp_model_spec *spec)
     return 0;
 }
 
+int dp_model_spec_takes_images(const dp_model_spec *spec)
+{
+    for (int i = 0; i < spec->count; i++)
+        if (spec->modules[i].type->spatial)
+            return 1;
+    return 0;
+}
+
 void dp_model_spec_sync_batchnorm(dp_model_spec *spec)
 {
     for (int i = 0; i < spec->count; i++)

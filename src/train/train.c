@@ -302,6 +302,8 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
         status = dp_train_check_test_targets(o, train, test);
     if (!status && test)
         status = dp_train_check_data(o, test, "test", inputs);
+    if (!status && test)
+        status = dp_train_check_image_shapes(o, train, test);
     if (!status)
         status = dp_trainer_check_outputs(&t);
     if (!status)
