@@ -91,8 +91,6 @@ static const op_case cases[] = {
     {"sgd_step", "scale and count only", F32, 3, matrices, bits, &op_sgd_step},
     {"adamw_step", "update", F32, 0, matrices, bits, &op_adamw_step},
     {"adamw_step", "scale and count only", F32, 1, matrices, bits, &op_adamw_step},
-    {"gather_rows", "float features", F32, 0, matrices, bits, &op_gather_rows},
-    {"gather_rows", "int32 labels", I32, 1, matrices, bits, &op_gather_rows},
     {"im2col", "28x28, k 3, padding 1", F32, 0, samples, bits, &op_im2col},
     {"im2col", "3 channels 7x6, stride 2, padding 1", F32, 1, samples, bits, &op_im2col},
     {"im2col", "k 5, padding 2", F32, 2, samples, bits, &op_im2col},
@@ -116,23 +114,12 @@ static const op_case cases[] = {
 };
 enum { CASES = sizeof cases / sizeof *cases };
 
-/* Which loops the CPU backend runs: this program links with -Wl,--wrap=dp_cpu_loops_best
- * (Makefile.am), so the backend's choice (src/backend/cpu_isa.c) comes here; NULL keeps it. */
-static const dp_cpu_loops *forced_loops;
-const dp_cpu_loops *__real_dp_cpu_loops_best(void);
-const dp_cpu_loops *__wrap_dp_cpu_loops_best(void);
-
-const dp_cpu_loops *__wrap_dp_cpu_loops_best(void)
-{
-    return forced_loops ? forced_loops : __real_dp_cpu_loops_best();
-}
-
 static void use_cpu(const op_backend *b)
 {
-    forced_loops = dp_cpu_loops_for(b->cpu_isa);
+    dp_backend_cpu_use_loops(dp_cpu_loops_for(b->cpu_isa));
     dp_backend_cpu_set_threads(b->cpu_threads, "the test");
-    ck_assert_msg(strstr(b->be->describe(), b->cpu_isa), "the CPU backend runs other loops than %s: %s", b->cpu_isa,
-                  b->be->describe());
+    ck_assert_msg(strstr(b->be->describe(b->be), b->cpu_isa), "the CPU backend runs other loops than %s: %s", b->cpu_isa,
+                  b->be->describe(b->be));
 }
 
 static const char *const isas[] = {"generic", "avx2", "avx512"};
@@ -155,7 +142,7 @@ static void setup(void)
     for (size_t i = 0; i < sizeof isas / sizeof *isas; i++)
         if (dp_cpu_loops_for(isas[i]))
             add_cpu(isas[i], 1);
-    add_cpu(__real_dp_cpu_loops_best()->isa, 3);
+    add_cpu(dp_cpu_loops_best()->isa, 3);
     if (dp_backend_gpu_count() == 0)
         return;
     dp_backend_request request = {.device = DP_DEVICE_CUDA, .share_gpu = 1, .local_size = 1};
@@ -167,7 +154,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    forced_loops = NULL;
+    dp_backend_cpu_use_loops(NULL);
     dp_backend_cpu_set_threads(1, NULL);
     if (!backends[backend_count - 1].on_cpu)
         dp_backend_close(backends[backend_count - 1].be);
@@ -177,7 +164,7 @@ START_TEST(row_agrees_on_every_backend)
 {
     if (_i == 0) {
         for (int b = 0; b < backend_count; b++)
-            printf("backend %d: %s\n", b, backends[b].on_cpu ? backends[b].label : backends[b].be->describe());
+            printf("backend %d: %s\n", b, backends[b].on_cpu ? backends[b].label : backends[b].be->describe(backends[b].be));
         if (backends[backend_count - 1].on_cpu)
             printf("no CUDA GPU visible: the CPU alone\n");
     }

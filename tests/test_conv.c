@@ -234,10 +234,10 @@ START_TEST(maxpool_gives_ties_gradient_to_the_first_maximum)
     dp_window w = {.channels = 1, .height = 2, .width = 4, .kernel_h = 2, .kernel_w = 2, .stride = 2, .out_h = 1,
                    .out_w = 2};
     float x[8] = {1, 5, 7, 7, 5, 5, 7, 2}, dy[2] = {3, 4}, y[2], dx[8];
-    be->pool_forward(x, y, 1, &w, DP_POOL_MAX);
+    be->pool_forward(be, x, y, 1, &w, DP_POOL_MAX);
     ck_assert_float_eq(y[0], 5.0f);
     ck_assert_float_eq(y[1], 7.0f);
-    be->pool_backward(x, dy, dx, 1, &w, DP_POOL_MAX);
+    be->pool_backward(be, x, dy, dx, 1, &w, DP_POOL_MAX);
     float want[8] = {0, 3, 4, 0, 0, 0, 0, 0};
     for (int i = 0; i < 8; i++)
         ck_assert_msg(dx[i] == want[i], "dx[%d] = %g, want %g", i, dx[i], want[i]);

@@ -1,7 +1,7 @@
 /* Choosing the device, on any machine: backend selection and GPU binding rules (the plan that
  * gives a node's ranks distinct GPUs by UUID, whatever each rank sees), the --device, --tf32,
  * --share-gpu and --cuda-aware options, which memory each all-reduce algorithm is handed, and
- * the CPU backend's batch gather. tests/test_gpu.c covers the GPU itself. Run under mpirun
+ * the CPU backend's context and dtypes. tests/test_gpu.c covers the GPU itself. Run under mpirun
  * with one rank (tests/device.sh; tests/fakecuda.sh runs it again with one fake GPU visible,
  * and tests/fakecuda-binding.sh the binding through dp_worker on two ranks). */
 #include "config.h"
@@ -24,25 +24,17 @@ static dp_backend_request request_for(dp_device device, int local_size, int shar
                                 .local_rank = 0, .local_size = local_size};
 }
 
-START_TEST(cpu_backend_gathers_rows_by_index)
+START_TEST(cpu_backend_takes_float32_and_declines_bf16)
 {
     const dp_backend *be = NULL;
     dp_backend_request request = request_for(DP_DEVICE_CPU, 1, 0);
     ck_assert_int_eq(dp_backend_open(&request, &be), 0);
     ck_assert_int_eq(be->host_memory, 1);
-    ck_assert_ptr_nonnull(strstr(be->describe(), "cpu"));
-    const float features[5][3] = {{0, 1, 2}, {10, 11, 12}, {20, 21, 22}, {30, 31, 32}, {40, 41, 42}};
-    const int32_t labels[5] = {7, 6, 5, 4, 3};
-    const size_t index[3] = {4, 0, 2};
-    float rows[3][3];
-    int32_t picked[3];
-    be->gather_rows(rows, features, index, 3, 3);
-    be->gather_rows(picked, labels, index, 3, 1);
-    const float expected[3][3] = {{40, 41, 42}, {0, 1, 2}, {20, 21, 22}};
-    ck_assert_mem_eq(rows, expected, sizeof expected);
-    ck_assert_int_eq(picked[0], 3);
-    ck_assert_int_eq(picked[1], 7);
-    ck_assert_int_eq(picked[2], 5);
+    ck_assert_ptr_null(be->stream);
+    ck_assert_ptr_nonnull(strstr(be->describe(be), "cpu"));
+    ck_assert_int_eq(dp_backend_require(be, "gemm", DP_DTYPE_F32), 0);
+    ck_assert_int_eq(dp_backend_require(be, "gemm", DP_DTYPE_BF16), DP_EINVAL);
+    ck_assert_msg(strstr(dp_last_error(), "cpu backend cannot run gemm in BF16") != NULL, "%s", dp_last_error());
     dp_backend_close(be);
 }
 END_TEST
@@ -157,9 +149,13 @@ START_TEST(cuda_fails_naming_the_missing_gpu_or_the_crowding)
     ck_assert_msg(strstr(dp_last_error(), "--share-gpu"), "%s", dp_last_error());
     request.share_gpu = 1;
     ck_assert_msg(dp_backend_open(&request, &be) == 0, "%s", dp_last_error());
+    /* Each open is a context of its own: its own stream, closed on its own. */
     const dp_backend *second = NULL;
-    ck_assert_int_eq(dp_backend_open(&request, &second), DP_EINVAL);
-    ck_assert_ptr_nonnull(strstr(dp_last_error(), "already open"));
+    ck_assert_msg(dp_backend_open(&request, &second) == 0, "%s", dp_last_error());
+    ck_assert_ptr_nonnull(be->stream);
+    ck_assert_ptr_nonnull(second->stream);
+    ck_assert_ptr_ne(be->stream, second->stream);
+    dp_backend_close(second);
     dp_backend_close(be);
 }
 END_TEST
@@ -274,7 +270,7 @@ int main(int argc, char **argv)
     dp_test_mpi_init(&argc, &argv, &rank, &size);
     Suite *s = suite_create("device");
     TCase *tc = tcase_create("choice");
-    tcase_add_test(tc, cpu_backend_gathers_rows_by_index);
+    tcase_add_test(tc, cpu_backend_takes_float32_and_declines_bf16);
     tcase_add_test(tc, binding_gives_each_rank_its_own_gpu_by_identity);
     tcase_add_test(tc, binding_text_lists_the_first_ranks);
     tcase_add_test(tc, auto_takes_cuda_only_when_every_local_rank_gets_a_gpu);

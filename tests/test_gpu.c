@@ -57,9 +57,9 @@ static float *random_floats(size_t n, uint64_t seed, float scale)
 
 static void *to_gpu(const void *host, size_t bytes)
 {
-    void *dev = gpu->alloc(bytes, DP_MEM_OTHER, "a test input");
+    void *dev = gpu->alloc(gpu, bytes, DP_MEM_OTHER, "a test input");
     ck_assert_msg(dev != NULL, "%s", dp_last_error());
-    gpu->upload(dev, host, bytes);
+    gpu->upload(gpu, dev, host, bytes);
     return dev;
 }
 
@@ -67,7 +67,7 @@ static void *from_gpu(const void *dev, size_t bytes)
 {
     void *host = malloc(bytes ? bytes : 1);
     ck_assert_ptr_nonnull(host);
-    gpu->download(host, dev, bytes);
+    gpu->download(gpu, host, dev, bytes);
     return host;
 }
 
@@ -80,13 +80,13 @@ static double gemm_error(int trans_a, int trans_b, int m, int n, int k, float be
     size_t c_bytes = (size_t)m * n * sizeof(float);
     float *da = to_gpu(a, (size_t)m * k * sizeof(float)), *db = to_gpu(b, (size_t)k * n * sizeof(float));
     float *dc = to_gpu(c, c_bytes);
-    cpu->gemm(trans_a, trans_b, m, n, k, 0.75f, a, lda, b, ldb, beta, c, n);
-    gpu->gemm(trans_a, trans_b, m, n, k, 0.75f, da, lda, db, ldb, beta, dc, n);
+    cpu->gemm(cpu, trans_a, trans_b, m, n, k, 0.75f, a, lda, b, ldb, beta, c, n);
+    gpu->gemm(gpu, trans_a, trans_b, m, n, k, 0.75f, da, lda, db, ldb, beta, dc, n);
     float *from_device = from_gpu(dc, c_bytes);
     double error = dp_test_relative_error(from_device, c, (size_t)m * n);
-    gpu->free(da);
-    gpu->free(db);
-    gpu->free(dc);
+    gpu->free(gpu, da);
+    gpu->free(gpu, db);
+    gpu->free(gpu, dc);
     free(a);
     free(b);
     free(c);
@@ -98,7 +98,7 @@ START_TEST(tf32_gemm_stays_close_to_fp32)
 {
     dp_backend_close(gpu);
     open_gpu(1);
-    ck_assert_ptr_nonnull(strstr(gpu->describe(), "TF32"));
+    ck_assert_ptr_nonnull(strstr(gpu->describe(gpu), "TF32"));
     double error = gemm_error(0, 1, 128, 128, 512, 0.0f, 7);
     /* TF32 keeps 10 mantissa bits: errors near 2^-11 per product, averaged down by the sum. */
     ck_assert_msg(error < 1e-2, "TF32 gemm: relative error %g", error);
@@ -114,12 +114,12 @@ static void return_to_test(void)
 
 START_TEST(failed_cublas_call_is_named_with_file_and_rank)
 {
-    float *m = gpu->alloc(16 * sizeof(float), DP_MEM_OTHER, "a matrix");
+    float *m = gpu->alloc(gpu, 16 * sizeof(float), DP_MEM_OTHER, "a matrix");
     ck_assert_ptr_nonnull(m);
     dp_backend_set_fatal_handler(return_to_test);
     volatile int failed = 0;
     if (setjmp(after_failure) == 0)
-        gpu->gemm(0, 0, 4, 4, 4, 1.0f, m, 4, m, 1, 0.0f, m, 4); /* ldb 1 < 4 columns: rejected */
+        gpu->gemm(gpu, 0, 0, 4, 4, 4, 1.0f, m, 4, m, 1, 0.0f, m, 4); /* ldb 1 < 4 columns: rejected */
     else
         failed = 1;
     dp_backend_set_fatal_handler(NULL);
@@ -127,7 +127,7 @@ START_TEST(failed_cublas_call_is_named_with_file_and_rank)
     const char *message = dp_last_error();
     ck_assert_msg(strstr(message, "cublasGemmEx") && strstr(message, "cuda.c:") && strstr(message, "rank 0"),
                   "%s", message);
-    gpu->free(m);
+    gpu->free(gpu, m);
 }
 END_TEST
 

@@ -1,16 +1,19 @@
-/* The compute interface: everything the model and optimizer do to numbers goes through one
- * of these tables, so the CUDA backend replaces the CPU one without touching model code.
- * Matrices are row-major; pointers passed to the operations live in backend memory.
- * Operations run in issue order; a device backend may still be running them when they
- * return, except where a result comes back to the host (download, the loss and count
- * results) and at synchronize. */
+/* The compute interface: everything the model and optimizer do to numbers goes through a
+ * backend context (its operations and its state), so the CUDA backend replaces the CPU one
+ * without touching model code. Matrices are row-major; pointers passed to the operations live
+ * in backend memory. Operations run in issue order on the context's stream; a device backend
+ * may still be running them when they return, except where a result comes back to the host
+ * (download, count_nonfinite) and at synchronize. */
 #ifndef DP_BACKEND_H
 #define DP_BACKEND_H
 
 #include "dp/memory.h"
+#include "dp/tensor.h"
 
 #include <stddef.h>
 #include <stdint.h>
+
+typedef struct dp_backend dp_backend;
 
 /* Where a dropout layer's masks come from: a hash of these and the sample and unit alone. */
 typedef struct dp_dropout_key {
@@ -49,125 +52,138 @@ typedef struct dp_window {
 /* What a pooling window keeps: its maximum (the first one, as PyTorch) or its mean. */
 typedef enum dp_pool { DP_POOL_MAX, DP_POOL_AVG } dp_pool;
 
-typedef struct dp_backend {
+/* A backend context: the device, its state and its operations. Every operation takes the
+ * context first and finds there what it needs (CUDA: the GPU, the stream it queues on, cuBLAS's
+ * handle, the reduction scratch, the timer's events), so no backend keeps globals. */
+struct dp_backend {
     const char *name;
     int host_memory; /* 1 when backend memory is host memory, so host arrays serve in place */
+    void *state;     /* the backend's own, for its operations */
+    /* The stream every operation queues on (a cudaStream_t of the backend's own; NULL on the
+     * CPU): device work of others (NCCL) orders itself after the step's with an event on it. */
+    void *stream;
+
+    /* 1 when `op` (an operation's name, as the member) takes `dtype`; else 0 with the reason
+     * in why (see dp_backend_require). */
+    int (*supports)(const dp_backend *be, const char *op, dp_dtype dtype, char *why, size_t size);
 
     /* Backend memory, charged to `kind` in the allocation counter (dp/memory.h); alloc returns
      * NULL (with dp_last_error set) on failure, and when the process's --max-memory-mb would
      * be exceeded. */
-    void *(*alloc)(size_t bytes, dp_memory_kind kind, const char *what);
-    void (*free)(void *ptr);
+    void *(*alloc)(const dp_backend *be, size_t bytes, dp_memory_kind kind, const char *what);
+    void (*free)(const dp_backend *be, void *ptr);
     /* Host memory the device copies fastest (page-locked under CUDA); NULL on failure. */
-    void *(*alloc_host)(size_t bytes, const char *what);
-    void (*free_host)(void *ptr);
-    void (*upload)(void *dst, const void *host_src, size_t bytes);
-    void (*download)(void *host_dst, const void *src, size_t bytes);
-    void (*zero)(float *x, size_t n);
+    void *(*alloc_host)(const dp_backend *be, size_t bytes, const char *what);
+    void (*free_host)(const dp_backend *be, void *ptr);
+    void (*upload)(const dp_backend *be, void *dst, const void *host_src, size_t bytes);
+    void (*download)(const dp_backend *be, void *host_dst, const void *src, size_t bytes);
+    void (*zero)(const dp_backend *be, float *x, size_t n);
 
     /* C = alpha * op(A) op(B) + beta * C with op(A) [m, k], op(B) [k, n], C [m, n]. */
-    void (*gemm)(int trans_a, int trans_b, int m, int n, int k, float alpha,
+    void (*gemm)(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
                  const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
     /* y[r, c] += bias[c] (bias may be NULL), then max(0, y) when relu. */
-    void (*bias_act_forward)(float *y, const float *bias, int rows, int cols, int relu);
+    void (*bias_act_forward)(const dp_backend *be, float *y, const float *bias, int rows, int cols, int relu);
     /* y[i] = max(0, x[i]): a ReLU that follows something other than a Linear. */
-    void (*relu_forward)(float *y, const float *x, size_t n);
+    void (*relu_forward)(const dp_backend *be, float *y, const float *x, size_t n);
     /* dy[i] = 0 where the ReLU output y[i] was 0. */
-    void (*relu_backward)(float *dy, const float *y, size_t n);
+    void (*relu_backward)(const dp_backend *be, float *dy, const float *y, size_t n);
     /* db[c] = (accumulate ? db[c] : 0) + sum over rows of dy[r, c]. */
-    void (*bias_grad)(const float *dy, int rows, int cols, float *db, int accumulate);
+    void (*bias_grad)(const dp_backend *be, const float *dy, int rows, int cols, float *db, int accumulate);
 
     /* Dropout: mask[r, c] = key->scale (kept) or 0, drawn from (seed, step, sample
      * first_sample + r, unit c) alone, so any split of the rows over ranks draws the same
      * masks; y = x * mask. */
-    void (*dropout_forward)(float *y, const float *x, float *mask, int rows, int cols,
+    void (*dropout_forward)(const dp_backend *be, float *y, const float *x, float *mask, int rows, int cols,
                             const dp_dropout_key *key);
     /* y[i] = x[i] * mask[i] (dropout's backward). */
-    void (*multiply)(float *y, const float *x, const float *mask, size_t n);
+    void (*multiply)(const dp_backend *be, float *y, const float *x, const float *mask, size_t n);
     /* y[i] = x[i] (add 0), or y[i] + x[i] (add 1): copies and sums within backend memory (a
      * ZeRO rank's share of a reduced gradient bucket into its gradient shard). */
-    void (*accumulate)(float *y, const float *x, size_t n, int add);
+    void (*accumulate)(const dp_backend *be, float *y, const float *x, size_t n, int add);
 
     /* Convolution lowered to a GEMM: col[(r, oh, ow), (c, i, j)] = x[r, c, oh s - p + i, ow s - p + j]
      * (0 outside the image), col [rows * out_h * out_w, channels * kernel_h * kernel_w]. */
-    void (*im2col)(const float *x, float *col, int rows, const dp_window *w);
+    void (*im2col)(const dp_backend *be, const float *x, float *col, int rows, const dp_window *w);
     /* Its adjoint: dx[r, c, h, w] = the sum of the col entries im2col copied from there, added
      * in window order (oh, then ow, ascending); dx overwritten. */
-    void (*col2im)(const float *col, float *dx, int rows, const dp_window *w);
+    void (*col2im)(const dp_backend *be, const float *col, float *dx, int rows, const dp_window *w);
     /* y[r, j, i] = x[r, i, j] for x [rows, a, b]: between [C, H*W] and [H*W, C] per sample. */
-    void (*transpose)(const float *x, float *y, int rows, int a, int b);
+    void (*transpose)(const dp_backend *be, const float *x, float *y, int rows, int a, int b);
     /* y [rows, channels, out_h, out_w]: each window's maximum (NaN wins, as PyTorch) or mean. */
-    void (*pool_forward)(const float *x, float *y, int rows, const dp_window *w, dp_pool pool);
+    void (*pool_forward)(const dp_backend *be, const float *x, float *y, int rows, const dp_window *w, dp_pool pool);
     /* dx (overwritten) from dy: max passes each window's gradient to its first maximum, avg
      * spreads dy / (kernel_h kernel_w) over the window; added in window order. */
-    void (*pool_backward)(const float *x, const float *dy, float *dx, int rows, const dp_window *w,
-                          dp_pool pool);
+    void (*pool_backward)(const dp_backend *be, const float *x, const float *dy, float *dx, int rows,
+                          const dp_window *w, dp_pool pool);
 
     /* Column sums in double for BatchNorm: out[c] = sum_r a[r, c] and
      * out[cols + c] = sum_r a[r, c] * b[r, c]; out is backend memory, overwritten. */
-    void (*column_sums)(const float *a, const float *b, int rows, int cols, double *out);
+    void (*column_sums)(const dp_backend *be, const float *a, const float *b, int rows, int cols, double *out);
     /* xhat = (x - mean[c]) * invstd[c]; y = gamma[c] * xhat + beta[c] (xhat NULL in eval). */
-    void (*bn_normalize)(const float *x, float *xhat, float *y, int rows, int cols,
+    void (*bn_normalize)(const dp_backend *be, const float *x, float *xhat, float *y, int rows, int cols,
                          const float *mean, const float *invstd, const float *gamma,
                          const float *beta);
     /* dx = gamma[c] * invstd[c] * (dy - mean_dy[c] - xhat * mean_dy_xhat[c]). */
-    void (*bn_backward_input)(const float *dy, const float *xhat, float *dx, int rows, int cols,
+    void (*bn_backward_input)(const dp_backend *be, const float *dy, const float *xhat, float *dx, int rows, int cols,
                               const float *gamma, const float *invstd, const float *mean_dy,
                               const float *mean_dy_xhat);
     /* dgamma (+)= (float) sums[cols + c], dbeta (+)= (float) sums[c]: column_sums of (dy, xhat). */
-    void (*bn_param_grads)(const double *sums, int cols, float *dgamma, float *dbeta,
+    void (*bn_param_grads)(const dp_backend *be, const double *sums, int cols, float *dgamma, float *dbeta,
                            int accumulate);
     /* running = (1 - momentum) running + momentum batch, for the mean and the unbiased variance. */
-    void (*bn_update_running)(float *running_mean, float *running_var, const float *mean,
+    void (*bn_update_running)(const dp_backend *be, float *running_mean, float *running_var, const float *mean,
                               const float *var_unbiased, int cols, float momentum);
     /* invstd[i] = 1 / sqrt(var[i] + eps) (BatchNorm in eval mode). */
-    void (*inverse_std)(const float *var, float *invstd, int n, float eps);
+    void (*inverse_std)(const dp_backend *be, const float *var, float *invstd, int n, float eps);
 
     /* Summed (not averaged) softmax cross-entropy over rows; dlogits = softmax - onehot
      * (skipped when NULL); totals[0] += the loss, totals[1] += rows whose argmax is the
      * label. totals is backend memory (two doubles), so the sums stay on a device until the
      * caller downloads them. */
-    void (*softmax_xent)(const float *logits, const int32_t *labels, int rows, int cols,
+    void (*softmax_xent)(const dp_backend *be, const float *logits, const int32_t *labels, int rows, int cols,
                          float *dlogits, double *totals);
     /* Per-sample loss mean_c (pred - target)^2 summed over rows into totals[0], as PyTorch's
      * MSELoss once divided by the batch; dpred = 2 (pred - target) / cols (skipped when NULL). */
-    void (*mse)(const float *pred, const float *targets, int rows, int cols, float *dpred,
+    void (*mse)(const dp_backend *be, const float *pred, const float *targets, int rows, int cols, float *dpred,
                 double *totals);
 
     /* How many of x[0..n) are NaN or infinite (returned to the host). */
-    size_t (*count_nonfinite)(const float *x, size_t n);
+    size_t (*count_nonfinite)(const dp_backend *be, const float *x, size_t n);
     /* The optimizer's pass over one range: g *= k->grad_scale (the 1 / global sample count),
      * *nonfinite += elements whose g, or p after the update, is NaN or infinite (backend
      * memory), then, when k->apply, the update:
      * PyTorch SGD (d = g + wd p; v = momentum v + d, or v = d when momentum is 0; p -= lr v)
      * or AdamW (torch.optim.AdamW's formulas, roundings in its order; see dp_adamw_coefs). */
-    void (*sgd_step)(float *params, float *grads, float *velocity, size_t n,
+    void (*sgd_step)(const dp_backend *be, float *params, float *grads, float *velocity, size_t n,
                      const dp_sgd_coefs *k, double *nonfinite);
-    void (*adamw_step)(float *params, float *grads, float *exp_avg, float *exp_avg_sq, size_t n,
+    void (*adamw_step)(const dp_backend *be, float *params, float *grads, float *exp_avg, float *exp_avg_sq, size_t n,
                        const dp_adamw_coefs *k, double *nonfinite);
 
-    /* dst row r = src row index[r], rows of `width` 4-byte values (float features or int32
-     * labels): a batch assembled from a dataset held in backend memory. */
-    void (*gather_rows)(void *dst, const void *src, const size_t *index, int rows, int width);
     /* Returns once every operation issued so far has finished. */
-    void (*synchronize)(void);
+    void (*synchronize)(const dp_backend *be);
     /* The device and its settings, for the banner. */
-    const char *(*describe)(void);
+    const char *(*describe)(const dp_backend *be);
 
     /* Device time for --trace, on a backend whose work the host's clock does not see (NULL on
      * the CPU): timer_mark queues a timestamp after the work issued so far and returns its
      * slot, or -1 when all DP_TIMER_SLOTS are taken; timer_seconds gives the device's seconds
      * from slot `from`'s timestamp to slot `to`'s once synchronize has returned; timer_reset
      * frees every slot. */
-    int (*timer_mark)(void);
-    double (*timer_seconds)(int from, int to);
-    void (*timer_reset)(void);
-} dp_backend;
+    int (*timer_mark)(const dp_backend *be);
+    double (*timer_seconds)(const dp_backend *be, int from, int to);
+    void (*timer_reset)(const dp_backend *be);
+};
 
 /* The timestamps a backend's timer holds at once (a step's module passes and an anchor). */
 #define DP_TIMER_SLOTS 4096
 
+/* 0 when be->supports(op, dtype); else DP_EINVAL with a message naming the backend, the
+ * operation, the dtype and the backend's reason. */
+int dp_backend_require(const dp_backend *be, const char *op, dp_dtype dtype);
+
+/* The CPU backend's context: one per process, as OpenBLAS's thread count is. */
 const dp_backend *dp_backend_cpu(void);
 
 /* Sets the CPU backend's BLAS threads per rank (OpenBLAS); others ignore it. why, when not
@@ -231,8 +247,9 @@ int dp_backend_cuda_usable(const dp_backend_request *request);
 
 /* The backend of request->device. CUDA binds the planned GPU (or local_rank % count) and
  * fails, naming the problem, without a CUDA build or GPU, or when ranks of the node would
- * share a GPU unless share_gpu. One CUDA backend per process at a time; dp_backend_close
- * releases it. */
+ * share a GPU unless share_gpu. Each CUDA open makes a context of its own (stream, cuBLAS
+ * handle, scratch); dp_backend_close releases it. The GPU is CUDA's current device of the
+ * calling thread, so contexts on different GPUs in one thread are not supported. */
 int dp_backend_open(const dp_backend_request *request, const dp_backend **out);
 void dp_backend_close(const dp_backend *be);
 

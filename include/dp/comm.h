@@ -60,6 +60,8 @@ typedef struct dp_comm {
     struct dp_auto_table *auto_table; /* auto's rules; NULL until loaded or first used */
     int cuda_aware;             /* MPI may be handed GPU memory (dp_comm_set_cuda_aware) */
     struct dp_nccl *nccl;       /* nccl's communicator and stream; NULL until reserved or first used */
+    void *device_stream;        /* the cudaStream_t the device computes on, which nccl's requests
+                                 * order after (dp_backend.stream); NULL: the legacy default stream */
     struct dp_request_pool *pool; /* request slots with their scratch memory */
     struct dp_progress_thread *progress_thread; /* NULL: none running */
     dp_comm_traffic traffic;
@@ -127,7 +129,7 @@ typedef struct dp_request_args {
      * bucket carries it (so bucketed ring all-reduces are bitwise the whole buffer's). */
     size_t parent_count, parent_offset;
     /* nccl only: a cudaEvent_t recorded after the kernels that produce buf; the request's
-     * stream waits for it. NULL: one is recorded on the legacy default stream at the start. */
+     * stream waits for it. NULL: one is recorded on c->device_stream at the start. */
     void *ready_event;
 } dp_request_args;
 

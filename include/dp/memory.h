@@ -15,7 +15,6 @@ typedef enum dp_memory_kind {
     DP_MEM_WORKING,     /* a strategy's working buffers: gradient buckets, gathered parameters */
     DP_MEM_BUFFERS,     /* the model's buffers: running statistics */
     DP_MEM_ACTIVATIONS, /* module outputs, activation gradients, the batch */
-    DP_MEM_DATA,        /* datasets copied to the device */
     DP_MEM_OTHER,       /* counters, totals, tests */
     DP_MEM_KINDS
 } dp_memory_kind;

@@ -30,7 +30,7 @@ typedef struct dp_param {
 typedef struct dp_param_table {
     dp_param *entries;
     int count, capacity;
-    size_t totals[2]; /* elements per dtype (DP_DTYPE_F32, DP_DTYPE_I64) */
+    size_t totals[DP_DTYPES]; /* elements per dtype */
 } dp_param_table;
 
 /* Appends a tensor at the end of its dtype's flat buffer; a duplicate name is DP_EINVAL. */

@@ -9,9 +9,10 @@
 #define DP_TENSOR_MAX_DIMS 4
 #define DP_TENSOR_NAME_MAX 64
 
-/* Element types a checkpoint holds: float32 parameters and state, int64 counters (as
- * PyTorch's BatchNorm num_batches_tracked). The zero value is float32. */
-typedef enum dp_dtype { DP_DTYPE_F32 = 0, DP_DTYPE_I64 } dp_dtype;
+/* Element types: float32 parameters and state, int64 counters (as PyTorch's BatchNorm
+ * num_batches_tracked), bfloat16 for a device backend's reduced-precision operations (what a
+ * backend takes is its `supports`). The zero value is float32. */
+typedef enum dp_dtype { DP_DTYPE_F32 = 0, DP_DTYPE_I64, DP_DTYPE_BF16, DP_DTYPES } dp_dtype;
 
 typedef struct dp_tensor_ref {
     char name[DP_TENSOR_NAME_MAX];
@@ -38,7 +39,7 @@ void dp_dims_text(const dp_dims *s, char *text, size_t size);
 /* Number of elements: the product of the shape (1 for ndim 0). */
 int64_t dp_tensor_numel(const dp_tensor_ref *t);
 
-/* Bytes of one element of dtype, and its safetensors name ("F32", "I64"). */
+/* Bytes of one element of dtype, and its safetensors name ("F32", "I64", "BF16"). */
 size_t dp_dtype_size(dp_dtype dtype);
 const char *dp_dtype_name(dp_dtype dtype);
 

@@ -16,12 +16,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int blas_threads = 1;
-static char threads_why[128] = "--threads";
+/* The CPU backend's context: the loops of the best instruction set this CPU has, and the BLAS
+ * threads, which OpenBLAS keeps per process: so there is one CPU context per process. */
+typedef struct cpu_state {
+    const dp_cpu_loops *loops;
+    int blas_threads;
+    char threads_why[128];
+    char description[640];
+} cpu_state;
+
+static cpu_state cpu = {.blas_threads = 1, .threads_why = "--threads"};
+
+static cpu_state *state_of(const dp_backend *be)
+{
+    return be->state;
+}
 
 /* Backend memory is host memory here, counted (dp/memory.h) like a GPU's. */
-static void *cpu_alloc(size_t bytes, dp_memory_kind kind, const char *what)
+static void *cpu_alloc(const dp_backend *be, size_t bytes, dp_memory_kind kind, const char *what)
 {
+    (void)be; /* host memory and BLAS need no state */
     if (dp_memory_admit(bytes, kind, what))
         return NULL;
     void *p = dp_alloc(bytes, what);
@@ -29,38 +43,44 @@ static void *cpu_alloc(size_t bytes, dp_memory_kind kind, const char *what)
     return p;
 }
 
-static void cpu_free(void *ptr)
+static void cpu_free(const dp_backend *be, void *ptr)
 {
+    (void)be; /* host memory and BLAS need no state */
     dp_memory_release(ptr);
     free(ptr);
 }
 
 /* Host staging is plain host memory, outside the counter (as on a GPU machine). */
-static void *cpu_alloc_host(size_t bytes, const char *what)
+static void *cpu_alloc_host(const dp_backend *be, size_t bytes, const char *what)
 {
+    (void)be; /* host memory and BLAS need no state */
     return dp_alloc(bytes, what);
 }
 
-static void cpu_free_host(void *ptr)
+static void cpu_free_host(const dp_backend *be, void *ptr)
 {
+    (void)be; /* host memory and BLAS need no state */
     free(ptr);
 }
 
-static void cpu_copy(void *dst, const void *src, size_t bytes)
+static void cpu_copy(const dp_backend *be, void *dst, const void *src, size_t bytes)
 {
+    (void)be; /* host memory and BLAS need no state */
     if (bytes)
         memcpy(dst, src, bytes);
 }
 
-static void cpu_zero(float *x, size_t n)
+static void cpu_zero(const dp_backend *be, float *x, size_t n)
 {
+    (void)be; /* host memory and BLAS need no state */
     if (n)
         memset(x, 0, n * sizeof *x);
 }
 
-static void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
+static void cpu_gemm(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
                      const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
+    (void)be; /* host memory and BLAS need no state */
     if (m == 0 || n == 0)
         return;
     /* An empty sum (a rank without rows) leaves beta C, which BLAS need not handle. */
@@ -79,9 +99,9 @@ static void cpu_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha,
  * 2-core machine of bench/RESULTS.md a ReLU pass over 256 x 1024 takes 25 us on one thread and
  * no less on two, as waking a thread costs about as much; AdamW over 1.86 M values takes half
  * the time on two. */
-static const dp_cpu_loops *loops(void)
+static const dp_cpu_loops *loops(const dp_backend *be)
 {
-    return dp_cpu_loops_best();
+    return state_of(be)->loops;
 }
 
 #define GRAIN_ELEMENTS ((size_t)1 << 18)
@@ -106,129 +126,123 @@ static size_t over_elements(dp_loop_fn fn, const dp_loop_args *a, size_t n)
     return dp_cpu_parallel(fn, a, n, GRAIN_ELEMENTS);
 }
 
-static void cpu_bias_act_forward(float *y, const float *bias, int rows, int cols, int relu)
+static void cpu_bias_act_forward(const dp_backend *be, float *y, const float *bias, int rows, int cols, int relu)
 {
-    over_rows(loops()->bias_act_forward, &(dp_loop_args){.y = y, .bias = bias, .cols = (size_t)cols, .relu = relu},
+    over_rows(loops(be)->bias_act_forward, &(dp_loop_args){.y = y, .bias = bias, .cols = (size_t)cols, .relu = relu},
               rows);
 }
 
-static void cpu_relu_forward(float *y, const float *x, size_t n)
+static void cpu_relu_forward(const dp_backend *be, float *y, const float *x, size_t n)
 {
-    over_elements(loops()->relu_forward, &(dp_loop_args){.y = y, .x = x}, n);
+    over_elements(loops(be)->relu_forward, &(dp_loop_args){.y = y, .x = x}, n);
 }
 
-static void cpu_relu_backward(float *dy, const float *y, size_t n)
+static void cpu_relu_backward(const dp_backend *be, float *dy, const float *y, size_t n)
 {
-    over_elements(loops()->relu_backward, &(dp_loop_args){.y = dy, .other = y}, n);
+    over_elements(loops(be)->relu_backward, &(dp_loop_args){.y = dy, .other = y}, n);
 }
 
-static void cpu_bias_grad(const float *dy, int rows, int cols, float *db, int accumulate)
+static void cpu_bias_grad(const dp_backend *be, const float *dy, int rows, int cols, float *db, int accumulate)
 {
     dp_loop_args a = {.x = dy, .rows = (size_t)rows, .cols = (size_t)cols, .y = db, .accumulate = accumulate};
-    over_columns(loops()->bias_grad, &a, cols);
+    over_columns(loops(be)->bias_grad, &a, cols);
 }
 
-static void cpu_dropout_forward(float *y, const float *x, float *mask, int rows, int cols,
+static void cpu_dropout_forward(const dp_backend *be, float *y, const float *x, float *mask, int rows, int cols,
                                 const dp_dropout_key *key)
 {
     dp_loop_args a = {.y = y, .x = x, .mask = mask, .cols = (size_t)cols, .dropout = key};
-    over_rows(loops()->dropout_forward, &a, rows);
+    over_rows(loops(be)->dropout_forward, &a, rows);
 }
 
-static void cpu_multiply(float *y, const float *x, const float *mask, size_t n)
+static void cpu_multiply(const dp_backend *be, float *y, const float *x, const float *mask, size_t n)
 {
-    over_elements(loops()->multiply, &(dp_loop_args){.y = y, .x = x, .other = mask}, n);
+    over_elements(loops(be)->multiply, &(dp_loop_args){.y = y, .x = x, .other = mask}, n);
 }
 
-static void cpu_accumulate(float *y, const float *x, size_t n, int add)
+static void cpu_accumulate(const dp_backend *be, float *y, const float *x, size_t n, int add)
 {
-    over_elements(loops()->accumulate, &(dp_loop_args){.y = y, .x = x, .accumulate = add}, n);
+    over_elements(loops(be)->accumulate, &(dp_loop_args){.y = y, .x = x, .accumulate = add}, n);
 }
 
-static void cpu_column_sums(const float *a, const float *b, int rows, int cols, double *out)
+static void cpu_column_sums(const dp_backend *be, const float *a, const float *b, int rows, int cols, double *out)
 {
     dp_loop_args args = {.x = a, .other = b, .rows = (size_t)rows, .cols = (size_t)cols, .sums = out};
-    over_columns(loops()->column_sums, &args, cols);
+    over_columns(loops(be)->column_sums, &args, cols);
 }
 
-static void cpu_bn_normalize(const float *x, float *xhat, float *y, int rows, int cols,
+static void cpu_bn_normalize(const dp_backend *be, const float *x, float *xhat, float *y, int rows, int cols,
                              const float *mean, const float *invstd, const float *gamma,
                              const float *beta)
 {
     dp_loop_args a = {.x = x, .xhat = xhat, .y = y, .cols = (size_t)cols, .mean = mean, .invstd = invstd,
                       .gamma = gamma, .beta = beta};
-    over_rows(loops()->bn_normalize, &a, rows);
+    over_rows(loops(be)->bn_normalize, &a, rows);
 }
 
-static void cpu_bn_backward_input(const float *dy, const float *xhat, float *dx, int rows, int cols,
+static void cpu_bn_backward_input(const dp_backend *be, const float *dy, const float *xhat, float *dx, int rows, int cols,
                                   const float *gamma, const float *invstd, const float *mean_dy,
                                   const float *mean_dy_xhat)
 {
     dp_loop_args a = {.x = dy, .other = xhat, .y = dx, .cols = (size_t)cols, .gamma = gamma, .invstd = invstd,
                       .mean_dy = mean_dy, .mean_dy_xhat = mean_dy_xhat};
-    over_rows(loops()->bn_backward_input, &a, rows);
+    over_rows(loops(be)->bn_backward_input, &a, rows);
 }
 
 /* The per-feature passes are a few thousand values: one thread. */
-static void cpu_bn_param_grads(const double *sums, int cols, float *dgamma, float *dbeta,
+static void cpu_bn_param_grads(const dp_backend *be, const double *sums, int cols, float *dgamma, float *dbeta,
                                int accumulate)
 {
     dp_loop_args a = {.sums = (double *)sums, .cols = (size_t)cols, .dgamma = dgamma, .dbeta = dbeta,
                       .accumulate = accumulate};
-    loops()->bn_param_grads(&a, 0, (size_t)cols);
+    loops(be)->bn_param_grads(&a, 0, (size_t)cols);
 }
 
-static void cpu_bn_update_running(float *running_mean, float *running_var, const float *mean,
+static void cpu_bn_update_running(const dp_backend *be, float *running_mean, float *running_var, const float *mean,
                                   const float *var_unbiased, int cols, float momentum)
 {
     dp_loop_args a = {.running_mean = running_mean, .running_var = running_var, .mean = mean,
                       .var = var_unbiased, .momentum = momentum};
-    loops()->bn_update_running(&a, 0, (size_t)cols);
+    loops(be)->bn_update_running(&a, 0, (size_t)cols);
 }
 
-static void cpu_inverse_std(const float *var, float *invstd, int n, float eps)
+static void cpu_inverse_std(const dp_backend *be, const float *var, float *invstd, int n, float eps)
 {
-    loops()->inverse_std(&(dp_loop_args){.var = var, .y = invstd, .eps = eps}, 0, (size_t)n);
+    loops(be)->inverse_std(&(dp_loop_args){.var = var, .y = invstd, .eps = eps}, 0, (size_t)n);
 }
 
 /* The losses add their totals in element order: one thread. */
-static void cpu_softmax_xent(const float *logits, const int32_t *labels, int rows, int cols,
+static void cpu_softmax_xent(const dp_backend *be, const float *logits, const int32_t *labels, int rows, int cols,
                              float *dlogits, double *totals)
 {
     dp_loop_args a = {.x = logits, .labels = labels, .cols = (size_t)cols, .y = dlogits, .sums = totals};
-    loops()->softmax_xent(&a, 0, (size_t)rows);
+    loops(be)->softmax_xent(&a, 0, (size_t)rows);
 }
 
-static void cpu_mse(const float *pred, const float *targets, int rows, int cols,
+static void cpu_mse(const dp_backend *be, const float *pred, const float *targets, int rows, int cols,
                     float *dpred, double *totals)
 {
     dp_loop_args a = {.x = pred, .other = targets, .cols = (size_t)cols, .y = dpred, .sums = totals};
-    loops()->mse(&a, 0, (size_t)rows);
+    loops(be)->mse(&a, 0, (size_t)rows);
 }
 
-static size_t cpu_count_nonfinite(const float *x, size_t n)
+static size_t cpu_count_nonfinite(const dp_backend *be, const float *x, size_t n)
 {
-    return over_elements(loops()->count_nonfinite, &(dp_loop_args){.x = x}, n);
+    return over_elements(loops(be)->count_nonfinite, &(dp_loop_args){.x = x}, n);
 }
 
-static void cpu_sgd_step(float *params, float *grads, float *velocity, size_t n,
+static void cpu_sgd_step(const dp_backend *be, float *params, float *grads, float *velocity, size_t n,
                          const dp_sgd_coefs *k, double *nonfinite)
 {
     dp_loop_args a = {.params = params, .grads = grads, .state1 = velocity, .sgd = k};
-    *nonfinite += (double)over_elements(loops()->sgd_step, &a, n);
+    *nonfinite += (double)over_elements(loops(be)->sgd_step, &a, n);
 }
 
-static void cpu_adamw_step(float *params, float *grads, float *exp_avg, float *exp_avg_sq,
+static void cpu_adamw_step(const dp_backend *be, float *params, float *grads, float *exp_avg, float *exp_avg_sq,
                            size_t n, const dp_adamw_coefs *k, double *nonfinite)
 {
     dp_loop_args a = {.params = params, .grads = grads, .state1 = exp_avg, .state2 = exp_avg_sq, .adamw = k};
-    *nonfinite += (double)over_elements(loops()->adamw_step, &a, n);
-}
-
-static void cpu_gather_rows(void *dst, const void *src, const size_t *index, int rows, int width)
-{
-    dp_loop_args a = {.dst = dst, .src = src, .index = index, .cols = (size_t)width};
-    over_rows(loops()->gather_rows, &a, rows);
+    *nonfinite += (double)over_elements(loops(be)->adamw_step, &a, n);
 }
 
 /* The sliding-window operations split by samples, each a few thousand values or more. */
@@ -242,55 +256,69 @@ static size_t window_outputs(const dp_window *w)
     return (size_t)w->channels * w->out_h * w->out_w;
 }
 
-static void cpu_im2col(const float *x, float *col, int rows, const dp_window *w)
+static void cpu_im2col(const dp_backend *be, const float *x, float *col, int rows, const dp_window *w)
 {
     size_t per_sample = (size_t)w->out_h * w->out_w * w->channels * w->kernel_h * w->kernel_w;
-    over_samples(loops()->im2col, &(dp_loop_args){.x = x, .y = col, .window = w}, rows, per_sample);
+    over_samples(loops(be)->im2col, &(dp_loop_args){.x = x, .y = col, .window = w}, rows, per_sample);
 }
 
-static void cpu_col2im(const float *col, float *dx, int rows, const dp_window *w)
+static void cpu_col2im(const dp_backend *be, const float *col, float *dx, int rows, const dp_window *w)
 {
     size_t per_sample = (size_t)w->out_h * w->out_w * w->channels * w->kernel_h * w->kernel_w;
-    over_samples(loops()->col2im, &(dp_loop_args){.x = col, .y = dx, .window = w}, rows, per_sample);
+    over_samples(loops(be)->col2im, &(dp_loop_args){.x = col, .y = dx, .window = w}, rows, per_sample);
 }
 
-static void cpu_transpose(const float *x, float *y, int rows, int a, int b)
+static void cpu_transpose(const dp_backend *be, const float *x, float *y, int rows, int a, int b)
 {
     dp_loop_args args = {.x = x, .y = y, .dim_a = (size_t)a, .dim_b = (size_t)b};
-    over_samples(loops()->transpose, &args, rows, (size_t)a * b);
+    over_samples(loops(be)->transpose, &args, rows, (size_t)a * b);
 }
 
-static void cpu_pool_forward(const float *x, float *y, int rows, const dp_window *w, dp_pool pool)
+static void cpu_pool_forward(const dp_backend *be, const float *x, float *y, int rows, const dp_window *w, dp_pool pool)
 {
     dp_loop_args a = {.x = x, .y = y, .window = w, .pool = pool};
-    over_samples(loops()->pool_forward, &a, rows, window_outputs(w) * w->kernel_h * w->kernel_w);
+    over_samples(loops(be)->pool_forward, &a, rows, window_outputs(w) * w->kernel_h * w->kernel_w);
 }
 
-static void cpu_pool_backward(const float *x, const float *dy, float *dx, int rows, const dp_window *w,
+static void cpu_pool_backward(const dp_backend *be, const float *x, const float *dy, float *dx, int rows, const dp_window *w,
                               dp_pool pool)
 {
     dp_loop_args a = {.x = x, .other = dy, .y = dx, .window = w, .pool = pool};
-    over_samples(loops()->pool_backward, &a, rows, window_outputs(w) * w->kernel_h * w->kernel_w);
+    over_samples(loops(be)->pool_backward, &a, rows, window_outputs(w) * w->kernel_h * w->kernel_w);
 }
 
 /* Every operation has finished when it returns. */
-static void cpu_synchronize(void)
+static void cpu_synchronize(const dp_backend *be)
 {
+    (void)be; /* host memory and BLAS need no state */
 }
 
-static const char *cpu_describe(void)
+static const char *cpu_describe(const dp_backend *be)
 {
-    static char text[640];
+    cpu_state *c = state_of(be);
     char blas[384];
     dp_blas_describe(blas, sizeof blas);
-    snprintf(text, sizeof text, "cpu (%d BLAS thread%s per rank, shared by the %s loops: %s; %s)", blas_threads,
-             blas_threads == 1 ? "" : "s", loops()->isa, threads_why, blas);
-    return text;
+    snprintf(c->description, sizeof c->description, "cpu (%d BLAS thread%s per rank, shared by the %s loops: %s; %s)",
+             c->blas_threads, c->blas_threads == 1 ? "" : "s", c->loops->isa, c->threads_why, blas);
+    return c->description;
+}
+
+/* Every operation computes in float32 (GEMMs through CBLAS's sgemm). */
+static int cpu_supports(const dp_backend *be, const char *op, dp_dtype dtype, char *why, size_t size)
+{
+    (void)be;
+    if (dtype == DP_DTYPE_F32)
+        return 1;
+    snprintf(why, size, "the CPU backend computes %s in float32 only (use --device cuda for %s)", op,
+             dp_dtype_name(dtype));
+    return 0;
 }
 
 static const dp_backend cpu_backend = {
     .name = "cpu",
     .host_memory = 1,
+    .state = &cpu,
+    .supports = cpu_supports,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .alloc_host = cpu_alloc_host,
@@ -322,28 +350,34 @@ static const dp_backend cpu_backend = {
     .count_nonfinite = cpu_count_nonfinite,
     .sgd_step = cpu_sgd_step,
     .adamw_step = cpu_adamw_step,
-    .gather_rows = cpu_gather_rows,
     .synchronize = cpu_synchronize,
     .describe = cpu_describe,
 };
 
 const dp_backend *dp_backend_cpu(void)
 {
+    if (!cpu.loops)
+        cpu.loops = dp_cpu_loops_best();
     return &cpu_backend;
 }
 
 void dp_backend_arithmetic(const dp_backend *be, char *text, size_t size)
 {
     if (be == &cpu_backend)
-        snprintf(text, size, "cpu with %d BLAS thread%s", blas_threads, blas_threads == 1 ? "" : "s");
+        snprintf(text, size, "cpu with %d BLAS thread%s", cpu.blas_threads, cpu.blas_threads == 1 ? "" : "s");
     else
         snprintf(text, size, "%s", be->name);
 }
 
+void dp_backend_cpu_use_loops(const dp_cpu_loops *chosen)
+{
+    cpu.loops = chosen ? chosen : dp_cpu_loops_best();
+}
+
 void dp_backend_cpu_set_threads(int threads, const char *why)
 {
-    blas_threads = threads;
-    snprintf(threads_why, sizeof threads_why, "%s", why ? why : "--threads");
+    cpu.blas_threads = threads;
+    snprintf(cpu.threads_why, sizeof cpu.threads_why, "%s", why ? why : "--threads");
     dp_cpu_parallel_set_threads(threads);
     dp_blas_set_threads(threads);
 }

@@ -105,15 +105,6 @@ static size_t bn_backward_input(const dp_loop_args *a, size_t begin, size_t end)
     return 0;
 }
 
-/* dst row r = src row index[r], cols 4-byte values a row: rows. */
-static size_t gather_rows(const dp_loop_args *a, size_t begin, size_t end)
-{
-    size_t row_bytes = a->cols * sizeof(uint32_t);
-    for (size_t r = begin; r < end; r++)
-        memcpy((char *)a->dst + r * row_bytes, (const char *)a->src + a->index[r] * row_bytes, row_bytes);
-    return 0;
-}
-
 /* ---- elementwise, over elements ---- */
 
 /* y = ReLU(x): elements. */
@@ -502,7 +493,6 @@ const dp_cpu_loops DP_LOOPS_NAME(DP_LOOPS_ISA) = {
     .count_nonfinite = count_nonfinite,
     .sgd_step = sgd_step,
     .adamw_step = adamw_step,
-    .gather_rows = gather_rows,
     .im2col = im2col,
     .col2im = col2im,
     .transpose = transpose,

@@ -34,10 +34,6 @@ typedef struct dp_loop_args {
     const dp_window *window;
     dp_pool pool;
     size_t dim_a, dim_b;
-    /* gather_rows */
-    void *dst;
-    const void *src;
-    const size_t *index;
 } dp_loop_args;
 
 /* One part of an operation; returns the non-finite values it counted (0 where it counts none). */
@@ -64,7 +60,6 @@ typedef struct dp_cpu_loops {
     dp_loop_fn count_nonfinite;   /* elements */
     dp_loop_fn sgd_step;          /* elements */
     dp_loop_fn adamw_step;        /* elements */
-    dp_loop_fn gather_rows;       /* rows; cols is the row's 4-byte values */
     dp_loop_fn im2col;            /* rows (samples) */
     dp_loop_fn col2im;            /* rows (samples) */
     dp_loop_fn transpose;         /* rows (samples) */
@@ -78,5 +73,9 @@ const dp_cpu_loops *dp_cpu_loops_best(void);
 /* The loops of instruction set `isa` ("generic", "avx2", "avx512"), or NULL when this build or
  * this CPU lacks it (tests compare every one this machine runs). */
 const dp_cpu_loops *dp_cpu_loops_for(const char *isa);
+
+/* The loops the CPU backend's context runs: the best (NULL), or these (tests compare every
+ * instruction set this CPU has). */
+void dp_backend_cpu_use_loops(const dp_cpu_loops *loops);
 
 #endif

@@ -11,6 +11,7 @@
 typedef struct dp_cublas_api {
     cublasStatus_t (*create)(cublasHandle_t *handle);
     cublasStatus_t (*destroy)(cublasHandle_t handle);
+    cublasStatus_t (*set_stream)(cublasHandle_t handle, cudaStream_t stream);
     cublasStatus_t (*gemm_ex)(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m,
                               int n, int k, const void *alpha, const void *a, cudaDataType a_type, int lda,
                               const void *b, cudaDataType b_type, int ldb, const void *beta, void *c,

@@ -20,11 +20,12 @@ int dp_cublas_load(dp_cublas_api *api, char *why, size_t size)
     /* The library stays open for the process: its handles may outlive any one backend. */
     *(void **)&api->create = dlsym(lib, "cublasCreate_v2");
     *(void **)&api->destroy = dlsym(lib, "cublasDestroy_v2");
+    *(void **)&api->set_stream = dlsym(lib, "cublasSetStream_v2");
     *(void **)&api->gemm_ex = dlsym(lib, "cublasGemmEx");
     *(void **)&api->status_string = dlsym(lib, "cublasGetStatusString");
-    if (api->create && api->destroy && api->gemm_ex && api->status_string)
+    if (api->create && api->destroy && api->set_stream && api->gemm_ex && api->status_string)
         return 0;
     snprintf(why, size, "%s lacks a cuBLAS function this build calls (cublasCreate_v2, cublasDestroy_v2, "
-             "cublasGemmEx, cublasGetStatusString)", soname);
+             "cublasSetStream_v2, cublasGemmEx, cublasGetStatusString)", soname);
     return -1;
 }

@@ -1,7 +1,9 @@
-/* The CUDA backend: cuBLAS for the GEMMs, the kernels of cuda_kernels.cu for the rest, one GPU
- * per process (the one the node's binding plan gives this rank). Everything runs on the
- * legacy default stream, so operations execute in issue order and an NCCL all-reduce queued
- * on the same stream follows backward without events. make check runs this file against the
+/* The CUDA backend: cuBLAS for the GEMMs, the kernels of cuda_kernels.cu for the rest, on the
+ * GPU the node's binding plan gives this rank. A context owns everything: the device, a stream
+ * of its own (non-blocking, so other streams' work, NCCL's included, orders itself with
+ * events rather than by the legacy stream's implicit waits), cuBLAS's handle bound to that
+ * stream, the reductions' scratch and --trace's events. Operations run in issue order on the
+ * stream; upload, download and synchronize wait for it. make check runs this file against the
  * fake CUDA runtime of tests/fakecuda/. */
 #include "config.h"
 
@@ -16,19 +18,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-static struct cuda_state {
-    int open;
+typedef struct cuda_context {
+    dp_backend be;                  /* the operations; be.state points back here */
     int rank, device, gpus;
     int check_launches;             /* CUDA_LAUNCH_BLOCKING=1: synchronise after every kernel */
     dp_cublas_api blas_api;         /* cuBLAS, opened with the backend (cublas_api.h) */
     cublasHandle_t blas;
     cublasComputeType_t compute;    /* exact FP32, or TF32 tensor cores with --tf32 */
+    cudaStream_t stream;            /* where every operation queues */
     dp_cuda_partial *partials;      /* DP_MAX_PARTIALS reduction results, device */
     dp_cuda_partial *host_partials; /* where they are read back, page-locked */
     cudaEvent_t timer[DP_TIMER_SLOTS]; /* --trace's timestamps, created when first needed */
     int timer_used;
     char description[640];
-} cuda = {.device = -1};
+} cuda_context;
+
+static cuda_context *ctx_of(const dp_backend *be)
+{
+    return be->state;
+}
 
 static const char *visible_devices(void)
 {
@@ -50,40 +58,42 @@ static int kernel_fault(cudaError_t e)
 
 /* 0, or the error of a failed call recorded with the call, file, line, rank and CUDA's message;
  * CUDA's last error is cleared so that the next launch check is not blamed for this one. */
-static int cuda_status(cudaError_t e, const char *call, const char *file, int line)
+static int cuda_status(const cuda_context *c, cudaError_t e, const char *call, const char *file, int line)
 {
     if (e == cudaSuccess)
         return 0;
     (void)cudaGetLastError();
-    const char *hint = kernel_fault(e) && !cuda.check_launches
+    const char *hint = kernel_fault(e) && !c->check_launches
                            ? " (a kernel's fault, reported by the next call: it may come from any earlier kernel; "
                              "rerun with CUDA_LAUNCH_BLOCKING=1 to stop at the kernel that faulted)"
                            : "";
     return dp_fail(DP_EDEVICE, "%s failed at %s:%d on rank %d (GPU %d): %s: %s%s", call, file, line,
-                   cuda.rank, cuda.device, cudaGetErrorName(e), cudaGetErrorString(e), hint);
+                   c->rank, c->device, cudaGetErrorName(e), cudaGetErrorString(e), hint);
 }
 
 /* A kernel launch's status; with CUDA_LAUNCH_BLOCKING=1 also its completion, so a fault is
  * named after the kernel that raised it. */
-static int launch_status(cudaError_t e, const char *call, const char *file, int line)
+static int launch_status(const cuda_context *c, cudaError_t e, const char *call, const char *file, int line)
 {
-    if (e == cudaSuccess && cuda.check_launches)
-        e = cudaDeviceSynchronize();
-    return cuda_status(e, call, file, line);
+    if (e == cudaSuccess && c->check_launches)
+        e = cudaStreamSynchronize(c->stream);
+    return cuda_status(c, e, call, file, line);
 }
 
-static int blas_status(cublasStatus_t s, const char *call, const char *file, int line)
+static int blas_status(const cuda_context *c, cublasStatus_t s, const char *call, const char *file, int line)
 {
     if (s == CUBLAS_STATUS_SUCCESS)
         return 0;
     return dp_fail(DP_EDEVICE, "%s failed at %s:%d on rank %d (GPU %d): %s", call, file, line,
-                   cuda.rank, cuda.device, cuda.blas_api.status_string(s));
+                   c->rank, c->device, c->blas_api.status_string(s));
 }
 
-#define CUDA_CALL(call) cuda_status((call), #call, __FILE__, __LINE__)
+/* c is the context whose rank and GPU the message names. */
+#define CUDA_CALL(c, call) cuda_status((c), (call), #call, __FILE__, __LINE__)
 /* call goes through the loaded table; name is cuBLAS's, for the message. */
-#define BLAS_CALL(name, call) blas_status((call), name, __FILE__, __LINE__)
-#define LAUNCH(call) launch_status((call), #call, __FILE__, __LINE__)
+#define BLAS_CALL(c, name, call) blas_status((c), (call), name, __FILE__, __LINE__)
+/* A launcher of cuda_kernels.h on c's stream. */
+#define LAUNCH(c, launcher, ...) launch_status((c), launcher((c)->stream, __VA_ARGS__), #launcher, __FILE__, __LINE__)
 /* TRY returns the error (while opening); MUST is for the operations, which cannot. */
 #define TRY(checked)                                                         \
     do {                                                                     \
@@ -97,8 +107,9 @@ static int blas_status(cublasStatus_t s, const char *call, const char *file, int
             dp_backend_fatal();                                              \
     } while (0)
 
-static void *cuda_alloc(size_t bytes, dp_memory_kind kind, const char *what)
+static void *cuda_alloc(const dp_backend *be, size_t bytes, dp_memory_kind kind, const char *what)
 {
+    const cuda_context *c = ctx_of(be);
     if (dp_memory_admit(bytes, kind, what))
         return NULL;
     void *p = NULL;
@@ -112,11 +123,11 @@ static void *cuda_alloc(size_t bytes, dp_memory_kind kind, const char *what)
     if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess)
         (void)cudaGetLastError();
     dp_fail(DP_ENOMEM, "cudaMalloc of %zu bytes for %s failed on rank %d (GPU %d, %zu of %zu MiB free): %s",
-            bytes, what, cuda.rank, cuda.device, free_bytes >> 20, total_bytes >> 20, cudaGetErrorString(e));
+            bytes, what, c->rank, c->device, free_bytes >> 20, total_bytes >> 20, cudaGetErrorString(e));
     return NULL;
 }
 
-static void *cuda_alloc_host(size_t bytes, const char *what)
+static void *cuda_alloc_host(const dp_backend *be, size_t bytes, const char *what)
 {
     void *p = NULL;
     cudaError_t e = cudaMallocHost(&p, bytes ? bytes : 1);
@@ -124,233 +135,252 @@ static void *cuda_alloc_host(size_t bytes, const char *what)
         return p;
     (void)cudaGetLastError();
     dp_fail(DP_ENOMEM, "cudaMallocHost of %zu page-locked bytes for %s failed on rank %d: %s", bytes,
-            what, cuda.rank, cudaGetErrorString(e));
+            what, ctx_of(be)->rank, cudaGetErrorString(e));
     return NULL;
 }
 
-static void cuda_free(void *ptr)
+static void cuda_free(const dp_backend *be, void *ptr)
 {
     dp_memory_release(ptr);
-    MUST(CUDA_CALL(cudaFree(ptr)));
+    MUST(CUDA_CALL(ctx_of(be), cudaFree(ptr)));
 }
 
-static void cuda_free_host(void *ptr)
+static void cuda_free_host(const dp_backend *be, void *ptr)
 {
-    MUST(CUDA_CALL(cudaFreeHost(ptr)));
+    MUST(CUDA_CALL(ctx_of(be), cudaFreeHost(ptr)));
 }
 
-static void cuda_upload(void *dst, const void *host_src, size_t bytes)
+/* Copies queue behind the stream's work and return once done, so the host buffer is free. */
+static void copy_and_wait(const cuda_context *c, void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)
 {
-    if (bytes)
-        MUST(CUDA_CALL(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice)));
+    if (!bytes)
+        return;
+    MUST(CUDA_CALL(c, cudaMemcpyAsync(dst, src, bytes, kind, c->stream)));
+    MUST(CUDA_CALL(c, cudaStreamSynchronize(c->stream)));
 }
 
-static void cuda_download(void *host_dst, const void *src, size_t bytes)
+static void cuda_upload(const dp_backend *be, void *dst, const void *host_src, size_t bytes)
 {
-    if (bytes)
-        MUST(CUDA_CALL(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost)));
+    copy_and_wait(ctx_of(be), dst, host_src, bytes, cudaMemcpyHostToDevice);
 }
 
-static void cuda_zero(float *x, size_t n)
+static void cuda_download(const dp_backend *be, void *host_dst, const void *src, size_t bytes)
 {
+    copy_and_wait(ctx_of(be), host_dst, src, bytes, cudaMemcpyDeviceToHost);
+}
+
+static void cuda_zero(const dp_backend *be, float *x, size_t n)
+{
+    const cuda_context *c = ctx_of(be);
     if (n)
-        MUST(CUDA_CALL(cudaMemsetAsync(x, 0, n * sizeof *x, 0)));
+        MUST(CUDA_CALL(c, cudaMemsetAsync(x, 0, n * sizeof *x, c->stream)));
 }
 
-static void cuda_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-                      int lda, const float *b, int ldb, float beta, float *c, int ldc)
+static void cuda_gemm(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                      int lda, const float *b, int ldb, float beta, float *out, int ldc)
 {
+    const cuda_context *c = ctx_of(be);
     if (m == 0 || n == 0)
         return;
     /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS reads each
      * row-major matrix as its transpose, so swapping the operands (flags unchanged) needs no copy. */
-    MUST(BLAS_CALL("cublasGemmEx", cuda.blas_api.gemm_ex(cuda.blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                           n, m, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c, CUDA_R_32F,
-                           ldc, cuda.compute, CUBLAS_GEMM_DEFAULT)));
-    if (cuda.check_launches)
-        MUST(launch_status(cudaSuccess, "cublasGemmEx's kernels", __FILE__, __LINE__));
+    MUST(BLAS_CALL(c, "cublasGemmEx",
+                   c->blas_api.gemm_ex(c->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                       n, m, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, out,
+                                       CUDA_R_32F, ldc, c->compute, CUBLAS_GEMM_DEFAULT)));
+    if (c->check_launches)
+        MUST(launch_status(c, cudaSuccess, "cublasGemmEx's kernels", __FILE__, __LINE__));
 }
 
-static void cuda_bias_act_forward(float *y, const float *bias, int rows, int cols, int relu)
+static void cuda_bias_act_forward(const dp_backend *be, float *y, const float *bias, int rows, int cols, int relu)
 {
-    MUST(LAUNCH(dp_cuda_bias_act(y, bias, rows, cols, relu)));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_bias_act, y, bias, rows, cols, relu));
 }
 
-static void cuda_relu_forward(float *y, const float *x, size_t n)
+static void cuda_relu_forward(const dp_backend *be, float *y, const float *x, size_t n)
 {
-    MUST(LAUNCH(dp_cuda_relu_forward(y, x, n)));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_relu_forward, y, x, n));
 }
 
-static void cuda_relu_backward(float *dy, const float *y, size_t n)
+static void cuda_relu_backward(const dp_backend *be, float *dy, const float *y, size_t n)
 {
-    MUST(LAUNCH(dp_cuda_relu_backward(dy, y, n)));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_relu_backward, dy, y, n));
 }
 
-static void cuda_bias_grad(const float *dy, int rows, int cols, float *db, int accumulate)
+static void cuda_bias_grad(const dp_backend *be, const float *dy, int rows, int cols, float *db, int accumulate)
 {
-    MUST(LAUNCH(dp_cuda_bias_grad(dy, rows, cols, db, accumulate)));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_bias_grad, dy, rows, cols, db, accumulate));
 }
 
-static void cuda_dropout_forward(float *y, const float *x, float *mask, int rows, int cols,
+static void cuda_dropout_forward(const dp_backend *be, float *y, const float *x, float *mask, int rows, int cols,
                                  const dp_dropout_key *key)
 {
-    MUST(LAUNCH(dp_cuda_dropout_forward(y, x, mask, rows, cols, key)));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_dropout_forward, y, x, mask, rows, cols, key));
 }
 
-static void cuda_multiply(float *y, const float *x, const float *mask, size_t n)
+static void cuda_multiply(const dp_backend *be, float *y, const float *x, const float *mask, size_t n)
 {
-    MUST(LAUNCH(dp_cuda_multiply(y, x, mask, n)));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_multiply, y, x, mask, n));
 }
 
-static void cuda_accumulate(float *y, const float *x, size_t n, int add)
+static void cuda_accumulate(const dp_backend *be, float *y, const float *x, size_t n, int add)
 {
-    MUST(LAUNCH(dp_cuda_accumulate(y, x, n, add)));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_accumulate, y, x, n, add));
 }
 
-static void cuda_column_sums(const float *a, const float *b, int rows, int cols, double *out)
+static void cuda_column_sums(const dp_backend *be, const float *a, const float *b, int rows, int cols, double *out)
 {
-    MUST(LAUNCH(dp_cuda_column_sums(a, b, rows, cols, out)));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_column_sums, a, b, rows, cols, out));
 }
 
-static void cuda_bn_normalize(const float *x, float *xhat, float *y, int rows, int cols, const float *mean,
-                              const float *invstd, const float *gamma, const float *beta)
+static void cuda_bn_normalize(const dp_backend *be, const float *x, float *xhat, float *y, int rows, int cols,
+                              const float *mean, const float *invstd, const float *gamma, const float *beta)
 {
-    MUST(LAUNCH(dp_cuda_bn_normalize(x, xhat, y, rows, cols, mean, invstd, gamma, beta)));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_bn_normalize, x, xhat, y, rows, cols, mean, invstd, gamma, beta));
 }
 
-static void cuda_bn_backward_input(const float *dy, const float *xhat, float *dx, int rows, int cols,
-                                   const float *gamma, const float *invstd, const float *mean_dy,
+static void cuda_bn_backward_input(const dp_backend *be, const float *dy, const float *xhat, float *dx, int rows,
+                                   int cols, const float *gamma, const float *invstd, const float *mean_dy,
                                    const float *mean_dy_xhat)
 {
-    MUST(LAUNCH(dp_cuda_bn_backward_input(dy, xhat, dx, rows, cols, gamma, invstd, mean_dy, mean_dy_xhat)));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_bn_backward_input, dy, xhat, dx, rows, cols, gamma, invstd, mean_dy, mean_dy_xhat));
 }
 
-static void cuda_bn_param_grads(const double *sums, int cols, float *dgamma, float *dbeta, int accumulate)
+static void cuda_bn_param_grads(const dp_backend *be, const double *sums, int cols, float *dgamma, float *dbeta,
+                                int accumulate)
 {
-    MUST(LAUNCH(dp_cuda_bn_param_grads(sums, cols, dgamma, dbeta, accumulate)));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_bn_param_grads, sums, cols, dgamma, dbeta, accumulate));
 }
 
-static void cuda_bn_update_running(float *running_mean, float *running_var, const float *mean,
+static void cuda_bn_update_running(const dp_backend *be, float *running_mean, float *running_var, const float *mean,
                                    const float *var_unbiased, int cols, float momentum)
 {
-    MUST(LAUNCH(dp_cuda_bn_update_running(running_mean, running_var, mean, var_unbiased, cols, momentum)));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_bn_update_running, running_mean, running_var, mean, var_unbiased, cols, momentum));
 }
 
-static void cuda_inverse_std(const float *var, float *invstd, int n, float eps)
+static void cuda_inverse_std(const dp_backend *be, const float *var, float *invstd, int n, float eps)
 {
-    MUST(LAUNCH(dp_cuda_inverse_std(var, invstd, n, eps)));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_inverse_std, var, invstd, n, eps));
 }
 
-/* The reduction's per-block results, copied to the host (this waits for the kernel). */
-static const dp_cuda_partial *read_partials(int blocks)
-{
-    if (blocks)
-        MUST(CUDA_CALL(cudaMemcpy(cuda.host_partials, cuda.partials, (size_t)blocks * sizeof *cuda.partials,
-                             cudaMemcpyDeviceToHost)));
-    return cuda.host_partials;
-}
-
-static void cuda_softmax_xent(const float *logits, const int32_t *labels, int rows, int cols,
+static void cuda_softmax_xent(const dp_backend *be, const float *logits, const int32_t *labels, int rows, int cols,
                               float *dlogits, double *totals)
 {
-    MUST(LAUNCH(dp_cuda_softmax_xent(logits, labels, rows, cols, dlogits, cuda.partials, totals)));
+    const cuda_context *c = ctx_of(be);
+    MUST(LAUNCH(c, dp_cuda_softmax_xent, logits, labels, rows, cols, dlogits, c->partials, totals));
 }
 
-static void cuda_mse(const float *pred, const float *targets, int rows, int cols, float *dpred,
+static void cuda_mse(const dp_backend *be, const float *pred, const float *targets, int rows, int cols, float *dpred,
                      double *totals)
 {
-    MUST(LAUNCH(dp_cuda_mse(pred, targets, (size_t)rows * cols, cols, dpred, cuda.partials, totals)));
+    const cuda_context *c = ctx_of(be);
+    MUST(LAUNCH(c, dp_cuda_mse, pred, targets, (size_t)rows * cols, cols, dpred, c->partials, totals));
 }
 
-static size_t cuda_count_nonfinite(const float *x, size_t n)
+/* The per-block counts come to the host (this waits for the kernel) and are added there. */
+static size_t cuda_count_nonfinite(const dp_backend *be, const float *x, size_t n)
 {
+    const cuda_context *c = ctx_of(be);
     int blocks = 0;
-    MUST(LAUNCH(dp_cuda_count_nonfinite(x, n, cuda.partials, &blocks)));
-    const dp_cuda_partial *p = read_partials(blocks);
+    MUST(LAUNCH(c, dp_cuda_count_nonfinite, x, n, c->partials, &blocks));
+    copy_and_wait(c, c->host_partials, c->partials, (size_t)blocks * sizeof *c->partials, cudaMemcpyDeviceToHost);
     size_t bad = 0;
     for (int i = 0; i < blocks; i++)
-        bad += (size_t)p[i].count;
+        bad += (size_t)c->host_partials[i].count;
     return bad;
 }
 
-static void cuda_sgd_step(float *params, float *grads, float *velocity, size_t n, const dp_sgd_coefs *k,
-                          double *nonfinite)
+static void cuda_sgd_step(const dp_backend *be, float *params, float *grads, float *velocity, size_t n,
+                          const dp_sgd_coefs *k, double *nonfinite)
 {
-    MUST(LAUNCH(dp_cuda_sgd_step(params, grads, velocity, n, k, cuda.partials, nonfinite)));
+    const cuda_context *c = ctx_of(be);
+    MUST(LAUNCH(c, dp_cuda_sgd_step, params, grads, velocity, n, k, c->partials, nonfinite));
 }
 
-static void cuda_adamw_step(float *params, float *grads, float *exp_avg, float *exp_avg_sq, size_t n,
-                            const dp_adamw_coefs *k, double *nonfinite)
+static void cuda_adamw_step(const dp_backend *be, float *params, float *grads, float *exp_avg, float *exp_avg_sq,
+                            size_t n, const dp_adamw_coefs *k, double *nonfinite)
 {
-    MUST(LAUNCH(dp_cuda_adamw_step(params, grads, exp_avg, exp_avg_sq, n, k, cuda.partials, nonfinite)));
+    const cuda_context *c = ctx_of(be);
+    MUST(LAUNCH(c, dp_cuda_adamw_step, params, grads, exp_avg, exp_avg_sq, n, k, c->partials, nonfinite));
 }
 
-static void cuda_gather_rows(void *dst, const void *src, const size_t *index, int rows, int width)
+static void cuda_synchronize(const dp_backend *be)
 {
-    MUST(LAUNCH(dp_cuda_gather_rows(dst, src, index, rows, width)));
+    const cuda_context *c = ctx_of(be);
+    MUST(CUDA_CALL(c, cudaStreamSynchronize(c->stream)));
 }
 
-static void cuda_im2col(const float *x, float *col, int rows, const dp_window *w)
+static void cuda_im2col(const dp_backend *be, const float *x, float *col, int rows, const dp_window *w)
 {
-    MUST(LAUNCH(dp_cuda_im2col(x, col, rows, w)));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_im2col, x, col, rows, w));
 }
 
-static void cuda_col2im(const float *col, float *dx, int rows, const dp_window *w)
+static void cuda_col2im(const dp_backend *be, const float *col, float *dx, int rows, const dp_window *w)
 {
-    MUST(LAUNCH(dp_cuda_col2im(col, dx, rows, w)));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_col2im, col, dx, rows, w));
 }
 
-static void cuda_transpose(const float *x, float *y, int rows, int a, int b)
+static void cuda_transpose(const dp_backend *be, const float *x, float *y, int rows, int a, int b)
 {
-    MUST(LAUNCH(dp_cuda_transpose(x, y, rows, a, b)));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_transpose, x, y, rows, a, b));
 }
 
-static void cuda_pool_forward(const float *x, float *y, int rows, const dp_window *w, dp_pool pool)
+static void cuda_pool_forward(const dp_backend *be, const float *x, float *y, int rows, const dp_window *w,
+                              dp_pool pool)
 {
-    MUST(LAUNCH(dp_cuda_pool_forward(x, y, rows, w, pool)));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_pool_forward, x, y, rows, w, pool));
 }
 
-static void cuda_pool_backward(const float *x, const float *dy, float *dx, int rows, const dp_window *w, dp_pool pool)
+static void cuda_pool_backward(const dp_backend *be, const float *x, const float *dy, float *dx, int rows,
+                               const dp_window *w, dp_pool pool)
 {
-    MUST(LAUNCH(dp_cuda_pool_backward(x, dy, dx, rows, w, pool)));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_pool_backward, x, dy, dx, rows, w, pool));
 }
 
-static void cuda_synchronize(void)
+static const char *cuda_describe(const dp_backend *be)
 {
-    MUST(CUDA_CALL(cudaDeviceSynchronize()));
+    return ctx_of(be)->description;
 }
 
-static const char *cuda_describe(void)
+/* Every operation computes in float32 (GEMMs in TF32 with --tf32); bf16 is not built yet. */
+static int cuda_supports(const dp_backend *be, const char *op, dp_dtype dtype, char *why, size_t size)
 {
-    return cuda.description;
+    (void)be;
+    if (dtype == DP_DTYPE_F32)
+        return 1;
+    snprintf(why, size, "this build's CUDA %s computes in float32 only", op);
+    return 0;
 }
 
-static int cuda_timer_mark(void)
+static int cuda_timer_mark(const dp_backend *be)
 {
-    if (cuda.timer_used == DP_TIMER_SLOTS)
+    cuda_context *c = ctx_of(be);
+    if (c->timer_used == DP_TIMER_SLOTS)
         return -1;
-    cudaEvent_t *event = &cuda.timer[cuda.timer_used];
+    cudaEvent_t *event = &c->timer[c->timer_used];
     if (!*event)
-        MUST(CUDA_CALL(cudaEventCreate(event)));
-    MUST(CUDA_CALL(cudaEventRecord(*event, 0)));
-    return cuda.timer_used++;
+        MUST(CUDA_CALL(c, cudaEventCreate(event)));
+    MUST(CUDA_CALL(c, cudaEventRecord(*event, c->stream)));
+    return c->timer_used++;
 }
 
-static double cuda_timer_seconds(int from, int to)
+static double cuda_timer_seconds(const dp_backend *be, int from, int to)
 {
+    const cuda_context *c = ctx_of(be);
     float ms = 0.0f;
-    MUST(CUDA_CALL(cudaEventElapsedTime(&ms, cuda.timer[from], cuda.timer[to])));
+    MUST(CUDA_CALL(c, cudaEventElapsedTime(&ms, c->timer[from], c->timer[to])));
     return 1e-3 * (double)ms;
 }
 
-static void cuda_timer_reset(void)
+static void cuda_timer_reset(const dp_backend *be)
 {
-    cuda.timer_used = 0;
+    ctx_of(be)->timer_used = 0;
 }
 
-static const dp_backend cuda_backend = {
+static const dp_backend cuda_operations = {
     .name = "cuda",
     .host_memory = 0,
+    .supports = cuda_supports,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .alloc_host = cuda_alloc_host,
@@ -377,7 +407,6 @@ static const dp_backend cuda_backend = {
     .count_nonfinite = cuda_count_nonfinite,
     .sgd_step = cuda_sgd_step,
     .adamw_step = cuda_adamw_step,
-    .gather_rows = cuda_gather_rows,
     .im2col = cuda_im2col,
     .col2im = cuda_col2im,
     .transpose = cuda_transpose,
@@ -413,10 +442,10 @@ static int cuda_gpu_ids(dp_gpu_id *ids, int max)
     return found;
 }
 
-static int bind_device(const dp_backend_request *request)
+static int bind_device(cuda_context *c, const dp_backend_request *request)
 {
-    cudaError_t e = cudaGetDeviceCount(&cuda.gpus);
-    if (e != cudaSuccess || cuda.gpus == 0) {
+    cudaError_t e = cudaGetDeviceCount(&c->gpus);
+    if (e != cudaSuccess || c->gpus == 0) {
         (void)cudaGetLastError();
         return dp_fail(DP_EDEVICE, "--device cuda: rank %d sees no CUDA GPU (cudaGetDeviceCount: %s; CUDA_VISIBLE_DEVICES=%s)",
                        request->rank, e != cudaSuccess ? cudaGetErrorString(e) : "0 devices", visible_devices());
@@ -425,96 +454,102 @@ static int bind_device(const dp_backend_request *request)
     if (plan && !plan->own_gpu && !request->share_gpu)
         return dp_fail(DP_EINVAL, "--device cuda: %s (rank %d sees %d GPU%s; CUDA_VISIBLE_DEVICES=%s): start one rank per GPU, "
                        "or add --share-gpu to let ranks take turns on a GPU",
-                       plan->text, request->rank, cuda.gpus, cuda.gpus == 1 ? "" : "s", visible_devices());
-    if (!plan && request->local_size > cuda.gpus && !request->share_gpu)
+                       plan->text, request->rank, c->gpus, c->gpus == 1 ? "" : "s", visible_devices());
+    if (!plan && request->local_size > c->gpus && !request->share_gpu)
         return dp_fail(DP_EINVAL, "--device cuda: %d ranks on rank %d's node but %d GPU%s visible (CUDA_VISIBLE_DEVICES=%s): "
                        "start one rank per GPU, or add --share-gpu to let ranks take turns on a GPU",
-                       request->local_size, request->rank, cuda.gpus, cuda.gpus == 1 ? "" : "s", visible_devices());
-    cuda.device = plan ? plan->gpu : request->local_rank % cuda.gpus;
-    TRY(CUDA_CALL(cudaSetDevice(cuda.device)));
+                       request->local_size, request->rank, c->gpus, c->gpus == 1 ? "" : "s", visible_devices());
+    c->device = plan ? plan->gpu : request->local_rank % c->gpus;
+    TRY(CUDA_CALL(c, cudaSetDevice(c->device)));
     return 0;
 }
 
-static int describe_device(const dp_backend_request *request)
+static int describe_device(cuda_context *c, const dp_backend_request *request)
 {
     struct cudaDeviceProp prop;
-    TRY(CUDA_CALL(cudaGetDeviceProperties(&prop, cuda.device)));
+    TRY(CUDA_CALL(c, cudaGetDeviceProperties(&prop, c->device)));
     const unsigned char *u = (const unsigned char *)prop.uuid.bytes;
-    snprintf(cuda.description, sizeof cuda.description,
+    snprintf(c->description, sizeof c->description,
              "cuda: GPU %d of %d visible (GPU-%02x%02x%02x%02x, PCI %04x:%02x:%02x.0), %.96s (sm_%d%d, %zu GiB), %s GEMMs%s%s",
-             cuda.device, cuda.gpus, u[0], u[1], u[2], u[3], (unsigned)prop.pciDomainID, (unsigned)prop.pciBusID,
+             c->device, c->gpus, u[0], u[1], u[2], u[3], (unsigned)prop.pciDomainID, (unsigned)prop.pciBusID,
              (unsigned)prop.pciDeviceID, prop.name, prop.major, prop.minor, (size_t)(prop.totalGlobalMem >> 30),
              request->tf32 ? "TF32 tensor-core" : "exact FP32", request->binding ? "; " : "",
              request->binding ? request->binding->text : "");
     return 0;
 }
 
-static int create_resources(const dp_backend_request *request)
+static int create_resources(cuda_context *c, const dp_backend_request *request)
 {
     char why[512];
-    if (dp_cublas_load(&cuda.blas_api, why, sizeof why))
+    if (dp_cublas_load(&c->blas_api, why, sizeof why))
         return dp_fail(DP_EINVAL, "rank %d: --device cuda: cuBLAS: %s", request->rank, why);
-    TRY(BLAS_CALL("cublasCreate(&cuda.blas)", cuda.blas_api.create(&cuda.blas)));
-    TRY(CUDA_CALL(cudaMalloc((void **)&cuda.partials, DP_MAX_PARTIALS * sizeof *cuda.partials)));
-    TRY(CUDA_CALL(cudaMallocHost((void **)&cuda.host_partials, DP_MAX_PARTIALS * sizeof *cuda.host_partials)));
-    cuda.compute = request->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-    return describe_device(request);
+    TRY(CUDA_CALL(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)));
+    TRY(BLAS_CALL(c, "cublasCreate", c->blas_api.create(&c->blas)));
+    TRY(BLAS_CALL(c, "cublasSetStream", c->blas_api.set_stream(c->blas, c->stream)));
+    TRY(CUDA_CALL(c, cudaMalloc((void **)&c->partials, DP_MAX_PARTIALS * sizeof *c->partials)));
+    TRY(CUDA_CALL(c, cudaMallocHost((void **)&c->host_partials, DP_MAX_PARTIALS * sizeof *c->host_partials)));
+    c->compute = request->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    return describe_device(c, request);
 }
 
-/* Releases what create_resources made. With `report`, the first failure is recorded and
- * returned; without (after a failed open), failures are ignored so that the error that made
- * the open fail is the one the caller reports. */
-static int release_resources(int report)
+/* Releases what create_resources made and the context. With `report`, the first failure is
+ * recorded and returned; without (after a failed open), failures are ignored so that the error
+ * that made the open fail is the one the caller reports. */
+static int release_context(cuda_context *c, int report)
 {
     int status = 0;
-    if (cuda.blas) {
-        cublasStatus_t s = cuda.blas_api.destroy(cuda.blas);
+    if (c->blas) {
+        cublasStatus_t s = c->blas_api.destroy(c->blas);
         if (report && !status)
-            status = blas_status(s, "cublasDestroy(cuda.blas)", __FILE__, __LINE__);
+            status = blas_status(c, s, "cublasDestroy", __FILE__, __LINE__);
     }
-    cudaError_t freed[2] = {cuda.partials ? cudaFree(cuda.partials) : cudaSuccess,
-                            cuda.host_partials ? cudaFreeHost(cuda.host_partials) : cudaSuccess};
+    cudaError_t freed[2] = {c->partials ? cudaFree(c->partials) : cudaSuccess,
+                            c->host_partials ? cudaFreeHost(c->host_partials) : cudaSuccess};
     if (report && !status)
-        status = cuda_status(freed[0], "cudaFree(cuda.partials)", __FILE__, __LINE__);
+        status = cuda_status(c, freed[0], "cudaFree(partials)", __FILE__, __LINE__);
     if (report && !status)
-        status = cuda_status(freed[1], "cudaFreeHost(cuda.host_partials)", __FILE__, __LINE__);
-    for (int i = 0; i < DP_TIMER_SLOTS && cuda.timer[i]; i++) {
-        cudaError_t e = cudaEventDestroy(cuda.timer[i]);
+        status = cuda_status(c, freed[1], "cudaFreeHost(host_partials)", __FILE__, __LINE__);
+    for (int i = 0; i < DP_TIMER_SLOTS && c->timer[i]; i++) {
+        cudaError_t e = cudaEventDestroy(c->timer[i]);
         if (report && !status)
-            status = cuda_status(e, "cudaEventDestroy(cuda.timer[i])", __FILE__, __LINE__);
-        cuda.timer[i] = NULL;
+            status = cuda_status(c, e, "cudaEventDestroy(timer)", __FILE__, __LINE__);
+    }
+    if (c->stream) {
+        cudaError_t e = cudaStreamDestroy(c->stream);
+        if (report && !status)
+            status = cuda_status(c, e, "cudaStreamDestroy", __FILE__, __LINE__);
     }
     (void)cudaGetLastError();
-    cuda.blas = NULL;
-    cuda.partials = cuda.host_partials = NULL;
-    cuda.open = 0;
+    free(c);
     return status;
 }
 
 static int cuda_open(const dp_backend_request *request, const dp_backend **out)
 {
-    if (cuda.open)
-        return dp_fail(DP_EINVAL, "the CUDA backend is already open in this process (one per process)");
-    memset(&cuda, 0, sizeof cuda);
-    cuda.rank = request->rank;
-    cuda.device = -1;
+    cuda_context *c = calloc(1, sizeof *c);
+    if (!c)
+        return dp_fail(DP_ENOMEM, "rank %d: --device cuda: no host memory for the CUDA backend's context", request->rank);
+    c->be = cuda_operations;
+    c->be.state = c;
+    c->rank = request->rank;
+    c->device = -1;
     const char *blocking = getenv("CUDA_LAUNCH_BLOCKING");
-    cuda.check_launches = blocking && strcmp(blocking, "1") == 0;
-    int status = bind_device(request);
+    c->check_launches = blocking && strcmp(blocking, "1") == 0;
+    int status = bind_device(c, request);
     if (!status)
-        status = create_resources(request);
+        status = create_resources(c, request);
     if (status) {
-        (void)release_resources(0);
+        (void)release_context(c, 0);
         return status;
     }
-    cuda.open = 1;
-    *out = &cuda_backend;
+    c->be.stream = c->stream;
+    *out = &c->be;
     return 0;
 }
 
-static void cuda_close(void)
+static void cuda_close(const dp_backend *be)
 {
-    if (release_resources(1))
+    if (release_context(ctx_of(be), 1))
         dp_backend_fatal();
 }
 

@@ -166,12 +166,6 @@ __global__ void add_partials_kernel(const dp_cuda_partial *partials, int blocks,
     dp_add_partials(partials, blocks, sum_into, count_into, sum_divisor);
 }
 
-__global__ void gather_rows_kernel(dp_shape s, uint32_t *dst, const uint32_t *src, const size_t *index,
-                                   int rows, int width)
-{
-    dp_gather_rows_thread(dst, src, index, rows, width, span_y(s), span_x(s));
-}
-
 __global__ void im2col_kernel(dp_shape s, const float *x, float *col, int rows, dp_window w)
 {
     dp_im2col_thread(x, col, rows, &w, span_x(s));
@@ -275,107 +269,101 @@ cudaError_t launched()
 
 } // namespace
 
-/* Launches kernel on shape s when it has work (n > 0). */
+/* Launches kernel on shape s, on the backend's stream, when it has work (n > 0). */
 #define LAUNCH(n, s, kernel, ...)                                            \
     do {                                                                     \
         if ((n) == 0)                                                        \
             return cudaSuccess;                                              \
-        kernel<<<grid_of(s), block_of(s)>>>(s, __VA_ARGS__);                 \
+        kernel<<<grid_of(s), block_of(s), 0, stream>>>(s, __VA_ARGS__);                 \
         return launched();                                                   \
     } while (0)
 
 /* Queues the one-thread kernel that adds a reduction's partials into device totals. */
-static cudaError_t add_partials(dp_shape s, const dp_cuda_partial *partials, double *sum_into, double *count_into,
+static cudaError_t add_partials(cudaStream_t stream, dp_shape s, const dp_cuda_partial *partials, double *sum_into, double *count_into,
                                 double sum_divisor)
 {
     cudaError_t e = launched();
     if (e != cudaSuccess)
         return e;
-    add_partials_kernel<<<1, 1>>>(partials, (int)s.grid_x, sum_into, count_into, sum_divisor);
+    add_partials_kernel<<<1, 1, 0, stream>>>(partials, (int)s.grid_x, sum_into, count_into, sum_divisor);
     return launched();
 }
 
-extern "C" cudaError_t dp_cuda_bias_act(float *y, const float *bias, int rows, int cols, int relu)
+extern "C" cudaError_t dp_cuda_bias_act(cudaStream_t stream, float *y, const float *bias, int rows, int cols, int relu)
 {
     LAUNCH((size_t)rows * cols, dp_shape_rows(rows, cols), bias_act_kernel, y, bias, rows, cols, relu);
 }
 
-extern "C" cudaError_t dp_cuda_relu_forward(float *y, const float *x, size_t n)
+extern "C" cudaError_t dp_cuda_relu_forward(cudaStream_t stream, float *y, const float *x, size_t n)
 {
     LAUNCH(n, dp_shape_flat(n), relu_forward_kernel, y, x, n);
 }
 
-extern "C" cudaError_t dp_cuda_relu_backward(float *dy, const float *y, size_t n)
+extern "C" cudaError_t dp_cuda_relu_backward(cudaStream_t stream, float *dy, const float *y, size_t n)
 {
     LAUNCH(n, dp_shape_flat(n), relu_backward_kernel, dy, y, n);
 }
 
-extern "C" cudaError_t dp_cuda_multiply(float *y, const float *x, const float *mask, size_t n)
+extern "C" cudaError_t dp_cuda_multiply(cudaStream_t stream, float *y, const float *x, const float *mask, size_t n)
 {
     LAUNCH(n, dp_shape_flat(n), multiply_kernel, y, x, mask, n);
 }
 
-extern "C" cudaError_t dp_cuda_accumulate(float *y, const float *x, size_t n, int add)
+extern "C" cudaError_t dp_cuda_accumulate(cudaStream_t stream, float *y, const float *x, size_t n, int add)
 {
     LAUNCH(n, dp_shape_flat(n), accumulate_kernel, y, x, n, add);
 }
 
-extern "C" cudaError_t dp_cuda_bias_grad(const float *dy, int rows, int cols, float *db, int accumulate)
+extern "C" cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, int rows, int cols, float *db, int accumulate)
 {
     /* No rows still overwrites: a rank without samples contributes zeros. */
     size_t work = rows == 0 && accumulate ? 0 : (size_t)cols;
     LAUNCH(work, dp_shape_bias_grad(cols), bias_grad_kernel, dy, rows, cols, db, accumulate);
 }
 
-extern "C" cudaError_t dp_cuda_column_sums(const float *a, const float *b, int rows, int cols, double *out)
+extern "C" cudaError_t dp_cuda_column_sums(cudaStream_t stream, const float *a, const float *b, int rows, int cols, double *out)
 {
     LAUNCH((size_t)cols, dp_shape_bias_grad(cols), column_sums_kernel, a, b, rows, cols, out);
 }
 
-extern "C" cudaError_t dp_cuda_gather_rows(void *dst, const void *src, const size_t *index, int rows, int width)
-{
-    LAUNCH((size_t)rows * width, dp_shape_rows(rows, width), gather_rows_kernel, static_cast<uint32_t *>(dst),
-           static_cast<const uint32_t *>(src), index, rows, width);
-}
-
-extern "C" cudaError_t dp_cuda_im2col(const float *x, float *col, int rows, const dp_window *w)
+extern "C" cudaError_t dp_cuda_im2col(cudaStream_t stream, const float *x, float *col, int rows, const dp_window *w)
 {
     size_t n = (size_t)rows * dp_window_col(w);
     LAUNCH(n, dp_shape_flat(n), im2col_kernel, x, col, rows, *w);
 }
 
-extern "C" cudaError_t dp_cuda_col2im(const float *col, float *dx, int rows, const dp_window *w)
+extern "C" cudaError_t dp_cuda_col2im(cudaStream_t stream, const float *col, float *dx, int rows, const dp_window *w)
 {
     size_t n = (size_t)rows * dp_window_image(w);
     LAUNCH(n, dp_shape_flat(n), col2im_kernel, col, dx, rows, *w);
 }
 
-extern "C" cudaError_t dp_cuda_transpose(const float *x, float *y, int rows, int a, int b)
+extern "C" cudaError_t dp_cuda_transpose(cudaStream_t stream, const float *x, float *y, int rows, int a, int b)
 {
     size_t n = (size_t)rows * a * b;
     LAUNCH(n, dp_shape_flat(n), transpose_kernel, x, y, rows, a, b);
 }
 
-extern "C" cudaError_t dp_cuda_pool_forward(const float *x, float *y, int rows, const dp_window *w, dp_pool pool)
+extern "C" cudaError_t dp_cuda_pool_forward(cudaStream_t stream, const float *x, float *y, int rows, const dp_window *w, dp_pool pool)
 {
     size_t n = (size_t)rows * w->channels * w->out_h * w->out_w;
     LAUNCH(n, dp_shape_flat(n), pool_forward_kernel, x, y, rows, *w, pool);
 }
 
-extern "C" cudaError_t dp_cuda_pool_backward(const float *x, const float *dy, float *dx, int rows,
+extern "C" cudaError_t dp_cuda_pool_backward(cudaStream_t stream, const float *x, const float *dy, float *dx, int rows,
                                              const dp_window *w, dp_pool pool)
 {
     size_t n = (size_t)rows * dp_window_image(w);
     LAUNCH(n, dp_shape_flat(n), pool_backward_kernel, x, dy, dx, rows, *w, pool);
 }
 
-extern "C" cudaError_t dp_cuda_dropout_forward(float *y, const float *x, float *mask, int rows, int cols,
+extern "C" cudaError_t dp_cuda_dropout_forward(cudaStream_t stream, float *y, const float *x, float *mask, int rows, int cols,
                                                const dp_dropout_key *key)
 {
     LAUNCH((size_t)rows * cols, dp_shape_rows(rows, cols), dropout_kernel, y, x, mask, rows, cols, *key);
 }
 
-extern "C" cudaError_t dp_cuda_bn_normalize(const float *x, float *xhat, float *y, int rows, int cols,
+extern "C" cudaError_t dp_cuda_bn_normalize(cudaStream_t stream, const float *x, float *xhat, float *y, int rows, int cols,
                                             const float *mean, const float *invstd, const float *gamma,
                                             const float *beta)
 {
@@ -383,7 +371,7 @@ extern "C" cudaError_t dp_cuda_bn_normalize(const float *x, float *xhat, float *
            gamma, beta);
 }
 
-extern "C" cudaError_t dp_cuda_bn_backward_input(const float *dy, const float *xhat, float *dx, int rows, int cols,
+extern "C" cudaError_t dp_cuda_bn_backward_input(cudaStream_t stream, const float *dy, const float *xhat, float *dx, int rows, int cols,
                                                  const float *gamma, const float *invstd, const float *mean_dy,
                                                  const float *mean_dy_xhat)
 {
@@ -391,70 +379,70 @@ extern "C" cudaError_t dp_cuda_bn_backward_input(const float *dy, const float *x
            invstd, mean_dy, mean_dy_xhat);
 }
 
-extern "C" cudaError_t dp_cuda_bn_param_grads(const double *sums, int cols, float *dgamma, float *dbeta,
+extern "C" cudaError_t dp_cuda_bn_param_grads(cudaStream_t stream, const double *sums, int cols, float *dgamma, float *dbeta,
                                               int accumulate)
 {
     LAUNCH((size_t)cols, dp_shape_flat((size_t)cols), bn_param_grads_kernel, sums, cols, dgamma, dbeta, accumulate);
 }
 
-extern "C" cudaError_t dp_cuda_bn_update_running(float *running_mean, float *running_var, const float *mean,
+extern "C" cudaError_t dp_cuda_bn_update_running(cudaStream_t stream, float *running_mean, float *running_var, const float *mean,
                                                  const float *var_unbiased, int cols, float momentum)
 {
     LAUNCH((size_t)cols, dp_shape_flat((size_t)cols), bn_update_running_kernel, running_mean, running_var, mean,
            var_unbiased, cols, momentum);
 }
 
-extern "C" cudaError_t dp_cuda_inverse_std(const float *var, float *invstd, int n, float eps)
+extern "C" cudaError_t dp_cuda_inverse_std(cudaStream_t stream, const float *var, float *invstd, int n, float eps)
 {
     LAUNCH((size_t)n, dp_shape_flat((size_t)n), inverse_std_kernel, var, invstd, n, eps);
 }
 
-extern "C" cudaError_t dp_cuda_softmax_xent(const float *logits, const int32_t *labels, int rows, int cols,
+extern "C" cudaError_t dp_cuda_softmax_xent(cudaStream_t stream, const float *logits, const int32_t *labels, int rows, int cols,
                                             float *dlogits, dp_cuda_partial *partials, double *totals)
 {
     dp_shape s = dp_shape_softmax(rows);
     if (rows == 0)
         return cudaSuccess;
-    softmax_xent_kernel<<<grid_of(s), block_of(s)>>>(s, logits, labels, rows, cols, dlogits, partials);
-    return add_partials(s, partials, &totals[0], &totals[1], 1.0);
+    softmax_xent_kernel<<<grid_of(s), block_of(s), 0, stream>>>(s, logits, labels, rows, cols, dlogits, partials);
+    return add_partials(stream, s, partials, &totals[0], &totals[1], 1.0);
 }
 
-extern "C" cudaError_t dp_cuda_mse(const float *pred, const float *targets, size_t n, int cols, float *dpred,
+extern "C" cudaError_t dp_cuda_mse(cudaStream_t stream, const float *pred, const float *targets, size_t n, int cols, float *dpred,
                                    dp_cuda_partial *partials, double *totals)
 {
     dp_shape s = dp_shape_reduce(n);
     if (n == 0)
         return cudaSuccess;
-    mse_kernel<<<grid_of(s), block_of(s)>>>(s, pred, targets, n, cols, dpred, partials);
-    return add_partials(s, partials, &totals[0], NULL, (double)cols);
+    mse_kernel<<<grid_of(s), block_of(s), 0, stream>>>(s, pred, targets, n, cols, dpred, partials);
+    return add_partials(stream, s, partials, &totals[0], NULL, (double)cols);
 }
 
-extern "C" cudaError_t dp_cuda_count_nonfinite(const float *x, size_t n, dp_cuda_partial *partials, int *blocks)
+extern "C" cudaError_t dp_cuda_count_nonfinite(cudaStream_t stream, const float *x, size_t n, dp_cuda_partial *partials, int *blocks)
 {
     dp_shape s = dp_shape_reduce(n);
     *blocks = (int)s.grid_x;
     if (n == 0)
         return cudaSuccess;
-    count_nonfinite_kernel<<<grid_of(s), block_of(s)>>>(s, x, n, partials);
+    count_nonfinite_kernel<<<grid_of(s), block_of(s), 0, stream>>>(s, x, n, partials);
     return launched();
 }
 
-extern "C" cudaError_t dp_cuda_sgd_step(float *params, float *grads, float *velocity, size_t n,
+extern "C" cudaError_t dp_cuda_sgd_step(cudaStream_t stream, float *params, float *grads, float *velocity, size_t n,
                                         const dp_sgd_coefs *k, dp_cuda_partial *partials, double *nonfinite)
 {
     dp_shape s = dp_shape_reduce(n);
     if (n == 0)
         return cudaSuccess;
-    sgd_step_kernel<<<grid_of(s), block_of(s)>>>(s, params, grads, velocity, n, *k, partials);
-    return add_partials(s, partials, NULL, nonfinite, 1.0);
+    sgd_step_kernel<<<grid_of(s), block_of(s), 0, stream>>>(s, params, grads, velocity, n, *k, partials);
+    return add_partials(stream, s, partials, NULL, nonfinite, 1.0);
 }
 
-extern "C" cudaError_t dp_cuda_adamw_step(float *params, float *grads, float *exp_avg, float *exp_avg_sq, size_t n,
+extern "C" cudaError_t dp_cuda_adamw_step(cudaStream_t stream, float *params, float *grads, float *exp_avg, float *exp_avg_sq, size_t n,
                                           const dp_adamw_coefs *k, dp_cuda_partial *partials, double *nonfinite)
 {
     dp_shape s = dp_shape_reduce(n);
     if (n == 0)
         return cudaSuccess;
-    adamw_step_kernel<<<grid_of(s), block_of(s)>>>(s, params, grads, exp_avg, exp_avg_sq, n, *k, partials);
-    return add_partials(s, partials, NULL, nonfinite, 1.0);
+    adamw_step_kernel<<<grid_of(s), block_of(s), 0, stream>>>(s, params, grads, exp_avg, exp_avg_sq, n, *k, partials);
+    return add_partials(stream, s, partials, NULL, nonfinite, 1.0);
 }

@@ -1,6 +1,6 @@
 /* The CUDA kernels of the GPU backend (cuda_kernels.cu), callable from C (cuda.c); in the
  * fake-CUDA test build the same launchers run on the host (tests/fakecuda/kernels.c). Each
- * launcher queues its kernel on the legacy default stream and returns the launch's status;
+ * launcher queues its kernel on `stream` (the backend's own) and returns the launch's status;
  * pointers are device memory. Reductions leave one dp_cuda_partial per block in `partials`
  * (at most DP_MAX_PARTIALS, kernel_grid.h); a one-thread kernel then adds them in block order
  * into totals in device memory, so a result is bitwise the same run to run and stays on the
@@ -21,49 +21,48 @@ extern "C" {
 #endif
 
 /* The operations of include/dp/backend.h, same arguments and results. */
-cudaError_t dp_cuda_bias_act(float *y, const float *bias, int rows, int cols, int relu);
-cudaError_t dp_cuda_relu_forward(float *y, const float *x, size_t n);
-cudaError_t dp_cuda_relu_backward(float *dy, const float *y, size_t n);
-cudaError_t dp_cuda_bias_grad(const float *dy, int rows, int cols, float *db, int accumulate);
-cudaError_t dp_cuda_gather_rows(void *dst, const void *src, const size_t *index, int rows,
-                                int width);
-cudaError_t dp_cuda_dropout_forward(float *y, const float *x, float *mask, int rows, int cols,
+cudaError_t dp_cuda_bias_act(cudaStream_t stream, float *y, const float *bias, int rows, int cols, int relu);
+cudaError_t dp_cuda_relu_forward(cudaStream_t stream, float *y, const float *x, size_t n);
+cudaError_t dp_cuda_relu_backward(cudaStream_t stream, float *dy, const float *y, size_t n);
+cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, int rows, int cols, float *db, int accumulate);
+cudaError_t dp_cuda_dropout_forward(cudaStream_t stream, float *y, const float *x, float *mask, int rows, int cols,
                                     const dp_dropout_key *key);
-cudaError_t dp_cuda_multiply(float *y, const float *x, const float *mask, size_t n);
-cudaError_t dp_cuda_im2col(const float *x, float *col, int rows, const dp_window *w);
-cudaError_t dp_cuda_col2im(const float *col, float *dx, int rows, const dp_window *w);
-cudaError_t dp_cuda_transpose(const float *x, float *y, int rows, int a, int b);
-cudaError_t dp_cuda_pool_forward(const float *x, float *y, int rows, const dp_window *w, dp_pool pool);
-cudaError_t dp_cuda_pool_backward(const float *x, const float *dy, float *dx, int rows, const dp_window *w,
-                                  dp_pool pool);
-cudaError_t dp_cuda_accumulate(float *y, const float *x, size_t n, int add);
-cudaError_t dp_cuda_column_sums(const float *a, const float *b, int rows, int cols, double *out);
-cudaError_t dp_cuda_bn_normalize(const float *x, float *xhat, float *y, int rows, int cols,
+cudaError_t dp_cuda_multiply(cudaStream_t stream, float *y, const float *x, const float *mask, size_t n);
+cudaError_t dp_cuda_im2col(cudaStream_t stream, const float *x, float *col, int rows, const dp_window *w);
+cudaError_t dp_cuda_col2im(cudaStream_t stream, const float *col, float *dx, int rows, const dp_window *w);
+cudaError_t dp_cuda_transpose(cudaStream_t stream, const float *x, float *y, int rows, int a, int b);
+cudaError_t dp_cuda_pool_forward(cudaStream_t stream, const float *x, float *y, int rows, const dp_window *w,
+                                 dp_pool pool);
+cudaError_t dp_cuda_pool_backward(cudaStream_t stream, const float *x, const float *dy, float *dx, int rows,
+                                  const dp_window *w, dp_pool pool);
+cudaError_t dp_cuda_accumulate(cudaStream_t stream, float *y, const float *x, size_t n, int add);
+cudaError_t dp_cuda_column_sums(cudaStream_t stream, const float *a, const float *b, int rows, int cols, double *out);
+cudaError_t dp_cuda_bn_normalize(cudaStream_t stream, const float *x, float *xhat, float *y, int rows, int cols,
                                  const float *mean, const float *invstd, const float *gamma,
                                  const float *beta);
-cudaError_t dp_cuda_bn_backward_input(const float *dy, const float *xhat, float *dx, int rows,
+cudaError_t dp_cuda_bn_backward_input(cudaStream_t stream, const float *dy, const float *xhat, float *dx, int rows,
                                       int cols, const float *gamma, const float *invstd,
                                       const float *mean_dy, const float *mean_dy_xhat);
-cudaError_t dp_cuda_bn_param_grads(const double *sums, int cols, float *dgamma, float *dbeta,
+cudaError_t dp_cuda_bn_param_grads(cudaStream_t stream, const double *sums, int cols, float *dgamma, float *dbeta,
                                    int accumulate);
-cudaError_t dp_cuda_bn_update_running(float *running_mean, float *running_var, const float *mean,
+cudaError_t dp_cuda_bn_update_running(cudaStream_t stream, float *running_mean, float *running_var, const float *mean,
                                       const float *var_unbiased, int cols, float momentum);
-cudaError_t dp_cuda_inverse_std(const float *var, float *invstd, int n, float eps);
+cudaError_t dp_cuda_inverse_std(cudaStream_t stream, const float *var, float *invstd, int n, float eps);
 
 /* The reductions leave per-block partials, then add them in block order into totals (device
  * memory), so the sums stay on the GPU: totals[0] += loss, totals[1] += correct rows. */
-cudaError_t dp_cuda_softmax_xent(const float *logits, const int32_t *labels, int rows, int cols,
+cudaError_t dp_cuda_softmax_xent(cudaStream_t stream, const float *logits, const int32_t *labels, int rows, int cols,
                                  float *dlogits, dp_cuda_partial *partials, double *totals);
 /* totals[0] += the elements' squared differences / cols. */
-cudaError_t dp_cuda_mse(const float *pred, const float *targets, size_t n, int cols,
+cudaError_t dp_cuda_mse(cudaStream_t stream, const float *pred, const float *targets, size_t n, int cols,
                         float *dpred, dp_cuda_partial *partials, double *totals);
 /* Per block: count = NaN or infinite elements (the caller adds them). */
-cudaError_t dp_cuda_count_nonfinite(const float *x, size_t n, dp_cuda_partial *partials,
+cudaError_t dp_cuda_count_nonfinite(cudaStream_t stream, const float *x, size_t n, dp_cuda_partial *partials,
                                     int *blocks);
 /* The optimizer passes; *nonfinite (device) += the scaled gradient's NaN and infinite values. */
-cudaError_t dp_cuda_sgd_step(float *params, float *grads, float *velocity, size_t n,
+cudaError_t dp_cuda_sgd_step(cudaStream_t stream, float *params, float *grads, float *velocity, size_t n,
                              const dp_sgd_coefs *k, dp_cuda_partial *partials, double *nonfinite);
-cudaError_t dp_cuda_adamw_step(float *params, float *grads, float *exp_avg, float *exp_avg_sq,
+cudaError_t dp_cuda_adamw_step(cudaStream_t stream, float *params, float *grads, float *exp_avg, float *exp_avg_sq,
                                size_t n, const dp_adamw_coefs *k, dp_cuda_partial *partials,
                                double *nonfinite);
 

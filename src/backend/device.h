@@ -9,7 +9,7 @@ typedef struct dp_device_backend {
     int (*gpu_count)(void);
     int (*gpu_ids)(dp_gpu_id *ids, int max);
     int (*open)(const dp_backend_request *request, const dp_backend **out);
-    void (*close)(void);
+    void (*close)(const dp_backend *be);
 } dp_device_backend;
 
 #ifdef HAVE_CUDA

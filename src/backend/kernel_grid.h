@@ -243,16 +243,6 @@ static inline DP_HD void dp_add_partials(const dp_cuda_partial *partials, int bl
         *count_into = dp_dadd(*count_into, count);
 }
 
-/* 4-byte words, so one kernel moves float features and int32 labels alike. */
-static inline DP_HD void dp_gather_rows_thread(uint32_t *dst, const uint32_t *src,
-                                               const size_t *index, int rows, int width,
-                                               dp_span row, dp_span col)
-{
-    for (size_t r = row.first; r < (size_t)rows; r += row.step)
-        for (size_t c = col.first; c < (size_t)width; c += col.step)
-            dst[r * width + c] = src[index[r] * width + c];
-}
-
 /* ---- sliding windows: one thread per output element (dp_shape_flat), decoded from its index ---- */
 
 static inline DP_HD size_t dp_window_taps(const dp_window *w)

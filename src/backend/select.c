@@ -51,5 +51,13 @@ int dp_backend_open(const dp_backend_request *request, const dp_backend **out)
 void dp_backend_close(const dp_backend *be)
 {
     if (be && !be->host_memory && cuda_device)
-        cuda_device->close();
+        cuda_device->close(be);
+}
+
+int dp_backend_require(const dp_backend *be, const char *op, dp_dtype dtype)
+{
+    char why[256] = "";
+    if (be->supports(be, op, dtype, why, sizeof why))
+        return 0;
+    return dp_fail(DP_EINVAL, "the %s backend cannot run %s in %s: %s", be->name, op, dp_dtype_name(dtype), why);
 }

@@ -25,18 +25,20 @@ static const dp_backend *real;
 static int repeat, timing, gemm_count;
 static double total_ms, total_flop;
 
-static void timed_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+/* be is the timed copy of real: its state is real's, so real's operations serve it. */
+static void timed_gemm(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                        int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
+    (void)be;
     if (!timing) {
-        real->gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        real->gemm(real, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
-    real->synchronize();
+    real->synchronize(real);
     double started = MPI_Wtime();
     for (int i = 0; i < repeat; i++)
-        real->gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    real->synchronize();
+        real->gemm(real, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    real->synchronize(real);
     double ms = 1e3 * (MPI_Wtime() - started) / repeat, flop = 2.0 * m * n * k;
     printf("  %-4d %c %c  %7d %7d %7d  %9.3f  %8.2f\n", ++gemm_count, trans_a ? 'T' : 'N',
            trans_b ? 'T' : 'N', m, n, k, ms, flop / ms * 1e-9);
@@ -93,7 +95,7 @@ static int upload_and_free(float *dev, float *host_values, size_t count)
 {
     if (!host_values)
         return DP_ENOMEM;
-    real->upload(dev, host_values, count * sizeof(float));
+    real->upload(real, dev, host_values, count * sizeof(float));
     free(host_values);
     return 0;
 }
@@ -154,9 +156,9 @@ static int run(const bench_options *o)
     if (status)
         return status;
     size_t inputs = (size_t)o->batch * (size_t)model.inputs, outputs = (size_t)o->batch * (size_t)model.outputs;
-    float *x = real->alloc(inputs * sizeof(float), DP_MEM_ACTIVATIONS, "the inputs");
-    float *targets = real->alloc(outputs * sizeof(float), DP_MEM_ACTIVATIONS, "the targets");
-    double *totals = real->alloc(2 * sizeof(double), DP_MEM_ACTIVATIONS, "the loss totals");
+    float *x = real->alloc(real, inputs * sizeof(float), DP_MEM_ACTIVATIONS, "the inputs");
+    float *targets = real->alloc(real, outputs * sizeof(float), DP_MEM_ACTIVATIONS, "the targets");
+    double *totals = real->alloc(real, 2 * sizeof(double), DP_MEM_ACTIVATIONS, "the loss totals");
     status = x && targets && totals ? 0 : DP_ENOMEM;
     if (!status)
         status = upload_and_free(x, uniform_values(inputs, 1), inputs);
@@ -166,9 +168,9 @@ static int run(const bench_options *o)
         status = upload_and_free(model.weights, initial_params(&model), dp_params_floats(&model.params));
     if (!status)
         time_one_step(&model, x, targets, o->batch, totals);
-    real->free(x);
-    real->free(targets);
-    real->free(totals);
+    real->free(real, x);
+    real->free(real, targets);
+    real->free(real, totals);
     dp_model_free(&model);
     return status;
 }
@@ -188,7 +190,7 @@ int main(int argc, char **argv)
         status = dp_backend_open(&request, &real);
         if (!status) {
             printf("dp_gemm_bench: MLP %s on %d rows, backend %s; each GEMM alone, mean of %d calls\n",
-                   o.layers, o.batch, real->describe(), o.repeat);
+                   o.layers, o.batch, real->describe(real), o.repeat);
             status = run(&o);
             dp_backend_close(real);
         }

@@ -2,11 +2,11 @@
  * NCCL finds best. The communicator and a communication stream are made at dp_comm_reserve
  * (or the first request): rank 0 draws the unique id and MPI_Bcast hands it to every rank.
  * A request waits on its stream for an event recorded after the kernels that produced the
- * buffer (the caller's, or one recorded here on the legacy default stream, where the CUDA
- * backend computes), enqueues the collective and records a completion event, which tests
- * query: compute on the default stream goes on meanwhile. The stream does not synchronise
- * with the default stream (cudaStreamNonBlocking), or every request would wait for all
- * compute queued before it and block all compute queued after it.
+ * buffer (the caller's, or one recorded here on the stream the CUDA backend computes on,
+ * dp_comm.device_stream), enqueues the collective and records a completion event, which tests
+ * query: compute goes on meanwhile. The stream does not synchronise with the legacy default
+ * stream (cudaStreamNonBlocking), or every request would wait for all compute queued before it
+ * and block all compute queued after it.
  *
  * Reduce-scatter and all-gather over equal blocks are ncclReduceScatter and ncclAllGather in
  * place; over uneven blocks (dp_partition of a count W does not divide, or a parent layout)
@@ -180,7 +180,7 @@ static int nccl_start(dp_request *q)
     cudaEvent_t ready = q->ready_event;
     if (!ready) {
         ready = events_of(q)->ready;
-        CUDA_TRY(c, cudaEventRecord(ready, cudaStreamLegacy));
+        CUDA_TRY(c, cudaEventRecord(ready, c->device_stream ? (cudaStream_t)c->device_stream : cudaStreamLegacy));
     }
     CUDA_TRY(c, cudaStreamWaitEvent(c->nccl->stream, ready, 0));
     if ((status = enqueue(q)))

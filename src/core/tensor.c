@@ -9,6 +9,7 @@ static const struct {
 } dtypes[] = {
     [DP_DTYPE_F32] = {4, "F32"},
     [DP_DTYPE_I64] = {8, "I64"},
+    [DP_DTYPE_BF16] = {2, "BF16"},
 };
 
 int64_t dp_tensor_numel(const dp_tensor_ref *t)

@@ -93,20 +93,24 @@ int dp_engine_open_device(dp_engine *e, dp_comm *comm, const dp_engine_device *d
         status = resolve_device(e, &request, &request.device);
     if (!status)
         status = dp_backend_open(&request, &e->be);
-    return status ? status : plan_gradient_path(e, device);
+    if (status)
+        return status;
+    /* nccl's requests order themselves after the work queued on the backend's stream. */
+    comm->device_stream = e->be->stream;
+    return plan_gradient_path(e, device);
 }
 
 /* Staging: a bucket's slice of the GPU gradients to the host buffer the algorithm adds in, and back. */
 static void stage_out(void *arg, size_t offset, size_t count)
 {
     dp_engine *e = arg;
-    e->be->download(e->host_grads + offset, e->model.grads + offset, count * sizeof(float));
+    e->be->download(e->be, e->host_grads + offset, e->model.grads + offset, count * sizeof(float));
 }
 
 static void stage_in(void *arg, size_t offset, size_t count)
 {
     dp_engine *e = arg;
-    e->be->upload(e->model.grads + offset, e->host_grads + offset, count * sizeof(float));
+    e->be->upload(e->be, e->model.grads + offset, e->host_grads + offset, count * sizeof(float));
 }
 
 dp_strategy_buffers dp_engine_gradient_buffers(dp_engine *e)

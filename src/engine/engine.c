@@ -42,7 +42,7 @@ static int allocate_staging(dp_engine *e, const char *strategy)
 {
     if (!e->stage_gradients || dp_strategy_model_owns(strategy) == 0)
         return 0;
-    e->host_grads = e->be->alloc_host(dp_params_floats(&e->model.params) * sizeof(float), "the gradient staging buffer");
+    e->host_grads = e->be->alloc_host(e->be, dp_params_floats(&e->model.params) * sizeof(float), "the gradient staging buffer");
     return e->host_grads ? 0 : DP_ENOMEM;
 }
 
@@ -69,15 +69,15 @@ static int allocate_counters(dp_engine *e)
 {
     const dp_backend *be = e->be;
     static const double zeros[DP_TOTALS];
-    e->train_totals = be->alloc(DP_TOTALS * sizeof(double), DP_MEM_OTHER, "the loss totals");
-    e->nonfinite = be->alloc(sizeof(double), DP_MEM_OTHER, "the non-finite count");
+    e->train_totals = be->alloc(be, DP_TOTALS * sizeof(double), DP_MEM_OTHER, "the loss totals");
+    e->nonfinite = be->alloc(be, sizeof(double), DP_MEM_OTHER, "the non-finite count");
     e->rank_values = dp_calloc((size_t)e->comm->size, sizeof *e->rank_values, "the ranks' first non-finite tensors");
     size_t buffers = dp_params_floats(&e->model.buffers);
     e->host_buffers = dp_alloc((buffers + 1) * sizeof(float), "the host copy of the running statistics");
     if (!e->train_totals || !e->nonfinite || !e->rank_values || !e->host_buffers)
         return DP_ENOMEM;
-    be->upload(e->train_totals, zeros, sizeof zeros);
-    be->upload(e->nonfinite, zeros, sizeof(double));
+    be->upload(be, e->train_totals, zeros, sizeof zeros);
+    be->upload(be, e->nonfinite, zeros, sizeof(double));
     return 0;
 }
 
@@ -117,10 +117,12 @@ void dp_engine_close(dp_engine *e)
     free(e->rank_values);
     free(e->host_buffers);
     if (e->be) {
-        e->be->free(e->train_totals);
-        e->be->free(e->nonfinite);
+        e->be->free(e->be, e->train_totals);
+        e->be->free(e->be, e->nonfinite);
         if (e->host_grads)
-            e->be->free_host(e->host_grads);
+            e->be->free_host(e->be, e->host_grads);
+        if (e->comm && e->comm->device_stream == e->be->stream)
+            e->comm->device_stream = NULL;
         dp_backend_close(e->be);
     }
     memset(e, 0, sizeof *e);

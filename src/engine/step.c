@@ -124,10 +124,10 @@ static int micro_batch(dp_engine *e, dp_range step, dp_range micro, const dp_row
 static int share_buffers(dp_engine *e)
 {
     size_t bytes = dp_params_floats(&e->model.buffers) * sizeof(float);
-    e->be->download(e->host_buffers, e->model.buffer_values, bytes);
+    e->be->download(e->be, e->host_buffers, e->model.buffer_values, bytes);
     int status = dp_comm_broadcast(e->comm, e->host_buffers, bytes, 0);
     if (!status)
-        e->be->upload(e->model.buffer_values, e->host_buffers, bytes);
+        e->be->upload(e->be, e->model.buffer_values, e->host_buffers, bytes);
     return status;
 }
 
@@ -159,7 +159,7 @@ int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, flo
     }
     /* Waiting for the device makes backward's time include its work. */
     if (!status && e->comm->size > 1)
-        e->be->synchronize();
+        e->be->synchronize(e->be);
     if (status || (status = e->hooks.finish(e->hooks.arg)))
         return status;
     double reduce_done = MPI_Wtime();
@@ -181,8 +181,8 @@ void dp_engine_take_totals(dp_engine *e, double *totals, double *loss_sum, doubl
 {
     double host[DP_TOTALS];
     static const double zeros[DP_TOTALS];
-    e->be->download(host, totals, sizeof host);
-    e->be->upload(totals, zeros, sizeof zeros);
+    e->be->download(e->be, host, totals, sizeof host);
+    e->be->upload(e->be, totals, zeros, sizeof zeros);
     *loss_sum += host[DP_TOTAL_LOSS];
     *correct += host[DP_TOTAL_CORRECT];
 }

@@ -19,7 +19,7 @@ static int first_nonfinite_tensor(dp_engine *e, const float *values, const char 
     for (int i = 0; i < params->count && first == (uint64_t)params->count; i++) {
         const dp_param *p = &params->entries[i];
         size_t lo = p->offset > begin ? p->offset : begin, hi = p->offset + p->count < end ? p->offset + p->count : end;
-        if (lo < hi && e->be->count_nonfinite(values + (lo - begin), hi - lo))
+        if (lo < hi && e->be->count_nonfinite(e->be, values + (lo - begin), hi - lo))
             first = (uint64_t)i;
     }
     int status = 0;
@@ -38,9 +38,9 @@ static int take_nonfinite(dp_engine *e, double *bad)
 {
     static const double zero = 0.0;
     *bad = 0.0;
-    e->be->download(bad, e->nonfinite, sizeof *bad);
+    e->be->download(e->be, bad, e->nonfinite, sizeof *bad);
     if (*bad != 0.0)
-        e->be->upload(e->nonfinite, &zero, sizeof zero);
+        e->be->upload(e->be, e->nonfinite, &zero, sizeof zero);
     return dp_strategy_shards_state(&e->strategy) ? dp_comm_sum_doubles(e->comm, bad, 1) : 0;
 }
 

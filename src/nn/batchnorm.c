@@ -133,7 +133,7 @@ static int batchnorm_allocate(dp_module *m, const dp_backend *be, int max_rows)
         status = dp_module_alloc(be, COEF_ROWS * c, DP_MEM_ACTIVATIONS, "a BatchNorm's coefficients", &s->coefs);
     if (status)
         return status;
-    s->sums = be->alloc(SUM_ROWS * c * sizeof(double), DP_MEM_ACTIVATIONS, "a BatchNorm's column sums");
+    s->sums = be->alloc(be, SUM_ROWS * c * sizeof(double), DP_MEM_ACTIVATIONS, "a BatchNorm's column sums");
     s->host_sums = dp_alloc((SUM_ROWS * c + 1) * sizeof(double), "a BatchNorm's column sums");
     s->host_coefs = dp_alloc(COEF_ROWS * c * sizeof(float), "a BatchNorm's coefficients");
     return s->sums && s->host_sums && s->host_coefs ? 0 : DP_ENOMEM;
@@ -146,8 +146,8 @@ static int gather_sums(dp_module *m, const dp_nn_context *ctx, const float *a, c
 {
     bn_state *s = m->state;
     size_t c = (size_t)channels(m);
-    ctx->be->column_sums(a, b, rows, (int)c, s->sums);
-    ctx->be->download(s->host_sums, s->sums, SUM_ROWS * c * sizeof(double));
+    ctx->be->column_sums(ctx->be, a, b, rows, (int)c, s->sums);
+    ctx->be->download(ctx->be, s->host_sums, s->sums, SUM_ROWS * c * sizeof(double));
     s->host_sums[SUM_ROWS * c] = rows;
     if (!m->options.sync || !ctx->sum_doubles)
         return 0;
@@ -181,11 +181,11 @@ static int forward_train(dp_module *m, const dp_nn_context *ctx, const float *x,
         unbiased[i] = (float)(var * n / (n - 1.0));
     }
     const dp_backend *be = ctx->be;
-    be->upload(s->coefs, s->host_coefs, (size_t)COEF_MEAN_DY * c * sizeof(float));
+    be->upload(be, s->coefs, s->host_coefs, (size_t)COEF_MEAN_DY * c * sizeof(float));
     const float *gamma = m->weights, *beta = m->weights + c;
-    be->bn_normalize(x, s->xhat, y, rows, c, coef(s->coefs, m, COEF_MEAN), coef(s->coefs, m, COEF_INVSTD),
+    be->bn_normalize(be, x, s->xhat, y, rows, c, coef(s->coefs, m, COEF_MEAN), coef(s->coefs, m, COEF_INVSTD),
                      gamma, beta);
-    be->bn_update_running(m->buffers, m->buffers + c, coef(s->coefs, m, COEF_MEAN),
+    be->bn_update_running(be, m->buffers, m->buffers + c, coef(s->coefs, m, COEF_MEAN),
                           coef(s->coefs, m, COEF_VAR_UNBIASED), c, m->options.momentum);
     m->counters[0]++;
     return 0;
@@ -196,8 +196,8 @@ static void forward_eval(dp_module *m, const dp_nn_context *ctx, const float *x,
     bn_state *s = m->state;
     int c = channels(m);
     float *invstd = coef(s->coefs, m, COEF_INVSTD);
-    ctx->be->inverse_std(m->buffers + c, invstd, c, m->options.eps);
-    ctx->be->bn_normalize(x, NULL, y, rows, c, m->buffers, invstd, m->weights, m->weights + c);
+    ctx->be->inverse_std(ctx->be, m->buffers + c, invstd, c, m->options.eps);
+    ctx->be->bn_normalize(ctx->be, x, NULL, y, rows, c, m->buffers, invstd, m->weights, m->weights + c);
 }
 
 /* x as [rows, channels] rows: itself, or images transposed to channels last into in_t. */
@@ -206,7 +206,7 @@ static const float *channels_last(dp_module *m, const dp_nn_context *ctx, const 
     bn_state *s = m->state;
     if (pixels(m) == 1)
         return x;
-    ctx->be->transpose(x, s->in_t, rows, channels(m), pixels(m));
+    ctx->be->transpose(ctx->be, x, s->in_t, rows, channels(m), pixels(m));
     return s->in_t;
 }
 
@@ -219,7 +219,7 @@ static float *result_in(dp_module *m, float *to)
 static void channels_first(dp_module *m, const dp_nn_context *ctx, int rows, float *to)
 {
     if (pixels(m) > 1)
-        ctx->be->transpose(((bn_state *)m->state)->out_t, to, rows, pixels(m), channels(m));
+        ctx->be->transpose(ctx->be, ((bn_state *)m->state)->out_t, to, rows, pixels(m), channels(m));
 }
 
 static int batchnorm_forward(dp_module *m, const dp_nn_context *ctx, const float *x, int rows, const float **y)
@@ -243,8 +243,8 @@ static int batchnorm_backward_params(dp_module *m, const dp_nn_context *ctx, con
     bn_state *s = m->state;
     (void)x;
     int c = channels(m);
-    ctx->be->column_sums(channels_last(m, ctx, dy, rows), s->xhat, rows * pixels(m), c, s->sums);
-    ctx->be->bn_param_grads(s->sums, c, m->grads, m->grads + c, ctx->accumulate);
+    ctx->be->column_sums(ctx->be, channels_last(m, ctx, dy, rows), s->xhat, rows * pixels(m), c, s->sums);
+    ctx->be->bn_param_grads(ctx->be, s->sums, c, m->grads, m->grads + c, ctx->accumulate);
     return dp_grad_pieces_ready(pieces, m, 0, m->param_count);
 }
 
@@ -257,7 +257,7 @@ static int batchnorm_backward_input(dp_module *m, const dp_nn_context *ctx, cons
     (void)x;
     int c = channels(m);
     const dp_backend *be = ctx->be;
-    be->download(s->host_sums, s->sums, SUM_ROWS * (size_t)c * sizeof(double));
+    be->download(be, s->host_sums, s->sums, SUM_ROWS * (size_t)c * sizeof(double));
     if (m->options.sync && ctx->sum_doubles) {
         int status = ctx->sum_doubles(ctx->sum_arg, s->host_sums, SUM_ROWS * c);
         if (status)
@@ -268,9 +268,9 @@ static int batchnorm_backward_input(dp_module *m, const dp_nn_context *ctx, cons
         mean_dy[i] = (float)(s->host_sums[i] / s->rows_seen);
         mean_dy_xhat[i] = (float)(s->host_sums[c + i] / s->rows_seen);
     }
-    be->upload(coef(s->coefs, m, COEF_MEAN_DY), mean_dy, 2 * (size_t)c * sizeof(float));
+    be->upload(be, coef(s->coefs, m, COEF_MEAN_DY), mean_dy, 2 * (size_t)c * sizeof(float));
     const float *dy_rows = pixels(m) == 1 ? dy : s->in_t;
-    be->bn_backward_input(dy_rows, s->xhat, result_in(m, dx), rows * pixels(m), c, m->weights,
+    be->bn_backward_input(be, dy_rows, s->xhat, result_in(m, dx), rows * pixels(m), c, m->weights,
                           coef(s->coefs, m, COEF_INVSTD), coef(s->coefs, m, COEF_MEAN_DY),
                           coef(s->coefs, m, COEF_MEAN_DY_XHAT));
     channels_first(m, ctx, rows, dx);
@@ -281,12 +281,12 @@ static int batchnorm_backward_input(dp_module *m, const dp_nn_context *ctx, cons
 static void batchnorm_release(dp_module *m, const dp_backend *be)
 {
     bn_state *s = m->state;
-    be->free(m->out);
-    be->free(s->xhat);
-    be->free(s->in_t);
-    be->free(s->out_t);
-    be->free(s->coefs);
-    be->free(s->sums);
+    be->free(be, m->out);
+    be->free(be, s->xhat);
+    be->free(be, s->in_t);
+    be->free(be, s->out_t);
+    be->free(be, s->coefs);
+    be->free(be, s->sums);
     free(s->host_sums);
     free(s->host_coefs);
 }

@@ -137,7 +137,7 @@ static int conv2d_allocate(dp_module *m, const dp_backend *be, int max_rows)
     if (!status && m->options.bias)
         status = dp_module_alloc(be, positions(&s->window), DP_MEM_ACTIVATIONS, "a Conv2d's row of ones", &s->ones);
     for (size_t p = 0; !status && s->ones && p < positions(&s->window); p++)
-        be->upload(s->ones + p, &(float){1.0f}, sizeof(float));
+        be->upload(be, s->ones + p, &(float){1.0f}, sizeof(float));
     return status;
 }
 
@@ -152,12 +152,12 @@ static int conv2d_forward(dp_module *m, const dp_nn_context *ctx, const float *x
     conv_state *s = m->state;
     const dp_backend *be = ctx->be;
     int k = (int)taps(&s->window), out = m->options.out_features, p = (int)positions(&s->window);
-    be->im2col(x, s->col, rows, &s->window);
+    be->im2col(be, x, s->col, rows, &s->window);
     for (int n = 0; n < rows; n++) {
         float *y_n = m->out + (size_t)n * m->out_width;
-        be->gemm(0, 1, out, p, k, 1.0f, m->weights, k, s->col + (size_t)n * p * k, k, 0.0f, y_n, p);
+        be->gemm(be, 0, 1, out, p, k, 1.0f, m->weights, k, s->col + (size_t)n * p * k, k, 0.0f, y_n, p);
         if (m->options.bias)
-            be->gemm(0, 0, out, p, 1, 1.0f, bias_of(m, m->weights), 1, s->ones, p, 1.0f, y_n, p);
+            be->gemm(be, 0, 0, out, p, 1, 1.0f, bias_of(m, m->weights), 1, s->ones, p, 1.0f, y_n, p);
     }
     *y = m->out;
     return 0;
@@ -172,13 +172,13 @@ static int conv2d_backward_params(dp_module *m, const dp_nn_context *ctx, const 
     int k = (int)taps(&s->window), out = m->options.out_features, p = (int)positions(&s->window);
     float *bias_grad = m->grads + (size_t)out * (size_t)k;
     if (rows == 0 && !ctx->accumulate) /* a rank without rows contributes zeros */
-        be->zero(m->grads, m->param_count);
+        be->zero(be, m->grads, m->param_count);
     for (int n = 0; n < rows; n++) {
         const float *dy_n = dy + (size_t)n * m->out_width;
         float beta = n > 0 || ctx->accumulate ? 1.0f : 0.0f;
-        be->gemm(0, 0, out, k, p, 1.0f, dy_n, p, s->col + (size_t)n * p * k, k, beta, m->grads, k);
+        be->gemm(be, 0, 0, out, k, p, 1.0f, dy_n, p, s->col + (size_t)n * p * k, k, beta, m->grads, k);
         if (m->options.bias)
-            be->gemm(0, 0, out, 1, p, 1.0f, dy_n, p, s->ones, 1, beta, bias_grad, 1);
+            be->gemm(be, 0, 0, out, 1, p, 1.0f, dy_n, p, s->ones, 1, beta, bias_grad, 1);
     }
     return dp_grad_pieces_ready(pieces, m, 0, m->param_count);
 }
@@ -191,9 +191,9 @@ static int conv2d_backward_input(dp_module *m, const dp_nn_context *ctx, const f
     conv_state *s = m->state;
     int k = (int)taps(&s->window), out = m->options.out_features, p = (int)positions(&s->window);
     for (int n = 0; n < rows; n++)
-        ctx->be->gemm(1, 0, p, k, out, 1.0f, dy + (size_t)n * m->out_width, p, m->weights, k, 0.0f,
+        ctx->be->gemm(ctx->be, 1, 0, p, k, out, 1.0f, dy + (size_t)n * m->out_width, p, m->weights, k, 0.0f,
                       s->col + (size_t)n * p * k, k);
-    ctx->be->col2im(s->col, dx, rows, &s->window);
+    ctx->be->col2im(ctx->be, s->col, dx, rows, &s->window);
     *dx_out = dx;
     return 0;
 }
@@ -201,9 +201,9 @@ static int conv2d_backward_input(dp_module *m, const dp_nn_context *ctx, const f
 static void conv2d_release(dp_module *m, const dp_backend *be)
 {
     conv_state *s = m->state;
-    be->free(m->out);
-    be->free(s->col);
-    be->free(s->ones);
+    be->free(be, m->out);
+    be->free(be, s->col);
+    be->free(be, s->ones);
 }
 
 const dp_module_type dp_module_conv2d = {

@@ -58,7 +58,7 @@ static int dropout_forward(dp_module *m, const dp_nn_context *ctx, const float *
                           .first_sample = ctx->first_sample,
                           .p = m->options.p,
                           .scale = 1.0f / (1.0f - m->options.p)};
-    ctx->be->dropout_forward(m->out, x, ((dropout_state *)m->state)->mask, rows, m->out_width, &key);
+    ctx->be->dropout_forward(ctx->be, m->out, x, ((dropout_state *)m->state)->mask, rows, m->out_width, &key);
     *y = m->out;
     return 0;
 }
@@ -70,15 +70,15 @@ static int dropout_backward_input(dp_module *m, const dp_nn_context *ctx, const 
     (void)x;
     (void)dx;
     if (active(m, ctx))
-        ctx->be->multiply(dy, dy, ((dropout_state *)m->state)->mask, (size_t)rows * m->out_width);
+        ctx->be->multiply(ctx->be, dy, dy, ((dropout_state *)m->state)->mask, (size_t)rows * m->out_width);
     *dx_out = dy;
     return 0;
 }
 
 static void dropout_release(dp_module *m, const dp_backend *be)
 {
-    be->free(m->out);
-    be->free(((dropout_state *)m->state)->mask);
+    be->free(be, m->out);
+    be->free(be, ((dropout_state *)m->state)->mask);
 }
 
 const dp_module_type dp_module_dropout = {

@@ -76,9 +76,9 @@ static int linear_forward(dp_module *m, const dp_nn_context *ctx, const float *x
 {
     const dp_backend *be = ctx->be;
     int in = m->in_width, out = m->out_width;
-    be->gemm(0, 1, rows, out, in, 1.0f, x, in, m->weights, in, 0.0f, m->out, out);
+    be->gemm(be, 0, 1, rows, out, in, 1.0f, x, in, m->weights, in, 0.0f, m->out, out);
     if (m->options.bias || m->absorbs_next)
-        be->bias_act_forward(m->out, bias_of(m, m->weights), rows, out, m->absorbs_next);
+        be->bias_act_forward(be, m->out, bias_of(m, m->weights), rows, out, m->absorbs_next);
     *y = m->out;
     return 0;
 }
@@ -91,10 +91,10 @@ static int linear_backward_params(dp_module *m, const dp_nn_context *ctx, const 
     size_t weight = (size_t)out * in;
     int status = 0;
     if (m->absorbs_next)
-        be->relu_backward(dy, m->out, (size_t)rows * out);
+        be->relu_backward(be, dy, m->out, (size_t)rows * out);
     /* db (+)= column sums of dY: the end of the slice, where backward-order buckets begin. */
     if (m->options.bias) {
-        be->bias_grad(dy, rows, out, m->grads + weight, ctx->accumulate);
+        be->bias_grad(be, dy, rows, out, m->grads + weight, ctx->accumulate);
         status = dp_grad_pieces_ready(pieces, m, weight, (size_t)out);
     }
     /* dW (+)= dY^T X, rows [first, end) of dW from columns [first, end) of dY: in blocks of
@@ -103,7 +103,7 @@ static int linear_backward_params(dp_module *m, const dp_nn_context *ctx, const 
     block = block < 1 ? 1 : block;
     for (size_t end = (size_t)out; !status && end > 0;) {
         size_t first = end > block ? end - block : 0;
-        be->gemm(1, 0, (int)(end - first), in, rows, 1.0f, dy + first, out, x, in, ctx->accumulate ? 1.0f : 0.0f,
+        be->gemm(be, 1, 0, (int)(end - first), in, rows, 1.0f, dy + first, out, x, in, ctx->accumulate ? 1.0f : 0.0f,
                  m->grads + first * (size_t)in, in);
         status = dp_grad_pieces_ready(pieces, m, first * (size_t)in, (end - first) * (size_t)in);
         end = first;
@@ -116,14 +116,14 @@ static int linear_backward_input(dp_module *m, const dp_nn_context *ctx, const f
 {
     (void)x;
     int in = m->in_width, out = m->out_width;
-    ctx->be->gemm(0, 0, rows, in, out, 1.0f, dy, out, m->weights, in, 0.0f, dx, in);
+    ctx->be->gemm(ctx->be, 0, 0, rows, in, out, 1.0f, dy, out, m->weights, in, 0.0f, dx, in);
     *dx_out = dx;
     return 0;
 }
 
 static void linear_release(dp_module *m, const dp_backend *be)
 {
-    be->free(m->out);
+    be->free(be, m->out);
 }
 
 const dp_module_type dp_module_linear = {

@@ -80,7 +80,7 @@ static int pool_allocate(dp_module *m, const dp_backend *be, int max_rows)
 static int pool_forward(dp_module *m, const dp_nn_context *ctx, const float *x, int rows, const float **y)
 {
     dp_window w = window_of(m);
-    ctx->be->pool_forward(x, m->out, rows, &w, pool_kind(m));
+    ctx->be->pool_forward(ctx->be, x, m->out, rows, &w, pool_kind(m));
     *y = m->out;
     return 0;
 }
@@ -89,14 +89,14 @@ static int pool_backward_input(dp_module *m, const dp_nn_context *ctx, const flo
                                int rows, float **dx_out)
 {
     dp_window w = window_of(m);
-    ctx->be->pool_backward(x, dy, dx, rows, &w, pool_kind(m));
+    ctx->be->pool_backward(ctx->be, x, dy, dx, rows, &w, pool_kind(m));
     *dx_out = dx;
     return 0;
 }
 
 static void pool_release(dp_module *m, const dp_backend *be)
 {
-    be->free(m->out);
+    be->free(be, m->out);
 }
 
 #define POOL_TYPE(type_name)                  \

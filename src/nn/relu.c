@@ -22,7 +22,7 @@ static int relu_forward(dp_module *m, const dp_nn_context *ctx, const float *x, 
         *y = x;
         return 0;
     }
-    ctx->be->relu_forward(m->out, x, (size_t)rows * m->out_width);
+    ctx->be->relu_forward(ctx->be, m->out, x, (size_t)rows * m->out_width);
     *y = m->out;
     return 0;
 }
@@ -34,14 +34,14 @@ static int relu_backward_input(dp_module *m, const dp_nn_context *ctx, const flo
     (void)x;
     (void)dx;
     if (!m->absorbed)
-        ctx->be->relu_backward(dy, m->out, (size_t)rows * m->out_width);
+        ctx->be->relu_backward(ctx->be, dy, m->out, (size_t)rows * m->out_width);
     *dx_out = dy;
     return 0;
 }
 
 static void relu_release(dp_module *m, const dp_backend *be)
 {
-    be->free(m->out);
+    be->free(be, m->out);
 }
 
 const dp_module_type dp_module_relu = {

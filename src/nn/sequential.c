@@ -10,7 +10,7 @@
 
 int dp_module_alloc(const dp_backend *be, size_t count, dp_memory_kind kind, const char *what, float **out)
 {
-    *out = be->alloc((count ? count : 1) * sizeof(float), kind, what);
+    *out = be->alloc(be, (count ? count : 1) * sizeof(float), kind, what);
     return *out ? 0 : DP_ENOMEM;
 }
 
@@ -177,11 +177,11 @@ void dp_model_free(dp_model *m)
             mod->type->release(mod, m->be);
         free(mod->state);
     }
-    m->be->free(m->weights);
-    m->be->free(m->grads);
-    m->be->free(m->buffer_values);
-    m->be->free(m->delta[0]);
-    m->be->free(m->delta[1]);
+    m->be->free(m->be, m->weights);
+    m->be->free(m->be, m->grads);
+    m->be->free(m->be, m->buffer_values);
+    m->be->free(m->be, m->delta[0]);
+    m->be->free(m->be, m->delta[1]);
     free(m->counters);
     free(m->inputs_of);
     free(m->modules);
@@ -243,9 +243,9 @@ void dp_model_loss(const dp_model *m, dp_loss loss, const float *out, const int3
                    const float *targets, int rows, float *dout, double *totals)
 {
     if (loss == DP_LOSS_XENT)
-        m->be->softmax_xent(out, labels, rows, m->outputs, dout, totals);
+        m->be->softmax_xent(m->be, out, labels, rows, m->outputs, dout, totals);
     else
-        m->be->mse(out, targets, rows, m->outputs, dout, totals);
+        m->be->mse(m->be, out, targets, rows, m->outputs, dout, totals);
 }
 
 void dp_model_module_name(const dp_model *m, int i, char *text, size_t size)

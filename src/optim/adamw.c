@@ -32,7 +32,7 @@ static void adamw_run(const dp_optimizer *o, const dp_optimizer_pass *pass, floa
         .apply = pass->apply,
     };
     size_t at = begin - o->begin;
-    o->be->adamw_step(params + at, grads + at, o->state[0] + at, o->state[1] + at, end - begin, &k,
+    o->be->adamw_step(o->be, params + at, grads + at, o->state[0] + at, o->state[1] + at, end - begin, &k,
                       pass->nonfinite);
 }
 

@@ -30,13 +30,13 @@ int dp_optimizer_init(dp_optimizer *o, const dp_backend *be, const dp_optimizer_
     o->end = end;
     for (int i = 0; i < dp_optimizer_state_count(o); i++) {
         size_t n = end - begin;
-        o->state[i] = be->alloc((n ? n : 1) * sizeof(float), DP_MEM_OPTIMIZER, o->type->state_names[i]);
+        o->state[i] = be->alloc(be, (n ? n : 1) * sizeof(float), DP_MEM_OPTIMIZER, o->type->state_names[i]);
         if (!o->state[i]) {
             dp_optimizer_free(o);
             return DP_ENOMEM;
         }
         /* Zero state is PyTorch's first step: v = d for SGD, m = v = 0 for AdamW. */
-        be->zero(o->state[i], n);
+        be->zero(be, o->state[i], n);
     }
     return 0;
 }
@@ -45,7 +45,7 @@ void dp_optimizer_free(dp_optimizer *o)
 {
     for (int i = 0; i < DP_OPTIMIZER_MAX_STATE; i++)
         if (o->state[i])
-            o->be->free(o->state[i]);
+            o->be->free(o->be, o->state[i]);
     memset(o->state, 0, sizeof o->state);
 }
 

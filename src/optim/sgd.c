@@ -15,7 +15,7 @@ static void sgd_run(const dp_optimizer *o, const dp_optimizer_pass *pass, float 
                       .weight_decay = decays ? o->config.weight_decay : 0.0f, .apply = pass->apply};
     size_t at = begin - o->begin;
     float *velocity = o->state[0] ? o->state[0] + at : NULL;
-    o->be->sgd_step(params + at, grads + at, velocity, end - begin, &k, pass->nonfinite);
+    o->be->sgd_step(o->be, params + at, grads + at, velocity, end - begin, &k, pass->nonfinite);
 }
 
 const dp_optimizer_type dp_optimizer_sgd = {

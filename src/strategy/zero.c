@@ -44,7 +44,7 @@ static size_t largest_segment(const dp_strategy *d)
 
 static int alloc_floats(const dp_strategy *d, size_t n, dp_memory_kind kind, const char *what, float **out)
 {
-    *out = backend(d)->alloc((n ? n : 1) * sizeof(float), kind, what);
+    *out = backend(d)->alloc(backend(d), (n ? n : 1) * sizeof(float), kind, what);
     return *out ? 0 : DP_ENOMEM;
 }
 
@@ -53,7 +53,7 @@ static int alloc_host_copy(const dp_strategy *d, size_t n, const char *what, flo
 {
     if (!d->buffers.staged)
         return 0;
-    *out = backend(d)->alloc_host((n ? n : 1) * sizeof(float), what);
+    *out = backend(d)->alloc_host(backend(d), (n ? n : 1) * sizeof(float), what);
     return *out ? 0 : DP_ENOMEM;
 }
 
@@ -126,17 +126,17 @@ static void zero_close(dp_strategy *d)
     for (int i = 0; i < z->gather_slots; i++) {
         if (z->gathers[i].request) /* a prefetch still in flight: the comm layer must be idle */
             dp_request_wait(&z->gathers[i].request);
-        be->free(z->gathers[i].data);
+        be->free(be, z->gathers[i].data);
         if (z->gathers[i].host)
-            be->free_host(z->gathers[i].host);
+            be->free_host(be, z->gathers[i].host);
     }
     for (int i = 0; i < z->grad_slots; i++) {
-        be->free(z->grads[i].data);
+        be->free(be, z->grads[i].data);
         if (z->grads[i].host)
-            be->free_host(z->grads[i].host);
+            be->free_host(be, z->grads[i].host);
     }
-    be->free(z->grad_shard);
-    be->free(z->param_shard);
+    be->free(be, z->grad_shard);
+    be->free(be, z->param_shard);
     free(z->slot_of);
     free(z);
     d->zero = NULL;
@@ -220,7 +220,7 @@ static float *bucket_data(dp_strategy *d, dp_bucket *b)
     zero_grad_slot *slot = &d->zero->grads[d->zero->slot_of[b - d->buckets]];
     if (!slot->host)
         return slot->data;
-    backend(d)->download(slot->host, slot->data, b->count * sizeof(float));
+    backend(d)->download(backend(d), slot->host, slot->data, b->count * sizeof(float));
     return slot->host;
 }
 
@@ -235,9 +235,9 @@ static void bucket_done(dp_strategy *d, dp_bucket *b)
     size_t n = dp_range_size(mine), at = mine.begin - b->offset;
     const dp_backend *be = backend(d);
     if (n && slot->host)
-        be->upload(slot->data + at, slot->host + at, n * sizeof(float));
+        be->upload(be, slot->data + at, slot->host + at, n * sizeof(float));
     if (n)
-        be->accumulate(z->grad_shard + (mine.begin - z->shard.begin), slot->data + at, n, z->micro > 0);
+        be->accumulate(be, z->grad_shard + (mine.begin - z->shard.begin), slot->data + at, n, z->micro > 0);
     slot->bucket = -1;
     z->slot_of[bucket] = -1;
 }
@@ -264,9 +264,9 @@ static int start_gather(dp_strategy *d, zero_gather_slot *g, int segment)
     const float *source = z->param_shard + (mine.begin - z->shard.begin);
     float *buf = g->host ? g->host : g->data;
     if (n && g->host)
-        be->download(g->host + (mine.begin - offset), source, n * sizeof(float));
+        be->download(be, g->host + (mine.begin - offset), source, n * sizeof(float));
     else if (n)
-        be->accumulate(g->data + (mine.begin - offset), source, n, 0);
+        be->accumulate(be, g->data + (mine.begin - offset), source, n, 0);
     g->segment = segment;
     g->started_at = MPI_Wtime();
     snprintf(g->label, sizeof g->label, "the parameters of part %d", segment);
@@ -284,7 +284,7 @@ static int finish_gather(dp_strategy *d, zero_gather_slot *g)
         return status;
     double done = MPI_Wtime();
     if (g->host)
-        backend(d)->upload(g->data, g->host, d->layout.count[g->segment] * sizeof(float));
+        backend(d)->upload(backend(d), g->data, g->host, d->layout.count[g->segment] * sizeof(float));
     d->times.busy += done - g->started_at;
     if (d->on_span)
         d->on_span(d->span_arg, g->label, g->started_at, done);
@@ -353,13 +353,13 @@ static int gather_updated_parameters(dp_strategy *d)
     float *buf = d->buffers.weights;
     if (d->buffers.staged) {
         buf = d->buffers.comm_grads;
-        be->download(buf + mine.begin, d->buffers.weights + mine.begin, dp_range_size(mine) * sizeof(float));
+        be->download(be, buf + mine.begin, d->buffers.weights + mine.begin, dp_range_size(mine) * sizeof(float));
     }
     double started = MPI_Wtime();
     dp_request_args args = {.kind = DP_ALLGATHER, .buf = buf, .count = total, .label = "the updated parameters"};
     int status = dp_comm_run(d->comm, &args);
     if (!status && d->buffers.staged)
-        be->upload(d->buffers.weights, buf, total * sizeof(float));
+        be->upload(be, d->buffers.weights, buf, total * sizeof(float));
     double done = MPI_Wtime();
     d->times.busy += done - started;
     if (d->on_span)

@@ -21,12 +21,12 @@ int dp_strategy_gather(dp_strategy *d, const float *data, int sharded, float *ho
     int rank = d->comm->rank, whole_here = root < 0 || rank == root;
     if (!sharded) {
         if (whole_here)
-            be->download(host, data, bytes_of(total));
+            be->download(be, host, data, bytes_of(total));
         return 0;
     }
     dp_range mine = dp_partition(total, d->comm->size, rank);
     float *part = whole_here ? host + mine.begin : host;
-    be->download(part, data, bytes_of(dp_range_size(mine)));
+    be->download(be, part, data, bytes_of(dp_range_size(mine)));
     /* The ring works on host memory whatever --allreduce is (nccl takes device memory only). */
     return root < 0 ? dp_allgather_ring(d->comm, host, total) : dp_comm_gather_blocks(d->comm, part, host, total, root);
 }
@@ -40,7 +40,7 @@ int dp_strategy_scatter(dp_strategy *d, float *host, float *data, int sharded, i
         if (root >= 0)
             status = dp_comm_broadcast(d->comm, host, bytes_of(total), root);
         if (!status)
-            be->upload(data, host, bytes_of(total));
+            be->upload(be, data, host, bytes_of(total));
         return status;
     }
     dp_range mine = dp_partition(total, d->comm->size, rank);
@@ -48,7 +48,7 @@ int dp_strategy_scatter(dp_strategy *d, float *host, float *data, int sharded, i
     if (root >= 0)
         status = dp_comm_scatter_blocks(d->comm, host, part, total, root);
     if (!status)
-        be->upload(data, part, bytes_of(dp_range_size(mine)));
+        be->upload(be, data, part, bytes_of(dp_range_size(mine)));
     return status;
 }
 

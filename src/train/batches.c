@@ -8,34 +8,23 @@
 
 #include <stdlib.h>
 
-/* The batch buffers hold max_rows rows of the training data's width: a test set must match it. */
-static int check_test_width(const dp_batches *b)
-{
-    if (!b->test || b->test->dim == b->train->dim)
-        return 0;
-    return dp_fail(DP_EINVAL, "test data %s has %d features per sample but the training data %s has %d",
-                   b->test->description, b->test->dim, b->train->description, b->train->dim);
-}
-
 int dp_batches_open(dp_batches *b, const dp_backend *be, const dp_dataset *train, const dp_dataset *test,
                     const dp_sampler *sampler, int max_rows, int outputs)
 {
     *b = (dp_batches){.be = be, .train = train, .test = test, .sampler = sampler};
+    /* A test set has the training data's width: both were checked against the model's. */
     size_t rows = (size_t)max_rows, width = (size_t)train->dim;
-    int status = check_test_width(b);
-    if (status)
-        return status;
-    b->x = be->alloc(rows * width * sizeof(float), DP_MEM_ACTIVATIONS, "the input batch");
-    b->labels = be->alloc(rows * sizeof(int32_t), DP_MEM_ACTIVATIONS, "the label batch");
-    b->targets = be->alloc(rows * (size_t)outputs * sizeof(float), DP_MEM_ACTIVATIONS, "the target batch");
+    b->x = be->alloc(be, rows * width * sizeof(float), DP_MEM_ACTIVATIONS, "the input batch");
+    b->labels = be->alloc(be, rows * sizeof(int32_t), DP_MEM_ACTIVATIONS, "the label batch");
+    b->targets = be->alloc(be, rows * (size_t)outputs * sizeof(float), DP_MEM_ACTIVATIONS, "the target batch");
     b->row_index = dp_alloc(rows * sizeof *b->row_index, "the evaluation's row indices");
     if (!b->x || !b->labels || !b->targets || !b->row_index)
         return DP_ENOMEM;
     if (be->host_memory)
         return 0;
-    b->stage_x = be->alloc_host(rows * width * sizeof(float), "the input batch's staging");
-    b->stage_labels = be->alloc_host(rows * sizeof(int32_t), "the label batch's staging");
-    b->stage_targets = be->alloc_host(rows * (size_t)outputs * sizeof(float), "the target batch's staging");
+    b->stage_x = be->alloc_host(be, rows * width * sizeof(float), "the input batch's staging");
+    b->stage_labels = be->alloc_host(be, rows * sizeof(int32_t), "the label batch's staging");
+    b->stage_targets = be->alloc_host(be, rows * (size_t)outputs * sizeof(float), "the target batch's staging");
     return b->stage_x && b->stage_labels && b->stage_targets ? 0 : DP_ENOMEM;
 }
 
@@ -44,15 +33,15 @@ void dp_batches_close(dp_batches *b)
     const dp_backend *be = b->be;
     if (!be)
         return;
-    be->free(b->x);
-    be->free(b->labels);
-    be->free(b->targets);
+    be->free(be, b->x);
+    be->free(be, b->labels);
+    be->free(be, b->targets);
     if (b->stage_x)
-        be->free_host(b->stage_x);
+        be->free_host(be, b->stage_x);
     if (b->stage_labels)
-        be->free_host(b->stage_labels);
+        be->free_host(be, b->stage_labels);
     if (b->stage_targets)
-        be->free_host(b->stage_targets);
+        be->free_host(be, b->stage_targets);
     free(b->row_index);
     *b = (dp_batches){0};
 }
@@ -65,11 +54,11 @@ static int read_rows(dp_batches *b, const dp_dataset *data, const size_t *index,
     if (be->host_memory) {
         status = dp_dataset_read_rows(data, index, n, b->x, b->labels, b->targets);
     } else if (!(status = dp_dataset_read_rows(data, index, n, b->stage_x, b->stage_labels, b->stage_targets))) {
-        be->upload(b->x, b->stage_x, n * (size_t)data->dim * sizeof(float));
+        be->upload(be, b->x, b->stage_x, n * (size_t)data->dim * sizeof(float));
         if (data->labels)
-            be->upload(b->labels, b->stage_labels, n * sizeof(int32_t));
+            be->upload(be, b->labels, b->stage_labels, n * sizeof(int32_t));
         else
-            be->upload(b->targets, b->stage_targets, n * (size_t)data->outputs * sizeof(float));
+            be->upload(be, b->targets, b->stage_targets, n * (size_t)data->outputs * sizeof(float));
     }
     *out = (dp_rows){.x = b->x, .labels = data->labels ? b->labels : NULL, .targets = data->labels ? NULL : b->targets,
                      .count = (int)n};

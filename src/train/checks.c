@@ -18,10 +18,10 @@ static uint64_t hash_model(trainer *t)
     size_t param_bytes = t->plan.nparams * sizeof(float), buffer_bytes = dp_params_floats(&m->buffers) * sizeof(float);
     uint64_t hash = DP_HASH_START;
     if (!dp_strategy_shards_params(&t->engine.strategy)) {
-        t->engine.be->download(t->host.params, m->weights, param_bytes);
+        t->engine.be->download(t->engine.be, t->host.params, m->weights, param_bytes);
         hash = dp_hash_bytes(hash, t->host.params, param_bytes);
     }
-    t->engine.be->download(t->host.buffers, m->buffer_values, buffer_bytes);
+    t->engine.be->download(t->engine.be, t->host.buffers, m->buffer_values, buffer_bytes);
     hash = dp_hash_bytes(hash, t->host.buffers, buffer_bytes);
     return dp_hash_bytes(hash, m->counters, m->buffers.totals[DP_DTYPE_I64] * sizeof *m->counters);
 }
@@ -51,7 +51,7 @@ static int check_gathered(trainer *t, char *differing, size_t size)
     float *shard, *grads;
     dp_strategy_shard(&t->engine.strategy, &begin, &end);
     dp_strategy_update_memory(&t->engine.strategy, &shard, &grads);
-    t->engine.be->download(t->host.params, shard, (end - begin) * sizeof(float));
+    t->engine.be->download(t->engine.be, t->host.params, shard, (end - begin) * sizeof(float));
     uint64_t own = dp_hash_bytes(DP_HASH_START, t->host.params, (end - begin) * sizeof(float));
     for (int r = 0; r < world; r++)
         gathered[r] = DP_HASH_START;
@@ -60,7 +60,7 @@ static int check_gathered(trainer *t, char *differing, size_t size)
         float *data;
         if ((status = dp_strategy_gathered_parameters(&t->engine.strategy, s, &data)))
             break;
-        t->engine.be->download(t->host.gathered, data, layout->count[s] * sizeof(float));
+        t->engine.be->download(t->engine.be, t->host.gathered, data, layout->count[s] * sizeof(float));
         for (int r = 0; r < world; r++) { /* owner r's elements of this module */
             dp_range mine = dp_partition(layout->total, world, r);
             size_t lo = mine.begin > layout->offset[s] ? mine.begin : layout->offset[s];
@@ -115,10 +115,10 @@ int dp_trainer_inject_corruption(trainer *t)
         return status;
     float value;
     uint32_t bits;
-    t->engine.be->download(&value, target, sizeof value);
+    t->engine.be->download(t->engine.be, &value, target, sizeof value);
     memcpy(&bits, &value, sizeof bits);
     bits ^= 1u;
     memcpy(&value, &bits, sizeof value);
-    t->engine.be->upload(target, &value, sizeof value);
+    t->engine.be->upload(t->engine.be, target, &value, sizeof value);
     return 0;
 }

@@ -91,7 +91,7 @@ static int open_model(predictor *p)
     size_t params = dp_params_floats(&m->params), buffers = dp_params_floats(&m->buffers);
     p->host_params = dp_alloc((params + 1) * sizeof(float), "the host copy of the parameters");
     p->host_buffers = dp_alloc((buffers + 1) * sizeof(float), "the host copy of the running statistics");
-    p->dev_x = e->be->alloc(CHUNK_ROWS * p->dim * sizeof(float), DP_MEM_ACTIVATIONS, "the input chunk");
+    p->dev_x = e->be->alloc(e->be, CHUNK_ROWS * p->dim * sizeof(float), DP_MEM_ACTIVATIONS, "the input chunk");
     if (!p->host_params || !p->host_buffers || !p->dev_x)
         return DP_ENOMEM;
     status = p->comm->rank == 0 ? dp_trainer_load_model(p->o, m, p->host_params, p->host_buffers, m->counters) : 0;
@@ -146,14 +146,14 @@ static int run_forward(predictor *p)
     dp_nn_context ctx = {.be = be, .training = 0};
     for (size_t begin = 0; begin < mine; begin += CHUNK_ROWS) {
         size_t rows = mine - begin < CHUNK_ROWS ? mine - begin : CHUNK_ROWS;
-        be->upload(p->dev_x, p->my_inputs + begin * p->dim, rows * p->dim * sizeof(float));
+        be->upload(be, p->dev_x, p->my_inputs + begin * p->dim, rows * p->dim * sizeof(float));
         if (rows < CHUNK_ROWS)
-            be->zero(p->dev_x + rows * p->dim, (CHUNK_ROWS - rows) * p->dim);
+            be->zero(be, p->dev_x + rows * p->dim, (CHUNK_ROWS - rows) * p->dim);
         const float *out;
         int status = dp_engine_forward(e, &ctx, p->dev_x, CHUNK_ROWS, &out);
         if (status)
             return status;
-        be->download(p->my_outputs + begin * outputs, out, rows * outputs * sizeof(float));
+        be->download(be, p->my_outputs + begin * outputs, out, rows * outputs * sizeof(float));
     }
     return 0;
 }
@@ -203,7 +203,7 @@ static void free_predictor(predictor *p)
     free(p->host_params);
     free(p->host_buffers);
     if (p->engine.be)
-        p->engine.be->free(p->dev_x);
+        p->engine.be->free(p->engine.be, p->dev_x);
     dp_engine_close(&p->engine);
 }
 
@@ -230,7 +230,7 @@ int dp_predict(const dp_options *o, dp_comm *comm)
     if (!status && comm->rank == 0 && !o->quiet)
         printf("predict: %zu rows x %zu features on %d rank%s (backend %s) in %.3f s (%.0f rows/s; scatter, "
                "forward and gather %.3f s): wrote %s, %s\n",
-               p.rows, p.dim, comm->size, comm->size == 1 ? "" : "s", p.engine.be->describe(), MPI_Wtime() - started,
+               p.rows, p.dim, comm->size, comm->size == 1 ? "" : "s", p.engine.be->describe(p.engine.be), MPI_Wtime() - started,
                (double)p.rows / (computed - computing), computed - computing, o->output_path,
                o->predict_classes ? "int64 classes [N]" : "float32 outputs [N, K]");
     free(outputs);

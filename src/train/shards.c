@@ -39,10 +39,10 @@ static void download_part(trainer *t, dp_range part, float *const *host)
     size_t bytes = dp_range_size(part) * sizeof(float);
     /* Sharded memory holds exactly the part; whole memory holds it at its offset. */
     const float *source = dp_strategy_shards_params(&t->engine.strategy) ? params : t->engine.model.weights + part.begin;
-    t->engine.be->download(host[0], source, bytes);
+    t->engine.be->download(t->engine.be, host[0], source, bytes);
     for (int i = 0; i < dp_optimizer_state_count(&t->engine.opt); i++) {
         source = dp_strategy_shards_state(&t->engine.strategy) ? t->engine.opt.state[i] : t->engine.opt.state[i] + part.begin;
-        t->engine.be->download(host[1 + i], source, bytes);
+        t->engine.be->download(t->engine.be, host[1 + i], source, bytes);
     }
 }
 
@@ -155,8 +155,8 @@ int dp_trainer_read_shards(trainer *t, const char *index_path, long step, int sh
     free(scratch_block);
     if (status)
         return status;
-    t->engine.be->upload(params, t->host.params, dp_range_size(need_params) * sizeof(float));
+    t->engine.be->upload(t->engine.be, params, t->host.params, dp_range_size(need_params) * sizeof(float));
     for (int i = 1; i < tensors; i++)
-        t->engine.be->upload(t->engine.opt.state[i - 1], t->host.optimizer[i - 1], dp_range_size(need_state) * sizeof(float));
+        t->engine.be->upload(t->engine.be, t->engine.opt.state[i - 1], t->host.optimizer[i - 1], dp_range_size(need_state) * sizeof(float));
     return 0;
 }

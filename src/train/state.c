@@ -207,7 +207,7 @@ static int collect_state(trainer *t, int root, int with_state)
 {
     int status = dp_strategy_gather(&t->engine.strategy, parameter_memory(t), dp_strategy_shards_params(&t->engine.strategy), t->host.params, root);
     if (root < 0 || t->comm->rank == root)
-        t->engine.be->download(t->host.buffers, t->engine.model.buffer_values, dp_params_floats(&t->engine.model.buffers) * sizeof(float));
+        t->engine.be->download(t->engine.be, t->host.buffers, t->engine.model.buffer_values, dp_params_floats(&t->engine.model.buffers) * sizeof(float));
     for (int i = 0; !status && with_state && i < dp_optimizer_state_count(&t->engine.opt); i++)
         status = dp_strategy_gather(&t->engine.strategy, t->engine.opt.state[i], dp_strategy_shards_state(&t->engine.strategy), t->host.optimizer[i], root);
     return status;
@@ -260,7 +260,7 @@ int dp_trainer_checkpoint(trainer *t)
         status = f ? dp_trainer_write_shard(t, keys, values, run_metadata(t, f, keys, values)) : DP_ENOMEM;
         free(f);
         if (!status && t->comm->rank == 0)
-            t->engine.be->download(t->host.buffers, t->engine.model.buffer_values,
+            t->engine.be->download(t->engine.be, t->host.buffers, t->engine.model.buffer_values,
                             dp_params_floats(&t->engine.model.buffers) * sizeof(float));
     } else {
         status = collect_state(t, 0, 1);
@@ -456,8 +456,8 @@ int dp_trainer_share_model(dp_comm *comm, dp_model *m, float *params, float *buf
     if (status)
         return status;
     if (params)
-        m->be->upload(m->weights, params, param_bytes);
-    m->be->upload(m->buffer_values, buffers, buffer_bytes);
+        m->be->upload(m->be, m->weights, params, param_bytes);
+    m->be->upload(m->be, m->buffer_values, buffers, buffer_bytes);
     return 0;
 }
 

@@ -19,7 +19,7 @@ static void time_on_device(dp_timeline *t, int module, int begin, const char *na
     dp_device_spans *d = &t->device_spans;
     if (!d->pending || !d->in_step)
         return;
-    int mark = t->be->timer_mark();
+    int mark = t->be->timer_mark(t->be);
     if (begin) {
         d->module_mark[module] = mark;
     } else if (d->count < d->capacity) {
@@ -102,9 +102,9 @@ void dp_trainer_timeline_step_begin(trainer *run)
     if (!d->pending)
         return;
     /* With the device idle, its timestamp now is the host's now. */
-    t->be->synchronize();
-    t->be->timer_reset();
-    d->anchor = t->be->timer_mark();
+    t->be->synchronize(t->be);
+    t->be->timer_reset(t->be);
+    d->anchor = t->be->timer_mark(t->be);
     d->anchor_time = MPI_Wtime();
     d->count = 0;
     d->in_step = 1;
@@ -116,13 +116,13 @@ void dp_trainer_timeline_step_end(trainer *run)
     dp_device_spans *d = &t->device_spans;
     if (!d->pending)
         return;
-    t->be->synchronize();
+    t->be->synchronize(t->be);
     for (size_t i = 0; i < d->count; i++) {
         const dp_device_span *s = &d->pending[i];
         if (s->begin >= 0 && s->end >= 0)
             dp_trace_add(&t->trace, s->name, s->category, DP_LANE_DEVICE,
-                         d->anchor_time + t->be->timer_seconds(d->anchor, s->begin),
-                         d->anchor_time + t->be->timer_seconds(d->anchor, s->end));
+                         d->anchor_time + t->be->timer_seconds(t->be, d->anchor, s->begin),
+                         d->anchor_time + t->be->timer_seconds(t->be, d->anchor, s->end));
     }
     d->in_step = 0;
 }

@@ -97,10 +97,10 @@ static int allocate_buffers(trainer *t)
                                  t->engine.model.outputs);
     if (!status) {
         static const double zeros[DP_TOTALS];
-        t->eval_totals = t->engine.be->alloc(DP_TOTALS * sizeof(double), DP_MEM_OTHER, "the evaluation totals");
+        t->eval_totals = t->engine.be->alloc(t->engine.be, DP_TOTALS * sizeof(double), DP_MEM_OTHER, "the evaluation totals");
         status = t->eval_totals ? 0 : DP_ENOMEM;
         if (!status)
-            t->engine.be->upload(t->eval_totals, zeros, sizeof zeros);
+            t->engine.be->upload(t->engine.be, t->eval_totals, zeros, sizeof zeros);
     }
     if (!status)
         status = dp_trainer_allocate_host_copies(t);
@@ -120,7 +120,7 @@ static void free_buffers(trainer *t)
     free(h->rank_hashes);
     dp_batches_close(&t->batches);
     if (t->engine.be)
-        t->engine.be->free(t->eval_totals);
+        t->engine.be->free(t->engine.be, t->eval_totals);
     dp_sampler_free(&t->sampler);
 }
 
@@ -317,7 +317,7 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
     if (!status && !(status = dp_watchdog_start(&t.watchdog, comm, o->timeout)))
         comm->watchdog = &t.watchdog;
     if (!status && comm->rank == 0 && !o->quiet)
-        dp_report_banner(o, comm, &t.plan, &t.engine.model, &t.engine.opt, &t.engine.strategy, t.engine.be->describe(),
+        dp_report_banner(o, comm, &t.plan, &t.engine.model, &t.engine.opt, &t.engine.strategy, t.engine.be->describe(t.engine.be),
                          dp_engine_gradient_path(&t.engine), train, test);
     if (!status)
         status = dp_trainer_start_state(&t);

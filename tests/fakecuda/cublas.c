@@ -15,6 +15,7 @@ enum { HANDLE_MAGIC = 0x0b1a5 };
 
 struct cublasContext {
     unsigned magic;
+    cudaStream_t stream; /* where its GEMMs queue (NULL: the legacy default stream) */
 };
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t *handle)
@@ -40,6 +41,14 @@ cublasStatus_t cublasDestroy_v2(cublasHandle_t handle)
     handle->magic = 0;
     free(handle);
     fakecuda_count_handle(-1);
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream)
+{
+    if (!handle || handle->magic != HANDLE_MAGIC)
+        return CUBLAS_STATUS_NOT_INITIALIZED;
+    handle->stream = stream;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -139,7 +148,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
     /* The default pointer mode: alpha and beta are host values, read now. */
     gemm_args g = {ta, tb, m, n, k, lda, ldb, ldc, computeType == CUBLAS_COMPUTE_32F_FAST_TF32,
                    *(const float *)alpha, *(const float *)beta, A, B, C};
-    return fakecuda_enqueue(run_gemm, &g, sizeof g, "cublasGemmEx") == cudaSuccess ? CUBLAS_STATUS_SUCCESS
+    return fakecuda_enqueue_on(handle->stream, run_gemm, &g, sizeof g, "cublasGemmEx", NULL) == cudaSuccess ? CUBLAS_STATUS_SUCCESS
                                                                                    : CUBLAS_STATUS_EXECUTION_FAILED;
 }
 
@@ -148,7 +157,7 @@ int dp_cublas_load(dp_cublas_api *api, char *why, size_t size)
 {
     (void)why;
     (void)size;
-    *api = (dp_cublas_api){.create = cublasCreate_v2, .destroy = cublasDestroy_v2, .gemm_ex = cublasGemmEx,
+    *api = (dp_cublas_api){.create = cublasCreate_v2, .destroy = cublasDestroy_v2, .set_stream = cublasSetStream_v2, .gemm_ex = cublasGemmEx,
                            .status_string = cublasGetStatusString};
     return 0;
 }

@@ -10,7 +10,7 @@
 
 #include <stdlib.h>
 
-#define QUEUE(run, args, name) fakecuda_enqueue(run, &(args), sizeof(args), name)
+#define QUEUE(run, args, name) fakecuda_enqueue_on(stream, run, &(args), sizeof(args), name, NULL)
 
 typedef struct bias_act_args {
     dp_shape s;
@@ -33,7 +33,7 @@ static void run_bias_act(void *raw)
                                        dp_span_x(a->s, bx, tx));
 }
 
-cudaError_t dp_cuda_bias_act(float *y, const float *bias, int rows, int cols, int relu)
+cudaError_t dp_cuda_bias_act(cudaStream_t stream, float *y, const float *bias, int rows, int cols, int relu)
 {
     if (rows == 0 || cols == 0)
         return cudaSuccess;
@@ -59,7 +59,7 @@ static void run_relu_backward(void *raw)
             dp_relu_backward_thread(a->x, a->y, a->n, dp_span_x(a->s, b, t));
 }
 
-cudaError_t dp_cuda_relu_backward(float *dy, const float *y, size_t n)
+cudaError_t dp_cuda_relu_backward(cudaStream_t stream, float *dy, const float *y, size_t n)
 {
     if (n == 0)
         return cudaSuccess;
@@ -77,7 +77,7 @@ static void run_relu_forward(void *raw)
             dp_relu_forward_thread(a->x, a->y, a->n, dp_span_x(a->s, b, t));
 }
 
-cudaError_t dp_cuda_relu_forward(float *y, const float *x, size_t n)
+cudaError_t dp_cuda_relu_forward(cudaStream_t stream, float *y, const float *x, size_t n)
 {
     if (n == 0)
         return cudaSuccess;
@@ -96,7 +96,7 @@ static void run_multiply(void *raw)
             dp_multiply_thread(a->x, a->y, a->mask, a->n, dp_span_x(a->s, b, t));
 }
 
-cudaError_t dp_cuda_multiply(float *y, const float *x, const float *mask, size_t n)
+cudaError_t dp_cuda_multiply(cudaStream_t stream, float *y, const float *x, const float *mask, size_t n)
 {
     if (n == 0)
         return cudaSuccess;
@@ -120,7 +120,7 @@ static void run_accumulate(void *raw)
             dp_accumulate_thread(a->flat.x, a->flat.y, a->flat.n, a->add, dp_span_x(a->flat.s, b, t));
 }
 
-cudaError_t dp_cuda_accumulate(float *y, const float *x, size_t n, int add)
+cudaError_t dp_cuda_accumulate(cudaStream_t stream, float *y, const float *x, size_t n, int add)
 {
     if (n == 0)
         return cudaSuccess;
@@ -152,7 +152,7 @@ static void run_bias_grad(void *raw)
             }
 }
 
-cudaError_t dp_cuda_bias_grad(const float *dy, int rows, int cols, float *db, int accumulate)
+cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, int rows, int cols, float *db, int accumulate)
 {
     /* No rows still overwrites: a rank without samples contributes zeros. */
     if (cols == 0 || (rows == 0 && accumulate))
@@ -187,7 +187,7 @@ static void run_column_sums(void *raw)
             }
 }
 
-cudaError_t dp_cuda_column_sums(const float *a, const float *b, int rows, int cols, double *out)
+cudaError_t dp_cuda_column_sums(cudaStream_t stream, const float *a, const float *b, int rows, int cols, double *out)
 {
     if (cols == 0)
         return cudaSuccess;
@@ -238,7 +238,7 @@ static void run_dropout(void *raw)
         each_row_thread(a, dropout_thread);
 }
 
-cudaError_t dp_cuda_dropout_forward(float *y, const float *x, float *mask, int rows, int cols,
+cudaError_t dp_cuda_dropout_forward(cudaStream_t stream, float *y, const float *x, float *mask, int rows, int cols,
                                     const dp_dropout_key *key)
 {
     if (rows == 0 || cols == 0)
@@ -262,7 +262,7 @@ static void run_bn_normalize(void *raw)
         each_row_thread(a, bn_normalize_thread);
 }
 
-cudaError_t dp_cuda_bn_normalize(const float *x, float *xhat, float *y, int rows, int cols, const float *mean,
+cudaError_t dp_cuda_bn_normalize(cudaStream_t stream, const float *x, float *xhat, float *y, int rows, int cols, const float *mean,
                                  const float *invstd, const float *gamma, const float *beta)
 {
     if (rows == 0 || cols == 0)
@@ -286,7 +286,7 @@ static void run_bn_backward_input(void *raw)
         each_row_thread(a, bn_backward_input_thread);
 }
 
-cudaError_t dp_cuda_bn_backward_input(const float *dy, const float *xhat, float *dx, int rows, int cols,
+cudaError_t dp_cuda_bn_backward_input(cudaStream_t stream, const float *dy, const float *xhat, float *dx, int rows, int cols,
                                       const float *gamma, const float *invstd, const float *mean_dy,
                                       const float *mean_dy_xhat)
 {
@@ -319,7 +319,7 @@ static void run_bn_param_grads(void *raw)
             dp_bn_param_grads_thread(a->sums, a->cols, a->first, a->second, a->accumulate, dp_span_x(a->s, b, t));
 }
 
-cudaError_t dp_cuda_bn_param_grads(const double *sums, int cols, float *dgamma, float *dbeta, int accumulate)
+cudaError_t dp_cuda_bn_param_grads(cudaStream_t stream, const double *sums, int cols, float *dgamma, float *dbeta, int accumulate)
 {
     if (cols == 0)
         return cudaSuccess;
@@ -341,7 +341,7 @@ static void run_bn_update_running(void *raw)
                                         dp_span_x(a->s, b, t));
 }
 
-cudaError_t dp_cuda_bn_update_running(float *running_mean, float *running_var, const float *mean,
+cudaError_t dp_cuda_bn_update_running(cudaStream_t stream, float *running_mean, float *running_var, const float *mean,
                                       const float *var_unbiased, int cols, float momentum)
 {
     if (cols == 0)
@@ -362,47 +362,12 @@ static void run_inverse_std(void *raw)
             dp_inverse_std_thread(a->var, a->first, a->cols, a->eps, dp_span_x(a->s, b, t));
 }
 
-cudaError_t dp_cuda_inverse_std(const float *var, float *invstd, int n, float eps)
+cudaError_t dp_cuda_inverse_std(cudaStream_t stream, const float *var, float *invstd, int n, float eps)
 {
     if (n == 0)
         return cudaSuccess;
     columns_args a = {.s = dp_shape_flat((size_t)n), .var = var, .first = invstd, .cols = n, .eps = eps};
     return QUEUE(run_inverse_std, a, "inverse_std_kernel");
-}
-
-typedef struct gather_args {
-    dp_shape s;
-    uint32_t *dst;
-    const uint32_t *src;
-    const size_t *index;
-    int rows, width;
-} gather_args;
-
-static void run_gather_rows(void *raw)
-{
-    gather_args *a = raw;
-    if (!fakecuda_need(a->dst, (size_t)a->rows * a->width * 4, "dst") ||
-        !fakecuda_need(a->index, (size_t)a->rows * sizeof(size_t), "index"))
-        return;
-    size_t last = 0;
-    for (int r = 0; r < a->rows; r++)
-        last = a->index[r] > last ? a->index[r] : last;
-    if (!fakecuda_need(a->src, (last + 1) * a->width * 4, "src rows up to the largest index"))
-        return;
-    for (unsigned by = 0; by < a->s.grid_y; by++)
-        for (unsigned bx = 0; bx < a->s.grid_x; bx++)
-            for (unsigned ty = 0; ty < a->s.block_y; ty++)
-                for (unsigned tx = 0; tx < a->s.block_x; tx++)
-                    dp_gather_rows_thread(a->dst, a->src, a->index, a->rows, a->width, dp_span_y(a->s, by, ty),
-                                          dp_span_x(a->s, bx, tx));
-}
-
-cudaError_t dp_cuda_gather_rows(void *dst, const void *src, const size_t *index, int rows, int width)
-{
-    if (rows == 0 || width == 0)
-        return cudaSuccess;
-    gather_args a = {dp_shape_rows(rows, width), dst, src, index, rows, width};
-    return QUEUE(run_gather_rows, a, "gather_rows_kernel");
 }
 
 /* The sliding-window kernels: one flat launch each, over one argument block. */
@@ -483,7 +448,7 @@ static size_t floats(size_t n)
     return n * sizeof(float);
 }
 
-cudaError_t dp_cuda_im2col(const float *x, float *col, int rows, const dp_window *w)
+cudaError_t dp_cuda_im2col(cudaStream_t stream, const float *x, float *col, int rows, const dp_window *w)
 {
     size_t n = (size_t)rows * dp_window_col(w);
     if (n == 0)
@@ -493,7 +458,7 @@ cudaError_t dp_cuda_im2col(const float *x, float *col, int rows, const dp_window
     return QUEUE(run_im2col, a, "im2col_kernel");
 }
 
-cudaError_t dp_cuda_col2im(const float *col, float *dx, int rows, const dp_window *w)
+cudaError_t dp_cuda_col2im(cudaStream_t stream, const float *col, float *dx, int rows, const dp_window *w)
 {
     size_t n = (size_t)rows * dp_window_image(w);
     if (n == 0)
@@ -503,7 +468,7 @@ cudaError_t dp_cuda_col2im(const float *col, float *dx, int rows, const dp_windo
     return QUEUE(run_col2im, a, "col2im_kernel");
 }
 
-cudaError_t dp_cuda_transpose(const float *x, float *y, int rows, int a_dim, int b_dim)
+cudaError_t dp_cuda_transpose(cudaStream_t stream, const float *x, float *y, int rows, int a_dim, int b_dim)
 {
     size_t n = (size_t)rows * a_dim * b_dim;
     if (n == 0)
@@ -513,7 +478,7 @@ cudaError_t dp_cuda_transpose(const float *x, float *y, int rows, int a_dim, int
     return QUEUE(run_transpose, a, "transpose_kernel");
 }
 
-cudaError_t dp_cuda_pool_forward(const float *x, float *y, int rows, const dp_window *w, dp_pool pool)
+cudaError_t dp_cuda_pool_forward(cudaStream_t stream, const float *x, float *y, int rows, const dp_window *w, dp_pool pool)
 {
     size_t n = (size_t)rows * w->channels * w->out_h * w->out_w;
     if (n == 0)
@@ -523,7 +488,7 @@ cudaError_t dp_cuda_pool_forward(const float *x, float *y, int rows, const dp_wi
     return QUEUE(run_pool_forward, a, "pool_forward_kernel");
 }
 
-cudaError_t dp_cuda_pool_backward(const float *x, const float *dy, float *dx, int rows, const dp_window *w,
+cudaError_t dp_cuda_pool_backward(cudaStream_t stream, const float *x, const float *dy, float *dx, int rows, const dp_window *w,
                                   dp_pool pool)
 {
     size_t n = (size_t)rows * dp_window_image(w);
@@ -562,10 +527,10 @@ static void run_add_partials(void *raw)
 }
 
 /* Queues a reduction's kernel, then the add of its partials (as the CUDA launchers do). */
-static cudaError_t queue_reduction(void (*run)(void *), reduce_args *a, const char *name, double *sum_into,
+static cudaError_t queue_reduction(cudaStream_t stream, void (*run)(void *), reduce_args *a, const char *name, double *sum_into,
                                    double *count_into, double sum_divisor)
 {
-    cudaError_t e = fakecuda_enqueue(run, a, sizeof *a, name);
+    cudaError_t e = fakecuda_enqueue_on(stream, run, a, sizeof *a, name, NULL);
     partials_args p = {a->partials, (int)a->s.grid_x, sum_into, count_into, sum_divisor};
     return e != cudaSuccess ? e : QUEUE(run_add_partials, p, "add_partials_kernel");
 }
@@ -613,13 +578,13 @@ static void run_softmax_xent(void *raw)
     }
 }
 
-cudaError_t dp_cuda_softmax_xent(const float *logits, const int32_t *labels, int rows, int cols, float *dlogits,
+cudaError_t dp_cuda_softmax_xent(cudaStream_t stream, const float *logits, const int32_t *labels, int rows, int cols, float *dlogits,
                                  dp_cuda_partial *partials, double *totals)
 {
     reduce_args a = {.s = dp_shape_softmax(rows), .x = logits, .labels = labels, .rows = rows, .cols = cols,
                      .grad = dlogits, .partials = partials};
     return rows == 0 ? cudaSuccess
-                     : queue_reduction(run_softmax_xent, &a, "softmax_xent_kernel", &totals[0], &totals[1], 1.0);
+                     : queue_reduction(stream, run_softmax_xent, &a, "softmax_xent_kernel", &totals[0], &totals[1], 1.0);
 }
 
 static void run_mse(void *raw)
@@ -638,12 +603,12 @@ static void run_mse(void *raw)
     }
 }
 
-cudaError_t dp_cuda_mse(const float *pred, const float *targets, size_t n, int cols, float *dpred,
+cudaError_t dp_cuda_mse(cudaStream_t stream, const float *pred, const float *targets, size_t n, int cols, float *dpred,
                         dp_cuda_partial *partials, double *totals)
 {
     reduce_args a = {.s = dp_shape_reduce(n), .x = pred, .targets = targets, .n = n, .cols = cols, .grad = dpred,
                      .partials = partials};
-    return n == 0 ? cudaSuccess : queue_reduction(run_mse, &a, "mse_kernel", &totals[0], NULL, (double)cols);
+    return n == 0 ? cudaSuccess : queue_reduction(stream, run_mse, &a, "mse_kernel", &totals[0], NULL, (double)cols);
 }
 
 static void run_count_nonfinite(void *raw)
@@ -660,7 +625,7 @@ static void run_count_nonfinite(void *raw)
     }
 }
 
-cudaError_t dp_cuda_count_nonfinite(const float *x, size_t n, dp_cuda_partial *partials, int *blocks)
+cudaError_t dp_cuda_count_nonfinite(cudaStream_t stream, const float *x, size_t n, dp_cuda_partial *partials, int *blocks)
 {
     reduce_args a = {.s = dp_shape_reduce(n), .x = x, .n = n, .partials = partials};
     *blocks = (int)a.s.grid_x;
@@ -718,25 +683,25 @@ static void run_adamw_step(void *raw)
 }
 
 /* Queues a pass, then the add of its non-finite counts into *nonfinite. */
-static cudaError_t queue_step(void (*run)(void *), step_args *a, const char *name, double *nonfinite)
+static cudaError_t queue_step(cudaStream_t stream, void (*run)(void *), step_args *a, const char *name, double *nonfinite)
 {
-    cudaError_t e = fakecuda_enqueue(run, a, sizeof *a, name);
+    cudaError_t e = fakecuda_enqueue_on(stream, run, a, sizeof *a, name, NULL);
     partials_args p = {a->partials, (int)a->s.grid_x, NULL, nonfinite, 1.0};
     return e != cudaSuccess ? e : QUEUE(run_add_partials, p, "add_partials_kernel");
 }
 
-cudaError_t dp_cuda_sgd_step(float *params, float *grads, float *velocity, size_t n, const dp_sgd_coefs *k,
+cudaError_t dp_cuda_sgd_step(cudaStream_t stream, float *params, float *grads, float *velocity, size_t n, const dp_sgd_coefs *k,
                              dp_cuda_partial *partials, double *nonfinite)
 {
     step_args a = {.s = dp_shape_reduce(n), .n = n, .partials = partials, .params = params, .grads = grads,
                    .s1 = velocity, .k.sgd = *k};
-    return n == 0 ? cudaSuccess : queue_step(run_sgd_step, &a, "sgd_step_kernel", nonfinite);
+    return n == 0 ? cudaSuccess : queue_step(stream, run_sgd_step, &a, "sgd_step_kernel", nonfinite);
 }
 
-cudaError_t dp_cuda_adamw_step(float *params, float *grads, float *exp_avg, float *exp_avg_sq, size_t n,
+cudaError_t dp_cuda_adamw_step(cudaStream_t stream, float *params, float *grads, float *exp_avg, float *exp_avg_sq, size_t n,
                                const dp_adamw_coefs *k, dp_cuda_partial *partials, double *nonfinite)
 {
     step_args a = {.s = dp_shape_reduce(n), .n = n, .partials = partials, .params = params, .grads = grads,
                    .s1 = exp_avg, .s2 = exp_avg_sq, .k.adamw = *k};
-    return n == 0 ? cudaSuccess : queue_step(run_adamw_step, &a, "adamw_step_kernel", nonfinite);
+    return n == 0 ? cudaSuccess : queue_step(stream, run_adamw_step, &a, "adamw_step_kernel", nonfinite);
 }

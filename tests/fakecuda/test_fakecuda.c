@@ -153,13 +153,13 @@ static void return_to_test(void)
 static const char *fault_message(const dp_backend *be, float *host_pointer)
 {
     static char message[1024];
-    float *d = be->alloc(64 * sizeof(float), DP_MEM_OTHER, "a test buffer");
+    float *d = be->alloc(be, 64 * sizeof(float), DP_MEM_OTHER, "a test buffer");
     ck_assert_ptr_nonnull(d);
     dp_backend_set_fatal_handler(return_to_test);
     message[0] = 0;
     if (setjmp(after_failure) == 0) {
-        be->relu_forward(host_pointer, host_pointer, 64); /* a kernel handed host memory */
-        be->download(host_pointer, d, 64 * sizeof(float));
+        be->relu_forward(be, host_pointer, host_pointer, 64); /* a kernel handed host memory */
+        be->download(be, host_pointer, d, 64 * sizeof(float));
     } else {
         snprintf(message, sizeof message, "%s", dp_last_error());
     }
@@ -205,7 +205,7 @@ START_TEST(a_failed_open_returns_its_first_error)
     ck_assert_uint_eq(fakecuda_live_device_allocations(), 0);
     unsetenv("FAKECUDA_MEMORY");
     be = open_cuda();
-    ck_assert_ptr_null(be->alloc((size_t)1 << 50, DP_MEM_OTHER, "an impossible buffer"));
+    ck_assert_ptr_null(be->alloc(be, (size_t)1 << 50, DP_MEM_OTHER, "an impossible buffer"));
     ck_assert_msg(strstr(dp_last_error(), "an impossible buffer") && strstr(dp_last_error(), "MiB free"), "%s",
                   dp_last_error());
     dp_backend_close(be);

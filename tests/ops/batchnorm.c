@@ -32,7 +32,7 @@ static void normalize_prepare(op_run *r)
 
 static void normalize_run(const dp_backend *be, op_run *r)
 {
-    be->bn_normalize(OP_DEV(r, 0), r->param ? OP_DEV(r, 5) : NULL, OP_DEV(r, 6), r->shape.rows, r->shape.cols,
+    be->bn_normalize(be, OP_DEV(r, 0), r->param ? OP_DEV(r, 5) : NULL, OP_DEV(r, 6), r->shape.rows, r->shape.cols,
                      OP_DEV(r, 1), OP_DEV(r, 2), OP_DEV(r, 3), OP_DEV(r, 4));
 }
 
@@ -64,7 +64,7 @@ static void backward_prepare(op_run *r)
 
 static void backward_run(const dp_backend *be, op_run *r)
 {
-    be->bn_backward_input(OP_DEV(r, 0), OP_DEV(r, 1), OP_DEV(r, 6), r->shape.rows, r->shape.cols, OP_DEV(r, 2),
+    be->bn_backward_input(be, OP_DEV(r, 0), OP_DEV(r, 1), OP_DEV(r, 6), r->shape.rows, r->shape.cols, OP_DEV(r, 2),
                           OP_DEV(r, 3), OP_DEV(r, 4), OP_DEV(r, 5));
 }
 
@@ -97,7 +97,7 @@ static void param_grads_prepare(op_run *r)
 
 static void param_grads_run(const dp_backend *be, op_run *r)
 {
-    be->bn_param_grads(OP_DEV(r, 0), r->shape.cols, OP_DEV(r, 1), OP_DEV(r, 2), r->param);
+    be->bn_param_grads(be, OP_DEV(r, 0), r->shape.cols, OP_DEV(r, 1), OP_DEV(r, 2), r->param);
 }
 
 static void param_grads_reference(op_run *r)
@@ -129,7 +129,7 @@ static void running_prepare(op_run *r)
 
 static void running_run(const dp_backend *be, op_run *r)
 {
-    be->bn_update_running(OP_DEV(r, 0), OP_DEV(r, 1), OP_DEV(r, 2), OP_DEV(r, 3), r->shape.cols, running_momentum);
+    be->bn_update_running(be, OP_DEV(r, 0), OP_DEV(r, 1), OP_DEV(r, 2), OP_DEV(r, 3), r->shape.cols, running_momentum);
 }
 
 static float running_update(float running, float batch)
@@ -162,7 +162,7 @@ static void inverse_std_prepare(op_run *r)
 
 static void inverse_std_run(const dp_backend *be, op_run *r)
 {
-    be->inverse_std(OP_DEV(r, 0), OP_DEV(r, 1), r->shape.cols, inverse_std_eps);
+    be->inverse_std(be, OP_DEV(r, 0), OP_DEV(r, 1), r->shape.cols, inverse_std_eps);
 }
 
 static void inverse_std_reference(op_run *r)

@@ -20,7 +20,7 @@ static void bias_act_prepare(op_run *r)
 
 static void bias_act_run(const dp_backend *be, op_run *r)
 {
-    be->bias_act_forward(OP_DEV(r, 0), r->param & 1 ? OP_DEV(r, 1) : NULL, r->shape.rows, r->shape.cols,
+    be->bias_act_forward(be, OP_DEV(r, 0), r->param & 1 ? OP_DEV(r, 1) : NULL, r->shape.rows, r->shape.cols,
                          r->param >> 1);
 }
 
@@ -48,7 +48,7 @@ static void two_inputs_prepare(op_run *r)
 
 static void relu_forward_run(const dp_backend *be, op_run *r)
 {
-    be->relu_forward(OP_DEV(r, 2), OP_DEV(r, 0), op_elements(r));
+    be->relu_forward(be, OP_DEV(r, 2), OP_DEV(r, 0), op_elements(r));
 }
 
 static void relu_forward_reference(op_run *r)
@@ -63,7 +63,7 @@ const op_impl op_relu_forward = {two_inputs_prepare, relu_forward_run, relu_forw
 
 static void multiply_run(const dp_backend *be, op_run *r)
 {
-    be->multiply(OP_DEV(r, 2), OP_DEV(r, 0), OP_DEV(r, 1), op_elements(r));
+    be->multiply(be, OP_DEV(r, 2), OP_DEV(r, 0), OP_DEV(r, 1), op_elements(r));
 }
 
 static void multiply_reference(op_run *r)
@@ -87,7 +87,7 @@ static void in_place_prepare(op_run *r)
 
 static void multiply_in_place_run(const dp_backend *be, op_run *r)
 {
-    be->multiply(OP_DEV(r, 0), OP_DEV(r, 0), OP_DEV(r, 1), op_elements(r));
+    be->multiply(be, OP_DEV(r, 0), OP_DEV(r, 0), OP_DEV(r, 1), op_elements(r));
 }
 
 static void multiply_in_place_reference(op_run *r)
@@ -103,7 +103,7 @@ const op_impl op_multiply_in_place = {in_place_prepare, multiply_in_place_run, m
 /* dy blocked where the ReLU's output y was <= 0 (NaN y passes dy). */
 static void relu_backward_run(const dp_backend *be, op_run *r)
 {
-    be->relu_backward(OP_DEV(r, 0), OP_DEV(r, 1), op_elements(r));
+    be->relu_backward(be, OP_DEV(r, 0), OP_DEV(r, 1), op_elements(r));
 }
 
 static void relu_backward_reference(op_run *r)
@@ -120,7 +120,7 @@ const op_impl op_relu_backward = {in_place_prepare, relu_backward_run, relu_back
 /* param: 0 copies, 1 adds. */
 static void accumulate_run(const dp_backend *be, op_run *r)
 {
-    be->accumulate(OP_DEV(r, 0), OP_DEV(r, 1), op_elements(r), r->param);
+    be->accumulate(be, OP_DEV(r, 0), OP_DEV(r, 1), op_elements(r), r->param);
 }
 
 static void accumulate_reference(op_run *r)
@@ -152,7 +152,7 @@ static void dropout_prepare(op_run *r)
 static void dropout_run(const dp_backend *be, op_run *r)
 {
     dp_dropout_key key = dropout_key(r);
-    be->dropout_forward(OP_DEV(r, 1), OP_DEV(r, 0), OP_DEV(r, 2), r->shape.rows, r->shape.cols, &key);
+    be->dropout_forward(be, OP_DEV(r, 1), OP_DEV(r, 0), OP_DEV(r, 2), r->shape.rows, r->shape.cols, &key);
 }
 
 /* The mask is the hash's by definition (its statistics: tests/test_kernel_math.c). */

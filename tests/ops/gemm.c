@@ -30,7 +30,7 @@ static void gemm_prepare(op_run *r)
 static void gemm_run(const dp_backend *be, op_run *r)
 {
     int m = r->shape.rows, n = r->shape.cols, k = r->shape.inner;
-    be->gemm(trans_a(r), trans_b(r), m, n, k, alpha, OP_DEV(r, 0), lead(trans_a(r) ? m : k), OP_DEV(r, 1),
+    be->gemm(be, trans_a(r), trans_b(r), m, n, k, alpha, OP_DEV(r, 0), lead(trans_a(r) ? m : k), OP_DEV(r, 1),
              lead(trans_b(r) ? k : n), beta(r), OP_DEV(r, 2), lead(n));
 }
 

@@ -80,7 +80,7 @@ static void free_run(op_run *r, const dp_backend *be)
 {
     for (int i = 0; i < r->count; i++) {
         if (r->arg[i].device)
-            be->free(r->arg[i].device);
+            be->free(be, r->arg[i].device);
         free(r->arg[i].host);
         free(r->arg[i].scale);
         free(r->arg[i].got);
@@ -94,9 +94,9 @@ static void run_on(const op_backend *b, const op_case *c, op_run *r)
     for (int i = 0; i < r->count; i++) {
         op_operand *o = &r->arg[i];
         size_t bytes = o->count * type_size[o->type];
-        o->device = b->be->alloc(bytes, DP_MEM_OTHER, "a test operand");
+        o->device = b->be->alloc(b->be, bytes, DP_MEM_OTHER, "a test operand");
         ck_assert_msg(o->device != NULL, "%s on %s: %s", c->op, b->label, dp_last_error());
-        b->be->upload(o->device, o->host, bytes);
+        b->be->upload(b->be, o->device, o->host, bytes);
     }
     c->impl->run(b->be, r);
     for (int i = 0; i < r->count; i++) {
@@ -104,7 +104,7 @@ static void run_on(const op_backend *b, const op_case *c, op_run *r)
         if (!o->output)
             continue;
         o->got = checked_calloc(o->count, type_size[o->type]);
-        b->be->download(o->got, o->device, o->count * type_size[o->type]);
+        b->be->download(b->be, o->got, o->device, o->count * type_size[o->type]);
     }
 }
 

@@ -38,7 +38,7 @@ static void softmax_prepare(op_run *r)
 
 static void softmax_run(const dp_backend *be, op_run *r)
 {
-    be->softmax_xent(OP_DEV(r, 0), OP_DEV(r, 1), r->shape.rows, r->shape.cols, r->param == 1 ? NULL : OP_DEV(r, 2),
+    be->softmax_xent(be, OP_DEV(r, 0), OP_DEV(r, 1), r->shape.rows, r->shape.cols, r->param == 1 ? NULL : OP_DEV(r, 2),
                      OP_DEV(r, 3));
 }
 
@@ -78,7 +78,7 @@ static void mse_prepare(op_run *r)
 
 static void mse_run(const dp_backend *be, op_run *r)
 {
-    be->mse(OP_DEV(r, 0), OP_DEV(r, 1), r->shape.rows, r->shape.cols, r->param ? NULL : OP_DEV(r, 2), OP_DEV(r, 3));
+    be->mse(be, OP_DEV(r, 0), OP_DEV(r, 1), r->shape.rows, r->shape.cols, r->param ? NULL : OP_DEV(r, 2), OP_DEV(r, 3));
 }
 
 /* The loss is held to the bound of a sum of n positive terms (the GPU adds in a tree). */
@@ -111,8 +111,8 @@ static void count_prepare(op_run *r)
 
 static void count_run(const dp_backend *be, op_run *r)
 {
-    size_t count = be->count_nonfinite(OP_DEV(r, 0), op_elements(r));
-    be->upload(OP_DEV(r, 1), &count, sizeof count);
+    size_t count = be->count_nonfinite(be, OP_DEV(r, 0), op_elements(r));
+    be->upload(be, OP_DEV(r, 1), &count, sizeof count);
 }
 
 static void count_reference(op_run *r)

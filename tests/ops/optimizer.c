@@ -27,7 +27,7 @@ static dp_sgd_coefs sgd_coefs(const op_run *r)
 static void sgd_run(const dp_backend *be, op_run *r)
 {
     dp_sgd_coefs k = sgd_coefs(r);
-    be->sgd_step(OP_DEV(r, 0), OP_DEV(r, 1), r->param == 2 ? OP_DEV(r, 2) : NULL, op_elements(r), &k, OP_DEV(r, 4));
+    be->sgd_step(be, OP_DEV(r, 0), OP_DEV(r, 1), r->param == 2 ? OP_DEV(r, 2) : NULL, op_elements(r), &k, OP_DEV(r, 4));
 }
 
 static void sgd_reference(op_run *r)
@@ -64,7 +64,7 @@ static dp_adamw_coefs adamw_coefs(const op_run *r)
 static void adamw_run(const dp_backend *be, op_run *r)
 {
     dp_adamw_coefs k = adamw_coefs(r);
-    be->adamw_step(OP_DEV(r, 0), OP_DEV(r, 1), OP_DEV(r, 2), OP_DEV(r, 3), op_elements(r), &k, OP_DEV(r, 4));
+    be->adamw_step(be, OP_DEV(r, 0), OP_DEV(r, 1), OP_DEV(r, 2), OP_DEV(r, 3), op_elements(r), &k, OP_DEV(r, 4));
 }
 
 static void adamw_reference(op_run *r)

@@ -41,7 +41,7 @@ static void bias_grad_prepare(op_run *r)
 
 static void bias_grad_run(const dp_backend *be, op_run *r)
 {
-    be->bias_grad(OP_DEV(r, 0), r->shape.rows, r->shape.cols, OP_DEV(r, 1), r->param);
+    be->bias_grad(be, OP_DEV(r, 0), r->shape.rows, r->shape.cols, OP_DEV(r, 1), r->param);
 }
 
 static void bias_grad_reference(op_run *r)
@@ -72,7 +72,7 @@ static void column_sums_prepare(op_run *r)
 
 static void column_sums_run(const dp_backend *be, op_run *r)
 {
-    be->column_sums(OP_DEV(r, 0), OP_DEV(r, 1), r->shape.rows, r->shape.cols, OP_DEV(r, 2));
+    be->column_sums(be, OP_DEV(r, 0), OP_DEV(r, 1), r->shape.rows, r->shape.cols, OP_DEV(r, 2));
 }
 
 static void column_sums_reference(op_run *r)

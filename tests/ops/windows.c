@@ -91,7 +91,7 @@ static void im2col_prepare(op_run *r)
 static void im2col_run(const dp_backend *be, op_run *r)
 {
     dp_window w = window_of(r);
-    be->im2col(OP_DEV(r, 0), OP_DEV(r, 1), r->shape.rows, &w);
+    be->im2col(be, OP_DEV(r, 0), OP_DEV(r, 1), r->shape.rows, &w);
 }
 
 static void im2col_reference(op_run *r)
@@ -116,7 +116,7 @@ static void col2im_prepare(op_run *r)
 static void col2im_run(const dp_backend *be, op_run *r)
 {
     dp_window w = window_of(r);
-    be->col2im(OP_DEV(r, 0), OP_DEV(r, 1), r->shape.rows, &w);
+    be->col2im(be, OP_DEV(r, 0), OP_DEV(r, 1), r->shape.rows, &w);
 }
 
 static void col2im_reference(op_run *r)
@@ -159,7 +159,7 @@ static void transpose_prepare(op_run *r)
 static void transpose_run(const dp_backend *be, op_run *r)
 {
     dp_window w = window_of(r);
-    be->transpose(OP_DEV(r, 0), OP_DEV(r, 1), r->shape.rows, w.channels, w.height * w.width);
+    be->transpose(be, OP_DEV(r, 0), OP_DEV(r, 1), r->shape.rows, w.channels, w.height * w.width);
 }
 
 static void transpose_reference(op_run *r)
@@ -203,7 +203,7 @@ static void pool_forward_prepare(op_run *r)
 static void pool_forward_run(const dp_backend *be, op_run *r)
 {
     dp_window w = window_of(r);
-    be->pool_forward(OP_DEV(r, 0), OP_DEV(r, 1), r->shape.rows, &w, pool_of(r));
+    be->pool_forward(be, OP_DEV(r, 0), OP_DEV(r, 1), r->shape.rows, &w, pool_of(r));
 }
 
 static void pool_forward_reference(op_run *r)
@@ -249,7 +249,7 @@ static void pool_backward_prepare(op_run *r)
 static void pool_backward_run(const dp_backend *be, op_run *r)
 {
     dp_window w = window_of(r);
-    be->pool_backward(OP_DEV(r, 0), OP_DEV(r, 1), OP_DEV(r, 2), r->shape.rows, &w, pool_of(r));
+    be->pool_backward(be, OP_DEV(r, 0), OP_DEV(r, 1), OP_DEV(r, 2), r->shape.rows, &w, pool_of(r));
 }
 
 static void pool_backward_reference(op_run *r)
