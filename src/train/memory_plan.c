@@ -88,6 +88,26 @@ static int model_layout(const dp_options *o, dp_zero_plan_input *in)
     return status;
 }
 
+/* The activation memory one rank's model holds for its slice of --batch: the model built on the
+ * CPU for that many rows, as the trainer builds it, and its allocations of that kind counted
+ * (module outputs, their gradients, conv2d's lowered inputs, BatchNorm's normalised inputs). */
+static int model_activations(const dp_options *o, int world, size_t *bytes)
+{
+    dp_dims input;
+    int status = model_inputs(o, &input);
+    if (status)
+        return status;
+    int rows = (int)(o->batch / world + (o->batch % world != 0));
+    size_t before = dp_memory_usage_now().bytes[DP_MEM_ACTIVATIONS];
+    dp_model m;
+    status = dp_model_create_owning(&m, dp_backend_cpu(), &o->model, &input, rows, DP_MODEL_OWNS_ALL);
+    if (status)
+        return dp_fail_context(status, "--memory-plan: the model's activations");
+    *bytes = dp_memory_usage_now().bytes[DP_MEM_ACTIVATIONS] - before;
+    dp_model_free(&m);
+    return 0;
+}
+
 static void print_notes(const dp_zero_plan_input *in, int known_layout, double unit, const char *unit_name)
 {
     printf("where these differ from the documents' table (70B parameters, 8 GPUs: DDP 840, ZeRO-1 350, ZeRO-2 210, "
@@ -144,6 +164,13 @@ int dp_memory_plan_print(const dp_options *o, int world)
         else
             printf("depends on the model's largest layer (give --model)\n");
     }
+    size_t activations = 0;
+    if (known_layout && (status = model_activations(o, in.world, &activations)))
+        return status;
+    if (known_layout)
+        printf("activations per rank, every stage alike (module outputs, their gradients, conv2d's lowered inputs, "
+               "BatchNorm's normalised inputs): %.1f %s for --batch %ld over %d ranks\n", activations / unit, unit_name,
+               o->batch, in.world);
     print_notes(&in, known_layout, unit, unit_name);
     fflush(stdout);
     return 0;
