@@ -8,7 +8,6 @@
 
 #include "dp/error.h"
 
-#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -103,26 +102,17 @@ static int conv2d_declare(dp_module *m, dp_param_table *params, dp_param_table *
 {
     (void)buffers;
     dp_window w = window_of(m);
-    char name[DP_TENSOR_NAME_MAX];
     int64_t weight_shape[4] = {m->options.out_features, w.channels, w.kernel_h, w.kernel_w};
-    int64_t bias_shape[1] = {m->options.out_features};
-    snprintf(name, sizeof name, "%s.weight", prefix);
-    int status = dp_params_add(params, name, 4, weight_shape, DP_DTYPE_F32, DP_PARAM_DECAY, m->index);
-    if (status || !m->options.bias)
-        return status;
-    snprintf(name, sizeof name, "%s.bias", prefix);
-    return dp_params_add(params, name, 1, bias_shape, DP_DTYPE_F32, 0, m->index);
+    return dp_module_declare_layer(m, params, prefix, 4, weight_shape);
 }
 
-/* PyTorch's default: weight and bias uniform in +-1/sqrt(fan_in), fan_in = C k k. */
+/* fan_in = C k k. */
 static void conv2d_init(const dp_module *m, dp_rng *rng, float *params, float *buffers, int64_t *counters)
 {
     (void)buffers;
     (void)counters;
     dp_window w = window_of(m);
-    float bound = 1.0f / sqrtf((float)taps(&w));
-    for (size_t j = 0; j < m->param_count; j++)
-        params[j] = (2.0f * dp_rng_uniform(rng) - 1.0f) * bound;
+    dp_module_init_layer(m, rng, params, taps(&w));
 }
 
 static int conv2d_allocate(dp_module *m, const dp_backend *be, int max_rows)

@@ -86,6 +86,13 @@ extern const dp_module_type dp_module_linear, dp_module_relu, dp_module_batchnor
 /* The mask of a Dropout's last training forward (tests compare against it). */
 const float *dp_dropout_mask(const dp_module *m);
 
+/* A layer's tensors as nn.Linear and nn.Conv2d name them: prefix.weight of weight_shape
+ * (decayed), then, with a bias, prefix.bias of weight_shape[0] values. */
+int dp_module_declare_layer(dp_module *m, dp_param_table *params, const char *prefix, int ndim,
+                            const int64_t *weight_shape);
+/* PyTorch's default initialisation of such a layer: every parameter uniform in +-1/sqrt(fan_in). */
+void dp_module_init_layer(const dp_module *m, dp_rng *rng, float *params, size_t fan_in);
+
 /* Allocates count floats of backend memory of kind for what, or records DP_ENOMEM. */
 int dp_module_alloc(const dp_backend *be, size_t count, dp_memory_kind kind, const char *what, float **out);
 

@@ -4,6 +4,7 @@
 
 #include "dp/error.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,25 @@ int dp_module_alloc(const dp_backend *be, size_t count, dp_memory_kind kind, con
 {
     *out = be->alloc(be, (count ? count : 1) * sizeof(float), kind, what);
     return *out ? 0 : DP_ENOMEM;
+}
+
+int dp_module_declare_layer(dp_module *m, dp_param_table *params, const char *prefix, int ndim,
+                            const int64_t *weight_shape)
+{
+    char name[DP_TENSOR_NAME_MAX];
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    int status = dp_params_add(params, name, ndim, weight_shape, DP_DTYPE_F32, DP_PARAM_DECAY, m->index);
+    if (status || !m->options.bias)
+        return status;
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    return dp_params_add(params, name, 1, weight_shape, DP_DTYPE_F32, 0, m->index);
+}
+
+void dp_module_init_layer(const dp_module *m, dp_rng *rng, float *params, size_t fan_in)
+{
+    float bound = 1.0f / sqrtf((float)fan_in);
+    for (size_t j = 0; j < m->param_count; j++)
+        params[j] = (2.0f * dp_rng_uniform(rng) - 1.0f) * bound;
 }
 
 int dp_grad_pieces_ready(const dp_grad_pieces *pieces, const dp_module *m, size_t first, size_t count)
