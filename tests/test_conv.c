@@ -8,6 +8,7 @@
 #include "dp/nn.h"
 #include "dp/rng.h"
 #include "src/nn/module.h"
+#include "tests/nn_reference.h"
 #include "tests/testutil.h"
 
 #include <math.h>
@@ -117,18 +118,6 @@ static void batchnorm2d_ref(const dp_module *mod, const double *p, const double 
     }
 }
 
-static void linear_ref(const dp_module *mod, const double *p, const double *in, double *out)
-{
-    int n_in = mod->in_width, n_out = mod->out_width;
-    for (int r = 0; r < ROWS; r++)
-        for (int o = 0; o < n_out; o++) {
-            double z = mod->options.bias ? p[(size_t)n_out * n_in + o] : 0.0;
-            for (int i = 0; i < n_in; i++)
-                z += p[(size_t)o * n_in + i] * in[(size_t)r * n_in + i];
-            out[r * n_out + o] = mod->absorbs_next && z < 0.0 ? 0.0 : z;
-        }
-}
-
 static double reference_loss(const fixture *f, const double *params)
 {
     size_t widest = (size_t)f->m.inputs;
@@ -148,24 +137,16 @@ static double reference_loss(const fixture *f, const double *params)
         else if (mod->type == &dp_module_batchnorm)
             batchnorm2d_ref(mod, p, in, out);
         else if (mod->type == &dp_module_linear)
-            linear_ref(mod, p, in, out);
+            nn_ref_linear(mod, p, in, out, ROWS);
         else if (mod->type == &dp_module_flatten)
             memcpy(out, in, n * sizeof *out);
-        else /* relu: an absorbed one was applied by its Linear */
-            for (size_t j = 0; j < n; j++)
-                out[j] = mod->absorbed || in[j] > 0.0 ? in[j] : 0.0;
+        else
+            nn_ref_relu(mod, in, out, n);
         double *swap = in;
         in = out;
         out = swap;
     }
-    int k = f->m.outputs;
-    double total = 0.0;
-    for (int r = 0; r < ROWS; r++) {
-        double sum = 0.0;
-        for (int c = 0; c < k; c++)
-            sum += exp(in[r * k + c]);
-        total += log(sum) - in[r * k + f->labels[r]];
-    }
+    double total = nn_ref_xent(in, f->labels, ROWS, f->m.outputs);
     free(in);
     free(out);
     return total;
