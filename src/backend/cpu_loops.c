@@ -356,7 +356,8 @@ static size_t window_pixels(const dp_window *w)
     return (size_t)w->channels * w->height * w->width;
 }
 
-/* col [(r, oh, ow), (c, i, j)] from x [r, c, h, w]: rows. */
+/* col [(r, oh, ow), (c, i, j)] from x [r, c, h, w]: rows. dp_im2col_value's copies, with the
+ * bounds decided once per kernel row. */
 static size_t im2col(const dp_loop_args *a, size_t begin, size_t end)
 {
     const dp_window *w = a->window;
@@ -365,11 +366,18 @@ static size_t im2col(const dp_loop_args *a, size_t begin, size_t end)
         const float *x = a->x + r * window_pixels(w);
         float *col = a->y + r * positions * taps;
         for (int oh = 0; oh < w->out_h; oh++)
-            for (int ow = 0; ow < w->out_w; ow++)
+            for (int ow = 0; ow < w->out_w; ow++) {
+                int left = ow * w->stride - w->padding;
                 for (int c = 0; c < w->channels; c++)
-                    for (int i = 0; i < w->kernel_h; i++)
-                        for (int j = 0; j < w->kernel_w; j++)
-                            *col++ = dp_im2col_value(x, w, oh, ow, c, i, j);
+                    for (int i = 0; i < w->kernel_h; i++, col += w->kernel_w) {
+                        int h = oh * w->stride - w->padding + i, inside = h >= 0 && h < w->height;
+                        const float *row = x + ((size_t)c * w->height + (size_t)(inside ? h : 0)) * w->width;
+                        for (int j = 0; j < w->kernel_w; j++) {
+                            int v = left + j;
+                            col[j] = inside && v >= 0 && v < w->width ? row[v] : 0.0f;
+                        }
+                    }
+            }
     }
     return 0;
 }
