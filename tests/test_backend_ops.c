@@ -99,8 +99,6 @@ static const op_case cases[] = {
     {"col2im", "3 channels 7x6, stride 2, padding 1", F32, 1, samples, float_sum, &op_col2im},
     {"col2im", "k 5, padding 2", F32, 2, samples, float_sum, &op_col2im},
     {"col2im", "k 1", F32, 3, samples, float_sum, &op_col2im},
-    {"transpose", "[C, H W] to [H W, C]", F32, 0, samples, bits, &op_transpose},
-    {"transpose", "3 channels 7x6", F32, 1, samples, bits, &op_transpose},
     {"pool_forward", "max 2x2", F32, 4, samples, bits, &op_pool_forward},
     {"pool_forward", "max 3x3 stride 2", F32, 5, samples, bits, &op_pool_forward},
     {"pool_forward", "avg 2x2", F32, 4 + 256, samples, float_sum, &op_pool_forward},

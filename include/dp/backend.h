@@ -109,8 +109,6 @@ struct dp_backend {
     /* Its adjoint: dx[r, c, h, w] = the sum of the col entries im2col copied from there, added
      * in window order (oh, then ow, ascending); dx overwritten. */
     void (*col2im)(const dp_backend *be, const float *col, float *dx, int rows, const dp_window *w);
-    /* y[r, j, i] = x[r, i, j] for x [rows, a, b]: between [C, H*W] and [H*W, C] per sample. */
-    void (*transpose)(const dp_backend *be, const float *x, float *y, int rows, int a, int b);
     /* y [rows, channels, out_h, out_w]: each window's maximum (NaN wins, as PyTorch) or mean. */
     void (*pool_forward)(const dp_backend *be, const float *x, float *y, int rows, const dp_window *w, dp_pool pool);
     /* dx (overwritten) from dy: max passes each window's gradient to its first maximum, avg

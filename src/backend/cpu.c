@@ -268,12 +268,6 @@ static void cpu_col2im(const dp_backend *be, const float *col, float *dx, int ro
     over_samples(loops(be)->col2im, &(dp_loop_args){.x = col, .y = dx, .window = w}, rows, per_sample);
 }
 
-static void cpu_transpose(const dp_backend *be, const float *x, float *y, int rows, int a, int b)
-{
-    dp_loop_args args = {.x = x, .y = y, .dim_a = (size_t)a, .dim_b = (size_t)b};
-    over_samples(loops(be)->transpose, &args, rows, (size_t)a * b);
-}
-
 static void cpu_pool_forward(const dp_backend *be, const float *x, float *y, int rows, const dp_window *w, dp_pool pool)
 {
     dp_loop_args a = {.x = x, .y = y, .window = w, .pool = pool};
@@ -336,7 +330,6 @@ static const dp_backend cpu_backend = {
     .accumulate = cpu_accumulate,
     .im2col = cpu_im2col,
     .col2im = cpu_col2im,
-    .transpose = cpu_transpose,
     .pool_forward = cpu_pool_forward,
     .pool_backward = cpu_pool_backward,
     .column_sums = cpu_column_sums,

@@ -409,25 +409,6 @@ static size_t col2im(const dp_loop_args *a, size_t begin, size_t end)
     return 0;
 }
 
-/* y [r, dim_b, dim_a] from x [r, dim_a, dim_b]: rows, in tiles that stay in the cache. */
-static size_t transpose(const dp_loop_args *a, size_t begin, size_t end)
-{
-    enum { TILE = 16 };
-    size_t na = a->dim_a, nb = a->dim_b;
-    for (size_t r = begin; r < end; r++) {
-        const float *restrict x = a->x + r * na * nb;
-        float *restrict y = a->y + r * na * nb;
-        for (size_t i0 = 0; i0 < na; i0 += TILE)
-            for (size_t j0 = 0; j0 < nb; j0 += TILE) {
-                size_t i1 = i0 + TILE < na ? i0 + TILE : na, j1 = j0 + TILE < nb ? j0 + TILE : nb;
-                for (size_t j = j0; j < j1; j++)
-                    for (size_t i = i0; i < i1; i++)
-                        y[j * na + i] = x[i * nb + j];
-            }
-    }
-    return 0;
-}
-
 /* y [r, c, oh, ow] from x [r, c, h, w]: rows. */
 static size_t pool_forward(const dp_loop_args *a, size_t begin, size_t end)
 {
@@ -503,7 +484,6 @@ const dp_cpu_loops DP_LOOPS_NAME(DP_LOOPS_ISA) = {
     .adamw_step = adamw_step,
     .im2col = im2col,
     .col2im = col2im,
-    .transpose = transpose,
     .pool_forward = pool_forward,
     .pool_backward = pool_backward,
 };

@@ -30,10 +30,9 @@ typedef struct dp_loop_args {
     float *params, *grads, *state1, *state2;
     const dp_sgd_coefs *sgd;
     const dp_adamw_coefs *adamw;
-    /* the sliding-window operations; transpose's per-sample [dim_a, dim_b] */
+    /* the sliding-window operations */
     const dp_window *window;
     dp_pool pool;
-    size_t dim_a, dim_b;
 } dp_loop_args;
 
 /* One part of an operation; returns the non-finite values it counted (0 where it counts none). */
@@ -62,7 +61,6 @@ typedef struct dp_cpu_loops {
     dp_loop_fn adamw_step;        /* elements */
     dp_loop_fn im2col;            /* rows (samples) */
     dp_loop_fn col2im;            /* rows (samples) */
-    dp_loop_fn transpose;         /* rows (samples) */
     dp_loop_fn pool_forward;      /* rows (samples) */
     dp_loop_fn pool_backward;     /* rows (samples) */
 } dp_cpu_loops;

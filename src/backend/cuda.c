@@ -320,11 +320,6 @@ static void cuda_col2im(const dp_backend *be, const float *col, float *dx, int r
     MUST(LAUNCH(ctx_of(be), dp_cuda_col2im, col, dx, rows, w));
 }
 
-static void cuda_transpose(const dp_backend *be, const float *x, float *y, int rows, int a, int b)
-{
-    MUST(LAUNCH(ctx_of(be), dp_cuda_transpose, x, y, rows, a, b));
-}
-
 static void cuda_pool_forward(const dp_backend *be, const float *x, float *y, int rows, const dp_window *w,
                               dp_pool pool)
 {
@@ -409,7 +404,6 @@ static const dp_backend cuda_operations = {
     .adamw_step = cuda_adamw_step,
     .im2col = cuda_im2col,
     .col2im = cuda_col2im,
-    .transpose = cuda_transpose,
     .pool_forward = cuda_pool_forward,
     .pool_backward = cuda_pool_backward,
     .synchronize = cuda_synchronize,

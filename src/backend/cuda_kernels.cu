@@ -176,11 +176,6 @@ __global__ void col2im_kernel(dp_shape s, const float *col, float *dx, int rows,
     dp_col2im_thread(col, dx, rows, &w, span_x(s));
 }
 
-__global__ void transpose_kernel(dp_shape s, const float *x, float *y, int rows, int a, int b)
-{
-    dp_transpose_thread(x, y, rows, a, b, span_x(s));
-}
-
 __global__ void pool_forward_kernel(dp_shape s, const float *x, float *y, int rows, dp_window w, dp_pool pool)
 {
     dp_pool_forward_thread(x, y, rows, &w, pool, span_x(s));
@@ -336,12 +331,6 @@ extern "C" cudaError_t dp_cuda_col2im(cudaStream_t stream, const float *col, flo
 {
     size_t n = (size_t)rows * dp_window_image(w);
     LAUNCH(n, dp_shape_flat(n), col2im_kernel, col, dx, rows, *w);
-}
-
-extern "C" cudaError_t dp_cuda_transpose(cudaStream_t stream, const float *x, float *y, int rows, int a, int b)
-{
-    size_t n = (size_t)rows * a * b;
-    LAUNCH(n, dp_shape_flat(n), transpose_kernel, x, y, rows, a, b);
 }
 
 extern "C" cudaError_t dp_cuda_pool_forward(cudaStream_t stream, const float *x, float *y, int rows, const dp_window *w, dp_pool pool)

@@ -285,16 +285,6 @@ static inline DP_HD void dp_col2im_thread(const float *col, float *dx, int rows,
     }
 }
 
-/* x element k of [rows, a, b] to its place in [rows, b, a]. */
-static inline DP_HD void dp_transpose_thread(const float *x, float *y, int rows, int a, int b, dp_span i)
-{
-    size_t per = (size_t)a * b, n = (size_t)rows * per;
-    for (size_t k = i.first; k < n; k += i.step) {
-        size_t sample = k / per, at = k % per;
-        y[sample * per + (at % b) * a + at / b] = x[k];
-    }
-}
-
 /* y element k: plane (sample, channel), window. */
 static inline DP_HD void dp_pool_forward_thread(const float *x, float *y, int rows, const dp_window *w,
                                                 dp_pool pool, dp_span i)

@@ -377,7 +377,7 @@ typedef struct window_args {
     dp_pool pool;
     const float *x, *dy;
     float *y;
-    int rows, a, b; /* a, b: transpose's per-sample [a, b] */
+    int rows;
     size_t in_bytes, out_bytes;
 } window_args;
 
@@ -403,11 +403,6 @@ static void col2im_thread(const window_args *a, dp_span i)
     dp_col2im_thread(a->x, a->y, a->rows, &a->w, i);
 }
 
-static void transpose_thread(const window_args *a, dp_span i)
-{
-    dp_transpose_thread(a->x, a->y, a->rows, a->a, a->b, i);
-}
-
 static void pool_forward_thread(const window_args *a, dp_span i)
 {
     dp_pool_forward_thread(a->x, a->y, a->rows, &a->w, a->pool, i);
@@ -426,11 +421,6 @@ static void run_im2col(void *raw)
 static void run_col2im(void *raw)
 {
     run_window(raw, col2im_thread);
-}
-
-static void run_transpose(void *raw)
-{
-    run_window(raw, transpose_thread);
 }
 
 static void run_pool_forward(void *raw)
@@ -466,16 +456,6 @@ cudaError_t dp_cuda_col2im(cudaStream_t stream, const float *col, float *dx, int
     window_args a = {.s = dp_shape_flat(n), .w = *w, .x = col, .y = dx, .rows = rows,
                      .in_bytes = floats((size_t)rows * dp_window_col(w)), .out_bytes = floats(n)};
     return QUEUE(run_col2im, a, "col2im_kernel");
-}
-
-cudaError_t dp_cuda_transpose(cudaStream_t stream, const float *x, float *y, int rows, int a_dim, int b_dim)
-{
-    size_t n = (size_t)rows * a_dim * b_dim;
-    if (n == 0)
-        return cudaSuccess;
-    window_args a = {.s = dp_shape_flat(n), .x = x, .y = y, .rows = rows, .a = a_dim, .b = b_dim,
-                     .in_bytes = floats(n), .out_bytes = floats(n)};
-    return QUEUE(run_transpose, a, "transpose_kernel");
 }
 
 cudaError_t dp_cuda_pool_forward(cudaStream_t stream, const float *x, float *y, int rows, const dp_window *w, dp_pool pool)

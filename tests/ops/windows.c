@@ -1,7 +1,7 @@
-/* The sliding-window operations: im2col and col2im (convolution as a GEMM), the per-sample
- * transpose (BatchNorm on images), max and average pooling forward and backward. A row's param
+/* The sliding-window operations: im2col and col2im (convolution as a GEMM), max and average
+ * pooling forward and backward. A row's param
  * picks a window from `windows` (+ POOL_AVG for average pooling); its shape's rows are samples.
- * Copies (im2col, transpose, max pooling forward) must give the reference's bits; sums are held
+ * Copies (im2col, max pooling forward) must give the reference's bits; sums are held
  * to the bound of their terms, and every backend adds them in window order, so their bits agree too. */
 #include "tests/ops/op_table.h"
 
@@ -146,35 +146,6 @@ static void col2im_reference(op_run *r)
 }
 
 const op_impl op_col2im = {col2im_prepare, col2im_run, col2im_reference};
-
-/* ---- transpose: [rows, C, H W] -> [rows, H W, C] ---- */
-
-static void transpose_prepare(op_run *r)
-{
-    dp_window w = window_of(r);
-    op_input_f32(r, (size_t)r->shape.rows * image_floats(&w), FILL_HOSTILE, 2.0f);
-    op_output(r, OP_F32, (size_t)r->shape.rows * image_floats(&w), SAME_BITS_EVERYWHERE);
-}
-
-static void transpose_run(const dp_backend *be, op_run *r)
-{
-    dp_window w = window_of(r);
-    be->transpose(be, OP_DEV(r, 0), OP_DEV(r, 1), r->shape.rows, w.channels, w.height * w.width);
-}
-
-static void transpose_reference(op_run *r)
-{
-    dp_window w = window_of(r);
-    const float *x = OP_HOST(r, 0);
-    float *y = OP_HOST(r, 1);
-    size_t a = (size_t)w.channels, b = (size_t)w.height * w.width;
-    for (size_t n = 0; n < (size_t)r->shape.rows; n++)
-        for (size_t i = 0; i < a; i++)
-            for (size_t j = 0; j < b; j++)
-                y[n * a * b + j * a + i] = x[n * a * b + i * b + j];
-}
-
-const op_impl op_transpose = {transpose_prepare, transpose_run, transpose_reference};
 
 /* ---- pooling: one window's maximum (NaN wins, the first among equals) or mean ---- */
 
