@@ -327,6 +327,7 @@ START_TEST(equivalence_for_a_cnn_with_sync_batchnorm_every_algorithm_and_zero)
         check_all_algorithms(&o, &o, 0);
     }
     o.batch = 67;
+    strcpy(o.allreduce, "mpi"); /* the reference rank alone runs it too: nccl's fake spans the world only */
     for (o.zero = 1; o.zero <= 3; o.zero++)
         check_equivalence(&o, &o, 0);
     sample_shape = dp_dims_features(FEATURES);
