@@ -292,6 +292,33 @@ compare() {
                g, share, (share >= 85 ? "(met)" : "(NOT met)") }' >>"$build/rows.md"
 }
 
+# The README's CNN on images [1, 28, 28] (issue 18): dp_worker (im2col + cuBLAS) against PyTorch
+# eager (cuDNN), the same batch, xent, SGD; no GEMMs-alone column. Appends a table row.
+cnn_model="conv2d(32,3,padding=1,bias=0),batchnorm,relu,maxpool(2),conv2d(64,3,padding=1,bias=0),batchnorm,relu,maxpool(2),flatten,linear(128),relu,dropout(0.3),linear(10)"
+compare_cnn() {
+    local batch=$1 precision=$2 samples=$((4 * $1)) log="$build/bench-cnn-$precision"
+    local p=(--precision "$(echo "$precision" | tr 'A-Z' 'a-z')")
+    (cd "$obj" && make tests/npy_fixture >/dev/null 2>&1) || die "cannot build tests/npy_fixture"
+    "$obj/tests/npy_fixture" "$build/cnn-images.npy" "$samples" 1x28x28 1 &&
+        "$obj/tests/npy_fixture" --labels "$build/cnn-labels.npy" "$samples" 10 2 || die "cannot write the CNN's data"
+    local worker=(mpirun -np 1 "$obj/dp_worker" --device "$device" --data "$build/cnn-images.npy,$build/cnn-labels.npy"
+                  --model "$cnn_model" --batch "$batch" --steps "$steps" --log-every $((steps / 3)) "${p[@]}")
+    local torch=(python3 "$root/scripts/torch_baseline.py" --device "$device" --model "$cnn_model" --image 1,28,28
+                 --classes 10 --batch "$batch" --loss xent --samples "$samples" --steps "$steps" --warmup 10 "${p[@]}")
+    say "CNN $precision: ${worker[*]}"
+    "${worker[@]}" >"$log.dptrain" 2>&1 || { tail -n 20 "$log.dptrain"; die "dp_worker failed"; }
+    say "CNN $precision: ${torch[*]}"
+    LD_LIBRARY_PATH="$system_ld_path" "${torch[@]}" >"$log.torch" 2>&1 || { tail -n 20 "$log.torch"; die "the PyTorch baseline failed"; }
+    local rate torch_rate
+    rate=$(awk '/^step / { for (i = 1; i < NF; i++) if ($(i + 1) == "samples/s") r = $i } END { print r }' "$log.dptrain")
+    torch_rate=$(field torch_samples_per_s "$log.torch")
+    [ -n "$rate" ] && [ -n "$torch_rate" ] || die "could not read the results of the CNN $precision (logs: $log.*)"
+    awk -v batch="$batch" -v p="$precision" -v r="$rate" -v t="$torch_rate" 'BEGIN {
+        ms = 1e3 * batch / r; tms = 1e3 * batch / t; ratio = r / t
+        printf "| CNN (README recipe) on [1, 28, 28] | %d | %s | %.3f | %.0f | %.3f | %.0f | %.2fx %s | - | - |\n",
+               batch, p, ms, r, tms, t, ratio, (ratio >= 1.0 ? "(met)" : "(NOT met)") }' >>"$build/rows.md"
+}
+
 run_benchmarks() {
     rm -f "$build/rows.md"
     local precisions=(FP32 TF32 BF16)
@@ -306,6 +333,7 @@ run_benchmarks() {
         for precision in "${precisions[@]}"; do compare "$1" "$2" "$3" "$4" "$precision"; done
         shift 4
     done
+    for precision in "${precisions[@]}"; do compare_cnn 128 "$precision"; done
     local gpu torch_version commit
     gpu=$([ "$device" = cuda ] && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1 || echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)")
     torch_version=$(LD_LIBRARY_PATH="$system_ld_path" python3 -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)')

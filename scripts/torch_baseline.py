@@ -4,6 +4,8 @@
 PyTorch's default initialisation), global batch, loss (mean MSE or cross-entropy) and
 optimizer (torch.optim.SGD, lr 0.05, momentum 0.9, as dp_worker's defaults), on synthetic
 data held on the device like dp_worker's, with a fresh random permutation each epoch.
+With --model and --image, the nn.Sequential of a dp_worker --model spec on images instead (a
+CNN, built by scripts/torch_interop.py; cuDNN's convolutions, as PyTorch eager runs them).
 Eager mode (or --compile: torch.compile of the model), FP32, TF32 or bf16 autocast
 (--precision). The loss is summed on the device and read once at the end, so nothing waits
 on the host inside the timed steps.
@@ -17,6 +19,8 @@ Prints a human line and a machine-readable one:
   torch_ms_per_step=MS torch_samples_per_s=RATE pipeline_ms_per_step=MS plain_ms_per_step=MS
 """
 import argparse
+import os
+import sys
 import time
 
 import torch
@@ -24,7 +28,11 @@ import torch
 
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--layers", required=True, help="widths W0,W1,...,WL as dp_worker's --layers")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--layers", help="widths W0,W1,...,WL as dp_worker's --layers")
+    which.add_argument("--model", help="a dp_worker --model spec on images of --image's shape")
+    p.add_argument("--image", default="1,28,28", help="--model's sample shape C,H,W")
+    p.add_argument("--classes", type=int, default=10, help="--model's outputs")
     p.add_argument("--batch", type=int, required=True, help="global batch per step")
     p.add_argument("--loss", choices=["mse", "xent"], required=True)
     p.add_argument("--samples", type=int, help="dataset size (default: 4 batches)")
@@ -50,10 +58,10 @@ def make_model(widths, device):
     return torch.nn.Sequential(*layers).to(device)
 
 
-def make_data(args, widths, device):
+def make_data(args, sample, widths, device):
     n = args.samples or 4 * args.batch
     g = torch.Generator(device=device).manual_seed(args.seed)
-    x = torch.rand(n, widths[0], device=device, generator=g) * 2 - 1
+    x = torch.rand(n, *sample, device=device, generator=g) * 2 - 1
     if args.loss == "mse":
         y = torch.rand(n, widths[-1], device=device, generator=g) * 2 - 1
     else:
@@ -100,16 +108,24 @@ def timed(step, args):
 
 def main():
     args = parse_args()
-    widths = [int(w) for w in args.layers.split(",")]
     torch.manual_seed(args.seed)
     set_precision(args.precision)
-    model = make_model(widths, args.device)
+    if args.model:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from torch_interop import build
+        sample = [int(d) for d in args.image.split(",")]
+        widths = [0, args.classes]
+        model = torch.nn.Sequential(*build(args.model, sample)).to(args.device)
+    else:
+        widths = [int(w) for w in args.layers.split(",")]
+        sample = widths[:1]
+        model = make_model(widths, args.device)
     forward = torch.compile(model) if args.compile else model
     autocast = torch.autocast(device_type=args.device.split(":")[0], dtype=torch.bfloat16,
                               enabled=args.precision == "bf16")
     loss_fn = torch.nn.MSELoss() if args.loss == "mse" else torch.nn.CrossEntropyLoss()
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
-    x, y = make_data(args, widths, args.device)
+    x, y = make_data(args, sample, widths, args.device)
     data = batches(x, y, args.batch, args.device, args.seed)
     loss_sum = torch.zeros((), device=args.device)
 
@@ -130,7 +146,7 @@ def main():
     rate = args.batch / seconds
     device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else args.device
     gap = f"; the pipeline is {100 * (pipeline / plain - 1):.0f}% slower than the plain loop" if pipeline > 1.1 * plain else ""
-    print(f"torch {torch.__version__} on {device_name}: MLP {args.layers}, batch {args.batch}, {args.loss}, "
+    print(f"torch {torch.__version__} on {device_name}: {args.model or 'MLP ' + args.layers}, batch {args.batch}, {args.loss}, "
           f"{args.precision}{' compiled' if args.compile else ''}: {ms:.3f} ms/step, {rate:.0f} samples/s "
           f"(permuted batches {1e3 * pipeline:.3f} ms, one fixed batch {1e3 * plain:.3f} ms{gap}; "
           f"mean loss {loss_sum.item() / (2 * (args.warmup + args.steps)):.4f})")

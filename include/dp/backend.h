@@ -40,6 +40,18 @@ typedef struct dp_adamw_coefs {
     int apply;
 } dp_adamw_coefs;
 
+/* One sample's [channels, height, width] image under a sliding window: a convolution's kernel or
+ * a pooling window of kernel_h x kernel_w, moved by stride, over the image with `padding` zeros
+ * on each side; out_h x out_w window positions. */
+typedef struct dp_window {
+    int channels, height, width;
+    int kernel_h, kernel_w, stride, padding;
+    int out_h, out_w;
+} dp_window;
+
+/* What a pooling window keeps: its maximum (the first one, as PyTorch) or its mean. */
+typedef enum dp_pool { DP_POOL_MAX, DP_POOL_AVG } dp_pool;
+
 /* A backend context: the device, its state and its operations. Every operation takes the
  * context first and finds there what it needs (CUDA: the GPU, the stream it queues on, cuBLAS's
  * handle, the reduction scratch, the timer's events), so no backend keeps globals. */
@@ -90,6 +102,19 @@ struct dp_backend {
     /* y[i] = x[i] (add 0), or y[i] + x[i] (add 1): copies and sums within backend memory (a
      * ZeRO rank's share of a reduced gradient bucket into its gradient shard). */
     void (*accumulate)(const dp_backend *be, float *y, const float *x, size_t n, int add);
+
+    /* Convolution lowered to a GEMM: col[(r, oh, ow), (c, i, j)] = x[r, c, oh s - p + i, ow s - p + j]
+     * (0 outside the image), col [rows * out_h * out_w, channels * kernel_h * kernel_w]. */
+    void (*im2col)(const dp_backend *be, const float *x, float *col, int rows, const dp_window *w);
+    /* Its adjoint: dx[r, c, h, w] = the sum of the col entries im2col copied from there, added
+     * in window order (oh, then ow, ascending); dx overwritten. */
+    void (*col2im)(const dp_backend *be, const float *col, float *dx, int rows, const dp_window *w);
+    /* y [rows, channels, out_h, out_w]: each window's maximum (NaN wins, as PyTorch) or mean. */
+    void (*pool_forward)(const dp_backend *be, const float *x, float *y, int rows, const dp_window *w, dp_pool pool);
+    /* dx (overwritten) from dy: max passes each window's gradient to its first maximum, avg
+     * spreads dy / (kernel_h kernel_w) over the window; added in window order. */
+    void (*pool_backward)(const dp_backend *be, const float *x, const float *dy, float *dx, int rows,
+                          const dp_window *w, dp_pool pool);
 
     /* Column sums in double for BatchNorm: out[c] = sum_r a[r, c] and
      * out[cols + c] = sum_r a[r, c] * b[r, c]; out is backend memory, overwritten. */

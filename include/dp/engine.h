@@ -138,7 +138,7 @@ int dp_engine_open_device(dp_engine *e, dp_comm *comm, const dp_engine_device *d
 /* The model, strategy, optimizer and step buffers (collective). */
 int dp_engine_build(dp_engine *e, const dp_engine_config *config);
 /* A forward-only engine's model (predict). */
-int dp_engine_build_forward(dp_engine *e, const dp_model_spec *spec, int inputs, int max_rows);
+int dp_engine_build_forward(dp_engine *e, const dp_model_spec *spec, const dp_dims *input, int max_rows);
 /* Frees everything, the backend last. */
 void dp_engine_close(dp_engine *e);
 

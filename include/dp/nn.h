@@ -41,6 +41,9 @@ typedef struct dp_module_options {
     float momentum;     /* batchnorm: running statistics' momentum */
     float eps;          /* batchnorm */
     int sync;           /* batchnorm: statistics over every rank's rows (SyncBatchNorm) */
+    int kernel;         /* conv2d, pools: the window's side */
+    int stride;         /* conv2d, pools: the step between windows (pools: 0 means kernel) */
+    int padding;        /* conv2d: zeros on each side */
 } dp_module_options;
 
 struct dp_module_type;
@@ -69,13 +72,15 @@ void dp_model_spec_sync_batchnorm(dp_model_spec *spec);
  * decides their tensors (what a checkpoint must match); else every other option (dropout p,
  * batchnorm momentum, eps and sync: what changes the arithmetic but not the tensors). */
 void dp_model_spec_canonical(const dp_model_spec *spec, int inputs, int structural, char *text, size_t size);
-/* The parameters of spec on `inputs` features (0: not known yet, so the first Linear's
- * weights are left out) and its widest activation; *overflow is set when the count does not
- * fit size_t. For option checks before the data is read. */
-size_t dp_model_spec_size(const dp_model_spec *spec, int inputs, int *widest, int *overflow);
+/* The parameters of spec on one sample of shape *input ([0]: not known yet, so the first
+ * layer's weights are left out) and its widest activation; *overflow is set when the count does
+ * not fit size_t. For option checks before the data is read. */
+size_t dp_model_spec_size(const dp_model_spec *spec, const dp_dims *input, int *widest, int *overflow);
 /* The same, and each module's parameter count into counts[i] (spec->count of them; may be NULL). */
-size_t dp_model_spec_module_params(const dp_model_spec *spec, int inputs, size_t *counts, int *widest,
+size_t dp_model_spec_module_params(const dp_model_spec *spec, const dp_dims *input, size_t *counts, int *widest,
                                    int *overflow);
+/* 1 when a module of spec takes images (conv2d, pooling): samples must come in its shape. */
+int dp_model_spec_takes_images(const dp_model_spec *spec);
 /* The module names --model accepts, for --help. */
 const char *dp_model_module_names(void);
 

@@ -310,6 +310,28 @@ static void cuda_synchronize(const dp_backend *be)
     MUST(CUDA_CALL(c, cudaStreamSynchronize(c->stream)));
 }
 
+static void cuda_im2col(const dp_backend *be, const float *x, float *col, int rows, const dp_window *w)
+{
+    MUST(LAUNCH(ctx_of(be), dp_cuda_im2col, x, col, rows, w));
+}
+
+static void cuda_col2im(const dp_backend *be, const float *col, float *dx, int rows, const dp_window *w)
+{
+    MUST(LAUNCH(ctx_of(be), dp_cuda_col2im, col, dx, rows, w));
+}
+
+static void cuda_pool_forward(const dp_backend *be, const float *x, float *y, int rows, const dp_window *w,
+                              dp_pool pool)
+{
+    MUST(LAUNCH(ctx_of(be), dp_cuda_pool_forward, x, y, rows, w, pool));
+}
+
+static void cuda_pool_backward(const dp_backend *be, const float *x, const float *dy, float *dx, int rows,
+                               const dp_window *w, dp_pool pool)
+{
+    MUST(LAUNCH(ctx_of(be), dp_cuda_pool_backward, x, dy, dx, rows, w, pool));
+}
+
 static const char *cuda_describe(const dp_backend *be)
 {
     return ctx_of(be)->description;
@@ -381,6 +403,10 @@ static const dp_backend cuda_operations = {
     .count_nonfinite = cuda_count_nonfinite,
     .sgd_step = cuda_sgd_step,
     .adamw_step = cuda_adamw_step,
+    .im2col = cuda_im2col,
+    .col2im = cuda_col2im,
+    .pool_forward = cuda_pool_forward,
+    .pool_backward = cuda_pool_backward,
     .synchronize = cuda_synchronize,
     .describe = cuda_describe,
     .timer_mark = cuda_timer_mark,

@@ -28,6 +28,12 @@ cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, int rows, in
 cudaError_t dp_cuda_dropout_forward(cudaStream_t stream, float *y, const float *x, float *mask, int rows, int cols,
                                     const dp_dropout_key *key);
 cudaError_t dp_cuda_multiply(cudaStream_t stream, float *y, const float *x, const float *mask, size_t n);
+cudaError_t dp_cuda_im2col(cudaStream_t stream, const float *x, float *col, int rows, const dp_window *w);
+cudaError_t dp_cuda_col2im(cudaStream_t stream, const float *col, float *dx, int rows, const dp_window *w);
+cudaError_t dp_cuda_pool_forward(cudaStream_t stream, const float *x, float *y, int rows, const dp_window *w,
+                                 dp_pool pool);
+cudaError_t dp_cuda_pool_backward(cudaStream_t stream, const float *x, const float *dy, float *dx, int rows,
+                                  const dp_window *w, dp_pool pool);
 cudaError_t dp_cuda_accumulate(cudaStream_t stream, float *y, const float *x, size_t n, int add);
 cudaError_t dp_cuda_column_sums(cudaStream_t stream, const float *a, const float *b, int rows, int cols, double *out);
 cudaError_t dp_cuda_bn_normalize(cudaStream_t stream, const float *x, float *xhat, float *y, int rows, int cols,

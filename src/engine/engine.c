@@ -133,9 +133,9 @@ int dp_engine_build(dp_engine *e, const dp_engine_config *c)
     return status ? status : allocate_counters(e);
 }
 
-int dp_engine_build_forward(dp_engine *e, const dp_model_spec *spec, int inputs, int max_rows)
+int dp_engine_build_forward(dp_engine *e, const dp_model_spec *spec, const dp_dims *input, int max_rows)
 {
-    return dp_model_create(&e->model, e->be, spec, inputs, max_rows);
+    return dp_model_create_owning(&e->model, e->be, spec, input, max_rows, DP_MODEL_OWNS_ALL);
 }
 
 void dp_engine_close(dp_engine *e)

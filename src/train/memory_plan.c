@@ -41,18 +41,18 @@ static int state_tensors(const dp_options *o, int *count)
     return status;
 }
 
-/* The model's input width: --layers states it; a --model takes the data's. */
-static int model_inputs(const dp_options *o, int *inputs)
+/* The model's input shape: --layers states its width; a --model takes the data's sample. */
+static int model_inputs(const dp_options *o, dp_dims *inputs)
 {
     if (o->model.from_layers) {
-        *inputs = o->model.inputs;
+        *inputs = dp_dims_features(o->model.inputs);
         return 0;
     }
     dp_dataset data;
     int status = dp_dataset_open(o->data, 0, o->loss == DP_LOSS_CHOICE_MSE, o->seed, &data);
     if (status)
         return dp_fail_context(status, "--memory-plan: the input width of --model comes from --data %s", o->data);
-    *inputs = data.dim;
+    *inputs = data.sample;
     dp_dataset_free(&data);
     return 0;
 }
@@ -60,14 +60,15 @@ static int model_inputs(const dp_options *o, int *inputs)
 /* Parameters, the largest module and bucket of the model as the trainer would plan them. */
 static int model_layout(const dp_options *o, dp_zero_plan_input *in)
 {
-    int inputs, widest, overflow = 0, status = model_inputs(o, &inputs);
+    dp_dims inputs;
+    int widest, overflow = 0, status = model_inputs(o, &inputs);
     size_t modules = (size_t)o->model.count + 1;
     size_t *per_module = status ? NULL : calloc(3 * modules, sizeof *per_module);
     if (!status && !per_module)
         status = dp_fail(DP_ENOMEM, "out of memory for the memory plan");
     size_t *offsets = per_module + modules, *counts = per_module + 2 * modules, at = 0;
     if (!status)
-        in->params = dp_model_spec_module_params(&o->model, inputs, per_module, &widest, &overflow);
+        in->params = dp_model_spec_module_params(&o->model, &inputs, per_module, &widest, &overflow);
     if (!status && overflow)
         status = dp_fail(DP_EINVAL, "--memory-plan: the model's parameter count overflows");
     int segments = 0;
@@ -87,6 +88,26 @@ static int model_layout(const dp_options *o, dp_zero_plan_input *in)
     in->gather_slots = config.overlap ? 2 : 1;
     free(per_module);
     return status;
+}
+
+/* The activation memory one rank's model holds for its slice of --batch: the model built on the
+ * CPU for that many rows, as the trainer builds it, and its allocations of that kind counted
+ * (module outputs, their gradients, conv2d's lowered inputs, BatchNorm's normalised inputs). */
+static int model_activations(const dp_options *o, int world, size_t *bytes)
+{
+    dp_dims input;
+    int status = model_inputs(o, &input);
+    if (status)
+        return status;
+    int rows = (int)(o->batch / world + (o->batch % world != 0));
+    size_t before = dp_memory_usage_now().bytes[DP_MEM_ACTIVATIONS];
+    dp_model m;
+    status = dp_model_create_owning(&m, dp_backend_cpu(), &o->model, &input, rows, DP_MODEL_OWNS_ALL);
+    if (status)
+        return dp_fail_context(status, "--memory-plan: the model's activations");
+    *bytes = dp_memory_usage_now().bytes[DP_MEM_ACTIVATIONS] - before;
+    dp_model_free(&m);
+    return 0;
 }
 
 static void print_notes(const dp_zero_plan_input *in, int known_layout, double unit, const char *unit_name)
@@ -145,6 +166,13 @@ int dp_memory_plan_print(const dp_options *o, int world)
         else
             printf("depends on the model's largest layer (give --model)\n");
     }
+    size_t activations = 0;
+    if (known_layout && (status = model_activations(o, in.world, &activations)))
+        return status;
+    if (known_layout)
+        printf("activations per rank, every stage alike (module outputs, their gradients, conv2d's lowered inputs, "
+               "BatchNorm's normalised inputs): %.1f %s for --batch %ld over %d ranks\n", activations / unit, unit_name,
+               o->batch, in.world);
     print_notes(&in, known_layout, unit, unit_name);
     fflush(stdout);
     return 0;

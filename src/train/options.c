@@ -235,7 +235,13 @@ void dp_options_print_help(FILE *out)
         fputc('\n', out);
     }
     fprintf(out, "\n--model modules: linear(OUT, bias=1), relu, batchnorm(momentum=0.1, eps=1e-5, sync=0), "
-                 "dropout(P=0.5)\n");
+                 "dropout(P=0.5), conv2d(OUT, K, stride=1, padding=0, bias=1), maxpool(K, stride=K), "
+                 "avgpool(K, stride=K), flatten\n"
+                 "Images ([N, 1, 28, 28] IDX, [N, C, H, W] .npy) go through conv2d and pooling; a linear after them "
+                 "needs flatten (as nn.Flatten), a linear on the data itself flattens it. A CNN for Fashion-MNIST "
+                 "(bench/RESULTS.md):\n  --model 'conv2d(32,3,padding=1,bias=0),batchnorm,relu,maxpool(2),"
+                 "conv2d(64,3,padding=1,bias=0),batchnorm,relu,maxpool(2),flatten,linear(128),relu,dropout(0.3),"
+                 "linear(10)' --sync-bn --optimizer adamw --lr 0.002 --lr-schedule cosine --epochs 8 --batch 128\n");
     fprintf(out, "All-reduce algorithms: %s\n", dp_comm_algorithm_names());
     if (*dp_comm_gpu_algorithm_names())
         fprintf(out, "On GPU memory only (--device cuda): %s\n", dp_comm_gpu_algorithm_names());

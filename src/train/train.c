@@ -390,6 +390,8 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
         status = dp_train_check_test_targets(o, train, test);
     if (!status && test)
         status = dp_train_check_data(o, test, "test", inputs);
+    if (!status && test)
+        status = dp_train_check_image_shapes(o, train, test);
     if (!status)
         status = dp_trainer_check_outputs(&t);
     if (!status)
@@ -399,7 +401,7 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
         status = dp_engine_open_device(&t.engine, comm, &device);
     }
     if (!status && (status = allocate_buffers(&t))) /* nparams is known once the model is built */
-        status = dp_explain_memory_failure(status, o, comm->size, t.max_rows, t.plan.nparams, inputs);
+        status = dp_explain_memory_failure(status, o, comm->size, t.max_rows, t.plan.nparams, &train->sample);
     if (!status && !(status = dp_watchdog_start(&t.watchdog, comm, o->timeout)))
         comm->watchdog = &t.watchdog;
     if (!status && comm->rank == 0 && !o->quiet)
