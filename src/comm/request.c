@@ -7,6 +7,7 @@
 #include "src/comm/algorithms.h"
 
 #include "dp/error.h"
+#include "dp/memory.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@ void dp_request_pool_free(dp_comm *c)
         return;
     for (int i = 0; i < c->pool->capacity; i++) {
         dp_request *q = c->pool->slots[i];
+        dp_memory_release(q->scratch);
         free(q->scratch);
         free(q->block_counts);
         free(q);
@@ -107,10 +109,16 @@ static int ensure_scratch(dp_request *q, size_t floats)
 {
     if (floats <= q->scratch_capacity)
         return 0;
-    float *grown = dp_alloc(floats * sizeof(float), "a request's scratch memory");
+    /* Charged to the allocation counter: a strategy's largest message sizes it. */
+    const char *what = "a request's scratch memory";
+    if (dp_memory_admit(floats * sizeof(float), DP_MEM_COMM, what))
+        return DP_ENOMEM;
+    float *grown = dp_alloc(floats * sizeof(float), what);
     if (!grown)
         return DP_ENOMEM;
+    dp_memory_release(q->scratch);
     free(q->scratch);
+    dp_memory_record(grown, floats * sizeof(float), DP_MEM_COMM);
     q->scratch = grown;
     q->scratch_capacity = floats;
     q->comm->pool->allocations++;
