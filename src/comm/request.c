@@ -199,11 +199,12 @@ static int settle(dp_request *q, int status)
         q->status = status;
         q->complete = 1;
     }
-    if (q->complete && q->watched) {
-        q->watched = 0;
+    /* A watchdog stopped first (a run ending on an error, a prefetch still in flight) has no list left. */
+    if (q->complete && q->watched && q->comm->watchdog) {
         int unwatched = dp_watchdog_unwatch(q->comm->watchdog, &q->watch);
         status = status ? status : unwatched;
     }
+    q->watched = q->watched && !q->complete;
     return status;
 }
 
