@@ -72,8 +72,12 @@ void dp_model_spec_canonical(const dp_model_spec *spec, int inputs, int structur
  * weights are left out) and its widest activation; *overflow is set when the count does not
  * fit size_t. For option checks before the data is read. */
 size_t dp_model_spec_size(const dp_model_spec *spec, int inputs, int *widest, int *overflow);
-/* The same, and each module's parameter count into counts[i] (spec->count of them; may be NULL). */
-size_t dp_model_spec_module_params(const dp_model_spec *spec, int inputs, size_t *counts, int *widest,
+/* A module's parameters, and the weight rows they start with (dp_model_module_rows). */
+typedef struct dp_module_size {
+    size_t params, row, rows;
+} dp_module_size;
+/* The same, and each module's sizes into sizes[i] (spec->count of them; may be NULL). */
+size_t dp_model_spec_module_params(const dp_model_spec *spec, int inputs, dp_module_size *sizes, int *widest,
                                    int *overflow);
 /* The module names --model accepts, for --help. */
 const char *dp_model_module_names(void);
@@ -90,8 +94,21 @@ typedef struct dp_module dp_module;
 typedef struct dp_grad_pieces {
     size_t max_floats;
     int (*ready)(void *arg, size_t offset, size_t count); /* may be NULL */
+    /* Where a piece is written (a ZeRO budget's gradient blocks); NULL: the module's grads. */
+    int (*place)(void *arg, size_t offset, size_t count, float **data);
     void *arg;
 } dp_grad_pieces;
+
+/* Where a module larger than max_floats reads its parameters piece by piece (ZeRO-3 under a
+ * budget): fetch makes the flat slice [offset, offset + count) readable at *data until the next
+ * fetch. A Linear asks for blocks of whole weight rows counted from its last row, the bias on
+ * its own, so the pieces are the strategy's units. max_floats 0: every module's parameters
+ * are whole in its weights. */
+typedef struct dp_param_pieces {
+    size_t max_floats;
+    int (*fetch)(void *arg, size_t offset, size_t count, const float **data);
+    void *arg;
+} dp_param_pieces;
 
 /* Which flat buffers dp_model_create_owning allocates: a sharded strategy holds the rest. */
 enum dp_model_owns {
@@ -116,6 +133,7 @@ typedef struct dp_model {
     const float **inputs_of;   /* forward: each module's input, kept for backward */
     float *delta[2];           /* gradients w.r.t. activations, ping-pong */
     int batchnorms, sync_batchnorms;
+    dp_param_pieces param_pieces; /* set by whoever shards the parameters (dp_model_set_param_pieces) */
 } dp_model;
 
 /* Builds spec on `inputs` features: checks widths, names every tensor, allocates in be's
@@ -134,6 +152,11 @@ void dp_model_bind(dp_model *m, int module, float *weights, float *grads);
 
 /* Module i's slice [offset, offset + count) of the flat parameter buffer. */
 void dp_model_module_params(const dp_model *m, int module, size_t *offset, size_t *count);
+/* Whether module i's parameters start with *rows rows of *row floats that may be read and
+ * reduced in blocks of whole rows (a Linear's weight); 0 rows: never cut. */
+void dp_model_module_rows(const dp_model *m, int module, size_t *row, size_t *rows);
+/* Modules larger than pieces->max_floats read their parameters through it from now on. */
+void dp_model_set_param_pieces(dp_model *m, const dp_param_pieces *pieces);
 
 /* The initial values into host arrays laid out like the flat buffers, from seed: PyTorch's
  * defaults (Linear: uniform +-1/sqrt(fan_in), drawn in table order from one stream, so

@@ -441,14 +441,6 @@ long dp_comm_allocations(const dp_comm *c)
     return c->pool ? c->pool->allocations : 0;
 }
 
-size_t dp_comm_scratch_bytes(const dp_comm *c)
-{
-    size_t floats = 0;
-    for (int i = 0; c->pool && i < c->pool->capacity; i++)
-        floats += c->pool->slots[i]->scratch_capacity;
-    return floats * sizeof(float);
-}
-
 int dp_request_run(dp_comm *c, const dp_request_args *a, const struct dp_algorithm *algorithm)
 {
     dp_request *q;

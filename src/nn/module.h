@@ -19,6 +19,7 @@ struct dp_module {
     size_t first_param, param_count; /* its slice of the flat parameter buffer */
     size_t first_buffer, first_counter;
     float *weights, *grads;          /* its parameters and gradients (model buffers) */
+    const dp_param_pieces *param_pieces; /* the model's: where a module too large reads its parameters */
     float *buffers;                  /* its float32 buffers (model buffer) */
     int64_t *counters;               /* its int64 buffers (host) */
     float *out;                      /* its output [max_rows, out_width]; NULL when passing through */
@@ -27,6 +28,11 @@ struct dp_module {
 
 /* Reports [first, first + count) of module m's slice of the flat gradient buffer final. */
 int dp_grad_pieces_ready(const dp_grad_pieces *pieces, const dp_module *m, size_t first, size_t count);
+/* Where m writes that piece: pieces' place, else its own grads. */
+int dp_grad_pieces_place(const dp_grad_pieces *pieces, const dp_module *m, size_t first, size_t count, float **data);
+/* Whether m reads its parameters in pieces (dp_param_pieces), and one of them. */
+int dp_module_fetches(const dp_module *m);
+int dp_module_fetch(const dp_module *m, size_t first, size_t count, const float **data);
 
 typedef enum dp_arg_kind { DP_ARG_INT, DP_ARG_FLOAT, DP_ARG_BOOL } dp_arg_kind;
 
@@ -49,6 +55,8 @@ typedef struct dp_module_type {
     size_t state_size;  /* bytes of per-instance state the type keeps in dp_module.state */
     int normalizes;     /* a normalisation layer: follows a layer, needs 2 rows per statistic */
     int structural;     /* its options decide which tensors exist (checkpoints must match them) */
+    int weight_rows;    /* its parameters start with an [out_width, in_width] weight, read and
+                         * reduced in blocks of rows under a ZeRO budget (dp_param_pieces) */
     /* Before a model exists: its parameters on in_width features per sample, *out_width set;
      * *overflow set when a count does not fit size_t (NULL: none, and the width passes). */
     size_t (*size)(const dp_module_options *o, size_t in_width, size_t *out_width, int *overflow);

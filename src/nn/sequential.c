@@ -19,6 +19,22 @@ int dp_grad_pieces_ready(const dp_grad_pieces *pieces, const dp_module *m, size_
     return pieces->ready ? pieces->ready(pieces->arg, m->first_param + first, count) : 0;
 }
 
+int dp_grad_pieces_place(const dp_grad_pieces *pieces, const dp_module *m, size_t first, size_t count, float **data)
+{
+    *data = m->grads + first;
+    return pieces->place ? pieces->place(pieces->arg, m->first_param + first, count, data) : 0;
+}
+
+int dp_module_fetches(const dp_module *m)
+{
+    return m->param_pieces && m->param_pieces->max_floats && m->param_count > m->param_pieces->max_floats;
+}
+
+int dp_module_fetch(const dp_module *m, size_t first, size_t count, const float **data)
+{
+    return m->param_pieces->fetch(m->param_pieces->arg, m->first_param + first, count, data);
+}
+
 /* Shapes, tensor names, and which modules the one before them applies (a Linear's ReLU). */
 static int configure_modules(dp_model *m)
 {
@@ -104,6 +120,7 @@ static int allocate(dp_model *m, unsigned owns)
         dp_module *mod = &m->modules[i];
         mod->weights = m->weights ? m->weights + mod->first_param : NULL;
         mod->grads = m->grads ? m->grads + mod->first_param : NULL;
+        mod->param_pieces = &m->param_pieces;
         mod->buffers = m->buffer_values + mod->first_buffer;
         mod->counters = m->counters + mod->first_counter;
         if (mod->type->state_size && !(mod->state = dp_calloc(1, mod->type->state_size, "a module's state")))
@@ -140,6 +157,19 @@ int dp_model_create_owning(dp_model *m, const dp_backend *be, const dp_model_spe
     if (status)
         dp_model_free(m);
     return status;
+}
+
+void dp_model_module_rows(const dp_model *m, int module, size_t *row, size_t *rows)
+{
+    const dp_module *mod = &m->modules[module];
+    int cut = mod->type->weight_rows;
+    *row = cut ? (size_t)mod->in_width : 0;
+    *rows = cut ? (size_t)mod->out_width : 0;
+}
+
+void dp_model_set_param_pieces(dp_model *m, const dp_param_pieces *pieces)
+{
+    m->param_pieces = *pieces;
 }
 
 void dp_model_bind(dp_model *m, int module, float *weights, float *grads)

@@ -290,7 +290,8 @@ size_t dp_model_spec_size(const dp_model_spec *spec, int inputs, int *widest, in
     return dp_model_spec_module_params(spec, inputs, NULL, widest, overflow);
 }
 
-size_t dp_model_spec_module_params(const dp_model_spec *spec, int inputs, size_t *counts, int *widest, int *overflow)
+size_t dp_model_spec_module_params(const dp_model_spec *spec, int inputs, dp_module_size *sizes, int *widest,
+                                   int *overflow)
 {
     size_t total = 0, width = (size_t)(spec->from_layers ? spec->inputs : inputs);
     *widest = (int)width;
@@ -303,8 +304,9 @@ size_t dp_model_spec_module_params(const dp_model_spec *spec, int inputs, size_t
             return 0;
         }
         total += count;
-        if (counts)
-            counts[i] = count;
+        if (sizes) /* as dp_model_module_rows would say of the built module */
+            sizes[i] = (dp_module_size){.params = count, .row = mod->type->weight_rows ? width : 0,
+                                        .rows = mod->type->weight_rows ? out : 0};
         width = out;
         if (width > (size_t)*widest)
             *widest = (int)width;

@@ -46,6 +46,9 @@ int dp_strategy_wait_bucket(dp_strategy *d, dp_bucket *b);
 void dp_strategy_account(dp_strategy *d, dp_bucket *buckets, int n);
 /* Counts every started bucket's span. */
 void dp_strategy_account_buckets(dp_strategy *d);
+/* The largest bucket and unit (floats). */
+size_t dp_strategy_largest_bucket(const dp_strategy *d);
+size_t dp_strategy_largest_unit(const dp_strategy *d);
 /* --no-overlap: the whole gradient in one collective after backward. */
 int dp_strategy_reduce_whole(dp_strategy *d);
 

@@ -147,8 +147,8 @@ int dp_trainer_allocate_host_copies(trainer *t)
     if (ok && dp_strategy_shards_params(&t->engine.strategy)) {
         dp_zero_plan_input layout;
         dp_strategy_plan_input(&t->engine.strategy, &layout);
-        ok = (t->host.gathered = dp_alloc((layout.segment_floats ? layout.segment_floats : 1) * sizeof(float),
-                                          "the host copy of a module's gathered parameters")) != NULL;
+        ok = (t->host.gathered = dp_alloc((layout.unit_floats ? layout.unit_floats : 1) * sizeof(float),
+                                          "the host copy of a unit's gathered parameters")) != NULL;
     }
     return ok && t->host.rank_hashes ? 0 : DP_ENOMEM;
 }

@@ -76,7 +76,7 @@ static dp_engine_config engine_config(const trainer *t)
     return (dp_engine_config){
         .model = &o->model, .input = t->train->sample, .max_rows = t->max_rows, .loss = t->plan.loss,
         .optimizer = dp_options_optimizer(o), .strategy = dp_strategy_name_for_zero(o->zero),
-        .overlap = !o->no_overlap, .bucket_mb = o->bucket_mb,
+        .overlap = !o->no_overlap, .bucket_mb = o->bucket_mb, .live_mb = o->zero_live_mb,
         .progress_us = o->progress_us >= 0 ? o->progress_us : t->comm->local_size < t->comm->size ? AUTO_PROGRESS_US : 0,
         .micro_batch = (size_t)o->batch, .seed = o->seed, .skip_nonfinite = o->skip_nonfinite,
     };
