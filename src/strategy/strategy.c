@@ -80,7 +80,7 @@ static int plan_buckets(dp_strategy *d)
     double block_mb = (double)d->block_floats / MIB_FLOATS;
     config.bucket_mb = config.bucket_mb < block_mb ? config.bucket_mb : block_mb;
     config.first_bucket_mb = config.first_bucket_mb < block_mb ? config.first_bucket_mb : block_mb;
-    int split = dp_strategy_splits_segments(d->type, &config);
+    int split = d->block_floats != SIZE_MAX ? DP_BUCKETS_BOUNDED : dp_strategy_splits_segments(d->type, &config);
     int n = dp_bucket_plan(l, &config, split, NULL, NULL);
     d->buckets = dp_calloc((size_t)(n ? n : 1), sizeof *d->buckets, "the buckets");
     d->bucket_of = dp_calloc((size_t)(l->segments ? l->segments : 1), sizeof *d->bucket_of, "the bucket map");

@@ -215,6 +215,14 @@ static int segment_is_cut(const dp_strategy *d, int segment)
     return d->layout.count[segment] > d->block_floats;
 }
 
+/* Waiting for a gather or a slot inside a module's pass is communication, as in the before hook. */
+static void count_wait(dp_strategy *d, double entered)
+{
+    double spent = MPI_Wtime() - entered;
+    d->times.exposed += spent;
+    *(d->zero->backward ? &d->times.in_backward : &d->times.in_forward) += spent;
+}
+
 /* A whole segment's gradient memory: its bucket's slot, taken when backward reaches the bucket. */
 static int bind_gradients(dp_strategy *d, int segment, float **grads)
 {
@@ -238,9 +246,11 @@ int dp_zero_place(void *arg, size_t offset, size_t count, float **data)
     if (offset < b->offset || offset + count > b->offset + b->count)
         return dp_fail(DP_EINVAL, "a gradient piece [%zu, %zu) crosses the edge of bucket %d [%zu, %zu)", offset,
                        offset + count, bucket, b->offset, b->offset + b->count);
+    double entered = MPI_Wtime();
     int status = offset + count == b->offset + b->count ? acquire_slot(d, bucket) : 0;
     if (!status)
         *data = d->zero->grads[d->zero->slot_of[bucket]].data + (offset - b->offset);
+    count_wait(d, entered);
     return status;
 }
 
@@ -380,7 +390,9 @@ int dp_zero_fetch(void *arg, size_t offset, size_t count, const float **data)
         return dp_fail(DP_EINVAL, "parameters [%zu, %zu) asked for are not a unit of the budget's plan", offset,
                        offset + count);
     zero_gather_slot *g;
+    double entered = MPI_Wtime();
     int status = gather_with_prefetch(d, unit, d->zero->backward, &g);
+    count_wait(d, entered);
     *data = status ? NULL : g->data;
     return status;
 }

@@ -82,7 +82,7 @@ static void report_memory(const dp_options *o, const dp_optimizer *opt, const dp
         if (stage == o->zero)
             printf("   this run, measured: %.2f (+ %.2f)", mib(measured), mib((double)now.bytes[DP_MEM_WORKING]));
         if (stage == o->zero && in.live_bytes > 0.0)
-            printf(", under --zero-live-mb %.2f", mib(in.live_bytes));
+            printf(" under --zero-live-mb %.2f", mib(in.live_bytes));
         printf("\n");
     }
 }
