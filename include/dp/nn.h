@@ -162,6 +162,11 @@ void dp_model_set_param_pieces(dp_model *m, const dp_param_pieces *pieces);
  * defaults (Linear: uniform +-1/sqrt(fan_in), drawn in table order from one stream, so
  * --layers gives version 1's bytes; BatchNorm: weight 1, bias 0, running mean 0, variance 1). */
 void dp_model_init(const dp_model *m, uint64_t seed, float *params, float *buffers, int64_t *counters);
+/* The same for parameters [begin, end) of the flat buffer alone, into params[0, end - begin),
+ * bit for bit dp_model_init's (the draws are counter-based: a ZeRO-3 rank draws its shard
+ * alone), and the whole buffers and counters. */
+void dp_model_init_slice(const dp_model *m, uint64_t seed, size_t begin, size_t end, float *params, float *buffers,
+                         int64_t *counters);
 
 /* Module i's forward of rows samples x (backend memory); *y gets its output. Every module
  * runs even for rows == 0, so each rank reaches the same collectives (SyncBatchNorm). */

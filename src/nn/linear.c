@@ -36,13 +36,12 @@ static int linear_declare(dp_module *m, dp_param_table *params, dp_param_table *
     return dp_params_add(params, name, 1, bias_shape, DP_DTYPE_F32, 0, m->index);
 }
 
-/* PyTorch's default: weight and bias uniform in +-1/sqrt(fan_in). */
-static void linear_init(const dp_module *m, dp_rng *rng, float *params, float *buffers, int64_t *counters)
+/* PyTorch's default: weight and bias uniform in +-1/sqrt(fan_in), one draw per parameter. */
+static void linear_init(const dp_module *m, dp_rng *rng, size_t first, size_t count, float *params)
 {
-    (void)buffers;
-    (void)counters;
+    (void)first;
     float bound = 1.0f / sqrtf((float)m->in_width);
-    for (size_t j = 0; j < m->param_count; j++)
+    for (size_t j = 0; j < count; j++)
         params[j] = (2.0f * dp_rng_uniform(rng) - 1.0f) * bound;
 }
 
@@ -201,7 +200,8 @@ const dp_module_type dp_module_linear = {
     .describe = linear_describe,
     .configure = linear_configure,
     .declare = linear_declare,
-    .init = linear_init,
+    .init_params = linear_init,
+    .draws = 1,
     .allocate = linear_allocate,
     .forward = linear_forward,
     .backward_params = linear_backward_params,

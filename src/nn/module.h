@@ -68,8 +68,13 @@ typedef struct dp_module_type {
     int (*configure)(dp_module *m, const char *spec);
     /* Adds the module's tensors to the tables under prefix "layers.{i}". */
     int (*declare)(dp_module *m, dp_param_table *params, dp_param_table *buffers, const char *prefix);
-    /* Initial values of its slices of host arrays shaped like the flat buffers. */
-    void (*init)(const dp_module *m, dp_rng *rng, float *params, float *buffers, int64_t *counters);
+    /* Its parameters [first, first + count) as initialised, into params[0, count): rng at the
+     * draw for `first`, as init draws `draws` (0 or 1) numbers per parameter in order, so a
+     * rank draws its shard of a model without the rest (NULL: no parameters). */
+    void (*init_params)(const dp_module *m, dp_rng *rng, size_t first, size_t count, float *params);
+    int draws;
+    /* Initial values of its slices of the buffers (NULL: none). */
+    void (*init_buffers)(const dp_module *m, float *buffers, int64_t *counters);
     /* Working memory for max_rows rows. */
     int (*allocate)(dp_module *m, const dp_backend *be, int max_rows);
     int (*forward)(dp_module *m, const dp_nn_context *ctx, const float *x, int rows, const float **y);

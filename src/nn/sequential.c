@@ -212,13 +212,28 @@ void dp_model_free(dp_model *m)
 
 void dp_model_init(const dp_model *m, uint64_t seed, float *params, float *buffers, int64_t *counters)
 {
+    dp_model_init_slice(m, seed, 0, dp_params_floats(&m->params), params, buffers, counters);
+}
+
+/* One stream in module order; a module drawing one number per parameter is skipped into at
+ * the slice's first, so every slice has the values the whole draw gives it. */
+void dp_model_init_slice(const dp_model *m, uint64_t seed, size_t begin, size_t end, float *params, float *buffers,
+                         int64_t *counters)
+{
     dp_rng rng;
     dp_rng_seed(&rng, dp_rng_mix(seed, 0x1a17));
     for (int i = 0; i < m->count; i++) {
         const dp_module *mod = &m->modules[i];
-        if (mod->type->init)
-            mod->type->init(mod, &rng, params + mod->first_param, buffers + mod->first_buffer,
-                            counters + mod->first_counter);
+        size_t first = mod->first_param, lo = begin > first ? begin : first;
+        size_t hi = end < first + mod->param_count ? end : first + mod->param_count;
+        if (mod->type->init_params && lo < hi) {
+            dp_rng at = rng;
+            dp_rng_skip(&at, (uint64_t)(lo - first) * (uint64_t)mod->type->draws);
+            mod->type->init_params(mod, &at, lo - first, hi - lo, params + (lo - begin));
+        }
+        dp_rng_skip(&rng, (uint64_t)mod->param_count * (uint64_t)mod->type->draws);
+        if (mod->type->init_buffers)
+            mod->type->init_buffers(mod, buffers + mod->first_buffer, counters + mod->first_counter);
     }
 }
 
