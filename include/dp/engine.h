@@ -134,6 +134,10 @@ int dp_engine_forward(dp_engine *e, const dp_nn_context *ctx, const float *x, in
 /* What the loss adds into backend totals (dp_model_loss): the summed loss, the correct count. */
 enum dp_total { DP_TOTAL_LOSS, DP_TOTAL_CORRECT, DP_TOTALS };
 
+/* DP_TOTALS doubles of backend memory set to zero, for a pass's loss totals (the caller frees
+ * them with the backend); NULL with the error recorded on failure. */
+double *dp_engine_new_totals(const dp_engine *e, const char *what);
+
 /* The loss and correct count accumulated in backend totals since the last read, added to
  * *loss_sum and *correct; the totals are zeroed. */
 void dp_engine_take_totals(dp_engine *e, double *totals, double *loss_sum, double *correct);

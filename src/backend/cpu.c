@@ -32,13 +32,22 @@ static cpu_state *state_of(const dp_backend *be)
     return be->state;
 }
 
+/* Backend memory starts on a cache line: malloc's large blocks are page-mapped 16 bytes past
+ * a page, so every 64-byte vector load of the loops would straddle two lines. */
+#define CPU_ALIGNMENT 64
+
 /* Backend memory is host memory here, counted (dp/memory.h) like a GPU's. */
 static void *cpu_alloc(const dp_backend *be, size_t bytes, dp_memory_kind kind, const char *what)
 {
     (void)be; /* host memory and BLAS need no state */
     if (dp_memory_admit(bytes, kind, what))
         return NULL;
-    void *p = dp_alloc(bytes, what);
+    size_t rounded = (bytes + CPU_ALIGNMENT - 1) / CPU_ALIGNMENT * CPU_ALIGNMENT;
+    void *p = aligned_alloc(CPU_ALIGNMENT, rounded ? rounded : CPU_ALIGNMENT);
+    if (!p) {
+        dp_fail(DP_ENOMEM, "out of memory allocating %zu bytes for %s", bytes, what);
+        return NULL;
+    }
     dp_memory_record(p, bytes, kind);
     return p;
 }

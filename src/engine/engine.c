@@ -72,19 +72,27 @@ static int open_strategy(dp_engine *e, const dp_engine_config *c)
     return 0;
 }
 
+double *dp_engine_new_totals(const dp_engine *e, const char *what)
+{
+    static const double zeros[DP_TOTALS];
+    double *totals = e->be->alloc(e->be, sizeof zeros, DP_MEM_OTHER, what);
+    if (totals)
+        e->be->upload(e->be, totals, zeros, sizeof zeros);
+    return totals;
+}
+
 static int allocate_counters(dp_engine *e)
 {
     const dp_backend *be = e->be;
-    static const double zeros[DP_TOTALS];
-    e->train_totals = be->alloc(be, DP_TOTALS * sizeof(double), DP_MEM_OTHER, "the loss totals");
+    static const double zero = 0.0;
+    e->train_totals = dp_engine_new_totals(e, "the loss totals");
     e->nonfinite = be->alloc(be, sizeof(double), DP_MEM_OTHER, "the non-finite count");
     e->rank_values = dp_calloc((size_t)e->comm->size, sizeof *e->rank_values, "the ranks' first non-finite tensors");
     size_t buffers = dp_params_floats(&e->model.buffers);
     e->host_buffers = dp_alloc((buffers + 1) * sizeof(float), "the host copy of the running statistics");
     if (!e->train_totals || !e->nonfinite || !e->rank_values || !e->host_buffers)
         return DP_ENOMEM;
-    be->upload(be, e->train_totals, zeros, sizeof zeros);
-    be->upload(be, e->nonfinite, zeros, sizeof(double));
+    be->upload(be, e->nonfinite, &zero, sizeof zero);
     return 0;
 }
 

@@ -96,11 +96,8 @@ static int allocate_buffers(trainer *t)
         status = dp_batches_open(&t->batches, t->engine.be, t->train, t->test, &t->sampler, t->max_rows,
                                  t->engine.model.outputs);
     if (!status) {
-        static const double zeros[DP_TOTALS];
-        t->eval_totals = t->engine.be->alloc(t->engine.be, DP_TOTALS * sizeof(double), DP_MEM_OTHER, "the evaluation totals");
+        t->eval_totals = dp_engine_new_totals(&t->engine, "the evaluation totals");
         status = t->eval_totals ? 0 : DP_ENOMEM;
-        if (!status)
-            t->engine.be->upload(t->engine.be, t->eval_totals, zeros, sizeof zeros);
     }
     if (!status)
         status = dp_trainer_allocate_host_copies(t);
