@@ -88,6 +88,21 @@ static void expect_close(const char *what, const float *got, const float *refere
     ck_assert_msg(error <= 1e-5, "%s: relative error %g", what, error);
 }
 
+/* z trained on all ranks: replicas identical, close to --zero 0 (ddp) and to one rank (single,
+ * rank 0's). */
+static void expect_trains_as(const dp_options *z, const char *label, const float *ddp, const float *single, size_t n)
+{
+    float *params = train_on(z, MPI_COMM_WORLD);
+    ck_assert_msg(dp_test_same_on_every_rank(params, n * sizeof(float)), "%s: replicas differ", label);
+    expect_close(label, params, ddp, n);
+    if (world_rank == 0) {
+        expect_close(label, params, single, n);
+        printf("%s: relative error vs 1 rank %.3g, vs --zero 0 %.3g\n", label, dp_test_relative_error(params, single, n),
+               dp_test_relative_error(params, ddp, n));
+    }
+    free(params);
+}
+
 /* Every stage on all ranks against --zero 0 on all ranks and against one rank. */
 static void check_stages(const dp_options *o, const char *what)
 {
@@ -102,18 +117,10 @@ static void check_stages(const dp_options *o, const char *what)
     for (int stage = 1; stage < 4; stage++) {
         dp_options z = *o;
         z.zero = stage;
-        float *params = train_on(&z, MPI_COMM_WORLD);
         char label[256];
         snprintf(label, sizeof label, "W=%d --zero %d %s (%s, batch %ld x %ld)", world_size, stage, what,
                  o->allreduce, o->batch, o->accum);
-        ck_assert_msg(dp_test_same_on_every_rank(params, n * sizeof(float)), "%s: replicas differ", label);
-        expect_close(label, params, ddp, n);
-        if (world_rank == 0) {
-            expect_close(label, params, single, n);
-            printf("%s: relative error vs 1 rank %.3g, vs --zero 0 %.3g\n", label,
-                   dp_test_relative_error(params, single, n), dp_test_relative_error(params, ddp, n));
-        }
-        free(params);
+        expect_trains_as(&z, label, ddp, single, n);
     }
     free(ddp);
     free(single);
@@ -202,18 +209,10 @@ START_TEST(every_budget_trains_as_ddp_and_as_one_rank)
                     dp_options z = o;
                     z.zero = stage;
                     z.zero_live_mb = live_mb_for_blocks(stage, blocks[b]);
-                    float *params = train_on(&z, MPI_COMM_WORLD);
                     char label[256];
                     snprintf(label, sizeof label, "W=%d --zero %d --zero-live-mb %g (blocks of %zu floats) %s, accum %d",
                              world_size, stage, z.zero_live_mb, blocks[b], models[cases[c].model], accum);
-                    ck_assert_msg(dp_test_same_on_every_rank(params, n * sizeof(float)), "%s: replicas differ", label);
-                    expect_close(label, params, ddp, n);
-                    if (world_rank == 0) {
-                        expect_close(label, params, single, n);
-                        printf("%s: relative error vs 1 rank %.3g, vs --zero 0 %.3g\n", label,
-                               dp_test_relative_error(params, single, n), dp_test_relative_error(params, ddp, n));
-                    }
-                    free(params);
+                    expect_trains_as(&z, label, ddp, single, n);
                 }
             free(ddp);
             free(single);

@@ -10,19 +10,13 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-budget-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 failures=0 cases=0
 
-fail() {
-    echo "FAIL $1"
-    [ -f "$2" ] && sed 's/^/    /' "$2"
-    failures=$((failures + 1))
-}
-
 # 512 -> 2048 -> 2048 -> 10: 5.27M parameters, 20.1 MiB of float32; each Linear over the budget's blocks.
 model="--data synthetic:600,512,10 --layers 512,2048,2048,10 --batch 64 --log-every 0 --device cpu --threads 1"
-"$worker" --memory-plan $model --world 4 --optimizer adamw --zero-live-mb 2 >"$dir/plan" 2>&1 || fail "--memory-plan" "$dir/plan"
+"$worker" --memory-plan $model --world 4 --optimizer adamw --zero-live-mb 2 >"$dir/plan" 2>&1 || dp_fail_case "--memory-plan" "$dir/plan"
 for stage in 0 1 2 3; do
     cases=$((cases + 1))
     dp_mpirun 300 4 "$worker" $model --optimizer adamw --steps 2 --zero "$stage" --zero-live-mb 2 >"$dir/out" 2>&1 ||
-        { fail "--zero $stage run" "$dir/out"; continue; }
+        { dp_fail_case "--zero $stage run" "$dir/out"; continue; }
     # Plan: total + working, MB (10^6 bytes); measured: the four kinds' peaks, MiB.
     predicted=$(awk -v s="$stage" '$1 == "--zero" && $2 == s { i = (s == 0) ? 7 : 6; w = ($(i + 1) == "none") ? 0 : $(i + 1); print ($i + w) * 1e6 / 1048576 }' "$dir/plan")
     measured=$(sed -n 's/.*peaks: parameters \([0-9.]*\), gradients \([0-9.]*\), optimizer state \([0-9.]*\), working buffers \([0-9.]*\)).*/\1 \2 \3 \4/p' "$dir/out" |
@@ -31,7 +25,7 @@ for stage in 0 1 2 3; do
         awk -v p="$predicted" -v m="$measured" 'BEGIN { d = m - p; if (d < 0) d = -d; exit !(d <= 0.02 * p) }'; then
         echo "ok   --zero $stage --zero-live-mb 2: measured $measured MiB, predicted $predicted MiB"
     else
-        fail "--zero $stage --zero-live-mb 2: measured '$measured' MiB, predicted '$predicted' MiB" "$dir/out"
+        dp_fail_case "--zero $stage --zero-live-mb 2: measured '$measured' MiB, predicted '$predicted' MiB" "$dir/out"
     fi
 done
 
