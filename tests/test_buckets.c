@@ -77,15 +77,16 @@ START_TEST(strategies_are_chosen_by_name)
     }
     ck_assert_ptr_null(dp_strategy_name_for_zero(4));
     ck_assert_ptr_null(dp_strategy_find("zero-4"));
-    ck_assert_str_eq(dp_strategy_names(), "ddp, zero-1, zero-2, zero-3");
+    ck_assert_str_eq(dp_strategy_names(), "ddp, zero-1, zero-2, zero-3, local-sgd");
+    ck_assert_uint_eq(dp_strategy_model_owns("local-sgd"), 3u);
     ck_assert_uint_eq(dp_strategy_model_owns("ddp"), 3u);
     ck_assert_uint_eq(dp_strategy_model_owns("zero-2"), 1u);
     ck_assert_uint_eq(dp_strategy_model_owns("zero-3"), 0u);
-    dp_strategy_config config = dp_strategy_default_config("local-sgd", 1, 25.0, layout.total);
+    dp_strategy_config config = dp_strategy_default_config("elastic-sgd", 1, 25.0, layout.total);
     int buckets;
     size_t largest, unit;
     ck_assert_int_eq(dp_strategy_plan_sizes(&layout, &config, 1, &buckets, &largest, &unit), DP_EINVAL);
-    ck_assert_ptr_nonnull(strstr(dp_last_error(), "no strategy called 'local-sgd' (known: ddp, zero-1"));
+    ck_assert_ptr_nonnull(strstr(dp_last_error(), "no strategy called 'elastic-sgd' (known: ddp, zero-1"));
 }
 END_TEST
 

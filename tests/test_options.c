@@ -160,6 +160,32 @@ START_TEST(zero_and_memory_options_are_applied_and_checked)
 }
 END_TEST
 
+/* --average-every: refused with ZeRO and SyncBatchNorm, and with checkpoints or replica checks
+ * between averagings. */
+START_TEST(average_every_is_applied_and_checked)
+{
+    dp_options o;
+    const char *args[] = {"--average-every", "4", "--checkpoint-dir", "ck", "--checkpoint-every", "8",
+                          "--check-replicas", "12", NULL};
+    ck_assert_int_eq(parse(&o, 2, args), DP_OPTIONS_RUN);
+    ck_assert_int_eq(o.average_every, 4);
+    const char *none[] = {"--average-every", "0", NULL};
+    expect_error(1, none, "--average-every '0'");
+    const char *zero[] = {"--average-every", "4", "--zero", "1", NULL};
+    expect_error(2, zero, "--average-every 4 and --zero 1: local SGD keeps a whole replica");
+    const char *sync[] = {"--average-every", "4", "--model", "linear(8),batchnorm(sync=1),relu,linear(10)", NULL};
+    expect_error(2, sync, "--average-every 4 and SyncBatchNorm");
+    const char *sync_all[] = {"--average-every", "4", "--sync-bn", "--model", "linear(8),batchnorm,linear(10)", NULL};
+    expect_error(2, sync_all, "--average-every 4 and SyncBatchNorm");
+    const char *checkpoints[] = {"--average-every", "4", "--checkpoint-dir", "ck", "--checkpoint-every", "6", NULL};
+    expect_error(2, checkpoints, "--checkpoint-every 6 and --average-every 4: the ranks hold one model only right after");
+    const char *checks[] = {"--average-every", "4", "--check-replicas", "2", NULL};
+    expect_error(2, checks, "--check-replicas 2 and --average-every 4");
+    const char *predict[] = {"--predict", "x.npy", "--init", "m.safetensors", "--output", "o.npy", "--average-every", "2", NULL};
+    expect_error(2, predict, "--average-every does not apply to --predict");
+}
+END_TEST
+
 /* --model, --sync-bn, and AdamW with PyTorch's constructor defaults unless given. */
 START_TEST(model_and_adamw_options_are_applied)
 {
@@ -303,6 +329,7 @@ int main(void)
     tcase_add_test(tc, values_are_applied);
     tcase_add_test(tc, model_and_adamw_options_are_applied);
     tcase_add_test(tc, zero_and_memory_options_are_applied_and_checked);
+    tcase_add_test(tc, average_every_is_applied_and_checked);
     tcase_add_test(tc, model_optimizer_and_predict_mistakes_are_named);
     tcase_add_test(tc, help_and_version_ask_to_exit);
     tcase_add_test(tc, help_lists_every_option_with_its_default);

@@ -34,6 +34,8 @@ typedef struct dp_step_stats {
     double seconds;    /* the whole step */
     dp_time_split split;
     double sent[DP_COLLECTIVE_KINDS]; /* bytes this rank's collectives sent in the step */
+    int averaged;      /* local-sgd: the replicas were averaged after the step (dp_engine_average) */
+    double divergence; /* then: the largest ||p_r - mean|| / ||mean|| over ranks before */
 } dp_step_stats;
 
 /* A micro-batch's rows where the backend computes. */
@@ -74,6 +76,7 @@ typedef struct dp_engine_config {
     dp_loss loss;
     dp_optimizer_config optimizer;
     const char *strategy;          /* by name: dp_strategy_find */
+    long average_every;            /* local-sgd: steps between averagings (the banner's) */
     int overlap;                   /* 0: --no-overlap */
     double bucket_mb;              /* 0: auto */
     double live_mb;                /* ZeRO 2-3 working set, MiB (--zero-live-mb); 0: unlimited; < 0: auto */
@@ -109,6 +112,7 @@ typedef struct dp_engine {
     uint64_t *rank_values;         /* one per rank: the first non-finite tensor's agreement */
     long steps_done;               /* optimizer steps taken, for the schedule and the dropout masks */
     long skipped_steps;            /* updates dropped by --on-nan skip */
+    double samples_since_average;  /* local-sgd: this rank's samples since the replicas last met */
 } dp_engine;
 
 /* The backend this rank computes on: the GPU binding planned over the node's ranks by GPU
@@ -126,6 +130,11 @@ void dp_engine_close(dp_engine *e);
  * of this rank's rows through forward, loss and backward between the strategy's hooks, then
  * the update at rate lr. stats gets what the step did. */
 int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, float lr, dp_step_stats *stats);
+
+/* local-sgd: the replicas' parameters, optimizer state and running statistics averaged,
+ * weighted by the samples each rank took since the last averaging; stats (the step's) gets
+ * the divergence found before and the time and bytes it took. Collective. */
+int dp_engine_average(dp_engine *e, dp_step_stats *stats);
 
 /* Forward of rows samples x through every module, each after the strategy's before hook
  * (ZeRO-3 gathers its parameters); *out gets the output. Evaluation and predict. */

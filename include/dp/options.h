@@ -48,6 +48,7 @@ typedef struct dp_options {
                                    * 0: none; -1 (auto): 1000 when the job spans hosts */
     int zero;                     /* --zero: 0 DDP; 1, 2, 3 shard optimizer state, + gradients, + parameters */
     double zero_live_mb;          /* --zero 2, 3: working set budget, MiB; 0: unlimited; -1: auto */
+    long average_every;           /* --average-every K: local SGD, the replicas averaged every K steps; 0: off */
     double max_memory_mb;         /* per-rank limit on backend memory (the allocation counter); 0: none */
     int memory_plan;              /* --memory-plan: print each stage's memory per rank and exit */
     double plan_params;           /* --params: the parameter count --memory-plan assumes (0: the model's) */

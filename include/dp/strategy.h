@@ -63,6 +63,7 @@ typedef struct dp_strategy_config {
     double live_mb;       /* ZeRO 2-3: the most gathered parameters and gradient blocks held at
                            * once, MiB (--zero-live-mb); 0: unlimited (whole modules); < 0: auto,
                            * DP_ZERO_LIVE_SHARE of the sharded state */
+    long average_every;   /* local-sgd: optimizer steps between averagings (for the banner) */
 } dp_strategy_config;
 
 /* --zero-live-mb's default: this share of a rank's sharded state (parameters, gradients and
@@ -145,6 +146,7 @@ typedef struct dp_step_hooks {
 } dp_step_hooks;
 
 struct dp_zero;
+struct dp_local_sgd;
 
 /* Slices of the flat buffers, in ascending offsets: whole segments, or blocks of their rows. */
 typedef struct dp_strategy_units {
@@ -175,6 +177,7 @@ typedef struct dp_strategy {
     dp_strategy_span_fn on_span;
     void *span_arg;
     struct dp_zero *zero;  /* ZeRO: shards, working buffers (src/strategy/zero.c); NULL under DDP */
+    struct dp_local_sgd *local; /* local-sgd: what the averaging moves (src/strategy/local_sgd.c) */
 } dp_strategy;
 
 struct dp_strategy_type;
@@ -183,7 +186,7 @@ struct dp_strategy_type;
  * almost no data (and tens of thousands of buckets make a step wait on bookkeeping). */
 #define DP_STRATEGY_MIN_BUCKET_BYTES 1024
 
-/* The strategy called name ("ddp", "zero-1", "zero-2", "zero-3"); NULL when there is none. */
+/* The strategy called name ("ddp", "zero-1", "zero-2", "zero-3", "local-sgd"); NULL when there is none. */
 const struct dp_strategy_type *dp_strategy_find(const char *name);
 /* The names, for messages and --help: "ddp, zero-1, zero-2, zero-3". */
 const char *dp_strategy_names(void);
@@ -258,6 +261,28 @@ int dp_strategy_gathered_parameters(dp_strategy *d, int unit, float **data);
 /* What dp_zero_predict needs of this run's layout (this rank, its buckets and modules). */
 struct dp_zero_plan_input;
 void dp_strategy_plan_input(const dp_strategy *d, struct dp_zero_plan_input *in);
+
+/* local-sgd (--average-every): gradients stay on their rank, each rank takes its own optimizer
+ * steps with the mean gradient of its own samples, and the replicas meet only in
+ * dp_strategy_average. 0 for every other strategy. */
+int dp_strategy_local_steps(const dp_strategy *d);
+
+/* A flat tensor of backend memory the replicas average (local-sgd). */
+typedef struct dp_replica_tensor {
+    float *data;
+    size_t count;
+} dp_replica_tensor;
+
+/* local-sgd: what dp_strategy_average averages, the parameters first (their divergence is
+ * reported), and room for it: host staging and the all-reduce reserved. Before the first
+ * step; collective (every rank names tensors of the same sizes). */
+int dp_strategy_prepare_average(dp_strategy *d, const dp_replica_tensor *tensors, int count);
+
+/* local-sgd: every prepared tensor becomes the replicas' mean weighted by the samples each
+ * rank took since the last averaging (`samples`: this rank's), through all-reduces with the
+ * comm's algorithm, bitwise the same on every rank afterwards. *divergence gets what the
+ * parameters were before: the largest over ranks r of ||p_r - mean|| / ||mean||. Collective. */
+int dp_strategy_average(dp_strategy *d, double samples, double *divergence);
 
 /* Returns the times since the last call and zeroes them. */
 dp_strategy_times dp_strategy_take_times(dp_strategy *d);

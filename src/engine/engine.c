@@ -61,6 +61,7 @@ static int open_strategy(dp_engine *e, const dp_engine_config *c)
     dp_strategy_config config = dp_strategy_default_config(c->strategy, c->overlap, c->bucket_mb, layout.total);
     config.progress_us = c->progress_us;
     config.live_mb = c->live_mb;
+    config.average_every = c->average_every;
     if ((status = dp_strategy_init(&e->strategy, e->comm, &layout, &buffers, &config)))
         return status;
     e->has_strategy = 1;
@@ -96,6 +97,19 @@ static int allocate_counters(dp_engine *e)
     return 0;
 }
 
+/* Local SGD averages all that makes a replica: parameters, optimizer state, running statistics. */
+static int prepare_average(dp_engine *e)
+{
+    dp_replica_tensor tensors[2 + DP_OPTIMIZER_MAX_STATE];
+    size_t params = dp_params_floats(&e->model.params);
+    int count = 0;
+    tensors[count++] = (dp_replica_tensor){e->model.weights, params};
+    for (int i = 0; i < dp_optimizer_state_count(&e->opt); i++)
+        tensors[count++] = (dp_replica_tensor){e->opt.state[i], params};
+    tensors[count++] = (dp_replica_tensor){e->model.buffer_values, dp_params_floats(&e->model.buffers)};
+    return dp_strategy_prepare_average(&e->strategy, tensors, count);
+}
+
 int dp_engine_build(dp_engine *e, const dp_engine_config *c)
 {
     e->loss = c->loss;
@@ -106,12 +120,16 @@ int dp_engine_build(dp_engine *e, const dp_engine_config *c)
                                         dp_strategy_model_owns(c->strategy));
     if (status)
         return status;
-    e->broadcast_buffers = e->comm->size > 1 && e->model.batchnorms > e->model.sync_batchnorms;
     if (!(status = open_strategy(e, c))) {
         size_t begin, end;
         dp_strategy_shard(&e->strategy, &begin, &end);
         status = dp_optimizer_init(&e->opt, e->be, &c->optimizer, &e->model.params, begin, end);
     }
+    int local = !status && dp_strategy_local_steps(&e->strategy);
+    /* Local steps keep each rank's statistics until the averaging. */
+    e->broadcast_buffers = e->comm->size > 1 && e->model.batchnorms > e->model.sync_batchnorms && !local;
+    if (local)
+        status = prepare_average(e);
     return status ? status : allocate_counters(e);
 }
 

@@ -164,8 +164,13 @@ int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, flo
     if (status || (status = e->hooks.finish(e->hooks.arg)))
         return status;
     double reduce_done = MPI_Wtime();
-    /* Sum then divide by the global count: exact for uneven slices and short batches. */
-    if ((status = dp_engine_update(e, 1.0f / (float)dp_range_size(step), lr)) ||
+    /* Sum then divide by the global count: exact for uneven slices and short batches. Local
+     * steps divide by this rank's count; the averaging weights each rank by it. */
+    float scale = 1.0f / (float)dp_range_size(step);
+    if (dp_strategy_local_steps(&e->strategy))
+        scale = stats->samples > 0.0 ? 1.0f / (float)stats->samples : 0.0f;
+    e->samples_since_average += stats->samples;
+    if ((status = dp_engine_update(e, scale, lr)) ||
         (status = e->hooks.after_update(e->hooks.arg)))
         return status;
     if (e->broadcast_buffers && (status = share_buffers(e)))
@@ -176,6 +181,23 @@ int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, flo
     account(e, &traffic, reduce_done, done, stats);
     stats->seconds = done - started;
     return 0;
+}
+
+int dp_engine_average(dp_engine *e, dp_step_stats *stats)
+{
+    double started = MPI_Wtime();
+    dp_comm_traffic traffic = e->comm->traffic;
+    int status = dp_strategy_average(&e->strategy, e->samples_since_average, &stats->divergence);
+    e->samples_since_average = 0.0;
+    double done = MPI_Wtime();
+    observe_span(e, "average the replicas", "comm", started, done);
+    stats->averaged = 1;
+    stats->seconds += done - started;
+    stats->split.exposed += done - started;
+    stats->split.comm += done - started;
+    for (int kind = 0; kind < DP_COLLECTIVE_KINDS; kind++)
+        stats->sent[kind] += (double)(e->comm->traffic.bytes[kind] - traffic.bytes[kind]);
+    return status;
 }
 
 void dp_engine_take_totals(dp_engine *e, double *totals, double *loss_sum, double *correct)

@@ -135,6 +135,12 @@ int dp_strategy_plan_sizes(const dp_strategy_layout *layout, const dp_strategy_c
     return status;
 }
 
+/* Buckets in flight during backward may want a thread to move them; local steps send none. */
+static int runs_progress_thread(const dp_strategy *d)
+{
+    return d->comm->size > 1 && d->config.overlap && d->config.progress_us > 0 && !d->type->local_steps;
+}
+
 int dp_strategy_init(dp_strategy *d, dp_comm *comm, const dp_strategy_layout *layout, const dp_strategy_buffers *buffers,
                  const dp_strategy_config *config)
 {
@@ -157,14 +163,14 @@ int dp_strategy_init(dp_strategy *d, dp_comm *comm, const dp_strategy_layout *la
     else if (comm->size > 1) /* Every bucket may be in flight at once; --no-overlap: one request of it all. */
         status = config->overlap ? dp_comm_reserve(comm, dp_strategy_largest_bucket(d), d->nbuckets, layout->total)
                                  : dp_comm_reserve(comm, layout->total, 1, 0);
-    if (!status && comm->size > 1 && config->overlap && config->progress_us > 0)
+    if (!status && runs_progress_thread(d))
         status = dp_comm_start_progress_thread(comm, config->progress_us);
     return status;
 }
 
 void dp_strategy_free(dp_strategy *d)
 {
-    if (d->comm && d->comm->size > 1 && d->config.progress_us > 0)
+    if (d->comm && runs_progress_thread(d))
         dp_comm_stop_progress_thread(d->comm);
     if (d->type && d->type->close)
         d->type->close(d);
@@ -177,7 +183,7 @@ void dp_strategy_free(dp_strategy *d)
 static void begin_micro(dp_strategy *d, int communicate)
 {
     /* Stages 2 and 3 keep no full gradient to add micro-batches in: each one is reduced. */
-    d->communicate = d->type->reduces_every_micro || (communicate && d->comm->size > 1);
+    d->communicate = !d->type->local_steps && (d->type->reduces_every_micro || (communicate && d->comm->size > 1));
     for (int i = 0; i < d->nbuckets; i++)
         d->buckets[i].pending = d->buckets[i].count;
 }
@@ -377,6 +383,10 @@ static int describe_buckets(const dp_strategy *d, char *text, size_t size)
 {
     if (d->comm->size == 1)
         return snprintf(text, size, "%s on one rank: nothing to reduce", d->type->name);
+    if (d->type->local_steps)
+        return snprintf(text, size, "%s: every %ld step%s the parameters, optimizer state and running statistics "
+                        "are averaged, weighted by samples", d->type->name, d->config.average_every,
+                        d->config.average_every == 1 ? "" : "s");
     if (!d->config.overlap && d->type->reduces_every_micro)
         return snprintf(text, size, "%s, %d bucket%s in backward order, each %s run as backward finishes it, one "
                         "at a time (--no-overlap)", d->type->name, d->nbuckets, d->nbuckets == 1 ? "" : "s",

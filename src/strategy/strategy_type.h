@@ -14,6 +14,9 @@ typedef struct dp_strategy_type {
     /* Gradients live in the strategy's working buffers, reduced into a shard every micro-batch
      * (stages 2 and 3): a bucket's memory is bound before backward writes it. */
     int reduces_every_micro;
+    /* Gradients are never reduced: each rank steps alone and the replicas are averaged now and
+     * then (local-sgd). */
+    int local_steps;
     /* Hooks, NULL where the strategy does as DDP does. */
     int (*open)(dp_strategy *d);  /* shards and working buffers, after the buckets are planned */
     void (*close)(dp_strategy *d);
@@ -25,7 +28,8 @@ typedef struct dp_strategy_type {
     int (*after_update)(dp_strategy *d);
 } dp_strategy_type;
 
-extern const dp_strategy_type dp_strategy_ddp, dp_strategy_zero1, dp_strategy_zero2, dp_strategy_zero3;
+extern const dp_strategy_type dp_strategy_ddp, dp_strategy_zero1, dp_strategy_zero2, dp_strategy_zero3,
+    dp_strategy_local_sgd;
 
 #define MIB_FLOATS ((double)(1 << 20) / sizeof(float))
 

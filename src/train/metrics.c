@@ -65,8 +65,24 @@ int dp_trainer_metrics_line(trainer *t, long step, long epoch, const dp_interval
     fputc(',', f);
     /* The rate the step just taken used: step counts steps done, the schedule is 0-based. */
     number(f, "lr", "%.6g", dp_lr_at(t->o->lr_schedule, t->o->lr, step - 1, t->plan.total_steps));
+    if (iv->averagings) {
+        fprintf(f, ",\"averagings\":%ld,", iv->averagings);
+        number(f, "divergence", "%.6g", iv->divergence);
+    }
     fputs("}\n", f);
     fflush(f);
+    return 0;
+}
+
+int dp_trainer_metrics_average(trainer *t, long step, double divergence)
+{
+    int status = open_metrics(t);
+    if (status || !t->metrics)
+        return status;
+    fprintf(t->metrics, "{\"average\":{\"step\":%ld,", step);
+    number(t->metrics, "divergence", "%.9g", divergence);
+    fputs("}}\n", t->metrics);
+    fflush(t->metrics);
     return 0;
 }
 
@@ -76,8 +92,11 @@ int dp_trainer_close_metrics(trainer *t, const dp_train_result *r)
     if (status || !t->metrics)
         return status;
     if (r) {
-        fprintf(t->metrics, "{\"summary\":{\"steps\":%ld,\"samples\":%ld,\"seconds\":%.4f,", r->steps, r->samples,
-                r->wall_seconds);
+        double sent = 0.0;
+        for (int kind = 0; kind < DP_COLLECTIVE_KINDS; kind++)
+            sent += r->sent[kind];
+        fprintf(t->metrics, "{\"summary\":{\"steps\":%ld,\"samples\":%ld,\"seconds\":%.4f,\"sent_bytes\":%.0f,", r->steps,
+                r->samples, r->wall_seconds, sent);
         write_split(t->metrics, &r->split, r->steps);
         if (r->has_test) {
             fputc(',', t->metrics);

@@ -22,6 +22,7 @@ enum option_id {
     OPT_CUDA_AWARE, OPT_MODEL, OPT_SYNC_BN, OPT_OPTIMIZER, OPT_BETAS, OPT_EPS, OPT_DECAY_ALL,
     OPT_PREDICT, OPT_OUTPUT, OPT_PREDICT_CLASSES, OPT_BUCKET_MB, OPT_NO_OVERLAP, OPT_PROGRESS_THREAD, OPT_TRACE, OPT_METRICS,
     OPT_ZERO, OPT_ZERO_LIVE_MB, OPT_MAX_MEMORY_MB, OPT_CHECKPOINT_SHARDS, OPT_MEMORY_PLAN, OPT_PARAMS, OPT_WORLD, OPT_PRECISION,
+    OPT_AVERAGE_EVERY,
     OPT_HELP, OPT_VERSION
 };
 
@@ -97,6 +98,11 @@ static const struct option_doc option_docs[] = {
      "Linear larger than its share is gathered and reduce-scattered in blocks of whole rows. auto: an "
      "eighth of the rank's sharded state (16 bytes per parameter over the ranks), at least 1 MiB; "
      "unlimited: whole modules"},
+    {{"average-every", required_argument, NULL, OPT_AVERAGE_EVERY}, "K", "0 (off: gradients all-reduced every step)",
+     "local SGD: no gradient all-reduce; each rank takes K optimizer steps on its own samples, then "
+     "the parameters, optimizer state and BatchNorm statistics are averaged (weighted by samples) and "
+     "the replicas' divergence before it is reported. Flawed by design: replicas drift apart between "
+     "averagings (docs/STRATEGIES.md)"},
     {{"max-memory-mb", required_argument, NULL, OPT_MAX_MEMORY_MB}, "MB", "none",
      "per-rank limit on backend memory (GPU memory, or host memory on the CPU), enforced by the "
      "allocation counter: a run that needs more stops at start-up naming what"},
@@ -113,8 +119,8 @@ static const struct option_doc option_docs[] = {
      "the timeline: every rank's module passes, collectives, gathers and updates as Chrome trace "
      "JSON (Perfetto, chrome://tracing), written by rank 0 at the end"},
     {{"metrics", required_argument, NULL, OPT_METRICS}, "FILE.jsonl", "none",
-     "one JSON object per progress line (step, epoch, loss, samples/s, the time split, lr), "
-     "for plotting (scripts/plot-metrics.sh)"},
+     "one JSON object per progress line (step, epoch, loss, samples/s, the time split, lr) and, with "
+     "--average-every, per averaging (its divergence), for plotting (scripts/plot-metrics.sh)"},
     {{"segment-bytes", required_argument, NULL, OPT_SEGMENT_BYTES}, "N", "1048576 (1 MiB)",
      "ring-pipelined: bytes per segment, rounded down to whole floats (4 to 4294967296)"},
     {{"auto-table", required_argument, NULL, OPT_AUTO_TABLE}, "FILE", "built-in",
@@ -303,6 +309,7 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
             return 0;
         return dp_option_mib(name, arg, DP_STRATEGY_MIN_BUCKET_BYTES, "the smallest bucket: a block is reduced "
                              "in one collective", &o->zero_live_mb);
+    case OPT_AVERAGE_EVERY: return dp_option_long(name, arg, 1, &o->average_every);
     case OPT_MAX_MEMORY_MB:
         return dp_option_mib(name, arg, 1, "the least a limit can be (0 would mean no limit)", &o->max_memory_mb);
     case OPT_CHECKPOINT_SHARDS: o->checkpoint_shards = 1; return 0;
@@ -416,7 +423,7 @@ static int check_model(dp_options *o, const int *seen)
 /* Options of a training run (or of --memory-plan) that --predict would silently ignore. */
 static const int training_only[] = {
     OPT_SAVE, OPT_TRACE, OPT_METRICS, OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_CHECKPOINT_SHARDS, OPT_RESUME,
-    OPT_ZERO, OPT_ZERO_LIVE_MB, OPT_MAX_MEMORY_MB, OPT_MEMORY_PLAN,
+    OPT_ZERO, OPT_ZERO_LIVE_MB, OPT_MAX_MEMORY_MB, OPT_MEMORY_PLAN, OPT_AVERAGE_EVERY,
 };
 
 static const char *option_name(int id)
@@ -458,6 +465,37 @@ static int check_memory_options(const dp_options *o, const int *seen)
     return 0;
 }
 
+static int has_sync_batchnorm(const dp_model_spec *spec)
+{
+    for (int i = 0; i < spec->count; i++)
+        if (spec->modules[i].options.sync)
+            return 1;
+    return 0;
+}
+
+/* Local SGD needs whole replicas, no communication between averagings, and checkpoints and
+ * replica checks where the replicas are one model: right after an averaging. */
+static int check_local_sgd(const dp_options *o)
+{
+    long k = o->average_every;
+    if (!k)
+        return 0;
+    if (o->zero)
+        return dp_fail(DP_EINVAL, "--average-every %ld and --zero %d: local SGD keeps a whole replica (parameters and "
+                       "optimizer state) on every rank, which ZeRO shards; use one of them", k, o->zero);
+    if (has_sync_batchnorm(&o->model))
+        return dp_fail(DP_EINVAL, "--average-every %ld and SyncBatchNorm (--sync-bn or batchnorm(sync=1)): it sums "
+                       "statistics over the ranks in every forward and backward, the communication local SGD "
+                       "avoids, across replicas that differ; use plain batchnorm, whose running statistics are "
+                       "averaged with the parameters", k);
+    const char *option = o->checkpoint_every % k ? "--checkpoint-every" : o->check_replicas % k ? "--check-replicas" : NULL;
+    if (option)
+        return dp_fail(DP_EINVAL, "%s %ld and --average-every %ld: the ranks hold one model only right after an "
+                       "averaging, every %ld steps; use a multiple of %ld", option,
+                       o->checkpoint_every % k ? o->checkpoint_every : o->check_replicas, k, k, k);
+    return 0;
+}
+
 static int check_combination(dp_options *o, int world, const int *seen)
 {
     int status = check_model(o, seen);
@@ -465,6 +503,8 @@ static int check_combination(dp_options *o, int world, const int *seen)
         status = check_memory_options(o, seen);
     if (!status)
         status = check_predict(o, seen);
+    if (!status)
+        status = check_local_sgd(o);
     if (status)
         return status;
     const char *foreign = foreign_optimizer_option(o, seen);

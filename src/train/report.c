@@ -134,7 +134,11 @@ void dp_report_step(const dp_plan *plan, long step, long epoch, const dp_interva
     printf("step %6ld/%ld  epoch %ld  loss %.4f  %.0f samples/s  %.2f ms/step (", step, plan->total_steps,
            epoch + 1, iv->loss_sum / iv->samples, iv->samples / iv->seconds, per_step_ms(iv->seconds, iv->steps));
     print_split(&iv->split, iv->steps);
-    printf(")\n");
+    printf(")");
+    if (iv->averagings)
+        printf("  divergence %.3e (max over %ld averaging%s)", iv->divergence, iv->averagings,
+               iv->averagings == 1 ? "" : "s");
+    printf("\n");
     fflush(stdout);
 }
 
@@ -182,9 +186,14 @@ void dp_report_summary(const dp_plan *plan, const dp_train_result *r)
         sent += r->sent[kind];
     /* The ZeRO paper's unit: a ring all-reduce sends 2 x Psi (W-1)/W elements per rank, "2 Psi". */
     double psi = (double)r->nparams * sizeof(float) * (r->world - 1) / (r->world ? r->world : 1);
-    printf("memory and communication (--zero %d): peak %.2f MiB of backend memory per rank (rank %d's; rank 0's "
+    char strategy[48];
+    if (r->average_every)
+        snprintf(strategy, sizeof strategy, "--average-every %ld", r->average_every);
+    else
+        snprintf(strategy, sizeof strategy, "--zero %d", r->zero);
+    printf("memory and communication (%s): peak %.2f MiB of backend memory per rank (rank %d's; rank 0's "
            "peaks: parameters %.2f, gradients %.2f, optimizer state %.2f, working buffers %.2f); sent %.3f MiB "
-           "per step per rank (mean over ranks", r->zero, mib(r->memory_peak), r->memory_peak_rank,
+           "per step per rank (mean over ranks", strategy, mib(r->memory_peak), r->memory_peak_rank,
            mib((double)r->memory.peak[DP_MEM_PARAMETERS]), mib((double)r->memory.peak[DP_MEM_GRADIENTS]),
            mib((double)r->memory.peak[DP_MEM_OPTIMIZER]), mib((double)r->memory.peak[DP_MEM_WORKING]),
            mib(sent / (double)r->steps));

@@ -23,6 +23,8 @@ typedef struct dp_interval {
     double seconds;
     dp_time_split split;
     long steps;
+    long averagings;   /* local-sgd: the replicas' averagings in the interval */
+    double divergence; /* and the largest divergence they found */
 } dp_interval;
 
 /* backend: the backend's own description; gradient_path: how gradients reach the collectives. */

@@ -28,7 +28,7 @@ enum state_field {
     FIELD_MODEL, FIELD_STEP_BATCH, FIELD_DROP_LAST, FIELD_SEED, FIELD_TRAIN_SAMPLES, FIELD_OPTIMIZER,
     FIELD_OPTIMIZER_STATE, FIELD_WORLD_SIZE, FIELD_ALLREDUCE, FIELD_BATCH, FIELD_ACCUM, FIELD_LR,
     FIELD_LR_SCHEDULE, FIELD_TOTAL_STEPS, FIELD_MOMENTUM, FIELD_WEIGHT_DECAY, FIELD_BETAS, FIELD_EPS,
-    FIELD_DECAY_ALL, FIELD_MODULE_OPTIONS, FIELD_ZERO, FIELD_COMPUTE, FIELD_STEP, FIELD_EPOCH, FIELD_RUN_ID, FIELD_FORMAT,
+    FIELD_DECAY_ALL, FIELD_MODULE_OPTIONS, FIELD_ZERO, FIELD_AVERAGE_EVERY, FIELD_COMPUTE, FIELD_STEP, FIELD_EPOCH, FIELD_RUN_ID, FIELD_FORMAT,
     FIELD_VERSION, FIELD_SAMPLER, FIELD_COUNT
 };
 
@@ -60,6 +60,9 @@ static const struct {
     /* Stages sum in other orders (reduce-scatter instead of all-reduce, stages 2 and 3 every
      * micro-batch), so a change continues without being bit-exact. */
     [FIELD_ZERO] = {"zero", FIELD_EXACT, "0"},
+    /* Local SGD's averagings fall on multiples of K by the global step, so the same K continues
+     * bit-exactly; another K (or none) continues from the checkpoint's single model. */
+    [FIELD_AVERAGE_EVERY] = {"average_every", FIELD_EXACT, "0"},
     /* OpenBLAS's sgemm rounds differently with another thread count for widths that are not a
      * multiple of its kernel's (10 classes, for one), and cuBLAS differs from OpenBLAS. */
     [FIELD_COMPUTE] = {"compute", FIELD_EXACT, "cpu with 1 BLAS thread"},
@@ -115,6 +118,7 @@ static void describe_run(const trainer *t, run_fields *f)
     snprintf(v[FIELD_DECAY_ALL], size, "%d", o->decay_all);
     dp_model_spec_canonical(&o->model, t->engine.model.inputs, 0, v[FIELD_MODULE_OPTIONS], size);
     snprintf(v[FIELD_ZERO], size, "%d", o->zero);
+    snprintf(v[FIELD_AVERAGE_EVERY], size, "%ld", o->average_every);
     dp_backend_arithmetic(t->engine.be, v[FIELD_COMPUTE], size);
     snprintf(v[FIELD_STEP], size, "%ld", t->engine.steps_done);
     snprintf(v[FIELD_EPOCH], size, "%ld", t->engine.steps_done / t->plan.steps_per_epoch);

@@ -75,7 +75,8 @@ static dp_engine_config engine_config(const trainer *t)
     const dp_options *o = t->o;
     return (dp_engine_config){
         .model = &o->model, .input = t->train->sample, .max_rows = t->max_rows, .loss = t->plan.loss,
-        .optimizer = dp_options_optimizer(o), .strategy = dp_strategy_name_for_zero(o->zero),
+        .optimizer = dp_options_optimizer(o),
+        .strategy = o->average_every ? "local-sgd" : dp_strategy_name_for_zero(o->zero), .average_every = o->average_every,
         .overlap = !o->no_overlap, .bucket_mb = o->bucket_mb, .live_mb = o->zero_live_mb,
         .progress_us = o->progress_us >= 0 ? o->progress_us : t->comm->local_size < t->comm->size ? AUTO_PROGRESS_US : 0,
         .micro_batch = (size_t)o->batch, .seed = o->seed, .skip_nonfinite = o->skip_nonfinite,
@@ -121,7 +122,15 @@ static void free_buffers(trainer *t)
     dp_sampler_free(&t->sampler);
 }
 
-/* One optimizer step of the engine, timed on the device when tracing there. */
+/* Local SGD: every K steps by the global count, so a resume keeps the schedule, and after the
+ * last, so --save and the last checkpoint hold one model. */
+static int averaging_due(const trainer *t)
+{
+    long k = t->o->average_every, done = t->engine.steps_done;
+    return k > 0 && (done % k == 0 || done == t->plan.total_steps);
+}
+
+/* One optimizer step of the engine (and an averaging when due), timed on the device when tracing there. */
 static int train_step(trainer *t, long step_in_epoch, dp_step_stats *stats)
 {
     dp_range step = dp_sampler_step_range(t->train->count, t->plan.step_batch, step_in_epoch);
@@ -129,6 +138,8 @@ static int train_step(trainer *t, long step_in_epoch, dp_step_stats *stats)
     dp_row_source rows = dp_batches_source(&t->batches);
     dp_trainer_timeline_step_begin(t);
     int status = dp_engine_step(&t->engine, step, &rows, lr, stats);
+    if (!status && averaging_due(t) && !(status = dp_engine_average(&t->engine, stats)))
+        status = dp_trainer_metrics_average(t, t->engine.steps_done, stats->divergence);
     if (status)
         return status;
     dp_trainer_timeline_step_end(t);
@@ -191,6 +202,8 @@ static void add_step(dp_interval *iv, const dp_step_stats *s)
     iv->split.comm += s->split.comm;
     iv->split.hidden += s->split.hidden;
     iv->steps++;
+    if (s->averaged && (!iv->averagings++ || s->divergence > iv->divergence))
+        iv->divergence = s->divergence;
 }
 
 /* The training losses stay on the backend until a line reports them: both open intervals get them. */

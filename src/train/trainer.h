@@ -98,6 +98,8 @@ void dp_trainer_close_timeline(trainer *t);
 
 /* metrics.c: --metrics lines on rank 0; closing with result writes the summary line. */
 int dp_trainer_metrics_line(trainer *t, long step, long epoch, const dp_interval *iv);
+/* local-sgd: one line per averaging, {"average":{"step":S,"divergence":D}}. */
+int dp_trainer_metrics_average(trainer *t, long step, double divergence);
 int dp_trainer_close_metrics(trainer *t, const dp_train_result *result);
 
 /* batches.c: room for max_rows rows of a micro-batch (targets: `outputs` per row); a test set

@@ -1,0 +1,149 @@
+/* Local SGD (--average-every K): no gradient all-reduce; every rank takes its own optimizer
+ * steps on its own slices, and every K steps the replicas' parameters, optimizer state and
+ * running statistics are replaced by their mean, weighted by the samples each rank took, through
+ * all-reduces with the run's algorithm (docs/STRATEGIES.md, "--average-every"). Before the mean
+ * replaces them, the parameters' distance from it is measured: the replicas' divergence. */
+#include "src/strategy/strategy_type.h"
+
+#include "dp/error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct dp_local_sgd {
+    dp_replica_tensor *tensors; /* the parameters first */
+    int count;
+    size_t total;        /* floats of every tensor together */
+    float *host;         /* every tensor, one after the other: weighted, then the mean */
+    float *mine;         /* this rank's parameters before the averaging */
+    float *device;       /* where the all-reduce runs when it wants GPU memory; NULL: in host */
+    size_t chunk;        /* floats per all-reduce */
+    double *rank_divergence; /* one per rank */
+};
+
+static int local_open(dp_strategy *d)
+{
+    d->local = dp_calloc(1, sizeof *d->local, "the local-sgd state");
+    return d->local ? 0 : DP_ENOMEM;
+}
+
+static void local_close(dp_strategy *d)
+{
+    struct dp_local_sgd *a = d->local;
+    if (!a)
+        return;
+    if (a->host)
+        d->buffers.be->free_host(d->buffers.be, a->host);
+    free(a->tensors);
+    free(a->mine);
+    free(a->rank_divergence);
+    free(a);
+    d->local = NULL;
+}
+
+const dp_strategy_type dp_strategy_local_sgd = {
+    .name = "local-sgd",
+    .gradient_collective = DP_ALLREDUCE,
+    .collective_name = "all-reduce",
+    .local_steps = 1,
+    .open = local_open,
+    .close = local_close,
+};
+
+int dp_strategy_local_steps(const dp_strategy *d)
+{
+    return d->type->local_steps;
+}
+
+int dp_strategy_prepare_average(dp_strategy *d, const dp_replica_tensor *tensors, int count)
+{
+    struct dp_local_sgd *a = d->local;
+    if (!a || count < 1)
+        return dp_fail(DP_EINVAL, "only local-sgd averages replicas, and it needs the parameters to average");
+    const dp_backend *be = d->buffers.be;
+    a->count = count;
+    a->total = 0;
+    for (int i = 0; i < count; i++)
+        a->total += tensors[i].count;
+    /* GPU memory for an algorithm that sums it there (nccl, CUDA-aware MPI): the gradient buffer,
+     * free between an update and the next backward, carries the mean chunk by chunk. */
+    a->device = !be->host_memory && !d->buffers.staged ? d->buffers.grads : NULL;
+    a->chunk = a->device && d->layout.total < a->total ? d->layout.total : a->total;
+    a->tensors = dp_calloc((size_t)count, sizeof *a->tensors, "the averaged tensors");
+    a->mine = dp_alloc((tensors[0].count ? tensors[0].count : 1) * sizeof(float), "this rank's parameters");
+    a->rank_divergence = dp_calloc((size_t)d->comm->size, sizeof *a->rank_divergence, "the ranks' divergences");
+    a->host = be->alloc_host(be, (a->total ? a->total : 1) * sizeof(float), "the replicas' average");
+    if (!a->tensors || !a->mine || !a->rank_divergence || !a->host)
+        return DP_ENOMEM;
+    memcpy(a->tensors, tensors, (size_t)count * sizeof *tensors);
+    return d->comm->size > 1 ? dp_comm_reserve(d->comm, a->chunk, 1, 0) : 0;
+}
+
+/* host = the sum over ranks of host, a chunk per all-reduce (through GPU memory where the
+ * algorithm sums there). */
+static int sum_over_ranks(dp_strategy *d)
+{
+    struct dp_local_sgd *a = d->local;
+    const dp_backend *be = d->buffers.be;
+    int status = 0;
+    for (size_t at = 0; !status && at < a->total; at += a->chunk) {
+        size_t n = a->total - at < a->chunk ? a->total - at : a->chunk;
+        float *buf = a->device ? a->device : a->host + at;
+        if (a->device)
+            be->upload(be, buf, a->host + at, n * sizeof(float));
+        dp_request_args args = {.kind = DP_ALLREDUCE, .buf = buf, .count = n, .label = "the replicas' average"};
+        status = dp_comm_run(d->comm, &args);
+        if (!status && a->device)
+            be->download(be, a->host + at, buf, n * sizeof(float));
+    }
+    return status;
+}
+
+/* ||mine - mean|| / ||mean|| over the parameters, in double; every rank's, then the largest. */
+static int measure_divergence(dp_strategy *d, double *divergence)
+{
+    struct dp_local_sgd *a = d->local;
+    double apart = 0.0, norm = 0.0;
+    for (size_t i = 0; i < a->tensors[0].count; i++) {
+        double diff = (double)a->mine[i] - (double)a->host[i];
+        apart += diff * diff;
+        norm += (double)a->host[i] * (double)a->host[i];
+    }
+    memset(a->rank_divergence, 0, (size_t)d->comm->size * sizeof *a->rank_divergence);
+    a->rank_divergence[d->comm->rank] = norm > 0.0 ? sqrt(apart / norm) : apart > 0.0 ? INFINITY : 0.0;
+    int status = dp_comm_sum_doubles(d->comm, a->rank_divergence, d->comm->size);
+    *divergence = 0.0;
+    for (int r = 0; !status && r < d->comm->size; r++)
+        *divergence = a->rank_divergence[r] > *divergence ? a->rank_divergence[r] : *divergence;
+    return status;
+}
+
+int dp_strategy_average(dp_strategy *d, double samples, double *divergence)
+{
+    struct dp_local_sgd *a = d->local;
+    const dp_backend *be = d->buffers.be;
+    *divergence = 0.0;
+    if (!a || !a->host)
+        return dp_fail(DP_EINVAL, "the replicas cannot be averaged: dp_strategy_prepare_average was not called");
+    if (d->comm->size == 1)
+        return 0;
+    double all_samples = samples;
+    int status = dp_comm_sum_doubles(d->comm, &all_samples, 1);
+    if (status)
+        return status;
+    /* Weighted by samples, K = 1 is DDP's mean gradient exactly, uneven slices included. */
+    float weight = all_samples > 0.0 ? (float)(samples / all_samples) : 1.0f / (float)d->comm->size;
+    size_t at = 0;
+    for (int i = 0; i < a->count; at += a->tensors[i++].count)
+        be->download(be, a->host + at, a->tensors[i].data, a->tensors[i].count * sizeof(float));
+    memcpy(a->mine, a->host, a->tensors[0].count * sizeof(float));
+    for (size_t i = 0; i < a->total; i++)
+        a->host[i] *= weight;
+    if ((status = sum_over_ranks(d)) || (status = measure_divergence(d, divergence)))
+        return status;
+    at = 0;
+    for (int i = 0; i < a->count; at += a->tensors[i++].count)
+        be->upload(be, a->tensors[i].data, a->host + at, a->tensors[i].count * sizeof(float));
+    return 0;
+}
