@@ -171,6 +171,7 @@ typedef struct dp_strategy {
      * backward reports for the buckets (which merge whole units up to the block). */
     dp_strategy_units gathers, grads;
     size_t block_floats;   /* SIZE_MAX: unlimited */
+    size_t piece_floats;   /* backward's gradient pieces (dp_strategy_piece_floats), as the units were cut */
     int communicate;       /* this micro-batch's backward reduces */
     dp_bucket_hook bucket_hook;
     dp_strategy_times times;

@@ -68,25 +68,26 @@ static int plan_unit_set(dp_strategy *d, size_t piece, dp_strategy_units *u)
 static int plan_units(dp_strategy *d, int world)
 {
     d->block_floats = dp_strategy_block_floats(d->type, &d->config, d->layout.total, world);
+    d->piece_floats = piece_floats(d, world);
     int status = plan_unit_set(d, d->block_floats, &d->gathers);
-    return status ? status : plan_unit_set(d, piece_floats(d, world), &d->grads);
+    return status ? status : plan_unit_set(d, d->piece_floats, &d->grads);
 }
 
 /* Buckets over the units, none larger than a unit may be under the budget. */
 static int plan_buckets(dp_strategy *d)
 {
     const dp_strategy_layout *l = &d->grads.layout;
-    dp_strategy_config config = d->config;
+    dp_strategy_config *config = &d->config; /* its caps as planned: the banner says them */
     double block_mb = (double)d->block_floats / MIB_FLOATS;
-    config.bucket_mb = config.bucket_mb < block_mb ? config.bucket_mb : block_mb;
-    config.first_bucket_mb = config.first_bucket_mb < block_mb ? config.first_bucket_mb : block_mb;
-    int split = d->block_floats != SIZE_MAX ? DP_BUCKETS_BOUNDED : dp_strategy_splits_segments(d->type, &config);
-    int n = dp_bucket_plan(l, &config, split, NULL, NULL);
+    config->bucket_mb = config->bucket_mb < block_mb ? config->bucket_mb : block_mb;
+    config->first_bucket_mb = config->first_bucket_mb < block_mb ? config->first_bucket_mb : block_mb;
+    int split = d->block_floats != SIZE_MAX ? DP_BUCKETS_BOUNDED : dp_strategy_splits_segments(d->type, config);
+    int n = dp_bucket_plan(l, config, split, NULL, NULL);
     d->buckets = dp_calloc((size_t)(n ? n : 1), sizeof *d->buckets, "the buckets");
     d->bucket_of = dp_calloc((size_t)(l->segments ? l->segments : 1), sizeof *d->bucket_of, "the bucket map");
     if (!d->buckets || !d->bucket_of)
         return DP_ENOMEM;
-    d->nbuckets = dp_bucket_plan(l, &config, split, d->buckets, d->bucket_of);
+    d->nbuckets = dp_bucket_plan(l, config, split, d->buckets, d->bucket_of);
     return 0;
 }
 
@@ -248,7 +249,7 @@ size_t dp_strategy_block(const dp_strategy *d)
 
 size_t dp_strategy_piece_floats(const dp_strategy *d)
 {
-    return piece_floats(d, d->comm->size);
+    return d->piece_floats;
 }
 
 /* The first bucket starting below `end`: buckets run in backward order, from the highest
