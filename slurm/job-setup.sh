@@ -44,9 +44,13 @@ job_program() {
 # job_launch NAME VARIABLE ARGS...: the program (see job_program) on one rank per task, with
 # srun (PMIx; the cluster's task plugin binds each task to its --cpus-per-task cores), or with
 # mpirun when DP_LAUNCHER=mpirun (Open MPI reads the allocation itself; bound here). dp_worker
-# runs as many BLAS threads as the cores its rank is bound to.
+# runs as many BLAS threads as the cores its rank is bound to. The launcher runs in the
+# background so that a signal SLURM sends this batch shell (sbatch --signal=B:USR1@120,
+# scancel --batch --signal=USR1) reaches the ranks: SIGUSR1 and SIGTERM are passed on to the
+# launcher as SIGUSR1, which srun forwards to every task and mpirun to every rank (mpirun
+# would end the job on SIGTERM instead). Returns the launcher's exit status.
 job_launch() {
-    local line
+    local line status
     job_program "$1" "$2"
     shift 2
     case ${DP_LAUNCHER:-srun} in
@@ -63,5 +67,21 @@ job_launch() {
     esac
     line+=("$job_program_path" "$@")
     echo "$job_script: $(printf '%q ' "${line[@]}")"
-    exec "${line[@]}"
+    trap 'job_forward USR1' USR1
+    trap 'job_forward TERM' TERM
+    "${line[@]}" &
+    job_launcher=$!
+    # wait returns early (above 128) when a trapped signal arrives; the launcher still runs.
+    while :; do
+        status=0
+        wait "$job_launcher" || status=$?
+        [ "$status" -gt 128 ] && kill -0 "$job_launcher" 2>/dev/null || break
+    done
+    trap - USR1 TERM
+    return "$status"
+}
+
+job_forward() { # SIGNAL: what this shell received
+    echo "$job_script: SIG$1 received: passing SIGUSR1 to the ranks"
+    kill -USR1 "$job_launcher" 2>/dev/null || true
 }

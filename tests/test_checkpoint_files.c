@@ -1,6 +1,7 @@
 /* Files that outlive a run: atomic writes under signals, stale temporaries, output paths
  * checked at start-up, and checkpoint directories (every entry scanned, names zero-padded or
- * not, strict step and run identity, whole-file checksum, pruning only this run's files). */
+ * not, strict step and run identity, whole-file checksum, pruning only this run's files, the
+ * newest complete checkpoint for --resume auto). */
 #include "dp/atomic_file.h"
 #include "dp/checkpoint.h"
 #include "dp/error.h"
@@ -388,6 +389,71 @@ START_TEST(metadata_is_checksummed_and_parsed_strictly)
 }
 END_TEST
 
+/* An index of step with `world` shards, and the shards whose bit is set in `present`. */
+static void save_sharded_step(const char *dir, long step, int world, unsigned present)
+{
+    float w[3] = {(float)step, 2.0f, -2.0f};
+    dp_tensor_ref ref = {.name = "w", .ndim = 1, .shape = {3}, .data = w};
+    char step_text[32], world_text[16];
+    snprintf(step_text, sizeof step_text, "%ld", step);
+    snprintf(world_text, sizeof world_text, "%d", world);
+    const char *const keys[] = {"step", "run_id", DP_CHECKPOINT_SHARDS_KEY};
+    const char *const values[] = {step_text, RUN_A, world_text};
+    for (int rank = 0; rank < world; rank++)
+        if (present & (1u << rank))
+            ck_assert_int_eq(dp_checkpoint_save_shard(dir, step, rank, world, &ref, 1, keys, values, 2), 0);
+    ck_assert_int_eq(dp_checkpoint_save(dir, step, &ref, 1, keys, values, 3, 100), 0);
+}
+
+static void assert_complete(const char *dir, const char *name, const char *skipped_phrase)
+{
+    char path[2048], skipped[2048];
+    ck_assert_msg(dp_checkpoint_find_complete(dir, path, sizeof path, skipped, sizeof skipped) == 0, "%s",
+                  dp_last_error());
+    ck_assert_str_eq(path[0] ? strrchr(path, '/') + 1 : "", name);
+    ck_assert_msg(skipped_phrase ? strstr(skipped, skipped_phrase) != NULL : !skipped[0],
+                  "skipped: '%s', want '%s'", skipped, skipped_phrase ? skipped_phrase : "");
+}
+
+START_TEST(resume_auto_finds_the_newest_complete_checkpoint)
+{
+    char *dir = dp_test_path("auto");
+    assert_complete(dir, "", NULL); /* missing directory: a fresh start */
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    assert_complete(dir, "", NULL);
+    ck_assert_int_eq(save_step(dir, 10, RUN_A, 100), 0);
+    save_sharded_step(dir, 20, 3, 7u);
+    assert_complete(dir, "step-000000020.safetensors", NULL);
+    /* A shard missing, then a shard corrupt: the index is passed over, naming why. */
+    save_sharded_step(dir, 30, 3, 5u);
+    assert_complete(dir, "step-000000020.safetensors", "step-000000030.safetensors (");
+    char path[2048];
+    snprintf(path, sizeof path, "%s/step-000000030.rank-1-of-3.safetensors", dir);
+    save_sharded_step(dir, 30, 3, 7u);
+    FILE *f = fopen(path, "r+b");
+    ck_assert_int_eq(fseek(f, -2, SEEK_END), 0);
+    ck_assert_int_ne(fputc(0x5a, f), EOF);
+    fclose(f);
+    assert_complete(dir, "step-000000020.safetensors", "checksum mismatch");
+    /* A whole file with one flipped byte, and one that is empty: passed over too. */
+    ck_assert_int_eq(save_step(dir, 40, RUN_A, 100), 0);
+    snprintf(path, sizeof path, "%s/step-000000040.safetensors", dir);
+    f = fopen(path, "r+b");
+    ck_assert_int_eq(fseek(f, -2, SEEK_END), 0);
+    ck_assert_int_ne(fputc(0x5a, f), EOF);
+    fclose(f);
+    touch(dir, "step-000000050.safetensors");
+    assert_complete(dir, "step-000000020.safetensors", "step-000000050.safetensors (");
+    assert_complete(dir, "step-000000020.safetensors", "step-000000040.safetensors (");
+    /* Nothing complete at all: a fresh start, every file named. */
+    char *bad = fresh_dir("auto-bad");
+    touch(bad, "step-000000001.safetensors");
+    assert_complete(bad, "", "step-000000001.safetensors (");
+    free(bad);
+    free(dir);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("checkpoint files");
@@ -403,6 +469,7 @@ int main(void)
     tcase_add_test(dirs, names_need_not_be_zero_padded);
     tcase_add_test(dirs, a_run_prunes_and_overwrites_only_its_own_checkpoints);
     tcase_add_test(dirs, metadata_is_checksummed_and_parsed_strictly);
+    tcase_add_test(dirs, resume_auto_finds_the_newest_complete_checkpoint);
     suite_add_tcase(s, dirs);
     return dp_test_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

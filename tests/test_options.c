@@ -3,6 +3,7 @@
 #include "dp/error.h"
 #include "dp/options.h"
 #include "src/train/limits.h"
+#include "src/train/preempt.h"
 #include "tests/testutil.h"
 
 #include <stdint.h>
@@ -157,6 +158,40 @@ START_TEST(zero_and_memory_options_are_applied_and_checked)
     expect_error(1, world, "--world applies to --memory-plan");
     const char *shards[] = {"--checkpoint-shards", NULL};
     expect_error(1, shards, "--checkpoint-shards needs --checkpoint-dir");
+}
+END_TEST
+
+/* --preempt-signal's names (SIG prefix and case optional), its default, none, and --resume auto. */
+START_TEST(preemption_options_are_applied_and_checked)
+{
+    dp_options o;
+    char names[128];
+    const char *defaults[] = {"--checkpoint-dir", "ck", NULL};
+    ck_assert_int_eq(parse(&o, 2, defaults), DP_OPTIONS_RUN);
+    dp_preempt_signal_names(o.preempt_signals, names, sizeof names);
+    ck_assert_str_eq(names, "SIGUSR1,SIGTERM");
+    const char *given[] = {"--checkpoint-dir", "ck", "--preempt-signal", "sigterm,HUP,usr2", "--resume", "auto", NULL};
+    ck_assert_int_eq(parse(&o, 2, given), DP_OPTIONS_RUN);
+    dp_preempt_signal_names(o.preempt_signals, names, sizeof names);
+    ck_assert_str_eq(names, "SIGUSR2,SIGTERM,SIGHUP");
+    ck_assert(dp_options_resume_auto(&o));
+    const char *none[] = {"--preempt-signal", "none", NULL}; /* turning it off needs no directory */
+    ck_assert_int_eq(parse(&o, 2, none), DP_OPTIONS_RUN);
+    ck_assert_uint_eq(o.preempt_signals, 0);
+    const char *with_init[] = {"--checkpoint-dir", "ck", "--resume", "auto", "--init", "m.safetensors", NULL};
+    ck_assert_int_eq(parse(&o, 2, with_init), DP_OPTIONS_RUN);
+    static const struct {
+        const char *args[7];
+        const char *phrase;
+    } refused[] = {
+        {{"--checkpoint-dir", "ck", "--preempt-signal", "USR1,KILL"}, "--preempt-signal 'USR1,KILL': 'KILL' is not a signal it handles"},
+        {{"--checkpoint-dir", "ck", "--preempt-signal", "USR1,"}, "'' is not a signal it handles"},
+        {{"--preempt-signal", "USR1"}, "--preempt-signal needs --checkpoint-dir"},
+        {{"--resume", "auto"}, "--resume auto needs --checkpoint-dir"},
+        {{"--resume", "ck", "--init", "m.safetensors"}, "--init and --resume both give the starting point"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        expect_error(1, refused[i].args, refused[i].phrase);
 }
 END_TEST
 
@@ -336,6 +371,7 @@ int main(void)
     tcase_add_test(tc, bad_values_are_rejected_naming_the_option);
     tcase_add_test(tc, sizes_from_options_are_range_checked_not_wrapped);
     tcase_add_test(tc, numbers_keep_the_meaning_they_were_given);
+    tcase_add_test(tc, preemption_options_are_applied_and_checked);
     suite_add_tcase(s, tc);
     return dp_test_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

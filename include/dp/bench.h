@@ -22,6 +22,8 @@ typedef struct dp_bench_options {
     int algorithm_count;
     char tune_path[DP_PATH_MAX];       /* "" : no --tune */
     char auto_table_path[DP_PATH_MAX]; /* "" : auto uses the built-in table */
+    dp_group group;              /* the ranks that take part (--group) */
+    char hier_inner[32];         /* --hier-inner */
 } dp_bench_options;
 
 /* Parses dp_bench's argv (defaults first). Returns DP_OPTIONS_RUN, DP_OPTIONS_EXIT after

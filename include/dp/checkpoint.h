@@ -15,6 +15,8 @@
 #define DP_CHECKPOINT_RUN_ID_KEY "run_id"
 #define DP_CHECKPOINT_CHECKSUM_KEY "checksum"
 #define DP_CHECKPOINT_RUN_ID_LEN 16
+/* An index of shards (--checkpoint-shards) says how many there are; a whole file has none. */
+#define DP_CHECKPOINT_SHARDS_KEY "shards"
 /* The largest step a checkpoint name holds (step-<at most 18 digits>.safetensors). */
 #define DP_CHECKPOINT_MAX_STEP 999999999999999999L
 
@@ -55,6 +57,12 @@ int dp_checkpoint_claim_dir(const char *dir, const char *run_id, long start_step
  * step-<digits>.safetensors in the directory spec with the highest step (every entry is
  * scanned; zero-padded or not). Non-regular files are refused. */
 int dp_checkpoint_find(const char *spec, char *path, size_t size);
+
+/* The newest complete checkpoint in dir into path: one whose checksum and identity pass
+ * dp_checkpoint_read_metadata and, for an index, whose every shard does too. path is ""
+ * when dir is missing or holds none. skipped gets the newer ones passed over, each with its
+ * reason ("" when none). */
+int dp_checkpoint_find_complete(const char *dir, char *path, size_t size, char *skipped, size_t skipped_size);
 
 /* Reads path's metadata into meta[i].value for each meta[i].key after checking that it is a
  * dptrain checkpoint: its CRC matches every byte, its step is a whole number equal to the

@@ -29,6 +29,7 @@ struct dp_watchdog;
 struct dp_nccl;
 struct dp_progress_thread;
 struct dp_request_pool;
+struct dp_hier;
 
 /* What a request computes, in place, over the W blocks of its buffer (see dp_request_args). */
 typedef enum dp_collective {
@@ -60,6 +61,11 @@ typedef struct dp_comm {
     struct dp_auto_table *auto_table; /* auto's rules; NULL until loaded or first used */
     int cuda_aware;             /* MPI may be handed GPU memory (dp_comm_set_cuda_aware) */
     struct dp_nccl *nccl;       /* nccl's communicator and stream; NULL until reserved or first used */
+    /* hier: the all-reduce among the nodes' leaders (NULL: ring), and its node and leader
+     * groups (NULL until reserved or first used) */
+    const struct dp_algorithm *hier_inner;
+    struct dp_hier *hier;
+    int node;                   /* this rank's node number; -1: the ranks sharing memory (see dp_comm_split_group) */
     void *device_stream;        /* the cudaStream_t the device computes on, which nccl's requests
                                  * order after (dp_backend.stream); NULL: the legacy default stream */
     struct dp_request_pool *pool; /* request slots with their scratch memory */
@@ -92,6 +98,28 @@ const char *dp_comm_algorithm_names(void);
 
 /* The algorithms that sum GPU memory only ("nccl" when built with NCCL, else ""). */
 const char *dp_comm_gpu_algorithm_names(void);
+
+/* --hier-inner: the algorithm hier runs among the nodes' leaders, any registered one that
+ * sums host memory but hier itself; fails naming the valid ones. No request may be outstanding. */
+int dp_comm_set_hier_inner(dp_comm *c, const char *algorithm);
+const char *dp_comm_hier_inner_name(const dp_comm *c);
+
+/* ---- rank groups ---- */
+
+/* Subsets of a dp_comm's ranks, each its own communicator (torch.distributed's new_group):
+ * all of them, the ranks of this rank's node, or one leader per node (its lowest rank). */
+typedef enum dp_group { DP_GROUP_WORLD, DP_GROUP_NODE, DP_GROUP_LEADERS, DP_GROUP_KINDS } dp_group;
+
+/* A node is the ranks that share memory (MPI_Comm_split_type MPI_COMM_TYPE_SHARED), or, when
+ * c->node >= 0, the ranks that set the same number (tests simulate several nodes on one).
+ * Collective over c's ranks: *group is a new communicator over this rank's group, ranks in
+ * c's order, or MPI_COMM_NULL where this rank is in none (the leaders: every rank but its
+ * node's lowest). The caller frees it with MPI_Comm_free. */
+int dp_comm_split_group(const dp_comm *c, dp_group group, MPI_Comm *out);
+
+/* The group called name ("world", "node", "leaders"), or DP_EINVAL naming the valid ones. */
+int dp_group_parse(const char *name, dp_group *group);
+const char *dp_group_name(dp_group group);
 
 /* --cuda-aware: may MPI be handed GPU memory? */
 typedef enum dp_cuda_aware { DP_CUDA_AWARE_AUTO, DP_CUDA_AWARE_ON, DP_CUDA_AWARE_OFF } dp_cuda_aware;

@@ -41,6 +41,7 @@ typedef struct dp_options {
     int drop_last;
     uint64_t seed;
     char allreduce[64];
+    char hier_inner[64];          /* --allreduce hier: the algorithm among the nodes' leaders */
     long segment_bytes;           /* ring-pipelined segment size */
     double bucket_mb;             /* gradient buckets' cap, MiB; 0: auto (dp_strategy_default_config) */
     int no_overlap;               /* one collective of the whole gradient after backward */
@@ -70,7 +71,8 @@ typedef struct dp_options {
     long checkpoint_every;        /* steps between checkpoints; 0: only at the end */
     long keep;                    /* checkpoints kept in checkpoint_dir */
     int checkpoint_shards;        /* one file per rank (its shard) and an index, nothing gathered */
-    char resume[DP_PATH_MAX];     /* checkpoint file or directory to continue from */
+    char resume[DP_PATH_MAX];     /* checkpoint file or directory to continue from; "auto": --checkpoint-dir's newest complete one, if any */
+    unsigned preempt_signals;     /* with --checkpoint-dir: signals that end the run with a checkpoint (src/train/preempt.h) */
     double timeout;               /* watchdog seconds per collective; 0 disables */
     long check_replicas;          /* steps between replica hash comparisons; 0 disables */
     int skip_nonfinite;           /* --on-nan skip: drop the step instead of aborting */
@@ -80,6 +82,9 @@ typedef struct dp_options {
     char output_path[DP_PATH_MAX];  /* where --predict writes its outputs */
     int predict_classes;            /* --predict-classes: argmax indices instead of the outputs */
 } dp_options;
+
+/* --resume auto: continue from --checkpoint-dir's newest complete checkpoint, if any. */
+int dp_options_resume_auto(const dp_options *o);
 
 /* The optimizer the options describe. */
 dp_optimizer_config dp_options_optimizer(const dp_options *o);

@@ -9,6 +9,10 @@
 #include "dp/memory.h"
 #include "dp/options.h"
 
+/* dp_worker's exit status after a preempted run has written its checkpoint: sysexits.h's
+ * EX_TEMPFAIL, "try again later"; slurm/train.sbatch requeues the job on it. */
+#define DP_EXIT_PREEMPTED 75
+
 /* Where training time went (seconds, rank 0's): the phases of a step in order, which add up
  * to its wall time, then the collectives' own durations, mostly hidden behind backward. */
 
@@ -30,6 +34,8 @@ typedef struct dp_train_result {
     double memory_peak;        /* backend bytes at the peak, the largest over ranks */
     int memory_peak_rank;      /* the rank that held it */
     dp_memory_usage memory;    /* rank 0's allocation counter at the end (peaks per kind) */
+    int preempted_signal;      /* a --preempt-signal stopped the run early (its number; 0: it ran to the end) */
+    long preempted_step;       /* the step every rank stopped after, checkpointed */
 } dp_train_result;
 
 /* The model's input width: what --layers starts with, or a --model spec's training data width. */
@@ -37,6 +43,10 @@ int dp_train_model_inputs(const dp_options *o, const dp_dataset *train);
 
 /* Checks that the data fit the model (input width `inputs`, label range, output width, loss kind). */
 int dp_train_check_data(const dp_options *o, const dp_dataset *data, const char *role, int inputs);
+
+/* Handles o's --preempt-signal set from now on (with --checkpoint-dir), so that a signal
+ * before dp_train, while the data load, stops the run at its first steps instead of the process. */
+int dp_train_catch_preemption(const dp_options *o);
 
 /* Trains per o on train (evaluating on test after each epoch when test is not NULL), from
  * --resume when given, writing checkpoints and --save on rank 0, under the --timeout

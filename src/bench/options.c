@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OPT_TUNE = 256, OPT_AUTO_TABLE };
+enum { OPT_TUNE = 256, OPT_AUTO_TABLE, OPT_GROUP, OPT_HIER_INNER };
 
 static const struct option long_options[] = {
     {"minbytes", required_argument, NULL, 'b'},
@@ -22,6 +22,8 @@ static const struct option long_options[] = {
     {"check", required_argument, NULL, 'c'},
     {"tune", required_argument, NULL, OPT_TUNE},
     {"auto-table", required_argument, NULL, OPT_AUTO_TABLE},
+    {"group", required_argument, NULL, OPT_GROUP},
+    {"hier-inner", required_argument, NULL, OPT_HIER_INNER},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -44,6 +46,10 @@ void dp_bench_print_usage(FILE *out)
             "      --tune FILE          write the fastest algorithm per size range at this world\n"
             "                           size into the auto table FILE (keeps other world sizes)\n"
             "      --auto-table FILE    the table the auto algorithm uses [default: built-in]\n"
+            "      --group GROUP        time the collectives on a group of the ranks: world, node\n"
+            "                           (every node times its own; rank 0's is reported) or leaders\n"
+            "                           (each node's lowest rank; the others wait) [default: world]\n"
+            "      --hier-inner NAME    hier's all-reduce among the nodes' leaders [default: ring]\n"
             "  -h, --help               print this help and exit\n\n"
             "Algorithms: %s\n"
             "Exit status: 0 when every #wrong is 0, 1 when one is not or a run fails, 2 for bad options.\n",
@@ -60,6 +66,8 @@ static void defaults(dp_bench_options *o)
     o->iters = 20;
     o->rounds = 1;
     o->check = 1;
+    o->group = DP_GROUP_WORLD;
+    strcpy(o->hier_inner, "ring");
 }
 
 static int parse_size(char option, const char *text, size_t min, size_t *out)
@@ -85,6 +93,14 @@ static int copy_path(const char *option, const char *text, char *dst, size_t siz
 {
     if (!*text || strlen(text) >= size)
         return dp_fail(DP_EINVAL, "--%s: the file name must have 1 to %zu characters", option, size - 1);
+    strcpy(dst, text);
+    return 0;
+}
+
+static int copy_name(const char *option, const char *text, char *dst, size_t size)
+{
+    if (!*text || strlen(text) >= size)
+        return dp_fail(DP_EINVAL, "%s '%s': an algorithm name has 1 to %zu characters", option, text, size - 1);
     strcpy(dst, text);
     return 0;
 }
@@ -144,6 +160,8 @@ static int apply_option(dp_bench_options *o, int id, const char *arg, FILE *out)
     case 'a': return parse_algorithms(o, arg);
     case OPT_TUNE: return copy_path("tune", arg, o->tune_path, sizeof o->tune_path);
     case OPT_AUTO_TABLE: return copy_path("auto-table", arg, o->auto_table_path, sizeof o->auto_table_path);
+    case OPT_GROUP: return dp_group_parse(arg, &o->group) ? dp_fail_context(DP_EINVAL, "--group") : 0;
+    case OPT_HIER_INNER: return copy_name("--hier-inner", arg, o->hier_inner, sizeof o->hier_inner);
     default:
         if (out)
             dp_bench_print_usage(out);

@@ -89,7 +89,8 @@ int main(int argc, char **argv)
         return EXIT_SUCCESS;
     }
     dp_comm comm;
-    if (status || (status = dp_comm_init(&comm, MPI_COMM_WORLD, o.allreduce)))
+    if (status || (status = dp_comm_init(&comm, MPI_COMM_WORLD, o.allreduce)) ||
+        (status = dp_comm_set_hier_inner(&comm, o.hier_inner)))
         abort_on_usage_error(rank);
     comm.segment_bytes = (size_t)o.segment_bytes;
     if (o.auto_table[0] && dp_comm_load_auto_table(&comm, o.auto_table)) {
@@ -126,6 +127,9 @@ int main(int argc, char **argv)
     dp_dataset train = {0}, test = {0};
     int has_test = 0;
     dp_train_result result;
+    /* A preemption while the data load must not end the rank: the run answers it. */
+    if (dp_train_catch_preemption(&o))
+        abort_job(rank, EXIT_RUN_FAILED);
     if (open_datasets(&o, &train, &test, &has_test) ||
         dp_train(&o, &train, has_test ? &test : NULL, &comm, &result, 0))
         abort_job(rank, EXIT_RUN_FAILED);
@@ -133,5 +137,6 @@ int main(int argc, char **argv)
     dp_dataset_free(&test);
     dp_comm_free(&comm);
     MPI_Finalize();
-    return EXIT_SUCCESS;
+    /* Every rank alike: launchers report the largest status (srun) or the first non-zero (mpirun). */
+    return result.preempted_signal ? DP_EXIT_PREEMPTED : EXIT_SUCCESS;
 }

@@ -28,6 +28,9 @@ struct dp_algorithm {
     void (*plan)(dp_request *q);
     /* Scratch floats a request of this kind needs, with blocks of at most largest_block. */
     size_t (*scratch_floats)(const dp_comm *c, dp_collective kind, size_t count, size_t largest_block);
+    /* Reserves what the algorithm runs on besides c's slots (hier: its groups' slots), after
+     * dp_comm_reserve reserved c's; NULL: nothing. */
+    int (*reserve)(dp_comm *c, size_t max_count, int requests, size_t parent_count);
     /* auto only: the algorithm that runs a message of `bytes`. */
     int (*pick)(dp_comm *c, size_t bytes, const struct dp_algorithm **picked);
     /* Frees what the algorithm keeps on c (nccl: communicator, stream, the slots' events;
@@ -37,7 +40,7 @@ struct dp_algorithm {
 
 /* The algorithms, defined in their files. */
 extern const struct dp_algorithm dp_algorithm_mpi, dp_algorithm_naive, dp_algorithm_ring,
-    dp_algorithm_ring_pipelined, dp_algorithm_rhd, dp_algorithm_rd, dp_algorithm_auto;
+    dp_algorithm_ring_pipelined, dp_algorithm_rhd, dp_algorithm_rd, dp_algorithm_hier, dp_algorithm_auto;
 #ifdef HAVE_NCCL
 extern const struct dp_algorithm dp_algorithm_nccl;
 #endif

@@ -8,7 +8,7 @@
 
 const struct dp_algorithm *const dp_registered_algorithms[] = {
     &dp_algorithm_mpi, &dp_algorithm_naive, &dp_algorithm_ring, &dp_algorithm_ring_pipelined,
-    &dp_algorithm_rhd, &dp_algorithm_rd,
+    &dp_algorithm_rhd, &dp_algorithm_rd, &dp_algorithm_hier,
 #ifdef HAVE_NCCL
     &dp_algorithm_nccl,
 #endif

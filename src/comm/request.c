@@ -222,7 +222,9 @@ static int check_args(const dp_request_args *a)
     return 0;
 }
 
-static void fill(dp_request *q, const dp_request_args *a, const struct dp_algorithm *algorithm, int blocking)
+/* tag < 0: the next of the start sequence. */
+static void fill(dp_request *q, const dp_request_args *a, const struct dp_algorithm *algorithm, int blocking,
+                 int tag)
 {
     struct dp_request_pool *pool = q->comm->pool;
     q->algorithm = algorithm;
@@ -233,7 +235,7 @@ static void fill(dp_request *q, const dp_request_args *a, const struct dp_algori
     q->parent_offset = a->parent_offset;
     q->ready_event = a->ready_event;
     q->blocking = blocking;
-    q->tag = (int)(pool->started++ % pool->tag_window);
+    q->tag = tag >= 0 ? tag % pool->tag_window : (int)(pool->started++ % pool->tag_window);
     q->complete = 1; /* until its driver starts it: progress must not touch it before */
     q->status = 0;
     /* Copied, not formatted: this runs for every request, snprintf is measurable at 4 bytes. */
@@ -244,7 +246,7 @@ static void fill(dp_request *q, const dp_request_args *a, const struct dp_algori
 }
 
 static int start_locked(dp_comm *c, const dp_request_args *a, const struct dp_algorithm *algorithm,
-                        int blocking, dp_request **request)
+                        int blocking, int tag, dp_request **request)
 {
     int status = check_args(a);
     if (!status && algorithm->pick)
@@ -254,7 +256,7 @@ static int start_locked(dp_comm *c, const dp_request_args *a, const struct dp_al
         status = take_slot(c, &q);
     if (status)
         return status;
-    fill(q, a, algorithm, blocking);
+    fill(q, a, algorithm, blocking, tag);
     c->traffic.requests[a->kind]++;
     status = ensure_scratch(q, algorithm->scratch_floats(c, q->kind, q->count, dp_request_largest_block(q)));
     if (!status && algorithm->driver->prepare)
@@ -277,20 +279,26 @@ static int start_locked(dp_comm *c, const dp_request_args *a, const struct dp_al
 }
 
 static int start(dp_comm *c, const dp_request_args *a, const struct dp_algorithm *algorithm, int blocking,
-                 dp_request **request)
+                 int tag, dp_request **request)
 {
     *request = NULL;
     if (!c->pool)
         return dp_fail(DP_EINVAL, "dp_comm used before dp_comm_init or after dp_comm_free");
     pthread_mutex_lock(&c->pool->lock);
-    int status = start_locked(c, a, algorithm, blocking, request);
+    int status = start_locked(c, a, algorithm, blocking, tag, request);
     pthread_mutex_unlock(&c->pool->lock);
     return status;
 }
 
 int dp_comm_start(dp_comm *c, const dp_request_args *args, dp_request **request)
 {
-    return start(c, args, c->algorithm, 0, request);
+    return start(c, args, c->algorithm, 0, -1, request);
+}
+
+int dp_request_start_part(dp_comm *c, const dp_request_args *a, const struct dp_algorithm *algorithm, int tag,
+                          dp_request **request)
+{
+    return start(c, a, algorithm, 0, tag, request);
 }
 
 static int start_kind(dp_comm *c, dp_collective kind, float *buf, size_t count, const char *label,
@@ -438,13 +446,16 @@ int dp_comm_outstanding(const dp_comm *c)
 
 long dp_comm_allocations(const dp_comm *c)
 {
-    return c->pool ? c->pool->allocations : 0;
+    long own = c->pool ? c->pool->allocations : 0;
+    if (!c->hier)
+        return own;
+    return own + dp_comm_allocations(&c->hier->node) + dp_comm_allocations(&c->hier->leaders);
 }
 
 int dp_request_run(dp_comm *c, const dp_request_args *a, const struct dp_algorithm *algorithm)
 {
     dp_request *q;
-    int status = start(c, a, algorithm, 1, &q);
+    int status = start(c, a, algorithm, 1, -1, &q);
     return status ? status : dp_request_wait(&q);
 }
 
@@ -473,6 +484,8 @@ static int reserve_locked(dp_comm *c, size_t max_count, int requests, size_t par
             status = c->algorithm->driver->prepare(q);
         }
     }
+    if (!status && c->algorithm->reserve)
+        status = c->algorithm->reserve(c, max_count, requests, parent_count);
     return status;
 }
 

@@ -96,6 +96,20 @@ struct dp_request {
     size_t scratch_capacity;   /* floats */
     int *block_counts, *block_offsets; /* mpi: W each */
     void *driver_state;        /* a driver's own (nccl: CUDA events), freed by its algorithm's close */
+    /* hier: the stage it is in, its place among hier's requests, the group request it waits on */
+    int stage;
+    long sequence;
+    dp_request *part;
+};
+
+/* hier's groups, kept on its dp_comm (hier.c); their slots count in its allocations and scratch. */
+struct dp_hier {
+    dp_comm node;           /* this rank's node */
+    dp_comm leaders;        /* the nodes' lowest ranks: set up only where in_leaders */
+    int in_leaders;
+    long started;           /* hier requests started */
+    long next_inner;        /* the one whose all-reduce among the leaders starts next */
+    uint64_t counted;       /* bytes the groups sent that are already in the dp_comm's traffic */
 };
 
 /* Block r of q's buffer (see dp_request_args), as offsets into q->buf. */
@@ -136,7 +150,13 @@ struct dp_request_pool {
     char thread_error[256]; /* its message (dp_last_error is per thread) */
 };
 
-/* request.c: the pool, opened and freed by dp_comm_init and dp_comm_free (setup.c). */
+/* groups.c: c's MPI side over comm (not owned), running algorithm: its rank, private
+ * duplicate, request pool and place in its node; collective over comm. dp_comm_init opens a
+ * dp_comm with it, hier its groups'. dp_comm_close_mpi frees them. */
+int dp_comm_open_mpi(dp_comm *c, MPI_Comm comm, const struct dp_algorithm *algorithm);
+void dp_comm_close_mpi(dp_comm *c);
+
+/* request.c: the pool, opened and freed by dp_comm_open_mpi and dp_comm_close_mpi (groups.c). */
 int dp_request_pool_open(dp_comm *c);
 void dp_request_pool_free(dp_comm *c);
 
@@ -145,6 +165,12 @@ int dp_request_progress_locked(dp_comm *c);
 
 /* Waits for one of MPI's own requests on c's ranks while progressing c's requests. */
 int dp_request_wait_mpi(dp_comm *c, MPI_Request *request);
+
+/* Starts a on c with the given algorithm and tag instead of c's start sequence: one part of a
+ * request of another dp_comm (hier's stages), whose parts may start in different orders on
+ * different ranks but get the same tag everywhere. */
+int dp_request_start_part(dp_comm *c, const dp_request_args *a, const struct dp_algorithm *algorithm, int tag,
+                          dp_request **request);
 
 /* Starts a with the given algorithm, whatever c's, and waits for it: the blocking forms. */
 int dp_request_run(dp_comm *c, const dp_request_args *a, const struct dp_algorithm *algorithm);

@@ -35,24 +35,23 @@ int dp_comm_wants_device_buffer(const dp_comm *c)
     return c->algorithm->place == DP_BUFFER_DEVICE || (c->algorithm->place == DP_BUFFER_MPI && c->cuda_aware);
 }
 
-static int find_local_rank(dp_comm *c)
+/* The algorithm --allreduce calls name: a registered one, or auto. */
+static int find_algorithm(const char *name, const struct dp_algorithm **found)
 {
-    MPI_Comm node;
-    DP_MPI_CHECK(MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &node));
-    DP_MPI_CHECK(MPI_Comm_rank(node, &c->local_rank));
-    DP_MPI_CHECK(MPI_Comm_size(node, &c->local_size));
-    DP_MPI_CHECK(MPI_Comm_free(&node));
+    *found = strcmp(name, dp_algorithm_auto.name) == 0 ? &dp_algorithm_auto : dp_algorithm_find(name);
+    if (!*found)
+        return dp_fail(DP_EINVAL, "--allreduce '%s': unknown algorithm (valid: %s%s%s)", name,
+                       dp_comm_algorithm_names(), *dp_comm_gpu_algorithm_names() ? "; on GPU memory: " : "",
+                       dp_comm_gpu_algorithm_names());
     return 0;
 }
 
 int dp_comm_set_algorithm(dp_comm *c, const char *algorithm)
 {
-    const struct dp_algorithm *found =
-        strcmp(algorithm, dp_algorithm_auto.name) == 0 ? &dp_algorithm_auto : dp_algorithm_find(algorithm);
-    if (!found)
-        return dp_fail(DP_EINVAL, "--allreduce '%s': unknown algorithm (valid: %s%s%s)", algorithm,
-                       dp_comm_algorithm_names(), *dp_comm_gpu_algorithm_names() ? "; on GPU memory: " : "",
-                       dp_comm_gpu_algorithm_names());
+    const struct dp_algorithm *found;
+    int status = find_algorithm(algorithm, &found);
+    if (status)
+        return status;
     if (dp_comm_outstanding(c))
         return dp_fail(DP_EINVAL, "cannot switch to algorithm '%s' with %d request(s) outstanding",
                        algorithm, dp_comm_outstanding(c));
@@ -60,24 +59,14 @@ int dp_comm_set_algorithm(dp_comm *c, const char *algorithm)
     return 0;
 }
 
-static int open_comm(dp_comm *c)
-{
-    DP_MPI_CHECK(MPI_Comm_rank(c->comm, &c->rank));
-    DP_MPI_CHECK(MPI_Comm_size(c->comm, &c->size));
-    DP_MPI_CHECK(MPI_Comm_dup(c->comm, &c->requests_comm));
-    /* As on the caller's communicator: errors come back as codes, reported with context. */
-    DP_MPI_CHECK(MPI_Comm_set_errhandler(c->requests_comm, MPI_ERRORS_RETURN));
-    int status = dp_request_pool_open(c);
-    return status ? status : find_local_rank(c);
-}
-
 int dp_comm_init(dp_comm *c, MPI_Comm comm, const char *algorithm)
 {
+    /* A dp_comm that failed here can still be given to dp_comm_free. */
     memset(c, 0, sizeof *c);
-    c->comm = comm;
     c->requests_comm = MPI_COMM_NULL;
-    int status = dp_comm_set_algorithm(c, algorithm);
-    return status ? status : open_comm(c);
+    const struct dp_algorithm *found;
+    int status = find_algorithm(algorithm, &found);
+    return status ? status : dp_comm_open_mpi(c, comm, found);
 }
 
 const char *dp_comm_algorithm_name(const dp_comm *c)
@@ -94,7 +83,5 @@ void dp_comm_free(dp_comm *c)
         if (dp_registered_algorithms[i]->close)
             dp_registered_algorithms[i]->close(c);
     dp_algorithm_auto.close(c);
-    dp_request_pool_free(c);
-    if (c->requests_comm != MPI_COMM_NULL)
-        MPI_Comm_free(&c->requests_comm);
+    dp_comm_close_mpi(c);
 }

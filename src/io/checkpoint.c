@@ -413,6 +413,48 @@ int dp_checkpoint_find(const char *spec, char *path, size_t size)
     return status;
 }
 
+/* Whether every shard an index names is there and passes its checks (a whole file: 1). */
+static int shards_complete(const char *dir, const char *index_path, long step)
+{
+    dp_meta shards = {.key = DP_CHECKPOINT_SHARDS_KEY};
+    if (dp_checkpoint_read_metadata(index_path, &shards, 1) != 0)
+        return 0;
+    long world = 0;
+    if (shards.value[0] && (parse_count(shards.value, strlen(shards.value), &world) != 0 || world < 1 || world > 1 << 20))
+        return dp_fail(DP_EFORMAT, "%s: metadata %s '%s' is not a shard count", index_path,
+                       DP_CHECKPOINT_SHARDS_KEY, shards.value) == 0;
+    for (int rank = 0; rank < world; rank++) {
+        char name[128], path[4096];
+        if (dp_checkpoint_shard_name(step, rank, (int)world, name, sizeof name) || join(dir, name, path, sizeof path) ||
+            dp_checkpoint_read_metadata(path, NULL, 0) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+int dp_checkpoint_find_complete(const char *dir, char *path, size_t size, char *skipped, size_t skipped_size)
+{
+    path[0] = skipped[0] = '\0';
+    struct stat st;
+    if (stat(dir, &st) != 0 && errno == ENOENT)
+        return 0;
+    listing l;
+    int status = list_checkpoints(dir, &l);
+    size_t used = 0;
+    for (size_t i = 0; !status && i < l.count; i++) {
+        if ((status = join(dir, l.entries[i].name, path, size)))
+            break;
+        if (shards_complete(dir, path, l.entries[i].step))
+            break;
+        if (used < skipped_size)
+            used += (size_t)snprintf(skipped + used, skipped_size - used, "%s%s (%s)", used ? "; " : "",
+                                     l.entries[i].name, dp_last_error());
+        path[0] = '\0';
+    }
+    free_listing(&l);
+    return status;
+}
+
 static int check_identity(const char *path, const dp_meta *step, const dp_meta *run_id)
 {
     long stated;

@@ -7,6 +7,7 @@
 #include "dp/error.h"
 #include "src/train/limits.h"
 #include "src/train/option_values.h"
+#include "src/train/preempt.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -16,12 +17,13 @@
 enum option_id {
     OPT_DATA = 256, OPT_TEST_DATA, OPT_LAYERS, OPT_LOSS, OPT_BATCH, OPT_ACCUM, OPT_LR, OPT_LR_SCHEDULE,
     OPT_MOMENTUM, OPT_WEIGHT_DECAY, OPT_EPOCHS, OPT_STEPS, OPT_DROP_LAST, OPT_SEED,
-    OPT_ALLREDUCE, OPT_SEGMENT_BYTES, OPT_AUTO_TABLE, OPT_LOG_EVERY, OPT_QUIET, OPT_THREADS, OPT_SAVE, OPT_INIT,
+    OPT_ALLREDUCE, OPT_HIER_INNER, OPT_SEGMENT_BYTES, OPT_AUTO_TABLE, OPT_LOG_EVERY, OPT_QUIET, OPT_THREADS, OPT_SAVE, OPT_INIT,
     OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_KEEP, OPT_RESUME, OPT_TIMEOUT,
     OPT_CHECK_REPLICAS, OPT_ON_NAN, OPT_DEBUG_CORRUPT, OPT_DEVICE, OPT_SHARE_GPU, OPT_TF32,
     OPT_CUDA_AWARE, OPT_MODEL, OPT_SYNC_BN, OPT_OPTIMIZER, OPT_BETAS, OPT_EPS, OPT_DECAY_ALL,
     OPT_PREDICT, OPT_OUTPUT, OPT_PREDICT_CLASSES, OPT_BUCKET_MB, OPT_NO_OVERLAP, OPT_PROGRESS_THREAD, OPT_TRACE, OPT_METRICS,
-    OPT_ZERO, OPT_ZERO_LIVE_MB, OPT_MAX_MEMORY_MB, OPT_CHECKPOINT_SHARDS, OPT_MEMORY_PLAN, OPT_PARAMS, OPT_WORLD, OPT_PRECISION,
+    OPT_ZERO, OPT_ZERO_LIVE_MB, OPT_MAX_MEMORY_MB, OPT_CHECKPOINT_SHARDS, OPT_PREEMPT_SIGNAL, OPT_MEMORY_PLAN, OPT_PARAMS, OPT_WORLD,
+    OPT_PRECISION,
     OPT_AVERAGE_EVERY,
     OPT_HELP, OPT_VERSION
 };
@@ -75,6 +77,9 @@ static const struct option_doc option_docs[] = {
      "seed for initialisation, shuffling and synthetic data"},
     {{"allreduce", required_argument, NULL, OPT_ALLREDUCE}, "NAME", "mpi",
      "gradient all-reduce algorithm"},
+    {{"hier-inner", required_argument, NULL, OPT_HIER_INNER}, "NAME", "ring",
+     "--allreduce hier: the all-reduce among one leader per node (ring, rhd, mpi, or another "
+     "algorithm but hier); within each node ranks reduce to the leader and it broadcasts back"},
     {{"bucket-mb", required_argument, NULL, OPT_BUCKET_MB}, "MB|auto", "auto (the first bucket: 1)",
      "gradients are reduced in buckets of at most this many MiB, each started as soon as backward "
      "finishes it, so communication overlaps the rest of backward (PyTorch DDP's bucket_cap_mb); "
@@ -153,8 +158,14 @@ static const struct option_doc option_docs[] = {
      "every rank writes its own shard (step-N.rank-R-of-W.safetensors) and rank 0 an index "
      "(step-N.safetensors), nothing gathered: for models too large for one rank; --resume reads "
      "them back into any --zero stage and world size"},
-    {{"resume", required_argument, NULL, OPT_RESUME}, "DIR|FILE", "none",
-     "continue from a checkpoint (the newest in DIR); bit-exact with the same world size and algorithm"},
+    {{"resume", required_argument, NULL, OPT_RESUME}, "DIR|FILE|auto", "none",
+     "continue from a checkpoint (the newest in DIR); bit-exact with the same world size and algorithm. "
+     "auto: the newest complete checkpoint in --checkpoint-dir (one whose checksum or shards fail is "
+     "passed over), or a fresh start when there is none: the same command line starts and requeues a job"},
+    {{"preempt-signal", required_argument, NULL, OPT_PREEMPT_SIGNAL}, "SIG,...|none", DP_PREEMPT_DEFAULT_SIGNALS,
+     "with --checkpoint-dir: on any of these signals (USR1, USR2, TERM, INT, HUP) every rank finishes its "
+     "step, the ranks agree on the step to stop after (one or two steps later), a checkpoint of it is "
+     "written and dp_worker exits with status 75 (EX_TEMPFAIL: slurm/train.sbatch requeues the job)"},
     {{"timeout", required_argument, NULL, OPT_TIMEOUT}, "SECONDS", "300",
      "watchdog: end the job when a collective has not completed in time (fractions allowed; 0 disables)"},
     {{"check-replicas", required_argument, NULL, OPT_CHECK_REPLICAS}, "N", "0 (off)",
@@ -192,12 +203,14 @@ void dp_options_defaults(dp_options *o)
     o->epochs = 10;
     o->seed = 42;
     strcpy(o->allreduce, "mpi");
+    strcpy(o->hier_inner, "ring");
     o->segment_bytes = (long)DP_SEGMENT_BYTES_DEFAULT;
     o->bucket_mb = 0.0; /* auto */
     o->zero_live_mb = -1.0; /* auto */
     o->progress_us = -1; /* auto */
     o->log_every = 50;
     o->keep = 3;
+    dp_preempt_parse_signals("--preempt-signal", DP_PREEMPT_DEFAULT_SIGNALS, &o->preempt_signals);
     o->timeout = 300.0;
     o->corrupt_rank = -1;
     o->device = DP_DEVICE_AUTO;
@@ -340,6 +353,7 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
     case OPT_DROP_LAST: o->drop_last = 1; return 0;
     case OPT_SEED: return dp_option_seed(name, arg, &o->seed);
     case OPT_ALLREDUCE: return dp_option_text(name, arg, o->allreduce, sizeof o->allreduce);
+    case OPT_HIER_INNER: return dp_option_text(name, arg, o->hier_inner, sizeof o->hier_inner);
     case OPT_SEGMENT_BYTES: return dp_option_long(name, arg, (long)sizeof(float), &o->segment_bytes);
     case OPT_AUTO_TABLE: return dp_option_text(name, arg, o->auto_table, sizeof o->auto_table);
     case OPT_LOG_EVERY: return dp_option_long(name, arg, 0, &o->log_every);
@@ -356,6 +370,7 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
     case OPT_CHECKPOINT_EVERY: return dp_option_long(name, arg, 0, &o->checkpoint_every);
     case OPT_KEEP: return dp_option_long(name, arg, 1, &o->keep);
     case OPT_RESUME: return dp_option_text(name, arg, o->resume, sizeof o->resume);
+    case OPT_PREEMPT_SIGNAL: return dp_preempt_parse_signals("--preempt-signal", arg, &o->preempt_signals);
     case OPT_TIMEOUT: {
         float seconds;
         status = dp_option_float(name, arg, 0, &seconds);
@@ -423,7 +438,7 @@ static int check_model(dp_options *o, const int *seen)
 /* Options of a training run (or of --memory-plan) that --predict would silently ignore. */
 static const int training_only[] = {
     OPT_SAVE, OPT_TRACE, OPT_METRICS, OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_CHECKPOINT_SHARDS, OPT_RESUME,
-    OPT_ZERO, OPT_ZERO_LIVE_MB, OPT_MAX_MEMORY_MB, OPT_MEMORY_PLAN, OPT_AVERAGE_EVERY,
+    OPT_ZERO, OPT_ZERO_LIVE_MB, OPT_MAX_MEMORY_MB, OPT_MEMORY_PLAN, OPT_AVERAGE_EVERY, OPT_PREEMPT_SIGNAL,
 };
 
 static const char *option_name(int id)
@@ -514,10 +529,16 @@ static int check_combination(dp_options *o, int world, const int *seen)
     if (o->batch < world)
         return dp_fail(DP_EINVAL, "--batch %ld is smaller than the world size %d: every rank needs at least one sample per batch",
                        o->batch, world);
-    if (o->init_path[0] && o->resume[0])
-        return dp_fail(DP_EINVAL, "--init and --resume both give the starting point: use one");
+    if (o->init_path[0] && o->resume[0] && !dp_options_resume_auto(o))
+        return dp_fail(DP_EINVAL, "--init and --resume both give the starting point: use one (or --resume auto, "
+                       "which starts from --init when --checkpoint-dir holds no checkpoint)");
     if (o->checkpoint_every && !o->checkpoint_dir[0])
         return dp_fail(DP_EINVAL, "--checkpoint-every %ld needs --checkpoint-dir", o->checkpoint_every);
+    if (seen[OPT_PREEMPT_SIGNAL] && o->preempt_signals && !o->checkpoint_dir[0])
+        return dp_fail(DP_EINVAL, "--preempt-signal needs --checkpoint-dir: a preempted run stops after writing "
+                       "its checkpoint there");
+    if (dp_options_resume_auto(o) && !o->checkpoint_dir[0])
+        return dp_fail(DP_EINVAL, "--resume auto needs --checkpoint-dir: it continues from the newest checkpoint there");
     const char *gpu_only = o->tf32 ? "--tf32" : o->share_gpu ? "--share-gpu"
                          : o->cuda_aware == DP_CUDA_AWARE_ON ? "--cuda-aware on" : NULL;
     if (o->device == DP_DEVICE_CPU && gpu_only)
@@ -559,4 +580,9 @@ dp_optimizer_config dp_options_optimizer(const dp_options *o)
     return (dp_optimizer_config){.kind = o->optimizer, .lr = o->lr, .momentum = o->momentum,
                                  .weight_decay = o->weight_decay, .beta1 = o->beta1, .beta2 = o->beta2,
                                  .eps = o->eps, .decay_all = o->decay_all};
+}
+
+int dp_options_resume_auto(const dp_options *o)
+{
+    return strcmp(o->resume, "auto") == 0;
 }

@@ -107,7 +107,7 @@ static int claim_on_rank0(trainer *t)
 {
     const dp_options *o = t->o;
     /* A resumed run keeps the identity its checkpoint recorded (load_checkpoint set it). */
-    if (!o->resume[0])
+    if (!t->resumed)
         dp_checkpoint_new_run_id(t->run_id);
     if (!o->checkpoint_dir[0])
         return 0;

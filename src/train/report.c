@@ -2,11 +2,14 @@
 
 #include "src/train/report.h"
 
+#include "src/train/preempt.h"
+
 #include "dp/memory.h"
 #include "dp/zero_plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static double per_step_ms(double seconds, long steps)
 {
@@ -95,9 +98,11 @@ void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *p
     char strategy[512];
     dp_strategy_describe(dist, strategy, sizeof strategy);
     size_t slice = ((size_t)o->batch + comm->size - 1) / comm->size;
-    printf("dptrain %s: %d rank%s (%d on this node), all-reduce %s, backend %s\n",
-           PACKAGE_VERSION, comm->size, comm->size == 1 ? "" : "s", comm->local_size,
-           dp_comm_algorithm_name(comm), backend);
+    const char *algorithm = dp_comm_algorithm_name(comm);
+    int hier = strcmp(algorithm, "hier") == 0;
+    printf("dptrain %s: %d rank%s (%d on this node), all-reduce %s%s%s, backend %s\n",
+           PACKAGE_VERSION, comm->size, comm->size == 1 ? "" : "s", comm->local_size, algorithm,
+           hier ? " with inner " : "", hier ? dp_comm_hier_inner_name(comm) : "", backend);
     printf("gradients: %s; %s\n", gradient_path, strategy);
     report_master_address();
     char text[512];
@@ -116,6 +121,14 @@ void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *p
            plan->steps_per_epoch, o->drop_last ? " (drop last)" : "", plan->total_steps);
     describe_optimizer(o, opt, text, sizeof text);
     printf("optimizer: %s, seed %llu\n", text, (unsigned long long)o->seed);
+    if (o->checkpoint_dir[0]) {
+        dp_preempt_signal_names(o->preempt_signals, text, sizeof text);
+        printf("checkpoints: %s, ", o->checkpoint_dir);
+        if (o->checkpoint_every)
+            printf("every %ld steps and ", o->checkpoint_every);
+        printf("at the end; on %s: a checkpoint of the step all ranks stop after, then exit %d\n", text,
+               DP_EXIT_PREEMPTED);
+    }
     report_memory(o, opt, dist);
     fflush(stdout);
 }
@@ -206,5 +219,13 @@ void dp_report_summary(const dp_plan *plan, const dp_train_result *r)
     if (psi > 0.0)
         printf("; %.2f Psi in the ZeRO paper's units, where DDP's all-reduce is 2 Psi", sent / (double)r->steps / psi);
     printf(")\n");
+    fflush(stdout);
+}
+
+void dp_report_preempted(const dp_options *o, const dp_plan *plan, const dp_train_result *r, const char *signal)
+{
+    printf("preempted: %s reached a rank; every rank stopped after step %ld of %ld and its checkpoint is in %s: "
+           "exit %d, continue with --resume %s (or --resume auto)\n", signal, r->preempted_step, plan->total_steps,
+           o->checkpoint_dir, DP_EXIT_PREEMPTED, o->checkpoint_dir);
     fflush(stdout);
 }

@@ -39,5 +39,7 @@ void dp_report_step(const dp_plan *plan, long step, long epoch, const dp_interva
 void dp_report_epoch(const dp_plan *plan, long epoch, long epochs, const dp_interval *train,
                      const dp_train_result *eval);
 void dp_report_summary(const dp_plan *plan, const dp_train_result *r);
+/* The run stopped early for `signal`, with a checkpoint of the step it stopped after. */
+void dp_report_preempted(const dp_options *o, const dp_plan *plan, const dp_train_result *r, const char *signal);
 
 #endif

@@ -78,9 +78,6 @@ typedef struct run_fields {
     char value[FIELD_COUNT][DP_META_VALUE_MAX];
 } run_fields;
 
-/* The index of a sharded checkpoint says how many shards it has (absent: a whole file). */
-#define SHARDS_KEY "shards"
-
 static void optimizer_state_names(const dp_optimizer *opt, char *text, size_t size)
 {
     size_t used = (size_t)snprintf(text, size, "%s", dp_optimizer_state_count(opt) ? "" : "none");
@@ -247,7 +244,7 @@ static int write_checkpoint(trainer *t, int shards)
         int meta = run_metadata(t, f, keys, values);
         if (shards) {
             snprintf(world, sizeof world, "%d", t->comm->size);
-            keys[meta] = SHARDS_KEY;
+            keys[meta] = DP_CHECKPOINT_SHARDS_KEY;
             values[meta++] = world;
         }
         status = dp_checkpoint_save(t->o->checkpoint_dir, t->engine.steps_done, refs, count, keys, values, meta,
@@ -311,7 +308,7 @@ static int shard_count(const char *path, const char *text, int *shards)
     char *end;
     long n = text[0] ? strtol(text, &end, 10) : 0;
     if (text[0] && (*end || n < 1 || n > 1 << 20))
-        return dp_fail(DP_EFORMAT, "%s: metadata %s '%s' is not a shard count", path, SHARDS_KEY, text);
+        return dp_fail(DP_EFORMAT, "%s: metadata %s '%s' is not a shard count", path, DP_CHECKPOINT_SHARDS_KEY, text);
     *shards = (int)n;
     return 0;
 }
@@ -326,10 +323,10 @@ typedef struct resume_point {
 
 /* Rank 0: the checkpoint's settings checked against this run's, then what the file holds
  * into the host copies: everything, or an index's buffers and step count. */
-static int load_checkpoint(trainer *t, resume_point *at)
+static int load_checkpoint(trainer *t, const char *spec, resume_point *at)
 {
     char changed[1024];
-    int status = dp_checkpoint_find(t->o->resume, at->path, sizeof at->path);
+    int status = dp_checkpoint_find(spec, at->path, sizeof at->path);
     dp_meta *meta = dp_calloc(FIELD_COUNT + 1, sizeof *meta, "checkpoint metadata");
     run_fields *mine = dp_alloc(sizeof *mine, "checkpoint metadata");
     dp_tensor_ref *refs = dp_calloc((size_t)tensor_capacity(t), sizeof *refs, "checkpoint tensor list");
@@ -338,7 +335,7 @@ static int load_checkpoint(trainer *t, resume_point *at)
     for (int i = 0; !status && i < FIELD_COUNT; i++)
         snprintf(meta[i].key, sizeof meta[i].key, "%s", fields[i].key);
     if (!status)
-        snprintf(meta[FIELD_COUNT].key, sizeof meta[FIELD_COUNT].key, SHARDS_KEY);
+        snprintf(meta[FIELD_COUNT].key, sizeof meta[FIELD_COUNT].key, DP_CHECKPOINT_SHARDS_KEY);
     /* The configuration first, so an incompatible run is named as such, not as a shape. */
     if (!status)
         status = dp_checkpoint_read_metadata(at->path, meta, FIELD_COUNT + 1);
@@ -396,10 +393,10 @@ static int share_state(trainer *t)
     return status ? status : dp_comm_broadcast(t->comm, &t->engine.opt.steps, sizeof t->engine.opt.steps, 0);
 }
 
-static int resume(trainer *t)
+static int resume(trainer *t, const char *spec)
 {
     resume_point at = {0};
-    int status = t->comm->rank == 0 ? load_checkpoint(t, &at) : 0;
+    int status = t->comm->rank == 0 ? load_checkpoint(t, spec, &at) : 0;
     if (!status)
         status = dp_comm_broadcast(t->comm, &at, sizeof at, 0);
     if (!status && !at.shards)
@@ -412,14 +409,33 @@ static int resume(trainer *t)
         status = dp_trainer_read_shards(t, at.path, at.step, at.shards, parameter_memory(t));
     }
     t->start_step = t->engine.steps_done = at.step;
+    t->resumed = 1;
     return status;
+}
+
+/* --resume auto, collective: the newest complete checkpoint in --checkpoint-dir, as rank 0
+ * found it; "" when there is none. */
+static int find_auto_checkpoint(trainer *t, char *path, size_t size)
+{
+    int status = 0;
+    if (t->comm->rank == 0) {
+        char skipped[2048];
+        status = dp_checkpoint_find_complete(t->o->checkpoint_dir, path, size, skipped, sizeof skipped);
+        if (!status && skipped[0])
+            fprintf(stderr, "dp_worker: warning: --resume auto: passed over incomplete checkpoints in %s: %s\n",
+                    t->o->checkpoint_dir, skipped);
+        if (!status && !path[0] && !t->o->quiet)
+            printf("resume: auto: no complete checkpoint in %s: starting %s\n", t->o->checkpoint_dir,
+                   t->o->init_path[0] ? "from --init" : "afresh");
+    }
+    return status ? status : dp_comm_broadcast(t->comm, path, size, 0);
 }
 
 /* After a failed --init: 1 with the message replaced when the file is a sharded checkpoint's
  * index or shard (their parameters are elsewhere, or flat), not which tensor is missing. */
 static int explained_as_sharded(const char *path, int status)
 {
-    dp_meta meta[2] = {{.key = SHARDS_KEY}, {.key = "shard_begin"}};
+    dp_meta meta[2] = {{.key = DP_CHECKPOINT_SHARDS_KEY}, {.key = "shard_begin"}};
     if (dp_safetensors_read_with_metadata(path, NULL, 0, meta, 2) != 0)
         return 0;
     if (meta[0].value[0])
@@ -481,17 +497,28 @@ static int draw_own_shard(trainer *t)
     return 0;
 }
 
+/* Rank 0's initial model (drawn or --init) to every rank, or ZeRO-3's shards drawn by their ranks. */
+static int fresh_start(trainer *t)
+{
+    if (dp_strategy_shards_params(&t->engine.strategy) && !t->o->init_path[0])
+        return draw_own_shard(t);
+    int status = t->comm->rank == 0 ? dp_trainer_load_model(t->o, &t->engine.model, t->host.params, t->host.buffers,
+                                                            t->engine.model.counters)
+                                    : 0;
+    return status ? status : share_model_state(t, 1);
+}
+
 int dp_trainer_start_state(trainer *t)
 {
-    int status;
-    if (t->o->resume[0])
-        status = resume(t);
-    else if (dp_strategy_shards_params(&t->engine.strategy) && !t->o->init_path[0])
-        status = draw_own_shard(t);
-    else if (!(status = t->comm->rank == 0 ? dp_trainer_load_model(t->o, &t->engine.model, t->host.params,
-                                                                   t->host.buffers, t->engine.model.counters)
-                                           : 0))
-        status = share_model_state(t, 1);
+    char found[DP_PATH_MAX + 64] = "";
+    const char *spec = t->o->resume;
+    int status = 0;
+    if (dp_options_resume_auto(t->o)) {
+        status = find_auto_checkpoint(t, found, sizeof found);
+        spec = found;
+    }
+    if (!status)
+        status = spec[0] ? resume(t, spec) : fresh_start(t);
     return status ? status : dp_trainer_claim_checkpoint_dir(t);
 }
 

@@ -5,6 +5,7 @@
 #include "dp/error.h"
 #include "dp/rng.h"
 #include "src/train/limits.h"
+#include "src/train/preempt.h"
 #include "src/train/trainer.h"
 
 #include <stdio.h>
@@ -247,8 +248,16 @@ static int due(long steps_done, long every)
     return every > 0 && steps_done % every == 0;
 }
 
-/* After an update: the testing corruption, the replica check, the checkpoint. */
-static int after_step(trainer *t)
+/* Whether the ranks hold one model, as a checkpoint needs: always, but between local SGD's averagings. */
+static int replicas_agree(const trainer *t)
+{
+    long k = t->o->average_every;
+    return !k || t->engine.steps_done % k == 0;
+}
+
+/* After an update: the testing corruption, the replica check, the agreement on preemption,
+ * the checkpoint (at the end, every --checkpoint-every steps, and when preempted). */
+static int after_step(trainer *t, int *preempted)
 {
     const dp_options *o = t->o;
     long steps_done = t->engine.steps_done;
@@ -256,7 +265,11 @@ static int after_step(trainer *t)
     if (!status && due(steps_done, o->check_replicas))
         status = dp_trainer_check_replicas(t);
     int last = steps_done == t->plan.total_steps;
-    if (!status && o->checkpoint_dir[0] && (last || due(steps_done, o->checkpoint_every)))
+    if (!status)
+        status = dp_preempt_poll(&t->preempt, preempted);
+    /* A finished run needs no requeue; local SGD stops at its next averaging, with one model. */
+    *preempted = *preempted && !last && replicas_agree(t);
+    if (!status && o->checkpoint_dir[0] && (last || *preempted || due(steps_done, o->checkpoint_every)))
         status = dp_trainer_checkpoint(t);
     dp_strategy_take_times(&t->engine.strategy); /* the checks' and checkpoints' gathers are not a step's */
     return status;
@@ -273,9 +286,10 @@ static int run_steps(trainer *t, dp_train_result *result)
             dp_sampler_set_epoch(&t->sampler, epoch);
         dp_watchdog_set_step(&t->watchdog, step + 1);
         dp_step_stats stats;
+        int preempted = 0;
         int status = train_step(t, in_epoch, &stats);
         if (!status)
-            status = after_step(t);
+            status = after_step(t, &preempted);
         add_step(&log_iv, &stats);
         add_step(&epoch_iv, &stats);
         add_step(&total, &stats);
@@ -289,14 +303,33 @@ static int run_steps(trainer *t, dp_train_result *result)
             status = finish_epoch(t, epoch, &epoch_iv, result);
         if (status)
             return status;
+        if (preempted) {
+            result->preempted_signal = t->preempt.agreed;
+            result->preempted_step = t->engine.steps_done;
+            break;
+        }
     }
-    result->steps = t->plan.total_steps - t->start_step;
+    int status = dp_preempt_complete(&t->preempt);
+    if (status)
+        return status;
+    result->steps = t->engine.steps_done - t->start_step;
     result->skipped_steps = t->engine.skipped_steps;
     result->wall_seconds = total.seconds;
     result->split = total.split;
-    int status = dp_comm_sum_doubles(t->comm, &total.samples, 1);
+    status = dp_comm_sum_doubles(t->comm, &total.samples, 1);
     result->samples = (long)total.samples;
     return status;
+}
+
+/* The signals that preempt a run: only where a checkpoint can keep its work. */
+static unsigned preempt_signals(const dp_options *o)
+{
+    return o->checkpoint_dir[0] ? o->preempt_signals : 0;
+}
+
+int dp_train_catch_preemption(const dp_options *o)
+{
+    return dp_preempt_catch(preempt_signals(o));
 }
 
 int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *test,
@@ -304,10 +337,13 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
 {
     trainer t = {.o = o, .comm = comm, .train = train, .test = test};
     memset(result, 0, sizeof *result);
+    /* Early, so a signal while the data loads still ends the run with a checkpoint. */
+    int status = dp_preempt_start(&t.preempt, preempt_signals(o), comm->comm);
     /* --max-memory-mb: the allocation counter refuses what would pass it; peaks start here. */
     dp_memory_set_limit((size_t)(o->max_memory_mb * (double)(1 << 20)));
     int inputs = dp_train_model_inputs(o, train);
-    int status = dp_train_check_data(o, train, "training", inputs);
+    if (!status)
+        status = dp_train_check_data(o, train, "training", inputs);
     if (!status && test)
         status = dp_train_check_test_targets(o, train, test);
     if (!status && test)
@@ -333,17 +369,20 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
         status = run_steps(&t, result);
     if (!status)
         status = dp_trainer_write_timeline(&t);
-    if (!status)
+    if (!status && !result->preempted_signal) /* --save is the finished model's */
         status = dp_trainer_export(&t, keep_params ? &result->params : NULL);
     if (!status)
         status = dp_trainer_usage(&t, result);
     result->nparams = t.plan.nparams;
     if (!status && comm->rank == 0)
         dp_report_summary(&t.plan, result);
+    if (!status && comm->rank == 0 && result->preempted_signal)
+        dp_report_preempted(o, &t.plan, result, dp_preempt_signal_name(result->preempted_signal));
     if (!status)
         status = dp_trainer_close_metrics(&t, result);
     if (status)
         dp_trainer_drop_empty_checkpoint_dir(&t);
+    dp_preempt_restore(&t.preempt);
     comm->watchdog = NULL;
     dp_watchdog_stop(&t.watchdog);
     free_buffers(&t);

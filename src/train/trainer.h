@@ -14,6 +14,7 @@
 #include "dp/options.h"
 #include "dp/sampler.h"
 #include "dp/watchdog.h"
+#include "src/train/preempt.h"
 #include "src/train/report.h"
 #include "src/train/trace.h"
 
@@ -75,10 +76,12 @@ typedef struct trainer {
     FILE *metrics;                 /* rank 0: --metrics, written as training goes */
     dp_sampler sampler;
     dp_watchdog watchdog;
+    dp_preempt preempt;            /* --preempt-signal: the handlers and the ranks' agreement */
     dp_host_state host;
     double *eval_totals;           /* backend memory: evaluation's loss and correct count */
     int max_rows;
     long start_step;               /* optimizer steps already taken when this run began */
+    int resumed;                   /* it continues a checkpoint (--resume) */
     double sent[DP_COLLECTIVE_KINDS]; /* bytes sent by this rank's collectives inside training steps */
     char run_id[DP_CHECKPOINT_RUN_ID_LEN + 1]; /* rank 0: whose checkpoints these are (outputs.c) */
     int made_checkpoint_dir;       /* rank 0: this run created --checkpoint-dir (outputs.c) */

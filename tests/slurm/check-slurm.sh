@@ -3,10 +3,13 @@
 # from Debian's packages under a temporary directory: one node on 127.0.0.1, then two nodes,
 # each slurmd in its own network namespace. Training must reach its accuracy (the same with
 # srun and mpirun, on one node and across two), the bench must count no wrong result, and bad
-# input must fail fast with the reason in the job's output file. Every daemon and namespace
-# it started is stopped on exit, also on failure. Needs root (the daemons run as root).
+# input must fail fast with the reason in the job's output file; a job signalled mid-run is
+# requeued, resumes and finishes with bitwise the parameters of an uninterrupted one (srun and
+# mpirun). Every daemon and namespace it started is stopped on exit, also on failure. Needs
+# root (the daemons run as root).
 . "${srcdir:-.}/tests/multihost/common.sh"
 . "$srcdir/tests/slurm/cluster.sh"
+. "$srcdir/tests/slurm/preempt.sh"
 require_root check-slurm "the test cluster's daemons and network namespaces need it"
 "$srcdir/scripts/install-deps.sh" slurmctld slurmd slurm-client iproute2 || exit 1
 DP_BENCH=$(cd "$top_builddir" && pwd)/dp_bench
@@ -132,13 +135,17 @@ slurm_up "$work/one" 1 || exit 1
 pass "cluster up in $((SECONDS - start)) s: $(slurm "$work/one" sinfo -h -o '%P %a %D %T %N')"
 # Options from the environment and from arguments.
 DP_WORKER_OPTIONS="${train_options[*]:0:2}" submit one 300 --ntasks=2 \
-    "$srcdir/slurm/train.sbatch" "${train_options[@]:2}"
+    "$srcdir/slurm/train.sbatch" "${train_options[@]:2}" --save "$work/one/jobs/reference.safetensors"
 expect_training "train.sbatch, srun --mpi=pmix" one "WORLD_SIZE=2" "MASTER_ADDR=localhost" \
     "launch: MASTER_ADDR=localhost MASTER_PORT=" "srun --mpi=pmix" "2 ranks (2 on this node)"
 srun_accuracy=$(accuracy_of "$work/one/jobs/dptrain-$job_id.out")
 DP_LAUNCHER=mpirun submit one 300 --ntasks=2 "$srcdir/slurm/train.sbatch" "${train_options[@]}"
 expect_training "train.sbatch, DP_LAUNCHER=mpirun" one "mpirun -np 2" "2 ranks (2 on this node)" \
     "accuracy $srun_accuracy%"
+expect_requeued_resume "preempted job, srun" one "$work/one/jobs/reference.safetensors" \
+    --ntasks=2 "$srcdir/slurm/train.sbatch" "${train_options[@]}"
+DP_LAUNCHER=mpirun expect_requeued_resume "preempted job, DP_LAUNCHER=mpirun" one \
+    "$work/one/jobs/reference.safetensors" --ntasks=2 "$srcdir/slurm/train.sbatch" "${train_options[@]}"
 submit one 600 --ntasks=2 "$srcdir/slurm/bench.sbatch"
 expect_bench "bench.sbatch (-b 8 -e 64M -f 2 -a all)" one
 expect_job_failure "missing dp_worker binary" one 30 "no dp_worker binary at '$work/nowhere/dp_worker'" \

@@ -36,6 +36,8 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/none
 CredType=cred/none
+# A requeued job waits cred_expire seconds (default 120) before it may start again.
+AuthInfo=cred_expire=10
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool/%n
 TmpFS=$dir/tmp/%n
