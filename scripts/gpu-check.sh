@@ -6,10 +6,12 @@
 #                                   device choice, GEMM shapes, test_gpu (every operation against
 #                                   the CPU), 2 ranks on one GPU for every algorithm (nccl too),
 #                                   the PTX check and the fake-CUDA tests
-#   scripts/gpu-check.sh bench      dp_worker against PyTorch (FP32, TF32) and against its own
-#                                   GEMMs timed alone: the table for bench/RESULTS.md
+#   scripts/gpu-check.sh bench      dp_worker against PyTorch (FP32, TF32, bf16 autocast; eager
+#                                   and torch.compile) and against its own GEMMs timed alone:
+#                                   the table for bench/RESULTS.md
 #   scripts/gpu-check.sh sanitize   compute-sanitizer memcheck (with leak check) and racecheck
 #                                   over test_gpu, memcheck over 2 ranks training with nccl
+#                                   (API errors raised and handled inside libnccl ignored)
 #   scripts/gpu-check.sh cpu        the host's cores: scripts/throughput.sh (dp_worker --device
 #                                   cpu against PyTorch on the CPU) on every core for W = 1, 4
 #                                   and the core count, batch 2048 (CPU_MODELS, CPU_WORLDS,
@@ -189,7 +191,25 @@ run_gpu_tests() {
     [ "$status" = 0 ] || { say "GPU tests FAILED (logs: $obj/tests/*.log)"; return 1; }
 }
 
-# sanitize NAME TOOL NP PROGRAM [ARGS]: PROGRAM on NP ranks under compute-sanitizer's TOOL.
+# The errors a sanitizer log reports that are not API errors raised inside libnccl: NCCL's
+# ncclCommInitRank probes kernels with calls that fail (cudaErrorNoKernelImageForDevice) and
+# handles the failure. A report is a block from "========= Program hit ..." (an API error) or
+# any other error line to a bare "=========" line; an API error whose host backtrace has a
+# libnccl frame is NCCL's own. Prints the count of the rest (ours).
+errors_outside_nccl() {
+    awk '
+        /^========= (ERROR|LEAK|RACECHECK) SUMMARY/ { next }
+        /^========= [^ ]/ && !/^========= (COMPUTE-SANITIZER|Saved|Host Frame|Device Frame)/ {
+            if (open) finish()
+            open = 1; api = ($0 ~ /^========= Program hit/); nccl = 0; next }
+        open && /libnccl/ { nccl = 1 }
+        open && /^=========$/ { finish() }
+        function finish() { if (!(api && nccl)) ours++; else theirs++; open = 0 }
+        END { if (open) finish(); printf "%d %d\n", ours, theirs }' "$1"
+}
+
+# sanitize NAME TOOL NP PROGRAM [ARGS]: PROGRAM on NP ranks under compute-sanitizer's TOOL;
+# fails on any error but API errors raised and handled inside libnccl.
 sanitize() {
     local name=$1 tool=$2 np=$3 log="$out/sanitizer-$1.log"
     shift 3
@@ -197,10 +217,17 @@ sanitize() {
     [ "$tool" = memcheck ] && extra=(--leak-check full)
     say "compute-sanitizer --tool $tool: $name"
     (cd "$obj" && timeout 280 mpirun -np "$np" "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 9 \
-        --print-limit 20 "$@") >"$log" 2>&1
-    local status=$?
+        --print-limit 1000 "$@") >"$log" 2>&1
+    local status=$? counts ours theirs
     grep -E '========= (ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY)|Checks:' "$log" | sort | uniq -c
-    [ "$status" = 0 ] || { say "$name under $tool FAILED (exit $status; $log)"; return 1; }
+    counts=$(errors_outside_nccl "$log")
+    ours=${counts% *} theirs=${counts#* }
+    [ "$theirs" = 0 ] || say "$name: $theirs API error(s) raised and handled inside libnccl, ignored"
+    # Exit 9 is the sanitizer's for any error: NCCL's own alone do not fail the run.
+    if [ "$status" = 9 ] && [ "$ours" = 0 ] && [ "$theirs" != 0 ]; then
+        status=0
+    fi
+    [ "$status" = 0 ] && [ "$ours" = 0 ] || { say "$name under $tool FAILED (exit $status, $ours error(s) of ours; $log)"; return 1; }
 }
 
 run_sanitizers() {
@@ -220,49 +247,93 @@ run_sanitizers() {
 # field NAME FILE: the value of NAME=VALUE in FILE's last line that has it.
 field() { sed -n "s/.*$1=\\([0-9.]*\\).*/\\1/p" "$2" | tail -n 1; }
 
-# One model, one precision: dp_worker, its GEMMs alone, PyTorch. Appends a table row.
+# One model, one precision (FP32, TF32, BF16: dptrain's --precision, PyTorch's TF32 matmuls or
+# bf16 autocast): dp_worker, its GEMMs alone, PyTorch eager (the faster of its permuted-batch
+# loop and a plain loop over one batch) and PyTorch with torch.compile where that finishes in
+# COMPILE_SECONDS (default 0: left out, so that the phase fits in 10 minutes; 240 in a call of
+# its own: COMPILE_SECONDS=240 scripts/gpu-check.sh bench). Appends a table row.
 compare() {
     local name=$1 layers=$2 loss=$3 batch=$4 precision=$5 samples=$((4 * $4))
-    local widths=(${layers//,/ }) tf32=() log="$build/bench-${name// /-}-$precision"
-    [ "$precision" = TF32 ] && tf32=(--tf32)
+    local widths=(${layers//,/ }) log="$build/bench-${name// /-}-$precision"
+    local p=(--precision "$(echo "$precision" | tr 'A-Z' 'a-z')")
+    [ "$device" = cpu ] && p=()
     local data="synthetic:$samples,${widths[0]},${widths[${#widths[@]} - 1]}"
     local worker=(mpirun -np 1 "$obj/dp_worker" --device "$device" --data "$data" --loss "$loss" --layers "$layers"
-                  --batch "$batch" --steps "$steps" --log-every $((steps / 3)) "${tf32[@]}")
-    local gemm=("$obj/dp_gemm_bench" --device "$device" --layers "$layers" --batch "$batch" --repeat 20 "${tf32[@]}")
+                  --batch "$batch" --steps "$steps" --log-every $((steps / 3)) "${p[@]}")
+    local gemm=("$obj/dp_gemm_bench" --device "$device" --layers "$layers" --batch "$batch" --repeat 20 "${p[@]}")
     local torch=(python3 "$root/scripts/torch_baseline.py" --device "$device" --layers "$layers" --batch "$batch"
-                 --loss "$loss" --samples "$samples" --steps "$steps" --warmup 10 "${tf32[@]}")
+                 --loss "$loss" --samples "$samples" --steps "$steps" --warmup 20 "${p[@]}")
     say "$name $precision: ${worker[*]}"
     "${worker[@]}" >"$log.dptrain" 2>&1 || { tail -n 20 "$log.dptrain"; die "dp_worker failed"; }
     say "$name $precision: ${gemm[*]}"
     "${gemm[@]}" >"$log.gemm" 2>&1 || { tail -n 20 "$log.gemm"; die "dp_gemm_bench failed"; }
     say "$name $precision: ${torch[*]}"
     LD_LIBRARY_PATH="$system_ld_path" "${torch[@]}" >"$log.torch" 2>&1 || { tail -n 20 "$log.torch"; die "the PyTorch baseline failed"; }
+    grep -h '^torch ' "$log.torch"
+    local compiled_ms="-"
+    if [ "${COMPILE_SECONDS:-0}" -gt 0 ]; then
+        say "$name $precision: ${torch[*]} --compile (at most ${COMPILE_SECONDS:-0} s)"
+        LD_LIBRARY_PATH="$system_ld_path" timeout "${COMPILE_SECONDS:-0}" "${torch[@]}" --compile >"$log.compiled" 2>&1 &&
+            compiled_ms=$(field torch_ms_per_step "$log.compiled")
+        [ -n "$compiled_ms" ] || compiled_ms="-"
+        [ "$compiled_ms" != "-" ] || say "torch.compile did not finish or failed ($log.compiled): no compiled number"
+    fi
     # dp_worker's last progress line covers the last third of the steps: warm-up excluded.
     local rate gemm_ms torch_rate
     rate=$(awk '/^step / { for (i = 1; i < NF; i++) if ($(i + 1) == "samples/s") r = $i } END { print r }' "$log.dptrain")
     gemm_ms=$(field gemm_ms_per_step "$log.gemm")
     torch_rate=$(field torch_samples_per_s "$log.torch")
     [ -n "$rate" ] && [ -n "$gemm_ms" ] && [ -n "$torch_rate" ] || die "could not read the results of $name $precision (logs: $log.*)"
-    awk -v name="$name" -v layers="$layers" -v batch="$batch" -v p="$precision" -v r="$rate" -v g="$gemm_ms" -v t="$torch_rate" 'BEGIN {
+    awk -v name="$name" -v layers="$layers" -v batch="$batch" -v p="$precision" -v r="$rate" -v g="$gemm_ms" -v t="$torch_rate" \
+        -v c="$compiled_ms" 'BEGIN {
         ms = 1e3 * batch / r; tms = 1e3 * batch / t; ratio = r / t; share = 100 * g / ms
-        printf "| %s `%s` | %d | %s | %.3f | %.0f | %.3f | %.0f | %.2fx %s | %.3f | %.0f%% %s |\n",
-               name, layers, batch, p, ms, r, tms, t, ratio, (ratio >= 1.0 ? "(met)" : "(NOT met)"),
+        printf "| %s `%s` | %d | %s | %.3f | %.0f | %.3f | %.0f | %s | %.2fx %s | %.3f | %.0f%% %s |\n",
+               name, layers, batch, p, ms, r, tms, t, c, ratio, (ratio >= 1.0 ? "(met)" : "(NOT met)"),
                g, share, (share >= 85 ? "(met)" : "(NOT met)") }' >>"$build/rows.md"
+}
+
+# The README's CNN on images [1, 28, 28] (issue 18): dp_worker (im2col + cuBLAS) against PyTorch
+# eager (cuDNN), the same batch, xent, SGD; no GEMMs-alone column. Appends a table row.
+cnn_model="conv2d(32,3,padding=1,bias=0),batchnorm,relu,maxpool(2),conv2d(64,3,padding=1,bias=0),batchnorm,relu,maxpool(2),flatten,linear(128),relu,dropout(0.3),linear(10)"
+compare_cnn() {
+    local batch=$1 precision=$2 samples=$((4 * $1)) log="$build/bench-cnn-$precision"
+    local p=(--precision "$(echo "$precision" | tr 'A-Z' 'a-z')")
+    (cd "$obj" && make tests/npy_fixture >/dev/null 2>&1) || die "cannot build tests/npy_fixture"
+    "$obj/tests/npy_fixture" "$build/cnn-images.npy" "$samples" 1x28x28 1 &&
+        "$obj/tests/npy_fixture" --labels "$build/cnn-labels.npy" "$samples" 10 2 || die "cannot write the CNN's data"
+    local worker=(mpirun -np 1 "$obj/dp_worker" --device "$device" --data "$build/cnn-images.npy,$build/cnn-labels.npy"
+                  --model "$cnn_model" --batch "$batch" --steps "$steps" --log-every $((steps / 3)) "${p[@]}")
+    local torch=(python3 "$root/scripts/torch_baseline.py" --device "$device" --model "$cnn_model" --image 1,28,28
+                 --classes 10 --batch "$batch" --loss xent --samples "$samples" --steps "$steps" --warmup 10 "${p[@]}")
+    say "CNN $precision: ${worker[*]}"
+    "${worker[@]}" >"$log.dptrain" 2>&1 || { tail -n 20 "$log.dptrain"; die "dp_worker failed"; }
+    say "CNN $precision: ${torch[*]}"
+    LD_LIBRARY_PATH="$system_ld_path" "${torch[@]}" >"$log.torch" 2>&1 || { tail -n 20 "$log.torch"; die "the PyTorch baseline failed"; }
+    local rate torch_rate
+    rate=$(awk '/^step / { for (i = 1; i < NF; i++) if ($(i + 1) == "samples/s") r = $i } END { print r }' "$log.dptrain")
+    torch_rate=$(field torch_samples_per_s "$log.torch")
+    [ -n "$rate" ] && [ -n "$torch_rate" ] || die "could not read the results of the CNN $precision (logs: $log.*)"
+    awk -v batch="$batch" -v p="$precision" -v r="$rate" -v t="$torch_rate" 'BEGIN {
+        ms = 1e3 * batch / r; tms = 1e3 * batch / t; ratio = r / t
+        printf "| CNN (README recipe) on [1, 28, 28] | %d | %s | %.3f | %.0f | %.3f | %.0f | %.2fx %s | - | - |\n",
+               batch, p, ms, r, tms, t, ratio, (ratio >= 1.0 ? "(met)" : "(NOT met)") }' >>"$build/rows.md"
 }
 
 run_benchmarks() {
     rm -f "$build/rows.md"
-    local precisions=(FP32 TF32)
+    local precisions=(FP32 TF32 BF16)
     if [ "$device" = cpu ]; then
         precisions=(FP32)
         set -- "small" "64,32,64" mse 256 "wide" "128,128,128,10" xent 128
     else
-        set -- "documents' example" "2048,1024,2048" mse 5120 "wide" "8192,8192,8192,10" xent 4096
+        set -- "demo" "784,256,256,10" xent 256 "4096 wide" "784,4096,4096,10" xent 1024 \
+            "documents' example" "2048,1024,2048" mse 5120 "wide" "8192,8192,8192,10" xent 4096
     fi
     while [ $# -gt 0 ]; do
         for precision in "${precisions[@]}"; do compare "$1" "$2" "$3" "$4" "$precision"; done
         shift 4
     done
+    for precision in "${precisions[@]}"; do compare_cnn 128 "$precision"; done
     local gpu torch_version commit
     gpu=$([ "$device" = cuda ] && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1 || echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)")
     torch_version=$(LD_LIBRARY_PATH="$system_ld_path" python3 -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)')
@@ -270,10 +341,11 @@ run_benchmarks() {
     {
         echo "GPU check of $(date -u '+%Y-%m-%d %H:%M UTC') on $gpu; $(command -v nvcc >/dev/null && nvcc --version | sed -n 's/.*\(release [0-9.]*\).*/CUDA \1/p'); PyTorch $torch_version; dptrain at $commit (plus the working tree)."
         echo "One rank, one GPU; synthetic data of 4 batches held on the device by both; SGD lr 0.05 momentum 0.9; $steps timed steps"
-        echo "(dp_worker: its last progress interval, the final third; PyTorch: after 10 warm-up steps). Command: scripts/gpu-check.sh bench"
+        echo "(dp_worker: its last progress interval, the final third; PyTorch eager: the faster of its permuted-batch loop and a plain"
+        echo "loop over one batch, after 20 warm-up steps each; BF16: dptrain --precision bf16, PyTorch bf16 autocast). Command: scripts/gpu-check.sh bench"
         echo
-        echo "| model | batch | precision | dptrain ms/step | dptrain samples/s | PyTorch ms/step | PyTorch samples/s | dptrain / PyTorch (target >= 1.0x) | GEMMs alone ms/step | GEMM share of the step (target >= 85%) |"
-        echo "|---|---|---|---|---|---|---|---|---|---|"
+        echo "| model | batch | precision | dptrain ms/step | dptrain samples/s | PyTorch ms/step | PyTorch samples/s | torch.compile ms/step | dptrain / PyTorch eager (target >= 1.0x) | GEMMs alone ms/step | GEMM share of the step (target >= 85%) |"
+        echo "|---|---|---|---|---|---|---|---|---|---|---|"
         cat "$build/rows.md"
     } | tee "$out/gpu-results.md"
     say "table written to $out/gpu-results.md"

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """PyTorch training on the CPU what dp_worker trains, for scripts/throughput.sh's comparison.
 
-The same MLP (nn.Linear layers with ReLU between them, PyTorch's initialisation), global batch,
-loss (mean cross-entropy) and optimizer (torch.optim.SGD) on synthetic data of the same shape,
+The same MLP (nn.Linear layers with ReLU between them, PyTorch's initialisation), or with --model
+and --image the nn.Sequential of a dp_worker --model spec on images (a CNN: scripts/torch_interop.py
+builds it), global batch, loss (mean cross-entropy) and optimizer (torch.optim.SGD, or AdamW with
+--optimizer adamw) on synthetic data of the same shape,
 with a fresh random permutation each epoch. --world 1 trains in this process with --threads
 intra-op threads; --world W > 1 starts W processes joined by DistributedDataParallel over gloo,
 each with --threads threads and bound to its own cores (os.sched_setaffinity), each taking
@@ -23,6 +25,10 @@ import time
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--layers", default="784,1024,1024,10", help="widths W0,W1,...,WL as dp_worker's --layers")
+    p.add_argument("--model", help="a dp_worker --model spec instead of --layers (needs --image)")
+    p.add_argument("--image", default="1,28,28", help="--model's sample shape C,H,W")
+    p.add_argument("--classes", type=int, default=10, help="--model's output classes")
+    p.add_argument("--optimizer", choices=["sgd", "adamw"], default="sgd")
     p.add_argument("--batch", type=int, default=256, help="global batch per step")
     p.add_argument("--world", type=int, default=1, help="processes (DDP over gloo when more than 1)")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads per process")
@@ -72,14 +78,24 @@ def train(rank, a, port):
         os.sched_setaffinity(0, cores[rank * per_rank:(rank + 1) * per_rank] or cores)
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=a.world)
     widths = [int(w) for w in a.layers.split(",")]
+    sample = [int(d) for d in a.image.split(",")] if a.model else widths[:1]
+    classes = a.classes if a.model else widths[-1]
     torch.manual_seed(a.seed)
-    model = make_model(widths)
+    if a.model:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from torch_interop import build
+        model = torch.nn.Sequential(*build(a.model, sample))
+    else:
+        model = make_model(widths)
     if a.world > 1:
         model = torch.nn.parallel.DistributedDataParallel(model)
     generator = torch.Generator().manual_seed(a.seed + 1)
-    x = torch.rand(a.samples, widths[0], generator=generator) * 2 - 1
-    y = torch.randint(0, widths[-1], (a.samples,), generator=generator)
-    optimizer = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
+    x = torch.rand(a.samples, *sample, generator=generator) * 2 - 1
+    y = torch.randint(0, classes, (a.samples,), generator=generator)
+    if a.optimizer == "adamw":
+        optimizer = torch.optim.AdamW(model.parameters(), lr=a.lr)
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum)
     loss_fn = torch.nn.CrossEntropyLoss()
     local = a.batch // a.world
     order, position, started = torch.randperm(a.samples, generator=generator), 0, None
@@ -102,7 +118,7 @@ def train(rank, a, port):
         ms = 1e3 * seconds / a.steps
         rate = a.batch * a.steps / seconds
         print(f"PyTorch {torch.__version__} {'DDP gloo ' if a.world > 1 else ''}W={a.world} x {a.threads} thread(s): "
-              f"MLP {a.layers}, batch {a.batch}: {ms:.2f} ms/step, {rate:.0f} samples/s")
+              f"{a.model or 'MLP ' + a.layers}, batch {a.batch}: {ms:.2f} ms/step, {rate:.0f} samples/s")
         print(f"torch_ms_per_step={ms:.4f} torch_samples_per_s={rate:.1f}")
     if a.world > 1:
         dist.destroy_process_group()

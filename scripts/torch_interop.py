@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Loads a dptrain checkpoint into the matching PyTorch model and compares outputs.
 
+Inputs [N, D] are features; [N, C, H, W] images, for models with conv2d, pooling and flatten
+(nn.Conv2d, nn.MaxPool2d, nn.AvgPool2d, nn.Flatten, and nn.BatchNorm2d for a batchnorm on images).
+
 Builds the nn.Sequential that dp_worker's --model (or --layers) describes, held in a `layers`
 attribute as DESIGN.md says, loads the safetensors file with model.load_state_dict(strict=True)
 (parameters, running statistics and num_batches_tracked), runs it in eval mode on INPUTS.npy
@@ -54,21 +57,43 @@ def module_options(text):
     return name, positional, named
 
 
-def build(spec, inputs):
-    modules, width = [], inputs
+# Each module's options in dp_worker's order: the first ones may come without name=.
+ORDER = {"linear": ["out", "bias"], "conv2d": ["out", "k", "stride", "padding", "bias"],
+         "maxpool": ["k", "stride"], "avgpool": ["k", "stride"], "dropout": ["p"],
+         "batchnorm": ["momentum", "eps", "sync"]}
+
+
+def build(spec, sample):
+    """The modules of spec on one sample of shape `sample` ((D,) features or (C, H, W) images)."""
+    modules, shape = [], tuple(sample)
     for item in re.split(r",(?![^()]*\))", spec):
         name, positional, named = module_options(item)
+        o = dict(zip(ORDER.get(name, []), positional), **named)
         if name == "linear":
-            out = int(positional[0] if positional else named["out"])
-            modules.append(torch.nn.Linear(width, out, bias=named.get("bias", "1") != "0"))
-            width = out
+            out = int(o["out"])
+            modules.append(torch.nn.Linear(int(np.prod(shape)), out, bias=o.get("bias", "1") != "0"))
+            shape = (out,)
+        elif name == "conv2d":
+            k, stride, padding = int(o["k"]), int(o.get("stride", "1")), int(o.get("padding", "0"))
+            modules.append(torch.nn.Conv2d(shape[0], int(o["out"]), k, stride, padding, bias=o.get("bias", "1") != "0"))
+            shape = (int(o["out"]),) + tuple((s + 2 * padding - k) // stride + 1 for s in shape[1:])
+        elif name in ("maxpool", "avgpool"):
+            k = int(o["k"])
+            stride = int(o.get("stride", k))
+            pool = torch.nn.MaxPool2d if name == "maxpool" else torch.nn.AvgPool2d
+            modules.append(pool(k, stride))
+            shape = shape[:1] + tuple((s - k) // stride + 1 for s in shape[1:])
+        elif name == "flatten":
+            modules.append(torch.nn.Flatten())
+            shape = (int(np.prod(shape)),)
         elif name == "relu":
             modules.append(torch.nn.ReLU())
         elif name == "batchnorm":
-            modules.append(torch.nn.BatchNorm1d(width, eps=float(named.get("eps", "1e-5")),
-                                                momentum=float(named.get("momentum", "0.1"))))
+            norm = torch.nn.BatchNorm2d if len(shape) == 3 else torch.nn.BatchNorm1d
+            modules.append(norm(shape[0] if len(shape) == 3 else int(np.prod(shape)), eps=float(o.get("eps", "1e-5")),
+                                momentum=float(o.get("momentum", "0.1"))))
         elif name == "dropout":
-            modules.append(torch.nn.Dropout(float(positional[0] if positional else named.get("p", "0.5"))))
+            modules.append(torch.nn.Dropout(float(o.get("p", "0.5"))))
         else:
             raise SystemExit(f"torch_interop: unknown module {name}")
     return modules
@@ -104,7 +129,7 @@ def main():
         widths = [int(w) for w in a.layers.split(",")]
         model = Model([torch.nn.Linear(i, o) for i, o in zip(widths, widths[1:])], True)
     else:
-        model = Model(build(a.model, x.shape[1]), False)
+        model = Model(build(a.model, x.shape[1:]), False)
     model.load_state_dict(read_safetensors(a.checkpoint), strict=True)
     model.eval()
     with torch.no_grad():

@@ -65,6 +65,17 @@ expect_failure "dropout p outside [0, 1)" "p='1' must be a number in [0, 1)" --d
 expect_failure "batchnorm before any linear" "comes before any linear" --data "$good" --model "batchnorm,linear(3)"
 expect_failure "output width differs from the classes" "the output layer of --model 'linear(2)' has 2 units" --data "$good" --model "linear(2)"
 expect_failure "plain BatchNorm with one row per rank" "needs at least 2 rows per rank" --data "$good" --model "linear(3),batchnorm" --batch 2
+# CNNs (issue 18): messages name the module and the shapes. The good images are [1, 2, 2].
+expect_failure "conv2d kernel larger than the padded input" "module 0 (conv2d): kernel 5x5 is larger than its input [1, 2, 2] padded by 1" --data "$good" --model "conv2d(2,5,padding=1),flatten,linear(3)"
+expect_failure "pooling window larger than its input" "module 1 (maxpool): window 3x3 is larger than its input [2, 2, 2]" --data "$good" --model "conv2d(2,1),maxpool(3),flatten,linear(3)"
+expect_failure "linear after conv2d without flatten" "module 2 (linear) gets images [2, 2, 2] from module 0 (conv2d): put flatten before it" --data "$good" --model "conv2d(2,1),relu,linear(3)"
+npy "$dir/flat-images.npy" '<f4' '(3, 2, 2)' 48
+expect_failure "conv2d on samples that are not images" "module 0 (conv2d) needs images [C, H, W] but gets [2, 2]" --data "$dir/flat-images.npy,$dir/labels.npy" --model "conv2d(2,1),flatten,linear(3)"
+npy "$dir/two-channels.npy" '<f4' '(3, 2, 1, 2)' 48
+expect_failure "test images of another shape" "has samples [2, 1, 2] but the model (--model 'conv2d(2,1),flatten,linear(3)') takes [1, 2, 2]" --data "$good" --test-data "$dir/two-channels.npy,$dir/labels.npy" --model "conv2d(2,1),flatten,linear(3)"
+dp_mpirun 20 2 "$worker" --quiet --steps 1 --data "$good" --model "conv2d(2,1),flatten,linear(3)" --save "$dir/conv.safetensors" >/dev/null 2>&1 ||
+    { echo "FAIL could not write the conv fixture checkpoint"; failures=$((failures + 1)); }
+expect_failure "conv2d checkpoint with other input channels" "tensor 'layers.0.weight' has shape [2, 1, 1, 1], expected [2, 2, 1, 1]" --data "$dir/two-channels.npy,$dir/labels.npy" --model "conv2d(2,1),flatten,linear(3)" --init "$dir/conv.safetensors"
 # --predict: a file of the wrong width, and no model to run.
 npy "$dir/wide.npy" '<f4' '(3, 5)' 60
 expect_failure "--predict file of the wrong width" "wide.npy has 5 features per sample but --layers starts with 4" --predict "$dir/wide.npy" --init "$dir/small.safetensors" --output "$dir/pred.npy" --layers 4,3
@@ -80,6 +91,8 @@ expect_failure "auto table naming an unknown algorithm" "bad.table:2: unknown al
 expect_failure "missing auto table" "$dir/none.table" --data "$good" --layers 4,3 --allreduce auto --auto-table "$dir/none.table"
 # GPU choices: flags that need a GPU on the CPU, and a GPU asked for where none is visible.
 expect_failure "--tf32 with --device cpu" "--tf32 applies to GPUs" --device cpu --tf32
+expect_failure "--precision bf16 on the CPU" "the cpu backend cannot run gemm in BF16" --data "$good" --layers 4,3 --device cpu --precision bf16
+expect_failure "--precision fp16 for training" "--precision fp16 applies to --memory-plan" --precision fp16
 if "$worker" --help | grep -q "On GPU memory only"; then nccl_phrase="nccl sums GPU memory"; else nccl_phrase="unknown algorithm"; fi
 expect_failure "--allreduce nccl on the CPU" "$nccl_phrase" --data "$good" --layers 4,3 --device cpu --allreduce nccl
 export CUDA_VISIBLE_DEVICES=

@@ -1,6 +1,7 @@
 /* Writes a float32 .npy [ROWS, COLS] of values uniform in [-1, 1] from SEED: inputs for the
- * --predict tests and the mapped reader's memory test. With --labels, int32 [ROWS] classes
- * uniform in [0, COLS) instead. Usage: npy_fixture [--labels] PATH ROWS COLS SEED */
+ * --predict tests and the mapped reader's memory test; COLS written CxHxW gives images [ROWS, C,
+ * H, W]. With --labels, int32 [ROWS] classes uniform in [0, COLS) instead.
+ * Usage: npy_fixture [--labels] PATH ROWS COLS SEED */
 #include "dp/data.h"
 #include "dp/error.h"
 #include "dp/rng.h"
@@ -17,7 +18,9 @@ int main(int argc, char **argv)
         return 2;
     }
     argv += labels;
-    size_t rows = strtoul(argv[2], NULL, 10), cols = strtoul(argv[3], NULL, 10);
+    size_t rows = strtoul(argv[2], NULL, 10), image[3] = {0, 0, 0};
+    int is_image = sscanf(argv[3], "%zux%zux%zu", &image[0], &image[1], &image[2]) == 3;
+    size_t cols = is_image ? image[0] * image[1] * image[2] : strtoul(argv[3], NULL, 10);
     dp_rng rng;
     dp_rng_seed(&rng, strtoull(argv[4], NULL, 10));
     size_t count = labels ? rows : rows * cols;
@@ -31,6 +34,8 @@ int main(int argc, char **argv)
             features[i] = 2.0f * dp_rng_uniform(&rng) - 1.0f;
     }
     dp_npy array = {.dtype = DP_NPY_F32, .ndim = 2, .shape = {rows, cols}, .data = values};
+    if (is_image)
+        array = (dp_npy){.dtype = DP_NPY_F32, .ndim = 4, .shape = {rows, image[0], image[1], image[2]}, .data = values};
     if (labels)
         array = (dp_npy){.dtype = DP_NPY_I32, .ndim = 1, .shape = {rows}, .data = values};
     int status = values ? dp_npy_write(argv[1], &array) : DP_ENOMEM;

@@ -47,19 +47,38 @@ check "predict in a rank started without mpirun" $? "wrote $dir/wide-alone.npy"
 run 2 "$worker" --predict "$dir/wide.npy" --init "$dir/wide.safetensors" --model "$wide" --output "$dir/wide-2.npy"
 check "predict the 10-class model on 2 ranks" $? "wrote $dir/wide-2.npy"
 dp_check_same_bits "a rank alone (unbound) writes the bits of 2 ranks" "$dir/wide-alone.npy" "$dir/wide-2.npy"
+# A CNN on images [2, 6, 5] (issue 18): trained on 2 ranks, predicted bitwise alike on 1 and 3.
+cnn="conv2d(4,3,padding=1,bias=0),batchnorm,relu,maxpool(2),conv2d(6,2),relu,avgpool(1),flatten,linear(5)"
+"$top_builddir/tests/npy_fixture" "$dir/images.npy" 600 2x6x5 7 &&
+    "$top_builddir/tests/npy_fixture" --labels "$dir/image-labels.npy" 600 5 8 || failures=$((failures + 1))
+run 2 "$worker" --data "$dir/images.npy,$dir/image-labels.npy" --model "$cnn" --optimizer adamw --steps 30 \
+    --batch 64 --sync-bn --save "$dir/cnn.safetensors"
+check "train the CNN to run" $? "summary:"
+"$top_builddir/tests/npy_fixture" "$dir/image-inputs.npy" 300 2x6x5 9 || failures=$((failures + 1))
+for np in 1 3; do
+    run "$np" "$worker" --predict "$dir/image-inputs.npy" --init "$dir/cnn.safetensors" --model "$cnn" \
+        --output "$dir/cnn-$np.npy"
+    check "predict with the CNN on $np rank(s)" $? "wrote $dir/cnn-$np.npy"
+done
+dp_check_same_bits "the CNN's outputs on 3 ranks are bitwise those of 1 rank" "$dir/cnn-1.npy" "$dir/cnn-3.npy"
 # The first Python with PyTorch (Debian's python3-torch lives under /usr/bin); none: skipped.
 python=python3
 for candidate in python3 /usr/bin/python3; do
     "$candidate" -c 'import torch' 2>/dev/null && { python=$candidate; break; }
 done
-status=0
-"$python" "$srcdir/scripts/torch_interop.py" --model "$model" "$dir/model.safetensors" "$dir/inputs.npy" \
-    "$dir/out-1.npy" >"$dir/out" 2>&1 || status=$?
-if [ "$status" -eq 77 ]; then
-    echo "skip PyTorch comparison: $(cat "$dir/out")"
-else
-    check "PyTorch loads the checkpoint and computes the same outputs" "$status" "load_state_dict(strict=True)"
-fi
+# compare_with_torch WHAT SPEC CHECKPOINT INPUTS OUTPUTS
+compare_with_torch() {
+    status=0
+    "$python" "$srcdir/scripts/torch_interop.py" --model "$2" "$3" "$4" "$5" >"$dir/out" 2>&1 || status=$?
+    if [ "$status" -eq 77 ]; then
+        echo "skip PyTorch comparison ($1): $(cat "$dir/out")"
+    else
+        check "PyTorch loads $1 and computes the same outputs" "$status" "load_state_dict(strict=True)"
+    fi
+}
+compare_with_torch "the MLP checkpoint" "$model" "$dir/model.safetensors" "$dir/inputs.npy" "$dir/out-1.npy"
+compare_with_torch "the CNN checkpoint (nn.Conv2d, BatchNorm2d, pooling, Flatten)" "$cnn" "$dir/cnn.safetensors" \
+    "$dir/image-inputs.npy" "$dir/cnn-1.npy"
 
 echo "predict: $((cases - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

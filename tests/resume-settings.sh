@@ -2,7 +2,7 @@
 # sample order is refused naming the setting; a different learning rate, schedule length or
 # world size or BLAS thread count continues but says which settings changed and that the run
 # is no longer bit-exact; the same settings continue bit-exactly, also for more steps at a
-# constant rate.
+# constant rate, and --precision tf32 under --device auto's CPU fallback (no GPU arithmetic).
 . "$srcdir/tests/common.sh"
 worker="$top_builddir/dp_worker"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-resume-XXXXXX")
@@ -42,6 +42,14 @@ dp_check_outcome "a longer constant-rate run" ok $? "$dir/out" "continuing bit-e
 resume "another model" fail "the checkpoint has model=sequential 8: linear(out=16,bias=1),relu,linear(out=3,bias=1) but this run has model=sequential 8: linear(out=17,bias=1)" 2 --steps 10 --model "linear(17),relu,linear(3)"
 resume "another optimizer" fail "the checkpoint has optimizer=sgd but this run has optimizer=adamw" 2 --steps 10 --optimizer adamw
 resume "another sample order" fail "seed=5 but this run has seed=6" 2 --steps 10 --seed 6
+# --precision only changes a GPU's GEMMs: where --device auto trains on the CPU (no GPU
+# visible), a tf32 checkpoint's compute is the CPU's, and resuming it on the CPU is bit-exact.
+# shellcheck disable=SC2086
+CUDA_VISIBLE_DEVICES= dp_mpirun 60 2 "$worker" $base --device auto --precision tf32 --steps 10 --checkpoint-dir "$dir/tf32" \
+    --quiet >/dev/null 2>&1 || { echo "FAIL could not write the tf32 checkpoint"; failures=$((failures + 1)); }
+# shellcheck disable=SC2086
+dp_mpirun 60 2 "$worker" $base --steps 20 --resume "$dir/tf32" >"$dir/out" 2>&1
+dp_check_outcome "a tf32 run that trained on the CPU" ok $? "$dir/out" "continuing bit-exactly"
 
 echo "resume settings: $((cases - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -37,6 +37,9 @@ static const op_shape lengths[] = {{0, 1, 0}, {1, 1, 0}, {67, 77, 0}, {1000003, 
 static const op_shape products[] = {{0, 5, 3}, {4, 0, 3}, {5, 3, 0}, {1, 1, 1}, {37, 53, 29}, {129, 65, 257},
                                     {64, 96, 2048}, {-1, 0, 0}};
 
+/* Samples of one window geometry (the row's param, tests/ops/windows.c): none, one, three. */
+static const op_shape samples[] = {{0, 0, 0}, {1, 0, 0}, {3, 0, 0}, {-1, 0, 0}};
+
 /* The same bits as the reference (any NaN as any NaN). */
 static const op_tolerance bits = {0};
 /* A sum of `rows` (or k) terms in float or double, in any order. */
@@ -88,6 +91,22 @@ static const op_case cases[] = {
     {"sgd_step", "scale and count only", F32, 3, matrices, bits, &op_sgd_step},
     {"adamw_step", "update", F32, 0, matrices, bits, &op_adamw_step},
     {"adamw_step", "scale and count only", F32, 1, matrices, bits, &op_adamw_step},
+    {"im2col", "28x28, k 3, padding 1", F32, 0, samples, bits, &op_im2col},
+    {"im2col", "3 channels 7x6, stride 2, padding 1", F32, 1, samples, bits, &op_im2col},
+    {"im2col", "k 5, padding 2", F32, 2, samples, bits, &op_im2col},
+    {"im2col", "k 1", F32, 3, samples, bits, &op_im2col},
+    {"col2im", "28x28, k 3, padding 1", F32, 0, samples, float_sum, &op_col2im},
+    {"col2im", "3 channels 7x6, stride 2, padding 1", F32, 1, samples, float_sum, &op_col2im},
+    {"col2im", "k 5, padding 2", F32, 2, samples, float_sum, &op_col2im},
+    {"col2im", "k 1", F32, 3, samples, float_sum, &op_col2im},
+    {"pool_forward", "max 2x2", F32, 4, samples, bits, &op_pool_forward},
+    {"pool_forward", "max 3x3 stride 2", F32, 5, samples, bits, &op_pool_forward},
+    {"pool_forward", "avg 2x2", F32, 4 + 256, samples, float_sum, &op_pool_forward},
+    {"pool_forward", "avg 3x3 stride 2", F32, 5 + 256, samples, float_sum, &op_pool_forward},
+    {"pool_backward", "max 2x2", F32, 4, samples, float_sum, &op_pool_backward},
+    {"pool_backward", "max 3x3 stride 2", F32, 5, samples, float_sum, &op_pool_backward},
+    {"pool_backward", "avg 2x2", F32, 4 + 256, samples, float_sum, &op_pool_backward},
+    {"pool_backward", "avg 3x3 stride 2", F32, 5 + 256, samples, float_sum, &op_pool_backward},
     {"zero", "", F32, 0, matrices, bits, &op_zero},
     {"upload, download", "through alloc_host", F32, 0, matrices, bits, &op_copies},
 };

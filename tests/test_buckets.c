@@ -77,8 +77,10 @@ START_TEST(strategies_are_chosen_by_name)
     }
     ck_assert_ptr_null(dp_strategy_name_for_zero(4));
     ck_assert_ptr_null(dp_strategy_find("zero-4"));
-    ck_assert_str_eq(dp_strategy_names(), "ddp, zero-1, zero-2, zero-3, local-sgd");
+    ck_assert_str_eq(dp_strategy_names(), "ddp, zero-1, zero-2, zero-3, local-sgd, exact");
     ck_assert_uint_eq(dp_strategy_model_owns("local-sgd"), 3u);
+    ck_assert_ptr_nonnull(dp_strategy_find("exact"));
+    ck_assert_uint_eq(dp_strategy_model_owns("exact"), 3u); /* the whole model on every rank, as DDP */
     ck_assert_uint_eq(dp_strategy_model_owns("ddp"), 3u);
     ck_assert_uint_eq(dp_strategy_model_owns("zero-2"), 1u);
     ck_assert_uint_eq(dp_strategy_model_owns("zero-3"), 0u);

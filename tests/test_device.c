@@ -224,11 +224,11 @@ START_TEST(device_options_parse_and_reject_gpu_flags_on_the_cpu)
     ck_assert_int_eq(parse(&o, NULL, 0), 0);
     ck_assert_int_eq(o.device, DP_DEVICE_AUTO);
     ck_assert_int_eq(o.cuda_aware, DP_CUDA_AWARE_AUTO);
-    ck_assert_int_eq(o.tf32, 0);
+    ck_assert_int_eq(o.precision, DP_PRECISION_FP32);
     const char *gpu[] = {"--device", "cuda", "--tf32", "--share-gpu", "--cuda-aware", "off"};
     ck_assert_int_eq(parse(&o, gpu, 6), 0);
     ck_assert_int_eq(o.device, DP_DEVICE_CUDA);
-    ck_assert_int_eq(o.tf32, 1);
+    ck_assert_int_eq(o.precision, DP_PRECISION_TF32);
     ck_assert_int_eq(o.share_gpu, 1);
     ck_assert_int_eq(o.cuda_aware, DP_CUDA_AWARE_OFF);
     const char *bad_device[] = {"--device", "gpu"};
@@ -237,30 +237,63 @@ START_TEST(device_options_parse_and_reject_gpu_flags_on_the_cpu)
     const char *tf32_on_cpu[] = {"--device", "cpu", "--tf32"};
     ck_assert_int_eq(parse(&o, tf32_on_cpu, 3), DP_EINVAL);
     ck_assert_ptr_nonnull(strstr(dp_last_error(), "--tf32 applies to GPUs"));
+    const char *tf32_named[] = {"--device", "cpu", "--precision", "tf32"};
+    ck_assert_int_eq(parse(&o, tf32_named, 4), DP_EINVAL);
+    ck_assert_ptr_nonnull(strstr(dp_last_error(), "--precision tf32 applies to GPUs"));
+    const char *both[] = {"--tf32", "--precision", "bf16"};
+    ck_assert_int_eq(parse(&o, both, 3), DP_EINVAL);
+    ck_assert_ptr_nonnull(strstr(dp_last_error(), "--tf32 is --precision tf32"));
+    const char *alias[] = {"--precision", "tf32", "--tf32"};
+    ck_assert_int_eq(parse(&o, alias, 3), 0);
+    ck_assert_int_eq(o.precision, DP_PRECISION_TF32);
+    const char *plan_only[] = {"--precision", "mixed"};
+    ck_assert_int_eq(parse(&o, plan_only, 2), DP_EINVAL);
+    ck_assert_msg(strstr(dp_last_error(), "--precision mixed applies to --memory-plan (training takes fp32, tf32 or bf16)"),
+                  "%s", dp_last_error());
     const char *aware_on_cpu[] = {"--cuda-aware", "on", "--device", "cpu"};
     ck_assert_int_eq(parse(&o, aware_on_cpu, 4), DP_EINVAL);
     ck_assert_ptr_nonnull(strstr(dp_last_error(), "--cuda-aware on"));
 }
 END_TEST
 
-START_TEST(gpu_only_algorithm_with_cpu_training_fails_naming_both)
+/* dp_train's status for a one-step run on a tiny dataset with args (which must parse); its
+ * error is in dp_last_error(). */
+static int train_tiny(const char **args, int count)
 {
-#ifdef HAVE_NCCL
     dp_options o;
-    const char *args[] = {"--device", "cpu", "--allreduce", "nccl", "--layers", "4,3", "--steps", "1",
-                          "--batch", "8", "--quiet"};
-    ck_assert_int_eq(parse(&o, args, 11), 0);
+    ck_assert_int_eq(parse(&o, args, count), 0);
     dp_dataset data;
     ck_assert_int_eq(dp_dataset_open("synthetic:32,4,3", 0, 0, 1, &data), 0);
     dp_comm c;
     ck_assert_int_eq(dp_comm_init(&c, MPI_COMM_WORLD, o.allreduce), 0);
     dp_train_result result;
-    ck_assert_int_eq(dp_train(&o, &data, NULL, &c, &result, 0), DP_EINVAL);
-    ck_assert_msg(strstr(dp_last_error(), "nccl sums GPU memory") && strstr(dp_last_error(), "--device cpu"),
-                  "%s", dp_last_error());
+    int status = dp_train(&o, &data, NULL, &c, &result, 0);
     dp_comm_free(&c);
     dp_dataset_free(&data);
+    return status;
+}
+
+START_TEST(gpu_only_algorithm_with_cpu_training_fails_naming_both)
+{
+#ifdef HAVE_NCCL
+    const char *args[] = {"--device", "cpu", "--allreduce", "nccl", "--layers", "4,3", "--steps", "1",
+                          "--batch", "8", "--quiet"};
+    ck_assert_int_eq(train_tiny(args, 11), DP_EINVAL);
+    ck_assert_msg(strstr(dp_last_error(), "nccl sums GPU memory") && strstr(dp_last_error(), "--device cpu"),
+                  "%s", dp_last_error());
 #endif
+}
+END_TEST
+
+/* bf16 passes the options (auto may find GPUs), and the CPU backend declines it when the run
+ * opens it, through dp_backend_require, before anything is allocated or trained. */
+START_TEST(bf16_training_on_the_cpu_is_declined_by_the_backend)
+{
+    const char *args[] = {"--device", "cpu", "--precision", "bf16", "--layers", "4,3", "--steps", "1",
+                          "--batch", "8", "--quiet"};
+    ck_assert_int_eq(train_tiny(args, 11), DP_EINVAL);
+    ck_assert_msg(strstr(dp_last_error(), "the cpu backend cannot run gemm in BF16") &&
+                  strstr(dp_last_error(), "--device cuda"), "%s", dp_last_error());
 }
 END_TEST
 
@@ -279,6 +312,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, gpu_memory_reaches_only_algorithms_that_take_it);
     tcase_add_test(tc, device_options_parse_and_reject_gpu_flags_on_the_cpu);
     tcase_add_test(tc, gpu_only_algorithm_with_cpu_training_fails_naming_both);
+    tcase_add_test(tc, bf16_training_on_the_cpu_is_declined_by_the_backend);
     suite_add_tcase(s, tc);
     int failed = dp_test_run_mpi_suite(s);
     MPI_Finalize();

@@ -26,16 +26,16 @@ enum { EXIT_SKIP = 77 };
 
 static const dp_backend *cpu, *gpu;
 
-static void open_gpu(int tf32)
+static void open_gpu(dp_precision precision)
 {
-    dp_backend_request request = {.device = DP_DEVICE_CUDA, .share_gpu = 1, .tf32 = tf32, .local_size = 1};
+    dp_backend_request request = {.device = DP_DEVICE_CUDA, .share_gpu = 1, .precision = precision, .local_size = 1};
     ck_assert_msg(dp_backend_open(&request, &gpu) == 0, "%s", dp_last_error());
 }
 
 static void setup(void)
 {
     cpu = dp_backend_cpu();
-    open_gpu(0);
+    open_gpu(DP_PRECISION_FP32);
 }
 
 static void teardown(void)
@@ -97,11 +97,27 @@ static double gemm_error(int trans_a, int trans_b, int m, int n, int k, float be
 START_TEST(tf32_gemm_stays_close_to_fp32)
 {
     dp_backend_close(gpu);
-    open_gpu(1);
+    open_gpu(DP_PRECISION_TF32);
     ck_assert_ptr_nonnull(strstr(gpu->describe(gpu), "TF32"));
     double error = gemm_error(0, 1, 128, 128, 512, 0.0f, 7);
     /* TF32 keeps 10 mantissa bits: errors near 2^-11 per product, averaged down by the sum. */
     ck_assert_msg(error < 1e-2, "TF32 gemm: relative error %g", error);
+}
+END_TEST
+
+/* bf16 inputs keep 7 mantissa bits: products off by up to 2^-8, averaged down by the sum;
+ * more than FP32's error, so the inputs were rounded (cuBLAS may also pick TF32: still so). */
+START_TEST(bf16_gemm_stays_close_to_fp32_and_rounds_its_inputs)
+{
+    dp_backend_close(gpu);
+    open_gpu(DP_PRECISION_BF16);
+    ck_assert_ptr_nonnull(strstr(gpu->describe(gpu), "bf16"));
+    ck_assert_int_eq(dp_backend_require(gpu, "gemm", DP_DTYPE_BF16), 0);
+    for (int t = 0; t < 4; t++) {
+        double error = gemm_error(t & 1, t >> 1, 96, 80, 512, 0.5f, 11 + t);
+        ck_assert_msg(error < 2e-2 && error > 1e-5, "bf16 gemm %c%c: relative error %g", t & 1 ? 'T' : 'N',
+                      t >> 1 ? 'T' : 'N', error);
+    }
 }
 END_TEST
 
@@ -240,6 +256,7 @@ int main(int argc, char **argv)
     TCase *kernels = tcase_create("gemm and errors");
     tcase_add_checked_fixture(kernels, setup, teardown);
     tcase_add_test(kernels, tf32_gemm_stays_close_to_fp32);
+    tcase_add_test(kernels, bf16_gemm_stays_close_to_fp32_and_rounds_its_inputs);
     tcase_add_test(kernels, failed_cublas_call_is_named_with_file_and_rank);
     suite_add_tcase(s, kernels);
     TCase *training = tcase_create("training");

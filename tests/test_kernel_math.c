@@ -1,7 +1,8 @@
 /* The kernel launch arithmetic written once (src/backend/kernel_grid.h), on any machine: the
  * argmax rule (NaN largest, first index wins) holds in the CPU backend and in the GPU's warp
  * butterfly emulated on the host, on 20,000 rows with NaN, infinities, zeros and ties; dropout
- * masks are a hash of sample and unit; and every launch shape visits each element exactly once.
+ * masks are a hash of sample and unit; every launch shape visits each element exactly once; and
+ * the reductions' one-block tree adds each block's partial once, in a fixed order.
  * Each operation's results against a reference, on every backend, are the backend test
  * table's (tests/test_backend_ops.c). */
 #include "dp/backend.h"
@@ -13,6 +14,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* A passing ck_assert costs Check a message to its parent: loops over many values test with this. */
 #define EXPECT(cond, ...)                                                    \
@@ -182,6 +184,56 @@ START_TEST(every_launch_shape_visits_each_element_once)
 }
 END_TEST
 
+/* add_partials as the one block computes it (emulated): each thread's share, the tree, the finish. */
+static void tree_totals(const dp_cuda_partial *partials, int blocks, double *sum, double *count)
+{
+    double sums[DP_THREADS], counts[DP_THREADS];
+    for (int t = 0; t < DP_THREADS; t++)
+        dp_add_partials_thread(partials, blocks, t, &sums[t], &counts[t]);
+    *sum = 0.0;
+    *count = 0.0;
+    dp_add_partials_finish(dp_emulate_block_sum(sums), dp_emulate_block_sum(counts), sum, count, 1.0);
+}
+
+/* The reductions' partials are added by a block of threads, not one: every partial exactly
+ * once for any count of blocks up to DP_MAX_PARTIALS (exact sums: small integers), and close
+ * to a long-double sum for values of mixed signs and magnitudes, the same bits every time. */
+START_TEST(partials_tree_adds_each_block_once_in_a_fixed_order)
+{
+    static const int counts[] = {1, 2, 255, 256, 257, 511, 1000, DP_MAX_PARTIALS};
+    dp_cuda_partial *p = malloc(DP_MAX_PARTIALS * sizeof *p);
+    dp_rng rng;
+    dp_rng_seed(&rng, 19);
+    for (size_t i = 0; i < sizeof counts / sizeof *counts; i++) {
+        int blocks = counts[i];
+        double want = 0.0, want_count = 0.0;
+        for (int b = 0; b < blocks; b++) {
+            p[b] = (dp_cuda_partial){(double)(b + 1), (unsigned long long)(3 * b + 1)};
+            want += b + 1;
+            want_count += 3 * b + 1;
+        }
+        double sum, count;
+        tree_totals(p, blocks, &sum, &count);
+        EXPECT(sum == want && count == want_count, "%d blocks: sum %.17g count %.17g, want %.17g %.17g", blocks, sum,
+               count, want, want_count);
+        long double exact = 0.0L;
+        for (int b = 0; b < blocks; b++) {
+            p[b].sum = (dp_rng_uniform(&rng) - 0.5) * pow(10.0, (double)(b % 9));
+            exact += p[b].sum;
+        }
+        double again, scale = 0.0;
+        tree_totals(p, blocks, &sum, &count);
+        tree_totals(p, blocks, &again, &count);
+        for (int b = 0; b < blocks; b++)
+            scale += fabs(p[b].sum);
+        EXPECT(memcmp(&sum, &again, sizeof sum) == 0, "%d blocks: two runs differ", blocks);
+        EXPECT(fabsl((long double)sum - exact) <= 16 * DBL_EPSILON * scale, "%d blocks: %.17g vs %.17Lg", blocks, sum,
+               exact);
+    }
+    free(p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("kernel-math");
@@ -191,6 +243,7 @@ int main(void)
     tcase_add_test(tc, dropout_masks_are_a_hash_of_sample_and_unit);
     tcase_add_test(tc, warp_butterfly_argmax_equals_the_cpu_backend_on_20000_rows);
     tcase_add_test(tc, every_launch_shape_visits_each_element_once);
+    tcase_add_test(tc, partials_tree_adds_each_block_once_in_a_fixed_order);
     suite_add_tcase(s, tc);
     return dp_test_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -5,6 +5,7 @@
 #include "dp/nn.h"
 #include "dp/rng.h"
 #include "src/nn/module.h"
+#include "tests/nn_reference.h"
 #include "tests/testutil.h"
 
 #include <math.h>
@@ -80,18 +81,6 @@ static double forward_backward(fixture *f, const float *x, const int32_t *labels
 
 /* --- the independent reference: the model's forward in double, module by module --- */
 
-static void linear_ref(const dp_module *mod, const double *p, const double *in, double *out)
-{
-    int n_in = mod->in_width, n_out = mod->out_width;
-    for (int r = 0; r < ROWS; r++)
-        for (int o = 0; o < n_out; o++) {
-            double z = mod->options.bias ? p[(size_t)n_out * n_in + o] : 0.0;
-            for (int i = 0; i < n_in; i++)
-                z += p[o * n_in + i] * in[r * n_in + i];
-            out[r * n_out + o] = mod->absorbs_next && z < 0.0 ? 0.0 : z;
-        }
-}
-
 /* Training mode: the batch's mean and biased variance. */
 static void batchnorm_ref(const dp_module *mod, const double *p, const double *in, double *out)
 {
@@ -117,33 +106,24 @@ static double reference_loss(const fixture *f, const double *params, dp_loss los
         const double *p = params + mod->first_param;
         size_t n = (size_t)ROWS * mod->out_width;
         if (mod->type == &dp_module_linear)
-            linear_ref(mod, p, in, out);
+            nn_ref_linear(mod, p, in, out, ROWS);
         else if (mod->type == &dp_module_batchnorm)
             batchnorm_ref(mod, p, in, out);
         else if (mod->type == &dp_module_dropout) /* this forward's masks, fixed */
             for (size_t j = 0; j < n; j++)
                 out[j] = in[j] * dp_dropout_mask(mod)[j];
-        else /* relu: an absorbed one was applied by its Linear */
-            for (size_t j = 0; j < n; j++)
-                out[j] = mod->absorbed || in[j] > 0.0 ? in[j] : 0.0;
+        else
+            nn_ref_relu(mod, in, out, n);
         double *swap = in;
         in = out;
         out = swap;
     }
     int k = f->m.outputs;
+    if (loss == DP_LOSS_XENT)
+        return nn_ref_xent(in, f->labels, ROWS, k);
     double total = 0.0;
-    for (int r = 0; r < ROWS; r++) {
-        const double *z = in + r * k;
-        if (loss == DP_LOSS_XENT) {
-            double sum = 0.0;
-            for (int c = 0; c < k; c++)
-                sum += exp(z[c]);
-            total += log(sum) - z[f->labels[r]];
-        } else {
-            for (int c = 0; c < k; c++)
-                total += (z[c] - f->targets[r * k + c]) * (z[c] - f->targets[r * k + c]) / k;
-        }
-    }
+    for (int i = 0; i < ROWS * k; i++)
+        total += (in[i] - f->targets[i]) * (in[i] - f->targets[i]) / k;
     return total;
 }
 
@@ -502,7 +482,11 @@ START_TEST(model_specs_parse_and_bad_ones_are_named)
         {"dropout(-0.1)", "p='-0.1'"},
         {"batchnorm(momentum=0.1,foo=1)", "unknown option 'foo'"},
         {"relu(3)", "takes no options"},
-        {"linear(10,20)", "only the first option may be given without name="},
+        {"linear(10,1,2)", "more options without name= than the module has"},
+        {"linear(out=10,1)", "options without name= must come before those with it"},
+        {"conv2d(8)", "needs k"},
+        {"maxpool(0)", "k='0' must be an integer in [1,"},
+        {"flatten(2)", "takes no options"},
         {"linear(10", "unbalanced parentheses"},
         {"linear(10),", "trailing comma"},
         {"linear(10),,relu", "empty module"},

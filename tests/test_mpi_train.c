@@ -17,6 +17,8 @@
 enum { SAMPLES = 500, FEATURES = 20, CLASSES = 5, STEPS = 20 };
 
 static int world_rank, world_size;
+/* The synthetic samples' shape: [FEATURES], or an image of FEATURES pixels for the CNN cases. */
+static dp_dims sample_shape = {.ndim = 1, .dim = {FEATURES}};
 /* DP_TEST_DEVICE=cuda runs every case on the GPU (tests/gpu-train-w2.sh); the CPU otherwise. */
 static dp_device test_device = DP_DEVICE_CPU;
 
@@ -40,12 +42,14 @@ static void open_synthetic(dp_dataset *ds, int regression)
     char spec[64];
     snprintf(spec, sizeof spec, "synthetic:%d,%d,%d", SAMPLES, FEATURES, CLASSES);
     ck_assert_msg(dp_dataset_open(spec, 0, regression, 77, ds) == 0, "%s", dp_last_error());
+    ds->sample = sample_shape;
 }
 
 /* The model of o, as the trainer builds it, on the CPU. */
 static void build_model(const dp_options *o, const dp_dataset *data, dp_model *m)
 {
-    ck_assert_msg(dp_model_create(m, dp_backend_cpu(), &o->model, data->dim, 1) == 0, "%s", dp_last_error());
+    ck_assert_msg(dp_model_create_owning(m, dp_backend_cpu(), &o->model, &data->sample, 1, DP_MODEL_OWNS_ALL) == 0, "%s",
+                  dp_last_error());
 }
 
 /* The initial parameters of o's model (malloc'd); *n gets their count. */
@@ -92,8 +96,9 @@ static void check_equivalence(const dp_options *distributed, const dp_options *r
     if (world_rank == 0) {
         float *single = train_on(reference, &data, MPI_COMM_SELF);
         double moved = dp_test_relative_error(params, initial, n), error = dp_test_relative_error(params, single, n);
-        printf("W=%d %s %s batch %ld accum %ld%s%s: relative error vs 1 rank %.3g (training moved %.3g)\n",
-               world_size, distributed->model.text, distributed->allreduce, distributed->batch, distributed->accum,
+        printf("W=%d %s %s zero %d batch %ld accum %ld%s%s: relative error vs 1 rank %.3g (training moved %.3g)\n",
+               world_size, distributed->model.text, distributed->allreduce, distributed->zero, distributed->batch,
+               distributed->accum,
                distributed->drop_last ? " drop-last" : "", regression ? " mse" : "", error, moved);
         ck_assert_msg(moved > 0.05, "training barely moved the parameters (%g)", moved);
         ck_assert_msg(error < 1e-5, "W=%d differs from 1 rank: relative error %g", world_size, error);
@@ -305,6 +310,30 @@ START_TEST(overlapped_buckets_equal_no_overlap_and_one_rank)
 }
 END_TEST
 
+/* A CNN on images [1, 4, 5] (non-square): convolutions, SyncBatchNorm over channels, pooling
+ * and flatten train on W ranks as on one, for every algorithm, even and uneven slices (497: an
+ * empty slice on 4 ranks every other step) and every ZeRO stage. */
+START_TEST(equivalence_for_a_cnn_with_sync_batchnorm_every_algorithm_and_zero)
+{
+    dp_options o;
+    modules_options(&o);
+    ck_assert_int_eq(dp_model_spec_parse("conv2d(4,3,padding=1,bias=0),batchnorm(sync=1),relu,maxpool(2),"
+                                         "conv2d(6,2,bias=0),batchnorm(sync=1),relu,avgpool(1),flatten,linear(5)",
+                                         &o.model), 0);
+    sample_shape = (dp_dims){.ndim = 3, .dim = {1, 4, 5}};
+    static const long batches[] = {60, 67, 497};
+    for (size_t i = 0; i < sizeof batches / sizeof *batches; i++) {
+        o.batch = batches[i];
+        check_all_algorithms(&o, &o, 0);
+    }
+    o.batch = 67;
+    strcpy(o.allreduce, "mpi"); /* the reference rank alone runs it too: nccl's fake spans the world only */
+    for (o.zero = 1; o.zero <= 3; o.zero++)
+        check_equivalence(&o, &o, 0);
+    sample_shape = dp_dims_features(FEATURES);
+}
+END_TEST
+
 START_TEST(training_is_bitwise_deterministic_run_to_run)
 {
     dp_options o;
@@ -323,6 +352,45 @@ START_TEST(training_is_bitwise_deterministic_run_to_run)
 }
 END_TEST
 
+/* --precision bf16 (GPU only: tests/fakecuda-bf16.sh, tests/gpu-train-w2.sh): GEMM inputs
+ * rounded to bfloat16, FP32 everywhere else. After STEPS steps its parameters stay within
+ * BF16_TOLERANCE of FP32 training's (relative, over all parameters) yet differ from them (the
+ * rounding happened); W ranks stay within the same tolerance of one rank at bf16, and agree
+ * with each other bitwise. */
+#define BF16_TOLERANCE 1e-2
+START_TEST(bf16_training_stays_near_fp32_and_one_rank)
+{
+    if (test_device != DP_DEVICE_CUDA)
+        return;
+    dp_options exact, bf16;
+    base_options(&exact);
+    exact.batch = 60;
+    bf16 = exact;
+    bf16.precision = DP_PRECISION_BF16;
+    dp_dataset data;
+    open_synthetic(&data, 0);
+    size_t n = 0;
+    float *initial = initial_params(&bf16, &data, &n);
+    float *params = train_on(&bf16, &data, MPI_COMM_WORLD);
+    ck_assert_msg(replicas_identical(params, n), "bf16 replicas differ after %d steps", STEPS);
+    if (world_rank == 0) {
+        float *single = train_on(&bf16, &data, MPI_COMM_SELF), *fp32 = train_on(&exact, &data, MPI_COMM_SELF);
+        double moved = dp_test_relative_error(fp32, initial, n), rounding = dp_test_relative_error(single, fp32, n),
+               ranks = dp_test_relative_error(params, single, n);
+        printf("W=%d bf16: relative error vs FP32 %.3g, vs 1 rank at bf16 %.3g (training moved %.3g; tolerance %g)\n",
+               world_size, rounding, ranks, moved, BF16_TOLERANCE);
+        ck_assert_msg(moved > 0.05, "training barely moved the parameters (%g)", moved);
+        ck_assert_msg(rounding < BF16_TOLERANCE && rounding > 1e-6, "bf16 vs FP32: relative error %g", rounding);
+        ck_assert_msg(ranks < BF16_TOLERANCE, "W=%d bf16 vs 1 rank: relative error %g", world_size, ranks);
+        free(single);
+        free(fp32);
+    }
+    free(initial);
+    free(params);
+    dp_dataset_free(&data);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     dp_test_mpi_init(&argc, &argv, &world_rank, &world_size);
@@ -337,8 +405,12 @@ int main(int argc, char **argv)
     tcase_add_test(tc, equivalence_with_sync_batchnorm_dropout_and_adamw);
     tcase_add_test(tc, plain_batchnorm_differs_from_one_rank_but_replicas_agree);
     tcase_add_test(tc, overlapped_buckets_equal_no_overlap_and_one_rank);
+    tcase_add_test(tc, equivalence_for_a_cnn_with_sync_batchnorm_every_algorithm_and_zero);
     tcase_add_test(tc, training_is_bitwise_deterministic_run_to_run);
     suite_add_tcase(s, tc);
+    TCase *bf16 = tcase_create("bf16");
+    tcase_add_test(bf16, bf16_training_stays_near_fp32_and_one_rank);
+    suite_add_tcase(s, bf16);
     int failed_anywhere = dp_test_run_mpi_suite(s);
     MPI_Finalize();
     return failed_anywhere ? EXIT_FAILURE : EXIT_SUCCESS;

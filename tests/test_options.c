@@ -324,7 +324,7 @@ START_TEST(sizes_from_options_are_range_checked_not_wrapped)
     ck_assert_int_eq(total, 705);
     /* An allocation that fails says which options sized it, with sizes that did not wrap. */
     dp_fail(DP_ENOMEM, "out of memory allocating 20000000000000 bytes for activations");
-    ck_assert_int_eq(dp_explain_memory_failure(DP_ENOMEM, &o, 2, 50000000, 79500010, 784), DP_ENOMEM);
+    ck_assert_int_eq(dp_explain_memory_failure(DP_ENOMEM, &o, 2, 50000000, 79500010, &(dp_dims){.ndim = 1, .dim = {784}}), DP_ENOMEM);
     ck_assert_msg(strstr(dp_last_error(), "20000000000000 bytes for activations") &&
                   strstr(dp_last_error(), "--batch 4294967294 over 2 ranks = 50000000 rows per rank"),
                   "%s", dp_last_error());

@@ -24,6 +24,24 @@ plan_totals "the ZeRO paper's 7.5B on 64 GPUs (mixed precision)" "120.0 31.4 16.
     --params 7.5e9 --world 64 --optimizer adamw --precision mixed
 grep -q "it counts no gradient memory" "$dir/plan" || dp_fail_case "--memory-plan does not explain the ZeRO-2 row" "$dir/plan"
 
+# A CNN on [1, 28, 28] images (issue 18): its parameters as PyTorch counts them, and activations
+# per rank (conv2d's lowered inputs included) that grow with the rows a rank takes.
+"$top_builddir/tests/npy_fixture" "$dir/images.npy" 64 1x28x28 1 &&
+    "$top_builddir/tests/npy_fixture" --labels "$dir/labels.npy" 64 10 2 || fail "could not write the CNN's images"
+cnn="conv2d(32,3,padding=1,bias=0),batchnorm,relu,maxpool(2),conv2d(64,3,padding=1,bias=0),batchnorm,relu,maxpool(2),flatten,linear(128),relu,dropout(0.3),linear(10)"
+for batch in 128 256; do
+    "$worker" --memory-plan --model "$cnn" --data "$dir/images.npy,$dir/labels.npy" --world 2 --batch $batch \
+        >"$dir/plan-$batch" 2>&1 || fail "--memory-plan of a CNN: exit $?" "$dir/plan-$batch"
+done
+cases=$((cases + 1))
+if grep -q "memory plan: 421738 parameters" "$dir/plan-128"; then echo "ok   a CNN's parameters as PyTorch counts them"
+else fail "a CNN's parameter count is not PyTorch's 421738" "$dir/plan-128"; fi
+activations() { sed -n 's/^activations per rank.*: \([0-9.]*\) MB for --batch.*/\1/p' "$1"; }
+cases=$((cases + 1))
+if awk -v a="$(activations "$dir/plan-128")" -v b="$(activations "$dir/plan-256")" 'BEGIN { exit !(a > 50 && b / a > 1.9 && b / a < 2.1) }'; then
+    echo "ok   a CNN's activations per rank: $(activations "$dir/plan-128") MB for 64 rows, $(activations "$dir/plan-256") for 128"
+else fail "a CNN's activations do not double with the rows" "$dir/plan-256"; fi
+
 # Nine layers of 256: a stage-3 rank holds a quarter of the state and two layers' worth of
 # working buffers, so 8.5 MiB stops DDP (9.9 MiB) and lets --zero 3 (7.2 MiB) train.
 model="linear(256),relu,linear(256),relu,linear(256),relu,linear(256),relu,linear(256),relu,linear(256),relu,linear(256),relu,linear(256),relu,linear(5)"

@@ -40,6 +40,18 @@ typedef struct dp_adamw_coefs {
     int apply;
 } dp_adamw_coefs;
 
+/* One sample's [channels, height, width] image under a sliding window: a convolution's kernel or
+ * a pooling window of kernel_h x kernel_w, moved by stride, over the image with `padding` zeros
+ * on each side; out_h x out_w window positions. */
+typedef struct dp_window {
+    int channels, height, width;
+    int kernel_h, kernel_w, stride, padding;
+    int out_h, out_w;
+} dp_window;
+
+/* What a pooling window keeps: its maximum (the first one, as PyTorch) or its mean. */
+typedef enum dp_pool { DP_POOL_MAX, DP_POOL_AVG } dp_pool;
+
 /* A backend context: the device, its state and its operations. Every operation takes the
  * context first and finds there what it needs (CUDA: the GPU, the stream it queues on, cuBLAS's
  * handle, the reduction scratch, the timer's events), so no backend keeps globals. */
@@ -90,6 +102,19 @@ struct dp_backend {
     /* y[i] = x[i] (add 0), or y[i] + x[i] (add 1): copies and sums within backend memory (a
      * ZeRO rank's share of a reduced gradient bucket into its gradient shard). */
     void (*accumulate)(const dp_backend *be, float *y, const float *x, size_t n, int add);
+
+    /* Convolution lowered to a GEMM: col[(r, oh, ow), (c, i, j)] = x[r, c, oh s - p + i, ow s - p + j]
+     * (0 outside the image), col [rows * out_h * out_w, channels * kernel_h * kernel_w]. */
+    void (*im2col)(const dp_backend *be, const float *x, float *col, int rows, const dp_window *w);
+    /* Its adjoint: dx[r, c, h, w] = the sum of the col entries im2col copied from there, added
+     * in window order (oh, then ow, ascending); dx overwritten. */
+    void (*col2im)(const dp_backend *be, const float *col, float *dx, int rows, const dp_window *w);
+    /* y [rows, channels, out_h, out_w]: each window's maximum (NaN wins, as PyTorch) or mean. */
+    void (*pool_forward)(const dp_backend *be, const float *x, float *y, int rows, const dp_window *w, dp_pool pool);
+    /* dx (overwritten) from dy: max passes each window's gradient to its first maximum, avg
+     * spreads dy / (kernel_h kernel_w) over the window; added in window order. */
+    void (*pool_backward)(const dp_backend *be, const float *x, const float *dy, float *dx, int rows,
+                          const dp_window *w, dp_pool pool);
 
     /* Column sums in double for BatchNorm: out[c] = sum_r a[r, c] and
      * out[cols + c] = sum_r a[r, c] * b[r, c]; out is backend memory, overwritten. */
@@ -190,10 +215,21 @@ typedef struct dp_gpu_binding {
     char text[320];   /* the node's binding in words, for the banner and errors */
 } dp_gpu_binding;
 
+/* --precision. Training: how the GPU's GEMMs read their FP32 inputs, always accumulating in
+ * FP32 into FP32 outputs (weights, optimizer state, activations, losses and sums stay FP32):
+ * fp32 exactly, tf32 rounded to a 10-bit mantissa, bf16 rounded to bfloat16's 7 bits. The
+ * last two only describe --memory-plan's bytes per parameter, no backend trains them: fp16 is
+ * the documents' table (FP16 parameters and gradients, FP32 optimizer state, no FP32 master
+ * copy), mixed the ZeRO paper's (FP16 parameters and gradients, an FP32 master copy beside the
+ * FP32 optimizer state). */
+typedef enum dp_precision {
+    DP_PRECISION_FP32, DP_PRECISION_TF32, DP_PRECISION_BF16, DP_PRECISION_FP16, DP_PRECISION_MIXED, DP_PRECISIONS
+} dp_precision;
+
 typedef struct dp_backend_request {
     dp_device device;     /* AUTO: CUDA when dp_backend_cuda_usable, decided by this rank alone */
     int share_gpu;        /* allow ranks of a node to share a GPU (they take turns) */
-    int tf32;             /* GEMMs on TF32 tensor cores instead of exact FP32 */
+    dp_precision precision; /* the GEMMs' inputs: FP32, TF32 or BF16 (which the CPU declines) */
     int rank, local_rank, local_size; /* this rank, and its place among the node's ranks */
     /* The node's plan, when the caller made one; NULL: GPU local_rank % visible GPUs, and
      * own GPUs when the node's ranks are no more than the GPUs (one process's view). */

@@ -232,6 +232,8 @@ int dp_allgather_mpi(dp_comm *c, float *buf, size_t count);
 
 /* In place sum of a few doubles (metrics: loss sums, counts) with MPI_Allreduce. */
 int dp_comm_sum_doubles(dp_comm *c, double *values, int count);
+/* In place: the largest *value over the ranks (MPI_Allreduce, MPI_MAX). */
+int dp_comm_max_int(dp_comm *c, int *value);
 
 /* Rank r's block of dp_partition(total, W, r) to rank root, where all (total floats) gets
  * every block; mine holds this rank's block (on root it may already be in place in all).

@@ -26,7 +26,20 @@ typedef struct dp_time_split {
     double optimizer;  /* the optimizer pass, the checks, the buffers' broadcast */
     double comm;       /* the collectives, from start to seen complete */
     double hidden;     /* the part of comm during backward */
+    /* A GPU's own time per phase, from events queued at the phases' boundaries (0 without a
+     * device timer): forward and loss, backward, after backward until the update may start
+     * (collectives, staging), the update, over device_steps steps (those it could time). The
+     * host's times above include its waits for the device. */
+    double device_forward, device_backward, device_wait, device_optimizer, device_steps;
 } dp_time_split;
+
+/* The device timer's marks of one step (src/engine/device_clock.c): the start, two per
+ * micro-batch, two after backward; a step with more micro-batches goes untimed. */
+#define DP_DEVICE_CLOCK_MARKS 67
+typedef struct dp_device_clock {
+    int mark[DP_DEVICE_CLOCK_MARKS];
+    int count;
+} dp_device_clock;
 
 /* What one step did, for the run loop to report. */
 typedef struct dp_step_stats {
@@ -64,7 +77,8 @@ typedef struct dp_engine_observer {
 /* The device a rank computes on. */
 typedef struct dp_engine_device {
     dp_device device;
-    int share_gpu, tf32;
+    int share_gpu;
+    dp_precision precision; /* --precision: the GEMMs' inputs */
     int cuda_aware;       /* --cuda-aware: MPI may be handed GPU memory */
 } dp_engine_device;
 
@@ -82,6 +96,7 @@ typedef struct dp_engine_config {
     double live_mb;                /* ZeRO 2-3 working set, MiB (--zero-live-mb); 0: unlimited; < 0: auto */
     long progress_us;              /* a progress thread every so many us; 0: none */
     size_t micro_batch;            /* global rows per micro-batch (--batch) */
+    size_t exact_shard;            /* --exact (strategy "exact"): rows per shard; 0 otherwise */
     uint64_t seed;                 /* dropout masks */
     int skip_nonfinite;            /* --on-nan skip: a non-finite gradient drops the update */
 } dp_engine_config;
@@ -97,6 +112,7 @@ typedef struct dp_engine {
     dp_engine_observer observer;
     dp_loss loss;
     size_t micro_batch;
+    size_t exact_shard;            /* --exact: the step is cut into shards of this many rows; 0: micro-batches */
     uint64_t seed;
     int skip_nonfinite;
     int *segment_of;               /* module -> its slice of the flat buffers in the layout (-1: none) */
@@ -106,12 +122,14 @@ typedef struct dp_engine {
     int stage_gradients;           /* GPU gradients go through host_grads to the collectives */
     float *host_grads;             /* page-locked staging for that; NULL when unused */
     double *train_totals;          /* backend memory: training loss and correct count since last read */
+    double *shard_totals;          /* backend memory: --exact's one shard's loss and count */
     double *nonfinite;             /* backend memory: the optimizer pass's non-finite gradient count */
-    int broadcast_buffers;         /* plain BatchNorm on W > 1 ranks: rank 0's running statistics win */
+    int broadcast_buffers;         /* plain BatchNorm on W > 1 ranks (any under --exact): rank 0's running statistics win */
     float *host_buffers;           /* host staging for that broadcast */
     uint64_t *rank_values;         /* one per rank: the first non-finite tensor's agreement */
     long steps_done;               /* optimizer steps taken, for the schedule and the dropout masks */
     long skipped_steps;            /* updates dropped by --on-nan skip */
+    dp_device_clock device_clock;  /* this step's marks on the device's timer */
     double samples_since_average;  /* local-sgd: this rank's samples since the replicas last met */
 } dp_engine;
 
@@ -122,7 +140,7 @@ int dp_engine_open_device(dp_engine *e, dp_comm *comm, const dp_engine_device *d
 /* The model, strategy, optimizer and step buffers (collective). */
 int dp_engine_build(dp_engine *e, const dp_engine_config *config);
 /* A forward-only engine's model (predict). */
-int dp_engine_build_forward(dp_engine *e, const dp_model_spec *spec, int inputs, int max_rows);
+int dp_engine_build_forward(dp_engine *e, const dp_model_spec *spec, const dp_dims *input, int max_rows);
 /* Frees everything, the backend last. */
 void dp_engine_close(dp_engine *e);
 

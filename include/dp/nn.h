@@ -27,6 +27,7 @@ typedef struct dp_nn_context {
     uint64_t seed;         /* the run's seed (dropout masks) */
     uint64_t step;         /* the optimizer step (dropout masks) */
     uint64_t first_sample; /* position of row 0 among the step's samples (dropout masks) */
+    int keep_running;      /* 1: BatchNorm leaves its running statistics (--exact: a step's later shards) */
     /* Sums count doubles over every rank, in place (SyncBatchNorm); NULL: this process alone. */
     int (*sum_doubles)(void *arg, double *values, int count);
     void *sum_arg;
@@ -40,6 +41,9 @@ typedef struct dp_module_options {
     float momentum;     /* batchnorm: running statistics' momentum */
     float eps;          /* batchnorm */
     int sync;           /* batchnorm: statistics over every rank's rows (SyncBatchNorm) */
+    int kernel;         /* conv2d, pools: the window's side */
+    int stride;         /* conv2d, pools: the step between windows (pools: 0 means kernel) */
+    int padding;        /* conv2d: zeros on each side */
 } dp_module_options;
 
 struct dp_module_type;
@@ -68,17 +72,19 @@ void dp_model_spec_sync_batchnorm(dp_model_spec *spec);
  * decides their tensors (what a checkpoint must match); else every other option (dropout p,
  * batchnorm momentum, eps and sync: what changes the arithmetic but not the tensors). */
 void dp_model_spec_canonical(const dp_model_spec *spec, int inputs, int structural, char *text, size_t size);
-/* The parameters of spec on `inputs` features (0: not known yet, so the first Linear's
- * weights are left out) and its widest activation; *overflow is set when the count does not
- * fit size_t. For option checks before the data is read. */
-size_t dp_model_spec_size(const dp_model_spec *spec, int inputs, int *widest, int *overflow);
+/* The parameters of spec on one sample of shape *input ([0]: not known yet, so the first
+ * layer's weights are left out) and its widest activation; *overflow is set when the count does
+ * not fit size_t. For option checks before the data is read. */
+size_t dp_model_spec_size(const dp_model_spec *spec, const dp_dims *input, int *widest, int *overflow);
 /* A module's parameters, and the weight rows they start with (dp_model_module_rows). */
 typedef struct dp_module_size {
     size_t params, row, rows;
 } dp_module_size;
 /* The same, and each module's sizes into sizes[i] (spec->count of them; may be NULL). */
-size_t dp_model_spec_module_params(const dp_model_spec *spec, int inputs, dp_module_size *sizes, int *widest,
+size_t dp_model_spec_module_params(const dp_model_spec *spec, const dp_dims *input, dp_module_size *sizes, int *widest,
                                    int *overflow);
+/* 1 when a module of spec takes images (conv2d, pooling): samples must come in its shape. */
+int dp_model_spec_takes_images(const dp_model_spec *spec);
 /* The module names --model accepts, for --help. */
 const char *dp_model_module_names(void);
 

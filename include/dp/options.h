@@ -12,14 +12,14 @@
 #include <stdio.h>
 
 #define DP_PATH_MAX 1024
+/* --exact-shard's default: large enough that adding each shard's gradient up costs little beside
+ * its GEMMs (bench/RESULTS.md, "--exact"). */
+#define DP_EXACT_SHARD_DEFAULT 32
 
 typedef enum dp_loss_choice { DP_LOSS_AUTO, DP_LOSS_CHOICE_XENT, DP_LOSS_CHOICE_MSE } dp_loss_choice;
 
-/* --precision: the bytes per parameter --memory-plan assumes. fp32 is what dptrain trains;
- * fp16 is the documents' table (FP16 parameters and gradients, FP32 optimizer state, no FP32
- * master copy); mixed is the ZeRO paper's (FP16 parameters and gradients, an FP32 master copy
- * beside the FP32 optimizer state). */
-typedef enum dp_precision { DP_PRECISION_FP32, DP_PRECISION_FP16, DP_PRECISION_MIXED } dp_precision;
+/* --precision's names, by dp_precision. */
+extern const char *const dp_precision_names[DP_PRECISIONS];
 
 typedef struct dp_options {
     char data[DP_PATH_MAX];
@@ -50,11 +50,13 @@ typedef struct dp_options {
     int zero;                     /* --zero: 0 DDP; 1, 2, 3 shard optimizer state, + gradients, + parameters */
     double zero_live_mb;          /* --zero 2, 3: working set budget, MiB; 0: unlimited; -1: auto */
     long average_every;           /* --average-every K: local SGD, the replicas averaged every K steps; 0: off */
+    int exact;                    /* --exact: the same parameters, bit for bit, for every world size */
+    long exact_shard;             /* --exact-shard: rows per shard, whatever the world size */
     double max_memory_mb;         /* per-rank limit on backend memory (the allocation counter); 0: none */
     int memory_plan;              /* --memory-plan: print each stage's memory per rank and exit */
     double plan_params;           /* --params: the parameter count --memory-plan assumes (0: the model's) */
     long plan_world;              /* --world: the ranks --memory-plan assumes (0: this job's) */
-    dp_precision precision;       /* --precision: --memory-plan's bytes per parameter */
+    dp_precision precision;       /* --precision: the GEMMs' inputs; --memory-plan's bytes per parameter */
     char trace_path[DP_PATH_MAX]; /* --trace: the timeline (Chrome trace JSON) */
     char metrics_path[DP_PATH_MAX]; /* --metrics: one JSON object per logged step */
     char auto_table[DP_PATH_MAX]; /* --allreduce auto's table (dp_bench --tune); "": built-in */
@@ -63,7 +65,6 @@ typedef struct dp_options {
     int threads;                  /* BLAS threads per rank; 0: the cores available to the rank */
     dp_device device;             /* where each rank computes (auto: a GPU when every rank has one) */
     int share_gpu;                /* more ranks on a node than GPUs may take turns on a GPU */
-    int tf32;                     /* GEMMs on TF32 tensor cores instead of exact FP32 */
     dp_cuda_aware cuda_aware;     /* whether MPI is handed GPU memory */
     char save_path[DP_PATH_MAX];
     char init_path[DP_PATH_MAX];

@@ -1,6 +1,6 @@
 /* Synchronisation strategies: how the ranks' gradients (and, for ZeRO, the optimizer state and
  * the parameters) are combined. A strategy is chosen by name from a table (dp_strategy_find:
- * "ddp", "zero-1", "zero-2", "zero-3") and attaches its own hooks to the engine's step
+ * "ddp", "zero-1", "zero-2", "zero-3", "exact") and attaches its own hooks to the engine's step
  * (dp_strategy_attach); the engine calls them without knowing which strategy runs:
  *
  *     per micro-batch, per module i in order:      hooks.before(i, forward)
@@ -137,6 +137,8 @@ typedef struct dp_step_hooks {
     int (*finish)(void *arg);
     /* After the optimizer: ZeRO's parameters whole again (stages 1, 2) or forgotten (3). */
     int (*after_update)(void *arg);
+    /* --exact: after each shard's backward, its gradient (written alone) is final. */
+    int (*shard_done)(void *arg);
     /* Under a ZeRO budget (NULL otherwise): where a module larger than the budget's block reads
      * the parameter piece [offset, offset + count) (stage 3), and where backward writes a
      * gradient piece (stages 2 and 3): the nn layer's dp_param_pieces and dp_grad_pieces. */
@@ -146,6 +148,7 @@ typedef struct dp_step_hooks {
 } dp_step_hooks;
 
 struct dp_zero;
+struct dp_exact;
 struct dp_local_sgd;
 
 /* Slices of the flat buffers, in ascending offsets: whole segments, or blocks of their rows. */
@@ -179,6 +182,7 @@ typedef struct dp_strategy {
     void *span_arg;
     struct dp_zero *zero;  /* ZeRO: shards, working buffers (src/strategy/zero.c); NULL under DDP */
     struct dp_local_sgd *local; /* local-sgd: what the averaging moves (src/strategy/local_sgd.c) */
+    struct dp_exact *exact; /* --exact: its accumulator (src/strategy/exact.c); NULL otherwise */
 } dp_strategy;
 
 struct dp_strategy_type;
@@ -187,9 +191,9 @@ struct dp_strategy_type;
  * almost no data (and tens of thousands of buckets make a step wait on bookkeeping). */
 #define DP_STRATEGY_MIN_BUCKET_BYTES 1024
 
-/* The strategy called name ("ddp", "zero-1", "zero-2", "zero-3", "local-sgd"); NULL when there is none. */
+/* The strategy called name ("ddp", "zero-1", "zero-2", "zero-3", "local-sgd", "exact"); NULL when there is none. */
 const struct dp_strategy_type *dp_strategy_find(const char *name);
-/* The names, for messages and --help: "ddp, zero-1, zero-2, zero-3". */
+/* The names, for messages and --help: "ddp, zero-1, zero-2, zero-3, exact". */
 const char *dp_strategy_names(void);
 /* The name of --zero's stage: "ddp" for 0, "zero-N" else. */
 const char *dp_strategy_name_for_zero(int stage);
@@ -223,6 +227,10 @@ void dp_strategy_attach(dp_strategy *d, dp_step_hooks *hooks);
 
 /* Replaces the default bucket hook (see dp_bucket_hook); before the first step. */
 void dp_strategy_set_bucket_hook(dp_strategy *d, const dp_bucket_hook *hook);
+
+/* Whether the strategy sums fixed shards, each computed alone and handed over by
+ * hooks.shard_done (--exact), instead of micro-batches' slices. */
+int dp_strategy_sums_shards(const dp_strategy *d);
 
 /* Whether backward adds each micro-batch's gradients to the last one's (DDP, stage 1); stages
  * 2 and 3 add the reduced shards instead, so backward overwrites its working buffer. */

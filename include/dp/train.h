@@ -43,6 +43,9 @@ int dp_train_model_inputs(const dp_options *o, const dp_dataset *train);
 
 /* Checks that the data fit the model (input width `inputs`, label range, output width, loss kind). */
 int dp_train_check_data(const dp_options *o, const dp_dataset *data, const char *role, int inputs);
+/* A model that takes images (conv2d, pooling) needs the test samples in the training samples'
+ * shape, not only their element count. */
+int dp_train_check_image_shapes(const dp_options *o, const dp_dataset *train, const dp_dataset *test);
 
 /* Handles o's --preempt-signal set from now on (with --checkpoint-dir), so that a signal
  * before dp_train, while the data load, stops the run at its first steps instead of the process. */

@@ -254,6 +254,42 @@ static void cpu_adamw_step(const dp_backend *be, float *params, float *grads, fl
     *nonfinite += (double)over_elements(loops(be)->adamw_step, &a, n);
 }
 
+/* The sliding-window operations split by samples, each a few thousand values or more. */
+static void over_samples(dp_loop_fn fn, const dp_loop_args *a, int rows, size_t per_sample)
+{
+    dp_cpu_parallel(fn, a, (size_t)rows, grain_of(per_sample));
+}
+
+static size_t window_outputs(const dp_window *w)
+{
+    return (size_t)w->channels * w->out_h * w->out_w;
+}
+
+static void cpu_im2col(const dp_backend *be, const float *x, float *col, int rows, const dp_window *w)
+{
+    size_t per_sample = (size_t)w->out_h * w->out_w * w->channels * w->kernel_h * w->kernel_w;
+    over_samples(loops(be)->im2col, &(dp_loop_args){.x = x, .y = col, .window = w}, rows, per_sample);
+}
+
+static void cpu_col2im(const dp_backend *be, const float *col, float *dx, int rows, const dp_window *w)
+{
+    size_t per_sample = (size_t)w->out_h * w->out_w * w->channels * w->kernel_h * w->kernel_w;
+    over_samples(loops(be)->col2im, &(dp_loop_args){.x = col, .y = dx, .window = w}, rows, per_sample);
+}
+
+static void cpu_pool_forward(const dp_backend *be, const float *x, float *y, int rows, const dp_window *w, dp_pool pool)
+{
+    dp_loop_args a = {.x = x, .y = y, .window = w, .pool = pool};
+    over_samples(loops(be)->pool_forward, &a, rows, window_outputs(w) * w->kernel_h * w->kernel_w);
+}
+
+static void cpu_pool_backward(const dp_backend *be, const float *x, const float *dy, float *dx, int rows, const dp_window *w,
+                              dp_pool pool)
+{
+    dp_loop_args a = {.x = x, .other = dy, .y = dx, .window = w, .pool = pool};
+    over_samples(loops(be)->pool_backward, &a, rows, window_outputs(w) * w->kernel_h * w->kernel_w);
+}
+
 /* Every operation has finished when it returns. */
 static void cpu_synchronize(const dp_backend *be)
 {
@@ -301,6 +337,10 @@ static const dp_backend cpu_backend = {
     .dropout_forward = cpu_dropout_forward,
     .multiply = cpu_multiply,
     .accumulate = cpu_accumulate,
+    .im2col = cpu_im2col,
+    .col2im = cpu_col2im,
+    .pool_forward = cpu_pool_forward,
+    .pool_backward = cpu_pool_backward,
     .column_sums = cpu_column_sums,
     .bn_normalize = cpu_bn_normalize,
     .bn_backward_input = cpu_bn_backward_input,

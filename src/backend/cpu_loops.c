@@ -344,6 +344,118 @@ static size_t mse(const dp_loop_args *a, size_t begin, size_t end)
     return 0;
 }
 
+/* ---- sliding windows, over samples ---- */
+
+static size_t window_taps(const dp_window *w)
+{
+    return (size_t)w->channels * w->kernel_h * w->kernel_w;
+}
+
+static size_t window_pixels(const dp_window *w)
+{
+    return (size_t)w->channels * w->height * w->width;
+}
+
+/* col [(r, oh, ow), (c, i, j)] from x [r, c, h, w]: rows. dp_im2col_value's copies, with the
+ * bounds decided once per kernel row. */
+static size_t im2col(const dp_loop_args *a, size_t begin, size_t end)
+{
+    const dp_window *w = a->window;
+    size_t taps = window_taps(w), positions = (size_t)w->out_h * w->out_w;
+    for (size_t r = begin; r < end; r++) {
+        const float *x = a->x + r * window_pixels(w);
+        float *col = a->y + r * positions * taps;
+        for (int oh = 0; oh < w->out_h; oh++)
+            for (int ow = 0; ow < w->out_w; ow++) {
+                int left = ow * w->stride - w->padding;
+                for (int c = 0; c < w->channels; c++)
+                    for (int i = 0; i < w->kernel_h; i++, col += w->kernel_w) {
+                        int h = oh * w->stride - w->padding + i, inside = h >= 0 && h < w->height;
+                        const float *row = x + ((size_t)c * w->height + (size_t)(inside ? h : 0)) * w->width;
+                        for (int j = 0; j < w->kernel_w; j++) {
+                            int v = left + j;
+                            col[j] = inside && v >= 0 && v < w->width ? row[v] : 0.0f;
+                        }
+                    }
+            }
+    }
+    return 0;
+}
+
+/* dx [r, c, h, w] from col (in x): rows. Scattered window by window in ascending order, so each
+ * pixel adds its entries in dp_col2im_value's order (the GPU gathers them) without its divisions. */
+static size_t col2im(const dp_loop_args *a, size_t begin, size_t end)
+{
+    const dp_window *w = a->window;
+    size_t col_floats = (size_t)w->out_h * w->out_w * window_taps(w);
+    for (size_t r = begin; r < end; r++) {
+        const float *col = a->x + r * col_floats;
+        float *dx = a->y + r * window_pixels(w);
+        memset(dx, 0, window_pixels(w) * sizeof *dx);
+        for (int oh = 0; oh < w->out_h; oh++)
+            for (int ow = 0; ow < w->out_w; ow++)
+                for (int c = 0; c < w->channels; c++)
+                    for (int i = 0; i < w->kernel_h; i++) {
+                        int h = oh * w->stride - w->padding + i;
+                        for (int j = 0; j < w->kernel_w; j++, col++) {
+                            int v = ow * w->stride - w->padding + j;
+                            if (h >= 0 && h < w->height && v >= 0 && v < w->width) {
+                                float *at = dx + ((size_t)c * w->height + h) * w->width + v;
+                                *at = dp_add(*at, *col);
+                            }
+                        }
+                    }
+    }
+    return 0;
+}
+
+/* y [r, c, oh, ow] from x [r, c, h, w]: rows. */
+static size_t pool_forward(const dp_loop_args *a, size_t begin, size_t end)
+{
+    const dp_window *w = a->window;
+    size_t plane = (size_t)w->height * w->width;
+    for (size_t r = begin; r < end; r++)
+        for (int c = 0; c < w->channels; c++) {
+            const float *x = a->x + (r * w->channels + c) * plane;
+            float *y = a->y + (r * w->channels + c) * (size_t)w->out_h * w->out_w;
+            for (int oh = 0; oh < w->out_h; oh++)
+                for (int ow = 0; ow < w->out_w; ow++)
+                    *y++ = dp_pool_value(x, w, oh, ow, a->pool);
+        }
+    return 0;
+}
+
+/* dx (y) from x and dy (other): rows. Scattered window by window in ascending order, so each
+ * pixel adds in dp_pool_grad_value's order (the GPU gathers) with each argmax found once. */
+static size_t pool_backward(const dp_loop_args *a, size_t begin, size_t end)
+{
+    const dp_window *w = a->window;
+    size_t plane = (size_t)w->height * w->width, out_plane = (size_t)w->out_h * w->out_w;
+    float area = (float)(w->kernel_h * w->kernel_w);
+    for (size_t r = begin; r < end; r++)
+        for (int c = 0; c < w->channels; c++) {
+            size_t at = r * w->channels + c;
+            const float *x = a->x + at * plane, *dy = a->other + at * out_plane;
+            float *dx = a->y + at * plane;
+            memset(dx, 0, plane * sizeof *dx);
+            for (int oh = 0; oh < w->out_h; oh++)
+                for (int ow = 0; ow < w->out_w; ow++) {
+                    float g = dy[oh * w->out_w + ow];
+                    if (a->pool == DP_POOL_MAX) {
+                        int best = dp_window_argmax(x, w, oh, ow);
+                        dx[best] = dp_add(dx[best], g);
+                        continue;
+                    }
+                    for (int i = 0; i < w->kernel_h; i++)
+                        for (int j = 0; j < w->kernel_w; j++) {
+                            float *to = dx + (oh * w->stride + i) * w->width + ow * w->stride + j;
+                            *to = dp_add(*to, dp_div(g, area));
+                        }
+                }
+        }
+    return 0;
+}
+
 #define DP_LOOPS_NAME_(isa) dp_cpu_loops_##isa
 #define DP_LOOPS_NAME(isa) DP_LOOPS_NAME_(isa)
 #define DP_LOOPS_STRING_(isa) #isa
@@ -370,4 +482,8 @@ const dp_cpu_loops DP_LOOPS_NAME(DP_LOOPS_ISA) = {
     .count_nonfinite = count_nonfinite,
     .sgd_step = sgd_step,
     .adamw_step = adamw_step,
+    .im2col = im2col,
+    .col2im = col2im,
+    .pool_forward = pool_forward,
+    .pool_backward = pool_backward,
 };

@@ -30,6 +30,9 @@ typedef struct dp_loop_args {
     float *params, *grads, *state1, *state2;
     const dp_sgd_coefs *sgd;
     const dp_adamw_coefs *adamw;
+    /* the sliding-window operations */
+    const dp_window *window;
+    dp_pool pool;
 } dp_loop_args;
 
 /* One part of an operation; returns the non-finite values it counted (0 where it counts none). */
@@ -56,6 +59,10 @@ typedef struct dp_cpu_loops {
     dp_loop_fn count_nonfinite;   /* elements */
     dp_loop_fn sgd_step;          /* elements */
     dp_loop_fn adamw_step;        /* elements */
+    dp_loop_fn im2col;            /* rows (samples) */
+    dp_loop_fn col2im;            /* rows (samples) */
+    dp_loop_fn pool_forward;      /* rows (samples) */
+    dp_loop_fn pool_backward;     /* rows (samples) */
 } dp_cpu_loops;
 
 /* The best loops this CPU runs (the first call decides). */

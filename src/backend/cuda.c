@@ -24,7 +24,7 @@ typedef struct cuda_context {
     int check_launches;             /* CUDA_LAUNCH_BLOCKING=1: synchronise after every kernel */
     dp_cublas_api blas_api;         /* cuBLAS, opened with the backend (cublas_api.h) */
     cublasHandle_t blas;
-    cublasComputeType_t compute;    /* exact FP32, or TF32 tensor cores with --tf32 */
+    cublasComputeType_t compute;    /* --precision: FP32 exact, or TF32 / bf16 inputs on tensor cores */
     cudaStream_t stream;            /* where every operation queues */
     dp_cuda_partial *partials;      /* DP_MAX_PARTIALS reduction results, device */
     dp_cuda_partial *host_partials; /* where they are read back, page-locked */
@@ -310,18 +310,41 @@ static void cuda_synchronize(const dp_backend *be)
     MUST(CUDA_CALL(c, cudaStreamSynchronize(c->stream)));
 }
 
+static void cuda_im2col(const dp_backend *be, const float *x, float *col, int rows, const dp_window *w)
+{
+    MUST(LAUNCH(ctx_of(be), dp_cuda_im2col, x, col, rows, w));
+}
+
+static void cuda_col2im(const dp_backend *be, const float *col, float *dx, int rows, const dp_window *w)
+{
+    MUST(LAUNCH(ctx_of(be), dp_cuda_col2im, col, dx, rows, w));
+}
+
+static void cuda_pool_forward(const dp_backend *be, const float *x, float *y, int rows, const dp_window *w,
+                              dp_pool pool)
+{
+    MUST(LAUNCH(ctx_of(be), dp_cuda_pool_forward, x, y, rows, w, pool));
+}
+
+static void cuda_pool_backward(const dp_backend *be, const float *x, const float *dy, float *dx, int rows,
+                               const dp_window *w, dp_pool pool)
+{
+    MUST(LAUNCH(ctx_of(be), dp_cuda_pool_backward, x, dy, dx, rows, w, pool));
+}
+
 static const char *cuda_describe(const dp_backend *be)
 {
     return ctx_of(be)->description;
 }
 
-/* Every operation computes in float32 (GEMMs in TF32 with --tf32); bf16 is not built yet. */
+/* Every operation computes in float32; GEMMs also read their FP32 operands as bf16 (cuBLAS's
+ * FAST_16BF compute: bf16 tensor cores, FP32 accumulation, no bf16 copies in memory). */
 static int cuda_supports(const dp_backend *be, const char *op, dp_dtype dtype, char *why, size_t size)
 {
     (void)be;
-    if (dtype == DP_DTYPE_F32)
+    if (dtype == DP_DTYPE_F32 || (dtype == DP_DTYPE_BF16 && strcmp(op, "gemm") == 0))
         return 1;
-    snprintf(why, size, "this build's CUDA %s computes in float32 only", op);
+    snprintf(why, size, "this build's CUDA %s computes in float32 only (bf16: gemm alone)", op);
     return 0;
 }
 
@@ -380,6 +403,10 @@ static const dp_backend cuda_operations = {
     .count_nonfinite = cuda_count_nonfinite,
     .sgd_step = cuda_sgd_step,
     .adamw_step = cuda_adamw_step,
+    .im2col = cuda_im2col,
+    .col2im = cuda_col2im,
+    .pool_forward = cuda_pool_forward,
+    .pool_backward = cuda_pool_backward,
     .synchronize = cuda_synchronize,
     .describe = cuda_describe,
     .timer_mark = cuda_timer_mark,
@@ -432,6 +459,16 @@ static int bind_device(cuda_context *c, const dp_backend_request *request)
     return 0;
 }
 
+/* --precision's cuBLAS compute type and its words for the banner (FP32 and its two roundings). */
+static const struct {
+    cublasComputeType_t compute;
+    const char *words;
+} precisions[] = {
+    [DP_PRECISION_FP32] = {CUBLAS_COMPUTE_32F, "exact FP32"},
+    [DP_PRECISION_TF32] = {CUBLAS_COMPUTE_32F_FAST_TF32, "TF32 tensor-core"},
+    [DP_PRECISION_BF16] = {CUBLAS_COMPUTE_32F_FAST_16BF, "bf16 tensor-core (FP32 accumulation)"},
+};
+
 static int describe_device(cuda_context *c, const dp_backend_request *request)
 {
     struct cudaDeviceProp prop;
@@ -441,7 +478,7 @@ static int describe_device(cuda_context *c, const dp_backend_request *request)
              "cuda: GPU %d of %d visible (GPU-%02x%02x%02x%02x, PCI %04x:%02x:%02x.0), %.96s (sm_%d%d, %zu GiB), %s GEMMs%s%s",
              c->device, c->gpus, u[0], u[1], u[2], u[3], (unsigned)prop.pciDomainID, (unsigned)prop.pciBusID,
              (unsigned)prop.pciDeviceID, prop.name, prop.major, prop.minor, (size_t)(prop.totalGlobalMem >> 30),
-             request->tf32 ? "TF32 tensor-core" : "exact FP32", request->binding ? "; " : "",
+             precisions[request->precision].words, request->binding ? "; " : "",
              request->binding ? request->binding->text : "");
     return 0;
 }
@@ -456,7 +493,7 @@ static int create_resources(cuda_context *c, const dp_backend_request *request)
     TRY(BLAS_CALL(c, "cublasSetStream", c->blas_api.set_stream(c->blas, c->stream)));
     TRY(CUDA_CALL(c, cudaMalloc((void **)&c->partials, DP_MAX_PARTIALS * sizeof *c->partials)));
     TRY(CUDA_CALL(c, cudaMallocHost((void **)&c->host_partials, DP_MAX_PARTIALS * sizeof *c->host_partials)));
-    c->compute = request->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    c->compute = precisions[request->precision].compute;
     return describe_device(c, request);
 }
 
@@ -494,6 +531,8 @@ static int release_context(cuda_context *c, int report)
 
 static int cuda_open(const dp_backend_request *request, const dp_backend **out)
 {
+    if (request->precision > DP_PRECISION_BF16)
+        return dp_fail(DP_EINVAL, "rank %d: --device cuda: GEMMs take --precision fp32, tf32 or bf16", request->rank);
     cuda_context *c = calloc(1, sizeof *c);
     if (!c)
         return dp_fail(DP_ENOMEM, "rank %d: --device cuda: no host memory for the CUDA backend's context", request->rank);

@@ -160,10 +160,38 @@ __global__ void adamw_step_kernel(dp_shape s, float *params, float *grads, float
         partials[blockIdx.x] = dp_cuda_partial{0.0, total};
 }
 
+/* One block: each thread's strided share, then the block's tree (two sums: block_sum waits
+ * between uses of its shared array). */
 __global__ void add_partials_kernel(const dp_cuda_partial *partials, int blocks, double *sum_into,
                                     double *count_into, double sum_divisor)
 {
-    dp_add_partials(partials, blocks, sum_into, count_into, sum_divisor);
+    double sum, count;
+    dp_add_partials_thread(partials, blocks, (int)threadIdx.x, &sum, &count);
+    sum = block_sum(sum);
+    count = block_sum(count);
+    if (threadIdx.x == 0)
+        dp_add_partials_finish(sum, count, sum_into, count_into, sum_divisor);
+}
+
+__global__ void im2col_kernel(dp_shape s, const float *x, float *col, int rows, dp_window w)
+{
+    dp_im2col_thread(x, col, rows, &w, span_x(s));
+}
+
+__global__ void col2im_kernel(dp_shape s, const float *col, float *dx, int rows, dp_window w)
+{
+    dp_col2im_thread(col, dx, rows, &w, span_x(s));
+}
+
+__global__ void pool_forward_kernel(dp_shape s, const float *x, float *y, int rows, dp_window w, dp_pool pool)
+{
+    dp_pool_forward_thread(x, y, rows, &w, pool, span_x(s));
+}
+
+__global__ void pool_backward_kernel(dp_shape s, const float *x, const float *dy, float *dx, int rows, dp_window w,
+                                     dp_pool pool)
+{
+    dp_pool_backward_thread(x, dy, dx, rows, &w, pool, span_x(s));
 }
 
 /* The row's argmax under dp_argmax_beats, identical in every lane (the order is total). */
@@ -252,14 +280,14 @@ cudaError_t launched()
         return launched();                                                   \
     } while (0)
 
-/* Queues the one-thread kernel that adds a reduction's partials into device totals. */
+/* Queues the one-block kernel that adds a reduction's partials into device totals. */
 static cudaError_t add_partials(cudaStream_t stream, dp_shape s, const dp_cuda_partial *partials, double *sum_into, double *count_into,
                                 double sum_divisor)
 {
     cudaError_t e = launched();
     if (e != cudaSuccess)
         return e;
-    add_partials_kernel<<<1, 1, 0, stream>>>(partials, (int)s.grid_x, sum_into, count_into, sum_divisor);
+    add_partials_kernel<<<1, DP_THREADS, 0, stream>>>(partials, (int)s.grid_x, sum_into, count_into, sum_divisor);
     return launched();
 }
 
@@ -298,6 +326,31 @@ extern "C" cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, i
 extern "C" cudaError_t dp_cuda_column_sums(cudaStream_t stream, const float *a, const float *b, int rows, int cols, double *out)
 {
     LAUNCH((size_t)cols, dp_shape_bias_grad(cols), column_sums_kernel, a, b, rows, cols, out);
+}
+
+extern "C" cudaError_t dp_cuda_im2col(cudaStream_t stream, const float *x, float *col, int rows, const dp_window *w)
+{
+    size_t n = (size_t)rows * dp_window_col(w);
+    LAUNCH(n, dp_shape_flat(n), im2col_kernel, x, col, rows, *w);
+}
+
+extern "C" cudaError_t dp_cuda_col2im(cudaStream_t stream, const float *col, float *dx, int rows, const dp_window *w)
+{
+    size_t n = (size_t)rows * dp_window_image(w);
+    LAUNCH(n, dp_shape_flat(n), col2im_kernel, col, dx, rows, *w);
+}
+
+extern "C" cudaError_t dp_cuda_pool_forward(cudaStream_t stream, const float *x, float *y, int rows, const dp_window *w, dp_pool pool)
+{
+    size_t n = (size_t)rows * w->channels * w->out_h * w->out_w;
+    LAUNCH(n, dp_shape_flat(n), pool_forward_kernel, x, y, rows, *w, pool);
+}
+
+extern "C" cudaError_t dp_cuda_pool_backward(cudaStream_t stream, const float *x, const float *dy, float *dx, int rows,
+                                             const dp_window *w, dp_pool pool)
+{
+    size_t n = (size_t)rows * dp_window_image(w);
+    LAUNCH(n, dp_shape_flat(n), pool_backward_kernel, x, dy, dx, rows, *w, pool);
 }
 
 extern "C" cudaError_t dp_cuda_dropout_forward(cudaStream_t stream, float *y, const float *x, float *mask, int rows, int cols,

@@ -2,7 +2,7 @@
  * fake-CUDA test build the same launchers run on the host (tests/fakecuda/kernels.c). Each
  * launcher queues its kernel on `stream` (the backend's own) and returns the launch's status;
  * pointers are device memory. Reductions leave one dp_cuda_partial per block in `partials`
- * (at most DP_MAX_PARTIALS, kernel_grid.h); a one-thread kernel then adds them in block order
+ * (at most DP_MAX_PARTIALS, kernel_grid.h); a one-block kernel then adds them in a fixed tree
  * into totals in device memory, so a result is bitwise the same run to run and stays on the
  * GPU until the caller reads it. */
 #ifndef DP_CUDA_KERNELS_H
@@ -28,6 +28,12 @@ cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, int rows, in
 cudaError_t dp_cuda_dropout_forward(cudaStream_t stream, float *y, const float *x, float *mask, int rows, int cols,
                                     const dp_dropout_key *key);
 cudaError_t dp_cuda_multiply(cudaStream_t stream, float *y, const float *x, const float *mask, size_t n);
+cudaError_t dp_cuda_im2col(cudaStream_t stream, const float *x, float *col, int rows, const dp_window *w);
+cudaError_t dp_cuda_col2im(cudaStream_t stream, const float *col, float *dx, int rows, const dp_window *w);
+cudaError_t dp_cuda_pool_forward(cudaStream_t stream, const float *x, float *y, int rows, const dp_window *w,
+                                 dp_pool pool);
+cudaError_t dp_cuda_pool_backward(cudaStream_t stream, const float *x, const float *dy, float *dx, int rows,
+                                  const dp_window *w, dp_pool pool);
 cudaError_t dp_cuda_accumulate(cudaStream_t stream, float *y, const float *x, size_t n, int add);
 cudaError_t dp_cuda_column_sums(cudaStream_t stream, const float *a, const float *b, int rows, int cols, double *out);
 cudaError_t dp_cuda_bn_normalize(cudaStream_t stream, const float *x, float *xhat, float *y, int rows, int cols,
@@ -42,7 +48,7 @@ cudaError_t dp_cuda_bn_update_running(cudaStream_t stream, float *running_mean, 
                                       const float *var_unbiased, int cols, float momentum);
 cudaError_t dp_cuda_inverse_std(cudaStream_t stream, const float *var, float *invstd, int n, float eps);
 
-/* The reductions leave per-block partials, then add them in block order into totals (device
+/* The reductions leave per-block partials, then add them in a fixed tree into totals (device
  * memory), so the sums stay on the GPU: totals[0] += loss, totals[1] += correct rows. */
 cudaError_t dp_cuda_softmax_xent(cudaStream_t stream, const float *logits, const int32_t *labels, int rows, int cols,
                                  float *dlogits, dp_cuda_partial *partials, double *totals);

@@ -26,7 +26,7 @@
 #define DP_ROW_TILE 32          /* bias_grad: row lanes summed in parallel per column */
 #define DP_MAX_PARTIALS 1024    /* blocks of a reduction, each leaving one partial result */
 
-/* One block's share of a reduction; the launcher adds them in block order (dp_add_partials). */
+/* One block's share of a reduction; the launcher adds them in a fixed tree (dp_add_partials_thread). */
 typedef struct dp_cuda_partial {
     double sum;
     unsigned long long count;
@@ -227,20 +227,94 @@ static inline DP_HD unsigned long long dp_adamw_thread(float *params, float *gra
     return bad;
 }
 
-/* A reduction's per-block partials added in block order into device totals (one thread):
- * *sum_into += sum / sum_divisor, *count_into += count (either may be NULL). */
-static inline DP_HD void dp_add_partials(const dp_cuda_partial *partials, int blocks, double *sum_into,
-                                         double *count_into, double sum_divisor)
+/* A reduction's per-block partials added into device totals by one block of DP_THREADS
+ * threads in a fixed order (any number of blocks up to DP_MAX_PARTIALS): thread t adds
+ * partials t, t + DP_THREADS, ... in turn, the block's tree adds the threads' sums, and
+ * thread 0 finishes. The order depends only on the count of partials: bitwise run to run. */
+static inline DP_HD void dp_add_partials_thread(const dp_cuda_partial *partials, int blocks, int thread,
+                                                double *sum, double *count)
 {
-    double sum = 0.0, count = 0.0;
-    for (int b = 0; b < blocks; b++) {
-        sum = dp_dadd(sum, partials[b].sum);
-        count = dp_dadd(count, (double)partials[b].count);
+    *sum = 0.0;
+    *count = 0.0;
+    for (int b = thread; b < blocks; b += DP_THREADS) {
+        *sum = dp_dadd(*sum, partials[b].sum);
+        *count = dp_dadd(*count, (double)partials[b].count);
     }
+}
+
+/* Thread 0, after the tree: *sum_into += sum / sum_divisor, *count_into += count (either may be NULL). */
+static inline DP_HD void dp_add_partials_finish(double sum, double count, double *sum_into, double *count_into,
+                                                double sum_divisor)
+{
     if (sum_into)
         *sum_into = dp_dadd(*sum_into, dp_ddiv(sum, sum_divisor));
     if (count_into)
         *count_into = dp_dadd(*count_into, count);
+}
+
+/* ---- sliding windows: one thread per output element (dp_shape_flat), decoded from its index ---- */
+
+static inline DP_HD size_t dp_window_taps(const dp_window *w)
+{
+    return (size_t)w->channels * w->kernel_h * w->kernel_w;
+}
+
+/* The elements of a sample: its image (dp_window_image), its outputs per channel plane
+ * (dp_window_plane_out), its lowered windows (dp_window_col). */
+static inline DP_HD size_t dp_window_image(const dp_window *w)
+{
+    return (size_t)w->channels * w->height * w->width;
+}
+
+static inline DP_HD size_t dp_window_col(const dp_window *w)
+{
+    return (size_t)w->out_h * w->out_w * dp_window_taps(w);
+}
+
+/* col element k: sample, window, tap. */
+static inline DP_HD void dp_im2col_thread(const float *x, float *col, int rows, const dp_window *w, dp_span i)
+{
+    size_t taps = dp_window_taps(w), n = (size_t)rows * dp_window_col(w), square = (size_t)w->kernel_h * w->kernel_w;
+    for (size_t k = i.first; k < n; k += i.step) {
+        size_t tap = k % taps, window = k / taps, positions = (size_t)w->out_h * w->out_w;
+        size_t sample = window / positions, p = window % positions, ij = tap % square;
+        col[k] = dp_im2col_value(x + sample * dp_window_image(w), w, (int)(p / w->out_w), (int)(p % w->out_w),
+                                 (int)(tap / square), (int)(ij / w->kernel_w), (int)(ij % w->kernel_w));
+    }
+}
+
+/* dx element k: sample, channel, pixel. */
+static inline DP_HD void dp_col2im_thread(const float *col, float *dx, int rows, const dp_window *w, dp_span i)
+{
+    size_t image = dp_window_image(w), plane = (size_t)w->height * w->width, n = (size_t)rows * image;
+    for (size_t k = i.first; k < n; k += i.step) {
+        size_t sample = k / image, at = k % image, q = at % plane;
+        dx[k] = dp_col2im_value(col + sample * dp_window_col(w), w, (int)(at / plane), (int)(q / w->width),
+                                (int)(q % w->width));
+    }
+}
+
+/* y element k: plane (sample, channel), window. */
+static inline DP_HD void dp_pool_forward_thread(const float *x, float *y, int rows, const dp_window *w,
+                                                dp_pool pool, dp_span i)
+{
+    size_t out = (size_t)w->out_h * w->out_w, n = (size_t)rows * w->channels * out;
+    for (size_t k = i.first; k < n; k += i.step) {
+        size_t p = k % out;
+        y[k] = dp_pool_value(x + k / out * w->height * w->width, w, (int)(p / w->out_w), (int)(p % w->out_w), pool);
+    }
+}
+
+/* dx element k: plane (sample, channel), pixel. */
+static inline DP_HD void dp_pool_backward_thread(const float *x, const float *dy, float *dx, int rows,
+                                                 const dp_window *w, dp_pool pool, dp_span i)
+{
+    size_t plane = (size_t)w->height * w->width, out = (size_t)w->out_h * w->out_w;
+    size_t n = (size_t)rows * w->channels * plane;
+    for (size_t k = i.first; k < n; k += i.step) {
+        size_t at = k / plane, q = k % plane;
+        dx[k] = dp_pool_grad_value(x + at * plane, dy + at * out, w, (int)(q / w->width), (int)(q % w->width), pool);
+    }
 }
 
 /* The thread's sum of squared differences (the block adds them in a tree); writes dpred. */

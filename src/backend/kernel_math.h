@@ -245,4 +245,86 @@ static inline DP_HD float dp_xent_grad(float z, float top, double exp_sum, int i
     return dp_sub((float)dp_ddiv(dp_xent_exp(z, top), exp_sum), is_label ? 1.0f : 0.0f);
 }
 
+/* ---- sliding windows: convolution lowering and pooling (dp_window) ---- */
+
+/* The window positions o in [*first, *last] that cover input coordinate at along one axis of
+ * `size_out` positions (o stride - padding <= at <= o stride - padding + kernel - 1); empty
+ * when *first > *last. */
+static inline DP_HD void dp_window_cover(int at, int size_out, int kernel, int stride, int padding, int *first,
+                                         int *last)
+{
+    int high = at + padding, low = high - kernel + 1;
+    *first = low <= 0 ? 0 : (low + stride - 1) / stride;
+    *last = high / stride < size_out - 1 ? high / stride : size_out - 1;
+}
+
+/* What im2col puts at window (oh, ow), tap (c, i, j) of one sample x: the pixel, or 0 in the padding. */
+static inline DP_HD float dp_im2col_value(const float *x, const dp_window *w, int oh, int ow, int c, int i, int j)
+{
+    int h = oh * w->stride - w->padding + i, v = ow * w->stride - w->padding + j;
+    int inside = h >= 0 && h < w->height && v >= 0 && v < w->width;
+    return inside ? x[((size_t)c * w->height + h) * w->width + v] : 0.0f;
+}
+
+/* col2im at pixel (c, h, v) of one sample: its col entries summed in window order. */
+static inline DP_HD float dp_col2im_value(const float *col, const dp_window *w, int c, int h, int v)
+{
+    int oh0, oh1, ow0, ow1;
+    dp_window_cover(h, w->out_h, w->kernel_h, w->stride, w->padding, &oh0, &oh1);
+    dp_window_cover(v, w->out_w, w->kernel_w, w->stride, w->padding, &ow0, &ow1);
+    size_t taps = (size_t)w->channels * w->kernel_h * w->kernel_w;
+    float sum = 0.0f;
+    for (int oh = oh0; oh <= oh1; oh++)
+        for (int ow = ow0; ow <= ow1; ow++) {
+            int i = h + w->padding - oh * w->stride, j = v + w->padding - ow * w->stride;
+            sum = dp_add(sum, col[((size_t)oh * w->out_w + ow) * taps + ((size_t)c * w->kernel_h + i) * w->kernel_w + j]);
+        }
+    return sum;
+}
+
+/* The flat index in its plane of window (oh, ow)'s first maximum (pooling has no padding). */
+static inline DP_HD int dp_window_argmax(const float *plane, const dp_window *w, int oh, int ow)
+{
+    int best = oh * w->stride * w->width + ow * w->stride;
+    for (int i = 0; i < w->kernel_h; i++)
+        for (int j = 0; j < w->kernel_w; j++) {
+            int at = (oh * w->stride + i) * w->width + ow * w->stride + j;
+            if (dp_argmax_beats(plane[at], at, plane[best], best))
+                best = at;
+        }
+    return best;
+}
+
+/* One pooling output of a [height, width] plane: its window's first maximum or its mean. */
+static inline DP_HD float dp_pool_value(const float *plane, const dp_window *w, int oh, int ow, dp_pool pool)
+{
+    if (pool == DP_POOL_MAX)
+        return plane[dp_window_argmax(plane, w, oh, ow)];
+    float sum = 0.0f;
+    for (int i = 0; i < w->kernel_h; i++)
+        for (int j = 0; j < w->kernel_w; j++)
+            sum = dp_add(sum, plane[(oh * w->stride + i) * w->width + ow * w->stride + j]);
+    return dp_div(sum, (float)(w->kernel_h * w->kernel_w));
+}
+
+/* A pooling's input gradient at pixel (h, v) of a plane: what each covering window passes it,
+ * added in window order. */
+static inline DP_HD float dp_pool_grad_value(const float *plane, const float *dy_plane, const dp_window *w, int h,
+                                             int v, dp_pool pool)
+{
+    int oh0, oh1, ow0, ow1;
+    dp_window_cover(h, w->out_h, w->kernel_h, w->stride, 0, &oh0, &oh1);
+    dp_window_cover(v, w->out_w, w->kernel_w, w->stride, 0, &ow0, &ow1);
+    float sum = 0.0f, area = (float)(w->kernel_h * w->kernel_w);
+    for (int oh = oh0; oh <= oh1; oh++)
+        for (int ow = ow0; ow <= ow1; ow++) {
+            float g = dy_plane[oh * w->out_w + ow];
+            if (pool == DP_POOL_AVG)
+                sum = dp_add(sum, dp_div(g, area));
+            else if (dp_window_argmax(plane, w, oh, ow) == h * w->width + v)
+                sum = dp_add(sum, g);
+        }
+    return sum;
+}
+
 #endif

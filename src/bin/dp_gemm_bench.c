@@ -6,7 +6,9 @@
 #include "dp/blas.h"
 #include "dp/error.h"
 #include "dp/nn.h"
+#include "dp/options.h"
 #include "dp/rng.h"
+#include "src/train/option_values.h"
 
 #include <getopt.h>
 #include <mpi.h>
@@ -17,7 +19,8 @@
 typedef struct bench_options {
     char layers[256];
     dp_model_spec spec;
-    int batch, repeat, tf32, threads;
+    int batch, repeat, threads;
+    dp_precision precision;
     dp_device device;
 } bench_options;
 
@@ -48,11 +51,11 @@ static void timed_gemm(const dp_backend *be, int trans_a, int trans_b, int m, in
 
 static void usage(FILE *out)
 {
-    fprintf(out, "Usage: dp_gemm_bench --layers W0,W1,... --batch ROWS [--device cpu|cuda] [--tf32] [--repeat N] [--threads T]\n"
+    fprintf(out, "Usage: dp_gemm_bench --layers W0,W1,... --batch ROWS [--device cpu|cuda] [--precision fp32|tf32|bf16] [--tf32] [--repeat N] [--threads T]\n"
                  "Times each GEMM of one training step of the MLP on ROWS samples alone (forward\n"
                  "X W^T, backward dY^T X and dY W), through the backend dp_worker uses, as the\n"
                  "mean of N calls after a warm-up step (on the CPU with T BLAS threads, default: as\n"
-                 "dp_worker's --threads). Prints one line per GEMM and\n"
+                 "dp_worker's --threads; --precision as dp_worker's, --tf32 its alias). Prints one line per GEMM and\n"
                  "gemm_ms_per_step=MS gemm_gflop_per_step=GFLOP.\n");
 }
 
@@ -61,6 +64,7 @@ static int parse(int argc, char **argv, bench_options *o)
     static const struct option longopts[] = {
         {"layers", required_argument, NULL, 'l'}, {"batch", required_argument, NULL, 'b'},
         {"device", required_argument, NULL, 'd'}, {"tf32", no_argument, NULL, 't'},
+        {"precision", required_argument, NULL, 'p'},
         {"repeat", required_argument, NULL, 'r'}, {"threads", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     *o = (bench_options){.batch = 0, .repeat = 20, .device = DP_DEVICE_CUDA};
@@ -78,7 +82,14 @@ static int parse(int argc, char **argv, bench_options *o)
         } else if (id == 'd' && (strcmp(optarg, "cpu") == 0 || strcmp(optarg, "cuda") == 0))
             o->device = strcmp(optarg, "cpu") == 0 ? DP_DEVICE_CPU : DP_DEVICE_CUDA;
         else if (id == 't')
-            o->tf32 = 1;
+            o->precision = DP_PRECISION_TF32;
+        else if (id == 'p') {
+            int choice, status = dp_option_choice("precision", optarg, dp_precision_names, DP_PRECISION_BF16 + 1,
+                                                  &choice);
+            if (status)
+                return status;
+            o->precision = (dp_precision)choice;
+        }
         else if (id == 'h') {
             usage(stdout);
             return 1;
@@ -183,7 +194,7 @@ int main(int argc, char **argv)
     bench_options o;
     int status = parse(argc, argv, &o);
     if (status == 0) {
-        dp_backend_request request = {.device = o.device, .share_gpu = 1, .tf32 = o.tf32, .local_size = 1};
+        dp_backend_request request = {.device = o.device, .share_gpu = 1, .precision = o.precision, .local_size = 1};
         repeat = o.repeat;
         char why[128] = "--threads";
         dp_backend_cpu_set_threads(o.threads ? o.threads : dp_backend_cpu_default_threads(1, why, sizeof why), why);

@@ -105,6 +105,10 @@ int main(int argc, char **argv)
         /* OpenBLAS rounds some products differently on more threads. */
         threads = 1;
         snprintf(why, sizeof why, "--predict's default, so any number of ranks writes the same bits");
+    } else if (!threads && o.exact) {
+        /* The bits must not depend on W, and the cores per rank do. */
+        threads = 1;
+        snprintf(why, sizeof why, "--exact's default: OpenBLAS rounds some products differently on more threads");
     } else if (!threads) {
         threads = dp_backend_cpu_default_threads(comm.local_size, why, sizeof why);
     }

@@ -85,7 +85,7 @@ int dp_engine_open_device(dp_engine *e, dp_comm *comm, const dp_engine_device *d
     memset(e, 0, sizeof *e);
     e->comm = comm;
     dp_gpu_binding binding = {0};
-    dp_backend_request request = {.device = device->device, .share_gpu = device->share_gpu, .tf32 = device->tf32,
+    dp_backend_request request = {.device = device->device, .share_gpu = device->share_gpu, .precision = device->precision,
                                   .rank = comm->rank, .local_rank = comm->local_rank,
                                   .local_size = comm->local_size, .binding = &binding};
     int status = device->device == DP_DEVICE_CPU ? 0 : plan_binding(e, &binding);
@@ -94,6 +94,9 @@ int dp_engine_open_device(dp_engine *e, dp_comm *comm, const dp_engine_device *d
     if (!status)
         status = dp_backend_open(&request, &e->be);
     if (status)
+        return status;
+    /* The CPU declines bf16 here, --device auto's fallback included. */
+    if (device->precision == DP_PRECISION_BF16 && (status = dp_backend_require(e->be, "gemm", DP_DTYPE_BF16)))
         return status;
     /* nccl's requests order themselves after the work queued on the backend's stream. */
     comm->device_stream = e->be->stream;

@@ -65,6 +65,9 @@ static int open_strategy(dp_engine *e, const dp_engine_config *c)
     if ((status = dp_strategy_init(&e->strategy, e->comm, &layout, &buffers, &config)))
         return status;
     e->has_strategy = 1;
+    if (dp_strategy_sums_shards(&e->strategy) != (c->exact_shard > 0))
+        return dp_fail(DP_EINVAL, "the strategy '%s' %s a shard size (--exact-shard)", c->strategy,
+                       c->exact_shard ? "takes no" : "needs");
     dp_strategy_attach(&e->strategy, &e->hooks);
     e->piece_floats = dp_strategy_piece_floats(&e->strategy);
     if (e->hooks.fetch) /* modules larger than the budget read their parameters in pieces */
@@ -87,11 +90,12 @@ static int allocate_counters(dp_engine *e)
     const dp_backend *be = e->be;
     static const double zero = 0.0;
     e->train_totals = dp_engine_new_totals(e, "the loss totals");
+    e->shard_totals = dp_engine_new_totals(e, "a shard's loss totals");
     e->nonfinite = be->alloc(be, sizeof(double), DP_MEM_OTHER, "the non-finite count");
     e->rank_values = dp_calloc((size_t)e->comm->size, sizeof *e->rank_values, "the ranks' first non-finite tensors");
     size_t buffers = dp_params_floats(&e->model.buffers);
     e->host_buffers = dp_alloc((buffers + 1) * sizeof(float), "the host copy of the running statistics");
-    if (!e->train_totals || !e->nonfinite || !e->rank_values || !e->host_buffers)
+    if (!e->train_totals || !e->shard_totals || !e->nonfinite || !e->rank_values || !e->host_buffers)
         return DP_ENOMEM;
     be->upload(be, e->nonfinite, &zero, sizeof zero);
     return 0;
@@ -114,6 +118,7 @@ int dp_engine_build(dp_engine *e, const dp_engine_config *c)
 {
     e->loss = c->loss;
     e->micro_batch = c->micro_batch;
+    e->exact_shard = c->exact_shard;
     e->seed = c->seed;
     e->skip_nonfinite = c->skip_nonfinite;
     int status = dp_model_create_owning(&e->model, e->be, c->model, &c->input, c->max_rows,
@@ -126,16 +131,18 @@ int dp_engine_build(dp_engine *e, const dp_engine_config *c)
         status = dp_optimizer_init(&e->opt, e->be, &c->optimizer, &e->model.params, begin, end);
     }
     int local = !status && dp_strategy_local_steps(&e->strategy);
-    /* Local steps keep each rank's statistics until the averaging. */
-    e->broadcast_buffers = e->comm->size > 1 && e->model.batchnorms > e->model.sync_batchnorms && !local;
+    /* Local steps keep each rank's statistics until the averaging; under --exact only a
+     * step's first shard, always rank 0's, moves them, SyncBatchNorm's too. */
+    int unsynced = e->exact_shard ? e->model.batchnorms : e->model.batchnorms - e->model.sync_batchnorms;
+    e->broadcast_buffers = e->comm->size > 1 && unsynced > 0 && !local;
     if (local)
         status = prepare_average(e);
     return status ? status : allocate_counters(e);
 }
 
-int dp_engine_build_forward(dp_engine *e, const dp_model_spec *spec, int inputs, int max_rows)
+int dp_engine_build_forward(dp_engine *e, const dp_model_spec *spec, const dp_dims *input, int max_rows)
 {
-    return dp_model_create(&e->model, e->be, spec, inputs, max_rows);
+    return dp_model_create_owning(&e->model, e->be, spec, input, max_rows, DP_MODEL_OWNS_ALL);
 }
 
 void dp_engine_close(dp_engine *e)
@@ -153,6 +160,7 @@ void dp_engine_close(dp_engine *e)
     free(e->host_buffers);
     if (e->be) {
         e->be->free(e->be, e->train_totals);
+        e->be->free(e->be, e->shard_totals);
         e->be->free(e->be, e->nonfinite);
         if (e->host_grads)
             e->be->free_host(e->be, e->host_grads);

@@ -13,4 +13,9 @@ dp_strategy_buffers dp_engine_gradient_buffers(dp_engine *e);
  * is the same on every rank because the reduced gradient is. */
 int dp_engine_update(dp_engine *e, float grad_scale, float lr);
 
+/* device_clock.c: a mark on the device's timer at a phase boundary (nothing on the CPU), and
+ * at the step's end the marks read into split's device times (waiting for the device). */
+void dp_device_clock_mark(dp_engine *e);
+void dp_device_clock_finish(dp_engine *e, dp_time_split *split);
+
 #endif

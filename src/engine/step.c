@@ -1,6 +1,7 @@
 /* One training step, top to bottom (DESIGN.md, "one training step"):
  *
- *   for each micro-batch:   this rank's rows
+ *   for each micro-batch:   this rank's rows (--exact: for each of this rank's fixed shards,
+ *                           computed alone, then hooks.shard_done)
  *     for module i:         hooks.before(i, forward); forward(i)
  *     loss
  *     for module i reversed: hooks.before(i, backward); backward(i), each final gradient
@@ -14,6 +15,7 @@
 #include "src/engine/parts.h"
 
 #include "dp/error.h"
+#include "src/strategy/exact_sum.h"
 
 #include <string.h>
 
@@ -91,32 +93,96 @@ static int backward(dp_engine *e, const dp_nn_context *ctx, int rows, int commun
     return 0;
 }
 
-/* This rank's slice of the micro-batch [micro, micro_end) of `step`: forward, loss, backward.
- * Only the step's last micro-batch communicates where the strategy accumulates (DDP's no_sync). */
-static int micro_batch(dp_engine *e, dp_range step, dp_range micro, const dp_row_source *source,
-                       dp_step_stats *stats)
+/* Rows [rows_at.begin, rows_at.end) of `step` through forward, loss (added into totals) and
+ * backward, in the context ctx (first_sample is set here). */
+static int run_rows(dp_engine *e, dp_range step, dp_range rows_at, dp_nn_context ctx, int communicates,
+                    double *totals, const dp_row_source *source, dp_step_stats *stats)
 {
     double started = MPI_Wtime();
-    dp_range mine = dp_partition(dp_range_size(micro), e->comm->size, e->comm->rank);
     dp_rows rows;
-    int status = source->gather(source->arg, micro.begin + mine.begin, micro.begin + mine.end, &rows);
+    int status = source->gather(source->arg, rows_at.begin, rows_at.end, &rows);
     observe_span(e, "gather the batch's rows", "data", started, MPI_Wtime());
     if (status)
         return status;
-    /* Backward adds into the last micro-batch's gradients unless the strategy adds reduced shards. */
-    int accumulate = micro.begin != step.begin && dp_strategy_backward_accumulates(&e->strategy);
-    dp_nn_context ctx = {.be = e->be, .training = 1, .accumulate = accumulate, .seed = e->seed,
-                         .step = (uint64_t)e->steps_done, .first_sample = micro.begin - step.begin + mine.begin,
-                         .sum_doubles = sum_over_ranks, .sum_arg = e->comm};
+    ctx.first_sample = rows_at.begin - step.begin;
     const float *out;
     if ((status = forward(e, &ctx, rows.x, rows.count, &out, 1)))
         return status;
-    dp_model_loss(&e->model, e->loss, out, rows.labels, rows.targets, rows.count, e->model.delta[0], e->train_totals);
+    dp_model_loss(&e->model, e->loss, out, rows.labels, rows.targets, rows.count, e->model.delta[0], totals);
+    dp_device_clock_mark(e);
     double forward_done = MPI_Wtime();
-    status = backward(e, &ctx, rows.count, micro.end == step.end);
+    status = backward(e, &ctx, rows.count, communicates);
+    dp_device_clock_mark(e);
     stats->samples += rows.count;
     stats->split.forward += forward_done - started;
     stats->split.backward += MPI_Wtime() - forward_done;
+    return status;
+}
+
+static dp_nn_context training_context(const dp_engine *e)
+{
+    return (dp_nn_context){.be = e->be, .training = 1, .seed = e->seed, .step = (uint64_t)e->steps_done,
+                           .sum_doubles = sum_over_ranks, .sum_arg = e->comm};
+}
+
+/* This rank's slice of the micro-batch [micro, micro_end) of `step`. Only the step's last
+ * micro-batch communicates where the strategy accumulates (DDP's no_sync). */
+static int micro_batch(dp_engine *e, dp_range step, dp_range micro, const dp_row_source *source,
+                       dp_step_stats *stats)
+{
+    dp_range mine = dp_partition(dp_range_size(micro), e->comm->size, e->comm->rank);
+    dp_nn_context ctx = training_context(e);
+    /* Backward adds into the last micro-batch's gradients unless the strategy adds reduced shards. */
+    ctx.accumulate = micro.begin != step.begin && dp_strategy_backward_accumulates(&e->strategy);
+    dp_range rows = {micro.begin + mine.begin, micro.begin + mine.end};
+    return run_rows(e, step, rows, ctx, micro.end == step.end, e->train_totals, source, stats);
+}
+
+static int micro_batches(dp_engine *e, dp_range step, const dp_row_source *source, dp_step_stats *stats)
+{
+    int status = 0;
+    for (size_t micro = step.begin; !status && micro < step.end; micro += e->micro_batch) {
+        dp_range batch = {micro, micro + e->micro_batch < step.end ? micro + e->micro_batch : step.end};
+        status = micro_batch(e, step, batch, source, stats);
+    }
+    return status;
+}
+
+/* A shard's loss sum rounded to the grid on which sums are exact (src/strategy/exact_sum.h),
+ * then added to the step's totals: the reported loss is the same for every W too. */
+static void add_shard_totals(dp_engine *e)
+{
+    double loss = 0.0, correct = 0.0, totals[DP_TOTALS];
+    dp_engine_take_totals(e, e->shard_totals, &loss, &correct);
+    e->be->download(e->be, totals, e->train_totals, sizeof totals);
+    totals[DP_TOTAL_LOSS] += dp_exact_round_total(loss);
+    totals[DP_TOTAL_CORRECT] += correct;
+    e->be->upload(e->be, e->train_totals, totals, sizeof totals);
+}
+
+/* --exact: the step cut into shards of e->exact_shard rows whatever W, this rank taking a
+ * contiguous run of them. Each is computed alone (its own BatchNorm statistics, gradients
+ * overwritten) so its bits do not depend on the rank, and handed to the strategy's exact sum.
+ * Only the step's first shard, always rank 0's, moves BatchNorm's running statistics. */
+static int exact_shards(dp_engine *e, dp_range step, const dp_row_source *source, dp_step_stats *stats)
+{
+    size_t shards = (dp_range_size(step) + e->exact_shard - 1) / e->exact_shard;
+    dp_range mine = dp_partition(shards, e->comm->size, e->comm->rank);
+    int status = 0;
+    for (size_t k = mine.begin; !status && k < mine.end; k++) {
+        dp_nn_context ctx = training_context(e);
+        ctx.sum_doubles = NULL;
+        ctx.keep_running = k != 0;
+        size_t begin = step.begin + k * e->exact_shard;
+        dp_range rows = {begin, begin + e->exact_shard < step.end ? begin + e->exact_shard : step.end};
+        status = run_rows(e, step, rows, ctx, 0, e->shard_totals, source, stats);
+        if (!status) {
+            double started = MPI_Wtime(); /* adding the shard up counts as backward's work */
+            add_shard_totals(e);
+            status = e->hooks.shard_done(e->hooks.arg);
+            stats->split.backward += MPI_Wtime() - started;
+        }
+    }
     return status;
 }
 
@@ -153,17 +219,15 @@ int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, flo
     double started = MPI_Wtime();
     dp_comm_traffic traffic = e->comm->traffic;
     memset(stats, 0, sizeof *stats);
-    int status = 0;
-    for (size_t micro = step.begin; !status && micro < step.end; micro += e->micro_batch) {
-        dp_range batch = {micro, micro + e->micro_batch < step.end ? micro + e->micro_batch : step.end};
-        status = micro_batch(e, step, batch, source, stats);
-    }
+    dp_device_clock_mark(e);
+    int status = e->exact_shard ? exact_shards(e, step, source, stats) : micro_batches(e, step, source, stats);
     /* Waiting for the device makes backward's time include its work. */
     if (!status && e->comm->size > 1)
         e->be->synchronize(e->be);
     if (status || (status = e->hooks.finish(e->hooks.arg)))
         return status;
     double reduce_done = MPI_Wtime();
+    dp_device_clock_mark(e);
     /* Sum then divide by the global count: exact for uneven slices and short batches. Local
      * steps divide by this rank's count; the averaging weights each rank by it. */
     float scale = 1.0f / (float)dp_range_size(step);
@@ -173,12 +237,14 @@ int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, flo
     if ((status = dp_engine_update(e, scale, lr)) ||
         (status = e->hooks.after_update(e->hooks.arg)))
         return status;
+    dp_device_clock_mark(e);
     if (e->broadcast_buffers && (status = share_buffers(e)))
         return status;
     e->steps_done++;
     double done = MPI_Wtime();
     observe_span(e, "optimizer", "optimizer", reduce_done, done);
     account(e, &traffic, reduce_done, done, stats);
+    dp_device_clock_finish(e, &stats->split);
     stats->seconds = done - started;
     return 0;
 }

@@ -1,11 +1,13 @@
-/* nn.BatchNorm1d over the features of [rows, features] activations. Training normalises with
- * the batch's statistics: this rank's rows, or with sync=1 (SyncBatchNorm) every rank's, from
- * one sum over ranks of (sum, sum of squares, count) per layer; backward sums its two column
- * sums over ranks too, so W ranks compute exactly what one rank computes on the whole batch.
- * Running statistics follow PyTorch: momentum 0.1, unbiased variance, num_batches_tracked
- * counting training forwards. Eval mode normalises with the running statistics. Column sums
- * are in double and the per-feature statistics are worked out on the host (a few numbers per
- * feature), then the backend applies them to every element. */
+/* nn.BatchNorm1d over the features of [rows, features] activations, and nn.BatchNorm2d over the
+ * channels of [rows, C, H, W] ones (statistics per channel over N, H and W). Training normalises
+ * with the batch's statistics: this rank's rows, or with sync=1 (SyncBatchNorm) every rank's,
+ * from one sum over ranks of (sum, sum of squares, count) per layer; backward sums its two
+ * column sums over ranks too, so W ranks compute exactly what one rank computes on the whole
+ * batch. Running statistics follow PyTorch: momentum 0.1, unbiased variance, num_batches_tracked
+ * counting training forwards. Eval mode normalises with the running statistics. The backend
+ * sums each column of [rows, C H W] in double; the host adds a channel's H W columns, works out
+ * the per-channel statistics (a few numbers per channel) and spreads them over the channel's
+ * columns, which the backend applies to every element: images need no transposes. */
 #include "src/nn/module.h"
 
 #include "dp/error.h"
@@ -28,20 +30,46 @@ static const dp_module_arg batchnorm_args[] = {
 /* What a BatchNorm keeps between its passes. */
 typedef struct bn_state {
     float *xhat;                 /* the normalised input */
-    double *sums;                /* column sums (backend memory, 2 x width) */
+    double *sums;                /* column sums (backend memory, 2 x width), or per channel (2 x C) */
     double *host_sums;           /* their host copy, + the row count */
-    float *coefs, *host_coefs;   /* per-column coefficients (COEF_ROWS x width) */
-    double rows_seen;            /* rows the statistics came from (every rank's when sync) */
+    double *channel_sums;        /* per channel (2 x C), + the values per channel (host) */
+    float *coefs, *host_coefs;   /* per-column coefficients (COEF_ROWS x width), then per channel */
+    float *host_channel;         /* one per-channel row read from the device (C floats) */
+    double values_seen;          /* values per channel the statistics came from (every rank's when sync) */
 } bn_state;
 
-/* The per-feature coefficient rows in host_coefs and coefs, each `width` floats. */
-enum bn_coef { COEF_MEAN, COEF_INVSTD, COEF_VAR_UNBIASED, COEF_MEAN_DY, COEF_MEAN_DY_XHAT, COEF_ROWS };
-/* host_sums: the two column-sum rows, then the row count. */
+/* The per-column coefficient rows in host_coefs and coefs, each `width` floats (a channel's
+ * value repeated over its columns), then the per-channel rows, C floats each. */
+enum bn_coef { COEF_MEAN, COEF_INVSTD, COEF_GAMMA, COEF_BETA, COEF_MEAN_DY, COEF_MEAN_DY_XHAT, COEF_ROWS };
+enum bn_channel_coef { CHANNEL_MEAN, CHANNEL_VAR_UNBIASED, CHANNEL_INVSTD, CHANNEL_ROWS };
+/* host_sums and channel_sums: the two column-sum rows, then the count. */
 enum { SUM_ROWS = 2 };
+
+/* The features normalised: an image's channels, or every element of a sample. */
+static int channels_of(const dp_dims *in)
+{
+    return (int)(in->ndim == 3 ? in->dim[0] : dp_dims_numel(in));
+}
+
+static int channels(const dp_module *m)
+{
+    return channels_of(&m->in_shape);
+}
+
+/* Values per channel per sample: an image's pixels, else 1. */
+static int pixels(const dp_module *m)
+{
+    return m->in_width / channels(m);
+}
 
 static float *coef(float *coefs, const dp_module *m, enum bn_coef row)
 {
     return coefs + (size_t)row * m->in_width;
+}
+
+static float *channel_coef(float *coefs, const dp_module *m, enum bn_channel_coef row)
+{
+    return coefs + (size_t)COEF_ROWS * m->in_width + (size_t)row * channels(m);
 }
 
 static int batchnorm_configure(dp_module *m, const char *spec)
@@ -51,12 +79,13 @@ static int batchnorm_configure(dp_module *m, const char *spec)
     return 0;
 }
 
-static size_t batchnorm_size(const dp_module_options *o, size_t in_width, size_t *out_width, int *overflow)
+static size_t batchnorm_size(const dp_module_options *o, const dp_dims *in, dp_dims *out, int *overflow)
 {
     (void)o;
-    *out_width = in_width;
-    *overflow |= in_width > SIZE_MAX / 2;
-    return 2 * in_width;
+    size_t features = (size_t)channels_of(in);
+    *out = *in;
+    *overflow |= features > SIZE_MAX / 2;
+    return 2 * features;
 }
 
 static void batchnorm_describe(const dp_module *m, char *text, size_t size)
@@ -68,7 +97,7 @@ static int batchnorm_declare(dp_module *m, dp_param_table *params, dp_param_tabl
 {
     static const char *const affine[] = {"weight", "bias"};
     static const char *const running[] = {"running_mean", "running_var"};
-    int64_t shape[1] = {m->in_width};
+    int64_t shape[1] = {channels(m)};
     char name[DP_TENSOR_NAME_MAX];
     int status = 0;
     for (int i = 0; !status && i < DP_COUNT(affine); i++) {
@@ -88,13 +117,13 @@ static void batchnorm_init_params(const dp_module *m, dp_rng *rng, size_t first,
 {
     (void)rng;
     for (size_t j = 0; j < count; j++)
-        params[j] = first + j < (size_t)m->in_width ? 1.0f : 0.0f;
+        params[j] = first + j < (size_t)channels(m) ? 1.0f : 0.0f;
 }
 
 /* Running mean 0, running variance 1, no batches yet. */
 static void batchnorm_init_buffers(const dp_module *m, float *buffers, int64_t *counters)
 {
-    int c = m->in_width;
+    int c = channels(m);
     for (int i = 0; i < c; i++) {
         buffers[i] = 0.0f;
         buffers[c + i] = 1.0f;
@@ -105,44 +134,83 @@ static void batchnorm_init_buffers(const dp_module *m, float *buffers, int64_t *
 static int batchnorm_allocate(dp_module *m, const dp_backend *be, int max_rows)
 {
     bn_state *s = m->state;
-    size_t n = (size_t)max_rows * m->in_width, c = (size_t)m->in_width;
+    size_t n = (size_t)max_rows * m->in_width, w = (size_t)m->in_width, c = (size_t)channels(m);
+    size_t coefs = COEF_ROWS * w + CHANNEL_ROWS * c;
     int status = dp_module_alloc(be, n, DP_MEM_ACTIVATIONS, "a BatchNorm's output", &m->out);
     if (!status)
         status = dp_module_alloc(be, n, DP_MEM_ACTIVATIONS, "a BatchNorm's normalised input", &s->xhat);
     if (!status)
-        status = dp_module_alloc(be, COEF_ROWS * c, DP_MEM_ACTIVATIONS, "a BatchNorm's coefficients", &s->coefs);
+        status = dp_module_alloc(be, coefs, DP_MEM_ACTIVATIONS, "a BatchNorm's coefficients", &s->coefs);
     if (status)
         return status;
-    s->sums = be->alloc(be, SUM_ROWS * c * sizeof(double), DP_MEM_ACTIVATIONS, "a BatchNorm's column sums");
-    s->host_sums = dp_alloc((SUM_ROWS * c + 1) * sizeof(double), "a BatchNorm's column sums");
-    s->host_coefs = dp_alloc(COEF_ROWS * c * sizeof(float), "a BatchNorm's coefficients");
-    return s->sums && s->host_sums && s->host_coefs ? 0 : DP_ENOMEM;
+    s->sums = be->alloc(be, SUM_ROWS * w * sizeof(double), DP_MEM_ACTIVATIONS, "a BatchNorm's column sums");
+    s->host_sums = dp_alloc(SUM_ROWS * w * sizeof(double), "a BatchNorm's column sums");
+    s->channel_sums = dp_alloc((SUM_ROWS * c + 1) * sizeof(double), "a BatchNorm's channel sums");
+    s->host_coefs = dp_alloc(coefs * sizeof(float), "a BatchNorm's coefficients");
+    s->host_channel = dp_alloc(c * sizeof(float), "a BatchNorm's per-channel values");
+    return s->sums && s->host_sums && s->channel_sums && s->host_coefs && s->host_channel ? 0 : DP_ENOMEM;
 }
 
-/* The column sums of (a, b) on the host, summed over ranks when sync; with_rows also sums the
- * row count into host_sums[SUM_ROWS * width]. */
+/* The column sums of (a, b) over this rank's rows, added per channel into channel_sums (the
+ * count of values per channel after them); with over_ranks, summed over ranks when sync. */
 static int gather_sums(dp_module *m, const dp_nn_context *ctx, const float *a, const float *b, int rows,
-                       int with_rows)
+                       int over_ranks)
 {
     bn_state *s = m->state;
-    size_t c = (size_t)m->in_width;
-    ctx->be->column_sums(ctx->be, a, b, rows, m->in_width, s->sums);
-    ctx->be->download(ctx->be, s->host_sums, s->sums, SUM_ROWS * c * sizeof(double));
-    s->host_sums[SUM_ROWS * c] = rows;
-    if (!m->options.sync || !ctx->sum_doubles)
+    const dp_backend *be = ctx->be;
+    size_t w = (size_t)m->in_width, c = (size_t)channels(m), p = (size_t)pixels(m);
+    be->column_sums(be, a, b, rows, (int)w, s->sums);
+    be->download(be, s->host_sums, s->sums, SUM_ROWS * w * sizeof(double));
+    for (size_t row = 0; row < SUM_ROWS; row++)
+        for (size_t ch = 0; ch < c; ch++) {
+            double sum = 0.0;
+            for (size_t q = 0; q < p; q++)
+                sum += s->host_sums[row * w + ch * p + q];
+            s->channel_sums[row * c + ch] = sum;
+        }
+    s->channel_sums[SUM_ROWS * c] = (double)rows * (double)p;
+    if (!over_ranks || !m->options.sync || !ctx->sum_doubles)
         return 0;
-    return ctx->sum_doubles(ctx->sum_arg, s->host_sums, (int)(SUM_ROWS * c) + with_rows);
+    return ctx->sum_doubles(ctx->sum_arg, s->channel_sums, (int)(SUM_ROWS * c) + 1);
+}
+
+/* Spreads per-channel values over each channel's columns into row `row` of host_coefs. */
+static void spread(dp_module *m, enum bn_coef row, const float *per_channel)
+{
+    bn_state *s = m->state;
+    int c = channels(m), p = pixels(m);
+    float *to = coef(s->host_coefs, m, row);
+    for (int ch = 0; ch < c; ch++)
+        for (int q = 0; q < p; q++)
+            to[ch * p + q] = per_channel[ch];
+}
+
+/* Uploads host_coefs' rows [first, first + count) (per column). */
+static void upload_rows(dp_module *m, const dp_backend *be, enum bn_coef first, int count)
+{
+    bn_state *s = m->state;
+    be->upload(be, coef(s->coefs, m, first), coef(s->host_coefs, m, first),
+               (size_t)count * m->in_width * sizeof(float));
+}
+
+/* C floats of backend memory (gamma, beta, running statistics) spread into row `row`. */
+static void spread_from(dp_module *m, const dp_backend *be, const float *from, enum bn_coef row)
+{
+    bn_state *s = m->state;
+    be->download(be, s->host_channel, from, (size_t)channels(m) * sizeof(float));
+    spread(m, row, s->host_channel);
 }
 
 static int forward_train(dp_module *m, const dp_nn_context *ctx, const float *x, int rows)
 {
     bn_state *s = m->state;
-    int c = m->in_width;
+    const dp_backend *be = ctx->be;
+    int c = channels(m);
     int status = gather_sums(m, ctx, x, x, rows, 1);
     if (status)
         return status;
-    double n = s->host_sums[SUM_ROWS * c];
-    s->rows_seen = n;
+    double n = s->channel_sums[SUM_ROWS * c];
+    s->values_seen = n;
     /* No rows anywhere: nothing to normalise, no statistics to learn from. */
     if (n == 0)
         return 0;
@@ -150,33 +218,47 @@ static int forward_train(dp_module *m, const dp_nn_context *ctx, const float *x,
         return dp_fail(DP_EINVAL, "BatchNorm layers.%d: %.0f value%s per feature in a training batch; "
                        "its statistics need at least 2 (PyTorch refuses this too)",
                        m->name_index, n, n == 1 ? "" : "s");
-    float *mean = coef(s->host_coefs, m, COEF_MEAN), *invstd = coef(s->host_coefs, m, COEF_INVSTD);
-    float *unbiased = coef(s->host_coefs, m, COEF_VAR_UNBIASED);
+    float *mean = channel_coef(s->host_coefs, m, CHANNEL_MEAN);
+    float *unbiased = channel_coef(s->host_coefs, m, CHANNEL_VAR_UNBIASED);
+    float *invstd = channel_coef(s->host_coefs, m, CHANNEL_INVSTD);
     for (int i = 0; i < c; i++) {
-        double mu = s->host_sums[i] / n, var = s->host_sums[c + i] / n - mu * mu;
+        double mu = s->channel_sums[i] / n, var = s->channel_sums[c + i] / n - mu * mu;
         var = var > 0.0 ? var : 0.0;
         mean[i] = (float)mu;
         invstd[i] = (float)(1.0 / sqrt(var + m->options.eps));
         unbiased[i] = (float)(var * n / (n - 1.0));
     }
-    const dp_backend *be = ctx->be;
-    be->upload(be, s->coefs, s->host_coefs, (size_t)COEF_MEAN_DY * c * sizeof(float));
-    const float *gamma = m->weights, *beta = m->weights + c;
-    be->bn_normalize(be, x, s->xhat, m->out, rows, c, coef(s->coefs, m, COEF_MEAN), coef(s->coefs, m, COEF_INVSTD),
-                     gamma, beta);
-    be->bn_update_running(be, m->buffers, m->buffers + c, coef(s->coefs, m, COEF_MEAN),
-                          coef(s->coefs, m, COEF_VAR_UNBIASED), c, m->options.momentum);
+    spread(m, COEF_MEAN, mean);
+    spread(m, COEF_INVSTD, invstd);
+    spread_from(m, be, m->weights, COEF_GAMMA);
+    spread_from(m, be, m->weights + c, COEF_BETA);
+    upload_rows(m, be, COEF_MEAN, COEF_MEAN_DY);
+    be->upload(be, channel_coef(s->coefs, m, CHANNEL_MEAN), mean, 2 * (size_t)c * sizeof(float));
+    be->bn_normalize(be, x, s->xhat, m->out, rows, m->in_width, coef(s->coefs, m, COEF_MEAN),
+                     coef(s->coefs, m, COEF_INVSTD), coef(s->coefs, m, COEF_GAMMA), coef(s->coefs, m, COEF_BETA));
+    if (ctx->keep_running)
+        return 0;
+    be->bn_update_running(be, m->buffers, m->buffers + c, channel_coef(s->coefs, m, CHANNEL_MEAN),
+                          channel_coef(s->coefs, m, CHANNEL_VAR_UNBIASED), c, m->options.momentum);
     m->counters[0]++;
     return 0;
 }
 
+/* The running statistics: invstd from the running variance on the device, then spread. */
 static void forward_eval(dp_module *m, const dp_nn_context *ctx, const float *x, int rows)
 {
     bn_state *s = m->state;
-    int c = m->in_width;
-    float *invstd = coef(s->coefs, m, COEF_INVSTD);
-    ctx->be->inverse_std(ctx->be, m->buffers + c, invstd, c, m->options.eps);
-    ctx->be->bn_normalize(ctx->be, x, NULL, m->out, rows, c, m->buffers, invstd, m->weights, m->weights + c);
+    const dp_backend *be = ctx->be;
+    int c = channels(m);
+    float *invstd = channel_coef(s->coefs, m, CHANNEL_INVSTD);
+    be->inverse_std(be, m->buffers + c, invstd, c, m->options.eps);
+    spread_from(m, be, invstd, COEF_INVSTD);
+    spread_from(m, be, m->buffers, COEF_MEAN);
+    spread_from(m, be, m->weights, COEF_GAMMA);
+    spread_from(m, be, m->weights + c, COEF_BETA);
+    upload_rows(m, be, COEF_MEAN, COEF_MEAN_DY);
+    be->bn_normalize(be, x, NULL, m->out, rows, m->in_width, coef(s->coefs, m, COEF_MEAN),
+                     coef(s->coefs, m, COEF_INVSTD), coef(s->coefs, m, COEF_GAMMA), coef(s->coefs, m, COEF_BETA));
 }
 
 static int batchnorm_forward(dp_module *m, const dp_nn_context *ctx, const float *x, int rows, const float **y)
@@ -189,40 +271,45 @@ static int batchnorm_forward(dp_module *m, const dp_nn_context *ctx, const float
     return forward_train(m, ctx, x, rows);
 }
 
-/* dgamma (+)= sum dy xhat, dbeta (+)= sum dy, over this rank's rows (DDP sums them over ranks). */
+/* dgamma (+)= sum dy xhat, dbeta (+)= sum dy, over this rank's rows (DDP sums them over ranks):
+ * the per-channel sums go back to the device for the backend's pass. */
 static int batchnorm_backward_params(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy, int rows,
                                      const dp_grad_pieces *pieces)
 {
     bn_state *s = m->state;
     (void)x;
-    int c = m->in_width;
-    ctx->be->column_sums(ctx->be, dy, s->xhat, rows, c, s->sums);
-    ctx->be->bn_param_grads(ctx->be, s->sums, c, m->grads, m->grads + c, ctx->accumulate);
+    const dp_backend *be = ctx->be;
+    int c = channels(m);
+    gather_sums(m, ctx, dy, s->xhat, rows, 0); /* backward_input sums them over ranks */
+    be->upload(be, s->sums, s->channel_sums, SUM_ROWS * (size_t)c * sizeof(double));
+    be->bn_param_grads(be, s->sums, c, m->grads, m->grads + c, ctx->accumulate);
     return dp_grad_pieces_ready(pieces, m, 0, m->param_count);
 }
 
-/* dx = gamma invstd (dy - mean(dy) - xhat mean(dy xhat)), means over the statistics' rows. */
+/* dx = gamma invstd (dy - mean(dy) - xhat mean(dy xhat)), means over the statistics' values;
+ * after backward_params, which left this rank's channel sums of (dy, dy xhat) on the host. */
 static int batchnorm_backward_input(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy,
                                     float *dx, int rows, float **dx_out)
 {
     bn_state *s = m->state;
     (void)x;
-    int c = m->in_width;
+    int c = channels(m);
     const dp_backend *be = ctx->be;
-    be->download(be, s->host_sums, s->sums, SUM_ROWS * (size_t)c * sizeof(double));
     if (m->options.sync && ctx->sum_doubles) {
-        int status = ctx->sum_doubles(ctx->sum_arg, s->host_sums, SUM_ROWS * c);
+        int status = ctx->sum_doubles(ctx->sum_arg, s->channel_sums, SUM_ROWS * c);
         if (status)
             return status;
     }
-    float *mean_dy = coef(s->host_coefs, m, COEF_MEAN_DY), *mean_dy_xhat = coef(s->host_coefs, m, COEF_MEAN_DY_XHAT);
-    for (int i = 0; i < c && s->rows_seen > 0; i++) {
-        mean_dy[i] = (float)(s->host_sums[i] / s->rows_seen);
-        mean_dy_xhat[i] = (float)(s->host_sums[c + i] / s->rows_seen);
+    /* No values anywhere: forward normalised nothing, so no means either (the 0-row case). */
+    for (int row = 0; row < SUM_ROWS && s->values_seen > 0; row++) {
+        for (int i = 0; i < c; i++)
+            s->host_channel[i] = (float)(s->channel_sums[row * c + i] / s->values_seen);
+        spread(m, (enum bn_coef)(COEF_MEAN_DY + row), s->host_channel);
     }
-    be->upload(be, coef(s->coefs, m, COEF_MEAN_DY), mean_dy, 2 * (size_t)c * sizeof(float));
-    be->bn_backward_input(be, dy, s->xhat, dx, rows, c, m->weights, coef(s->coefs, m, COEF_INVSTD),
-                          coef(s->coefs, m, COEF_MEAN_DY), coef(s->coefs, m, COEF_MEAN_DY_XHAT));
+    upload_rows(m, be, COEF_MEAN_DY, 2);
+    be->bn_backward_input(be, dy, s->xhat, dx, rows, m->in_width, coef(s->coefs, m, COEF_GAMMA),
+                          coef(s->coefs, m, COEF_INVSTD), coef(s->coefs, m, COEF_MEAN_DY),
+                          coef(s->coefs, m, COEF_MEAN_DY_XHAT));
     *dx_out = dx;
     return 0;
 }
@@ -235,6 +322,8 @@ static void batchnorm_release(dp_module *m, const dp_backend *be)
     be->free(be, s->coefs);
     be->free(be, s->sums);
     free(s->host_sums);
+    free(s->channel_sums);
+    free(s->host_channel);
     free(s->host_coefs);
 }
 

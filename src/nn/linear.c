@@ -5,7 +5,6 @@
 
 #include "dp/error.h"
 
-#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -26,29 +25,21 @@ static int linear_configure(dp_module *m, const char *spec)
 static int linear_declare(dp_module *m, dp_param_table *params, dp_param_table *buffers, const char *prefix)
 {
     (void)buffers;
-    char name[DP_TENSOR_NAME_MAX];
-    int64_t weight_shape[2] = {m->out_width, m->in_width}, bias_shape[1] = {m->out_width};
-    snprintf(name, sizeof name, "%s.weight", prefix);
-    int status = dp_params_add(params, name, 2, weight_shape, DP_DTYPE_F32, DP_PARAM_DECAY, m->index);
-    if (status || !m->options.bias)
-        return status;
-    snprintf(name, sizeof name, "%s.bias", prefix);
-    return dp_params_add(params, name, 1, bias_shape, DP_DTYPE_F32, 0, m->index);
+    int64_t weight_shape[2] = {m->out_width, m->in_width};
+    return dp_module_declare_layer(m, params, prefix, 2, weight_shape);
 }
 
 /* PyTorch's default: weight and bias uniform in +-1/sqrt(fan_in), one draw per parameter. */
 static void linear_init(const dp_module *m, dp_rng *rng, size_t first, size_t count, float *params)
 {
     (void)first;
-    float bound = 1.0f / sqrtf((float)m->in_width);
-    for (size_t j = 0; j < count; j++)
-        params[j] = (2.0f * dp_rng_uniform(rng) - 1.0f) * bound;
+    dp_module_init_layer(rng, params, count, (size_t)m->in_width);
 }
 
-static size_t linear_size(const dp_module_options *o, size_t in_width, size_t *out_width, int *overflow)
+static size_t linear_size(const dp_module_options *o, const dp_dims *in, dp_dims *out_shape, int *overflow)
 {
-    size_t out = (size_t)o->out_features, count = out * (size_t)o->bias;
-    *out_width = out;
+    size_t out = (size_t)o->out_features, count = out * (size_t)o->bias, in_width = (size_t)dp_dims_numel(in);
+    *out_shape = dp_dims_features(o->out_features);
     if (in_width > SIZE_MAX / out || count > SIZE_MAX - in_width * out) {
         *overflow = 1;
         return 0;
@@ -196,6 +187,7 @@ const dp_module_type dp_module_linear = {
     .absorbs = &dp_module_relu,
     .structural = 1,
     .weight_rows = 1,
+    .needs_features = 1,
     .size = linear_size,
     .describe = linear_describe,
     .configure = linear_configure,

@@ -55,11 +55,14 @@ typedef struct dp_module_type {
     size_t state_size;  /* bytes of per-instance state the type keeps in dp_module.state */
     int normalizes;     /* a normalisation layer: follows a layer, needs 2 rows per statistic */
     int structural;     /* its options decide which tensors exist (checkpoints must match them) */
+    int spatial;        /* keeps images as images: a linear after it needs a flatten between */
+    int needs_features; /* takes [F] features: refuses a spatial module's images unflattened */
     int weight_rows;    /* its parameters start with an [out_width, in_width] weight, read and
                          * reduced in blocks of rows under a ZeRO budget (dp_param_pieces) */
-    /* Before a model exists: its parameters on in_width features per sample, *out_width set;
-     * *overflow set when a count does not fit size_t (NULL: none, and the width passes). */
-    size_t (*size)(const dp_module_options *o, size_t in_width, size_t *out_width, int *overflow);
+    /* Before a model exists: its parameters on one sample of shape *in, *out set (an unknown
+     * input, [0], gives what it can); *overflow set when a count does not fit size_t (NULL:
+     * none, and the shape passes). */
+    size_t (*size)(const dp_module_options *o, const dp_dims *in, dp_dims *out, int *overflow);
     /* What the banner shows after its name, e.g. "(256)" (NULL: nothing). */
     void (*describe)(const dp_module *m, char *text, size_t size);
     /* The type whose following instance this one applies itself (NULL: none). */
@@ -91,10 +94,18 @@ typedef struct dp_module_type {
 #define DP_COUNT(array) ((int)(sizeof(array) / sizeof *(array)))
 
 extern const dp_module_type dp_module_linear, dp_module_relu, dp_module_batchnorm,
-    dp_module_dropout;
+    dp_module_dropout, dp_module_conv2d, dp_module_maxpool, dp_module_avgpool, dp_module_flatten;
 
 /* The mask of a Dropout's last training forward (tests compare against it). */
 const float *dp_dropout_mask(const dp_module *m);
+
+/* A layer's tensors as nn.Linear and nn.Conv2d name them: prefix.weight of weight_shape
+ * (decayed), then, with a bias, prefix.bias of weight_shape[0] values. */
+int dp_module_declare_layer(dp_module *m, dp_param_table *params, const char *prefix, int ndim,
+                            const int64_t *weight_shape);
+/* PyTorch's default initialisation of count parameters of such a layer: each uniform in
+ * +-1/sqrt(fan_in), one draw each. */
+void dp_module_init_layer(dp_rng *rng, float *params, size_t count, size_t fan_in);
 
 /* Allocates count floats of backend memory of kind for what, or records DP_ENOMEM. */
 int dp_module_alloc(const dp_backend *be, size_t count, dp_memory_kind kind, const char *what, float **out);

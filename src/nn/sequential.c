@@ -4,6 +4,7 @@
 
 #include "dp/error.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,25 @@ int dp_module_alloc(const dp_backend *be, size_t count, dp_memory_kind kind, con
 {
     *out = be->alloc(be, (count ? count : 1) * sizeof(float), kind, what);
     return *out ? 0 : DP_ENOMEM;
+}
+
+int dp_module_declare_layer(dp_module *m, dp_param_table *params, const char *prefix, int ndim,
+                            const int64_t *weight_shape)
+{
+    char name[DP_TENSOR_NAME_MAX];
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    int status = dp_params_add(params, name, ndim, weight_shape, DP_DTYPE_F32, DP_PARAM_DECAY, m->index);
+    if (status || !m->options.bias)
+        return status;
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    return dp_params_add(params, name, 1, weight_shape, DP_DTYPE_F32, 0, m->index);
+}
+
+void dp_module_init_layer(dp_rng *rng, float *params, size_t count, size_t fan_in)
+{
+    float bound = 1.0f / sqrtf((float)fan_in);
+    for (size_t j = 0; j < count; j++)
+        params[j] = (2.0f * dp_rng_uniform(rng) - 1.0f) * bound;
 }
 
 int dp_grad_pieces_ready(const dp_grad_pieces *pieces, const dp_module *m, size_t first, size_t count)
@@ -41,6 +61,7 @@ static int configure_modules(dp_model *m)
     const dp_model_spec *spec = &m->spec;
     dp_dims shape = m->input_shape;
     int layers = 0; /* modules with parameters so far */
+    const dp_module *imager = NULL; /* the conv2d or pool whose images are still unflattened */
     for (int i = 0; i < m->count; i++) {
         dp_module *mod = &m->modules[i];
         mod->type = spec->modules[i].type;
@@ -51,12 +72,21 @@ static int configure_modules(dp_model *m)
         mod->in_shape = shape;
         mod->in_width = (int)dp_dims_numel(&shape);
         if (mod->type->normalizes && layers == 0)
-            return dp_fail(DP_EINVAL, "--model '%s': module %d (%s) comes before any linear: "
+            return dp_fail(DP_EINVAL, "--model '%s': module %d (%s) comes before any linear or conv2d: "
                            "normalise the output of a layer, not the raw input", spec->text, i, mod->type->name);
+        /* Data flattens implicitly; a module's images do not, as nn.Linear would not flatten them. */
+        if (mod->type->needs_features && imager) {
+            char text[64];
+            dp_dims_text(&shape, text, sizeof text);
+            return dp_fail(DP_EINVAL, "--model '%s': module %d (%s) gets images %s from module %d (%s): put "
+                           "flatten before it (nn.Flatten, as the matching PyTorch model needs)", spec->text, i,
+                           mod->type->name, text, imager->index, imager->type->name);
+        }
         int status = mod->type->configure(mod, spec->text);
         if (status)
             return status;
         shape = mod->out_shape;
+        imager = mod->type->spatial ? mod : shape.ndim == 1 ? NULL : imager;
         mod->out_width = (int)dp_dims_numel(&shape);
         layers += mod->type->declare != NULL && !mod->type->normalizes;
         const dp_module *before = i > 0 ? &m->modules[i - 1] : NULL;
@@ -125,7 +155,7 @@ static int allocate(dp_model *m, unsigned owns)
         mod->counters = m->counters + mod->first_counter;
         if (mod->type->state_size && !(mod->state = dp_calloc(1, mod->type->state_size, "a module's state")))
             return DP_ENOMEM;
-        status = mod->type->allocate(mod, be, m->max_rows);
+        status = mod->type->allocate ? mod->type->allocate(mod, be, m->max_rows) : 0;
     }
     return status;
 }

@@ -14,6 +14,7 @@
 
 static const dp_module_type *const module_types[] = {
     &dp_module_linear, &dp_module_relu, &dp_module_batchnorm, &dp_module_dropout,
+    &dp_module_conv2d, &dp_module_maxpool, &dp_module_avgpool, &dp_module_flatten,
 };
 #define TYPE_COUNT (sizeof module_types / sizeof module_types[0])
 
@@ -108,7 +109,7 @@ static int set_arg(const char *spec, int position, const dp_module_type *type, c
 static int parse_args(const char *spec, int position, const dp_module_type *type, const char *args,
                       dp_module_options *options)
 {
-    int given[16] = {0};
+    int given[16] = {0}, named = 0;
     const char *p = args;
     for (int n = 0; *p; n++) {
         const char *comma = strchr(p, ','), *end = comma ? comma : p + strlen(p);
@@ -120,6 +121,7 @@ static int parse_args(const char *spec, int position, const dp_module_type *type
         const dp_module_arg *a;
         const char *value;
         if (equals) {
+            named = 1;
             if ((status = trimmed(spec, item, equals, name, sizeof name)))
                 return status;
             value = equals + 1;
@@ -127,13 +129,16 @@ static int parse_args(const char *spec, int position, const dp_module_type *type
                 value++;
             a = find_arg(type, name);
         } else {
-            if (n > 0 || type->nargs == 0)
+            /* Options without name= come first, in the table's order (conv2d(32, 3)). */
+            if (named || n >= type->nargs)
                 return dp_fail(DP_EINVAL, "--model '%s': module %d (%s): '%s': %s", spec, position,
                                type->name, item,
-                               type->nargs ? "only the first option may be given without name=" : "takes no options");
-            snprintf(name, sizeof name, "%s", type->args[0].name);
+                               type->nargs == 0 ? "takes no options"
+                               : named ? "options without name= must come before those with it"
+                                       : "more options without name= than the module has");
+            snprintf(name, sizeof name, "%s", type->args[n].name);
             value = item;
-            a = &type->args[0];
+            a = &type->args[n];
         }
         if (!a)
             return dp_fail(DP_EINVAL, "--model '%s': module %d (%s): unknown option '%s'", spec,
@@ -251,6 +256,14 @@ int dp_model_spec_from_layers(const char *text, dp_model_spec *spec)
     return 0;
 }
 
+int dp_model_spec_takes_images(const dp_model_spec *spec)
+{
+    for (int i = 0; i < spec->count; i++)
+        if (spec->modules[i].type->spatial)
+            return 1;
+    return 0;
+}
+
 void dp_model_spec_sync_batchnorm(dp_model_spec *spec)
 {
     for (int i = 0; i < spec->count; i++)
@@ -285,31 +298,41 @@ void dp_model_spec_canonical(const dp_model_spec *spec, int inputs, int structur
     snprintf(text, size, "%s %d: %s", spec->from_layers ? "layers" : "sequential", inputs, modules);
 }
 
-size_t dp_model_spec_size(const dp_model_spec *spec, int inputs, int *widest, int *overflow)
+size_t dp_model_spec_size(const dp_model_spec *spec, const dp_dims *input, int *widest, int *overflow)
 {
-    return dp_model_spec_module_params(spec, inputs, NULL, widest, overflow);
+    return dp_model_spec_module_params(spec, input, NULL, widest, overflow);
 }
 
-size_t dp_model_spec_module_params(const dp_model_spec *spec, int inputs, dp_module_size *sizes, int *widest,
+/* The widest a width may be counted as: activations wider than an int overflow anyway. */
+static int width_of(const dp_dims *shape, int *overflow)
+{
+    int64_t n = dp_dims_numel(shape);
+    *overflow |= n > INT_MAX;
+    return n > INT_MAX ? INT_MAX : (int)n;
+}
+
+size_t dp_model_spec_module_params(const dp_model_spec *spec, const dp_dims *input, dp_module_size *sizes, int *widest,
                                    int *overflow)
 {
-    size_t total = 0, width = (size_t)(spec->from_layers ? spec->inputs : inputs);
-    *widest = (int)width;
+    size_t total = 0;
+    dp_dims shape = spec->from_layers ? dp_dims_features(spec->inputs) : *input;
+    *widest = width_of(&shape, overflow);
     for (int i = 0; i < spec->count; i++) {
         const dp_module_spec *mod = &spec->modules[i];
-        size_t out = width;
-        size_t count = mod->type->size ? mod->type->size(&mod->options, width, &out, overflow) : 0;
+        dp_dims out = shape;
+        size_t count = mod->type->size ? mod->type->size(&mod->options, &shape, &out, overflow) : 0;
         if (*overflow || total > SIZE_MAX - count) {
             *overflow = 1;
             return 0;
         }
         total += count;
         if (sizes) /* as dp_model_module_rows would say of the built module */
-            sizes[i] = (dp_module_size){.params = count, .row = mod->type->weight_rows ? width : 0,
-                                        .rows = mod->type->weight_rows ? out : 0};
-        width = out;
-        if (width > (size_t)*widest)
-            *widest = (int)width;
+            sizes[i] = (dp_module_size){.params = count,
+                                        .row = mod->type->weight_rows ? (size_t)dp_dims_numel(&shape) : 0,
+                                        .rows = mod->type->weight_rows ? (size_t)dp_dims_numel(&out) : 0};
+        shape = out;
+        int width = width_of(&shape, overflow);
+        *widest = width > *widest ? width : *widest;
     }
     return total;
 }

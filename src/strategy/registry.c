@@ -7,6 +7,7 @@
 /* Every strategy, by name: a new one is a file and a row here. */
 static const dp_strategy_type *const strategies[] = {
     &dp_strategy_ddp, &dp_strategy_zero1, &dp_strategy_zero2, &dp_strategy_zero3, &dp_strategy_local_sgd,
+    &dp_strategy_exact,
 };
 
 const dp_strategy_type *dp_strategy_find(const char *name)

@@ -189,6 +189,11 @@ static void begin_micro(dp_strategy *d, int communicate)
         d->buckets[i].pending = d->buckets[i].count;
 }
 
+int dp_strategy_sums_shards(const dp_strategy *d)
+{
+    return d->type->add_shard != NULL;
+}
+
 int dp_strategy_backward_accumulates(const dp_strategy *d)
 {
     return !d->type->reduces_every_micro;
@@ -300,11 +305,13 @@ static int grad_ready(void *arg, size_t offset, size_t count)
 static int finish(void *arg)
 {
     dp_strategy *d = arg;
-    if (!d->communicate)
+    if (!d->communicate && !d->type->finish)
         return 0;
     double started = MPI_Wtime();
     int status = 0;
-    if (d->type->reduces_every_micro) {
+    if (d->type->finish) {
+        status = d->type->finish(d);
+    } else if (d->type->reduces_every_micro) {
         /* Every bucket was started as backward filled it. */
         for (int i = 0; !status && i < d->nbuckets; i++)
             status = dp_strategy_wait_bucket(d, &d->buckets[i]);
@@ -356,10 +363,16 @@ static int after_update(void *arg)
     return status;
 }
 
+static int shard_done(void *arg)
+{
+    dp_strategy *d = arg;
+    return d->type->add_shard ? d->type->add_shard(d) : 0;
+}
+
 void dp_strategy_attach(dp_strategy *d, dp_step_hooks *hooks)
 {
     *hooks = (dp_step_hooks){.before = before_module, .grad_ready = grad_ready, .finish = finish,
-                             .after_update = after_update, .arg = d};
+                             .after_update = after_update, .shard_done = shard_done, .arg = d};
     if (d->block_floats != SIZE_MAX) {
         hooks->place = dp_zero_place;
         hooks->fetch = d->type->shards_params ? dp_zero_fetch : NULL;
@@ -402,6 +415,10 @@ static int describe_buckets(const dp_strategy *d, char *text, size_t size)
 
 void dp_strategy_describe(const dp_strategy *d, char *text, size_t size)
 {
+    if (d->type->describe) {
+        d->type->describe(d, text, size);
+        return;
+    }
     int used = describe_buckets(d, text, size);
     if (used >= 0 && (size_t)used < size && d->comm->size > 1 && d->config.overlap && d->config.progress_us > 0)
         used += snprintf(text + used, size - (size_t)used, ", a progress thread every %ld us",

@@ -1,5 +1,6 @@
 /* Inside strategy/: what distinguishes the strategies. DDP is the table's plain entries; the
- * ZeRO stages add hooks where they shard (src/strategy/zero.c). strategy.c holds the table
+ * ZeRO stages add hooks where they shard (src/strategy/zero.c); --exact replaces the buckets
+ * by its own sum (src/strategy/exact.c). strategy.c holds the table
  * and the bucket machinery every strategy shares. */
 #ifndef DP_STRATEGY_TYPE_H
 #define DP_STRATEGY_TYPE_H
@@ -26,10 +27,15 @@ typedef struct dp_strategy_type {
     /* Bucket b's collective has completed: its result where the optimizer reads it. */
     void (*bucket_done)(dp_strategy *d, dp_bucket *b);
     int (*after_update)(dp_strategy *d);
+    /* --exact: a shard's gradient is final (add it up); finish instead of the buckets' wait;
+     * the banner's line. */
+    int (*add_shard)(dp_strategy *d);
+    int (*finish)(dp_strategy *d);
+    int (*describe)(const dp_strategy *d, char *text, size_t size);
 } dp_strategy_type;
 
 extern const dp_strategy_type dp_strategy_ddp, dp_strategy_zero1, dp_strategy_zero2, dp_strategy_zero3,
-    dp_strategy_local_sgd;
+    dp_strategy_local_sgd, dp_strategy_exact;
 
 #define MIB_FLOATS ((double)(1 << 20) / sizeof(float))
 

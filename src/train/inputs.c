@@ -42,6 +42,21 @@ int dp_train_model_inputs(const dp_options *o, const dp_dataset *train)
     return o->model.from_layers ? o->model.inputs : train->dim;
 }
 
+int dp_train_check_image_shapes(const dp_options *o, const dp_dataset *train, const dp_dataset *test)
+{
+    const dp_dims *a = &train->sample, *b = &test->sample;
+    int same = a->ndim == b->ndim;
+    for (int i = 0; same && i < a->ndim; i++)
+        same = a->dim[i] == b->dim[i];
+    if (same || !dp_model_spec_takes_images(&o->model))
+        return 0;
+    char want[64], got[64];
+    dp_dims_text(a, want, sizeof want);
+    dp_dims_text(b, got, sizeof got);
+    return dp_fail(DP_EINVAL, "test data %s has samples %s but the model (--model '%s') takes %s, the shape of the "
+                   "training data", test->description, got, o->model.text, want);
+}
+
 int dp_train_check_data(const dp_options *o, const dp_dataset *data, const char *role, int inputs)
 {
     const dp_model_spec *spec = &o->model;

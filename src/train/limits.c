@@ -21,6 +21,7 @@ static const struct {
     {"epochs", DP_CHECKPOINT_MAX_STEP, "the largest step a checkpoint name holds"},
     {"steps", DP_CHECKPOINT_MAX_STEP, "the largest step a checkpoint name holds"},
     {"world", INT_MAX, "MPI counts ranks in an int"},
+    {"exact-shard", INT_MAX, "a forward counts its rows in an int"},
 };
 
 /* Float options that must stay below a bound (exclusive). */
@@ -92,7 +93,8 @@ static const char *model_option(const dp_options *o)
 static int widest(const dp_options *o)
 {
     int w = 0, overflow = 0;
-    dp_model_spec_size(&o->model, 0, &w, &overflow);
+    dp_dims unknown = dp_dims_features(0);
+    dp_model_spec_size(&o->model, &unknown, &w, &overflow);
     return w;
 }
 
@@ -109,7 +111,8 @@ int dp_options_check_limits(const dp_options *o, int world)
         return dp_fail(DP_EINVAL, "--batch %ld x --accum %ld: more than %ld samples per step",
                        o->batch, o->accum, LONG_MAX);
     int wide = 0;
-    size_t params = dp_model_spec_size(&o->model, 0, &wide, &overflow);
+    dp_dims unknown = dp_dims_features(0);
+    size_t params = dp_model_spec_size(&o->model, &unknown, &wide, &overflow);
     product(params, sizeof(float), SIZE_MAX, &overflow);
     if (overflow)
         return dp_fail(DP_EINVAL, "%s %s: the parameters' size overflows the address "
@@ -138,13 +141,13 @@ int dp_plan_total_steps(const dp_options *o, long steps_per_epoch, long *total_s
 }
 
 int dp_explain_memory_failure(int status, const dp_options *o, int world, int max_rows,
-                              size_t nparams, int inputs)
+                              size_t nparams, const dp_dims *input)
 {
     if (status != DP_ENOMEM)
         return status;
     int unused, overflow = 0;
     if (!nparams) /* the model was never built: its size from the spec, as it would have been */
-        nparams = dp_model_spec_size(&o->model, inputs, &unused, &overflow);
+        nparams = dp_model_spec_size(&o->model, input, &unused, &overflow);
     char message[512];
     snprintf(message, sizeof message, "%s", dp_last_error());
     if (dp_memory_refusals())

@@ -28,8 +28,8 @@ int dp_plan_total_steps(const dp_options *o, long steps_per_epoch, long *total_s
 
 /* After an allocation failure while sizing the run: the same code, its message followed by
  * the options that size those buffers and what they come to (nparams 0: the model was not
- * built, its size comes from the spec on `inputs` features). */
+ * built, its size comes from the spec on one sample of shape *input). */
 int dp_explain_memory_failure(int status, const dp_options *o, int world, int max_rows,
-                              size_t nparams, int inputs);
+                              size_t nparams, const dp_dims *input);
 
 #endif

@@ -21,6 +21,8 @@ typedef struct precision_bytes {
 
 static const precision_bytes precisions[] = {
     [DP_PRECISION_FP32] = {"fp32", 4, 4, 0, "FP32 parameters and gradients, as dptrain trains"},
+    [DP_PRECISION_TF32] = {"tf32", 4, 4, 0, "FP32 parameters and gradients, as dptrain trains (TF32 is the GEMMs' inputs)"},
+    [DP_PRECISION_BF16] = {"bf16", 4, 4, 0, "FP32 parameters and gradients, as dptrain trains (bf16 is the GEMMs' inputs)"},
     [DP_PRECISION_FP16] = {"fp16", 2, 2, 0, "FP16 parameters and gradients, FP32 optimizer state, no FP32 master "
                                             "copy: the documents' assumption"},
     [DP_PRECISION_MIXED] = {"mixed", 2, 2, 4, "FP16 parameters and gradients, FP32 master copy and optimizer state: "
@@ -39,18 +41,18 @@ static int state_tensors(const dp_options *o, int *count)
     return status;
 }
 
-/* The model's input width: --layers states it; a --model takes the data's. */
-static int model_inputs(const dp_options *o, int *inputs)
+/* The model's input shape: --layers states its width; a --model takes the data's sample. */
+static int model_inputs(const dp_options *o, dp_dims *inputs)
 {
     if (o->model.from_layers) {
-        *inputs = o->model.inputs;
+        *inputs = dp_dims_features(o->model.inputs);
         return 0;
     }
     dp_dataset data;
     int status = dp_dataset_open(o->data, 0, o->loss == DP_LOSS_CHOICE_MSE, o->seed, &data);
     if (status)
         return dp_fail_context(status, "--memory-plan: the input width of --model comes from --data %s", o->data);
-    *inputs = data.dim;
+    *inputs = data.sample;
     dp_dataset_free(&data);
     return 0;
 }
@@ -59,7 +61,8 @@ static int model_inputs(const dp_options *o, int *inputs)
  * stage (stage 2's and 3's budgets differ: stage 3 also holds gathered parameters). */
 static int model_layout(const dp_options *o, int stage, dp_zero_plan_input *in)
 {
-    int inputs = 0, widest, overflow = 0, status = model_inputs(o, &inputs);
+    dp_dims inputs;
+    int widest, overflow = 0, status = model_inputs(o, &inputs);
     size_t modules = (size_t)o->model.count + 1;
     dp_module_size *sizes = status ? NULL : calloc(modules, sizeof *sizes);
     size_t *arrays = sizes ? calloc(4 * modules, sizeof *arrays) : NULL;
@@ -68,7 +71,7 @@ static int model_layout(const dp_options *o, int stage, dp_zero_plan_input *in)
     size_t *offsets = arrays, *counts = arrays + modules, *row = arrays + 2 * modules, *rows = arrays + 3 * modules;
     size_t at = 0;
     if (!status)
-        in->params = dp_model_spec_module_params(&o->model, inputs, sizes, &widest, &overflow);
+        in->params = dp_model_spec_module_params(&o->model, &inputs, sizes, &widest, &overflow);
     if (!status && overflow)
         status = dp_fail(DP_EINVAL, "--memory-plan: the model's parameter count overflows");
     int segments = 0;
@@ -94,6 +97,26 @@ static int model_layout(const dp_options *o, int stage, dp_zero_plan_input *in)
     free(arrays);
     free(sizes);
     return status;
+}
+
+/* The activation memory one rank's model holds for its slice of --batch: the model built on the
+ * CPU for that many rows, as the trainer builds it, and its allocations of that kind counted
+ * (module outputs, their gradients, conv2d's lowered inputs, BatchNorm's normalised inputs). */
+static int model_activations(const dp_options *o, int world, size_t *bytes)
+{
+    dp_dims input;
+    int status = model_inputs(o, &input);
+    if (status)
+        return status;
+    int rows = (int)(o->batch / world + (o->batch % world != 0));
+    size_t before = dp_memory_usage_now().bytes[DP_MEM_ACTIVATIONS];
+    dp_model m;
+    status = dp_model_create_owning(&m, dp_backend_cpu(), &o->model, &input, rows, DP_MODEL_OWNS_ALL);
+    if (status)
+        return dp_fail_context(status, "--memory-plan: the model's activations");
+    *bytes = dp_memory_usage_now().bytes[DP_MEM_ACTIVATIONS] - before;
+    dp_model_free(&m);
+    return 0;
 }
 
 static void print_notes(const dp_zero_plan_input *in, int known_layout, double unit, const char *unit_name)
@@ -159,6 +182,13 @@ int dp_memory_plan_print(const dp_options *o, int world)
     }
     if (status)
         return status;
+    size_t activations = 0;
+    if (known_layout && (status = model_activations(o, in.world, &activations)))
+        return status;
+    if (known_layout)
+        printf("activations per rank, every stage alike (module outputs, their gradients, conv2d's lowered inputs, "
+               "BatchNorm's normalised inputs): %.1f %s for --batch %ld over %d ranks\n", activations / unit, unit_name,
+               o->batch, in.world);
     print_notes(&in, known_layout, unit, unit_name);
     fflush(stdout);
     return 0;

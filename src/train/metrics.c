@@ -46,6 +46,15 @@ static void write_split(FILE *f, const dp_time_split *s, long steps)
         fputs(i ? "," : "", f);
         number(f, keys[i], "%.4f", ms(values[i], steps));
     }
+    /* On a GPU: its own time per phase from CUDA events (the step line's "device time"). */
+    static const char *const device_keys[] = {"device_forward_ms", "device_backward_ms", "device_wait_ms",
+                                              "device_optimizer_ms"};
+    const double device[] = {s->device_forward, s->device_backward, s->device_wait, s->device_optimizer};
+    if (s->device_steps > 0.0) /* the steps the clock timed */
+        for (size_t i = 0; i < sizeof device_keys / sizeof *device_keys; i++) {
+            fputc(',', f);
+            number(f, device_keys[i], "%.4f", ms(device[i], (long)s->device_steps));
+        }
 }
 
 int dp_trainer_metrics_line(trainer *t, long step, long epoch, const dp_interval *iv)

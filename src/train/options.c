@@ -22,9 +22,8 @@ enum option_id {
     OPT_CHECK_REPLICAS, OPT_ON_NAN, OPT_DEBUG_CORRUPT, OPT_DEVICE, OPT_SHARE_GPU, OPT_TF32,
     OPT_CUDA_AWARE, OPT_MODEL, OPT_SYNC_BN, OPT_OPTIMIZER, OPT_BETAS, OPT_EPS, OPT_DECAY_ALL,
     OPT_PREDICT, OPT_OUTPUT, OPT_PREDICT_CLASSES, OPT_BUCKET_MB, OPT_NO_OVERLAP, OPT_PROGRESS_THREAD, OPT_TRACE, OPT_METRICS,
-    OPT_ZERO, OPT_ZERO_LIVE_MB, OPT_MAX_MEMORY_MB, OPT_CHECKPOINT_SHARDS, OPT_PREEMPT_SIGNAL, OPT_MEMORY_PLAN, OPT_PARAMS, OPT_WORLD,
-    OPT_PRECISION,
-    OPT_AVERAGE_EVERY,
+    OPT_ZERO, OPT_ZERO_LIVE_MB, OPT_MAX_MEMORY_MB, OPT_CHECKPOINT_SHARDS, OPT_PREEMPT_SIGNAL, OPT_MEMORY_PLAN, OPT_PARAMS, OPT_WORLD, OPT_PRECISION,
+    OPT_AVERAGE_EVERY, OPT_EXACT, OPT_EXACT_SHARD,
     OPT_HELP, OPT_VERSION
 };
 
@@ -108,6 +107,13 @@ static const struct option_doc option_docs[] = {
      "the parameters, optimizer state and BatchNorm statistics are averaged (weighted by samples) and "
      "the replicas' divergence before it is reported. Flawed by design: replicas drift apart between "
      "averagings (docs/STRATEGIES.md)"},
+    {{"exact", no_argument, NULL, OPT_EXACT}, NULL, "off",
+     "bitwise the same parameters, losses and checkpoints for every world size, algorithm and --accum "
+     "(resume on another W too): the step is cut into shards of --exact-shard rows, each computed "
+     "alone, their gradients summed exactly in fixed point and all-reduced as integers; BatchNorm "
+     "normalises over each shard; 1 BLAS thread per rank unless --threads (docs/STRATEGIES.md)"},
+    {{"exact-shard", required_argument, NULL, OPT_EXACT_SHARD}, "S", "32",
+     "--exact: rows per shard, whatever the world size (a BatchNorm needs at least 2 in every shard)"},
     {{"max-memory-mb", required_argument, NULL, OPT_MAX_MEMORY_MB}, "MB", "none",
      "per-rank limit on backend memory (GPU memory, or host memory on the CPU), enforced by the "
      "allocation counter: a run that needs more stops at start-up naming what"},
@@ -116,9 +122,11 @@ static const struct option_doc option_docs[] = {
     {{"params", required_argument, NULL, OPT_PARAMS}, "N", "the model's",
      "--memory-plan: the parameter count, e.g. 70e9"},
     {{"world", required_argument, NULL, OPT_WORLD}, "W", "this job's ranks", "--memory-plan: the ranks"},
-    {{"precision", required_argument, NULL, OPT_PRECISION}, "fp32|fp16|mixed", "fp32",
-     "--memory-plan's bytes per parameter: fp32 as dptrain trains (4 + 4 + optimizer state), fp16 "
-     "as the documents' table (FP16 parameters and gradients, FP32 optimizer state, no master copy), "
+    {{"precision", required_argument, NULL, OPT_PRECISION}, "fp32|tf32|bf16|fp16|mixed", "fp32",
+     "GPU GEMMs' inputs, FP32 accumulation and FP32 weights, state, activations and losses throughout: fp32 "
+     "exact, tf32 (tensor cores, 10-bit mantissa), bf16 (tensor cores, 7-bit mantissa; the CPU declines it). "
+     "--memory-plan's bytes per parameter: fp32, tf32 and bf16 as dptrain trains (4 + 4 + optimizer state), "
+     "fp16 as the documents' table (FP16 parameters and gradients, FP32 optimizer state, no master copy), "
      "mixed as the ZeRO paper (FP16 parameters and gradients, FP32 master copy and state)"},
     {{"trace", required_argument, NULL, OPT_TRACE}, "FILE.json", "none",
      "the timeline: every rank's module passes, collectives, gathers and updates as Chrome trace "
@@ -140,8 +148,7 @@ static const struct option_doc option_docs[] = {
      "where ranks compute; cuda gives each rank of a node its own GPU (matched by UUID); auto: cuda when every rank has one"},
     {{"share-gpu", no_argument, NULL, OPT_SHARE_GPU}, NULL, "off",
      "let ranks of a node share a GPU, taking turns on it (testing W ranks on one GPU)"},
-    {{"tf32", no_argument, NULL, OPT_TF32}, NULL, "off (exact FP32)",
-     "GPU GEMMs on TF32 tensor cores: inputs rounded to a 10-bit mantissa, FP32 accumulation"},
+    {{"tf32", no_argument, NULL, OPT_TF32}, NULL, "off (exact FP32)", "--precision tf32"},
     {{"cuda-aware", required_argument, NULL, OPT_CUDA_AWARE}, "on|off|auto", "auto (ask MPI)",
      "hand MPI GPU memory for --allreduce mpi instead of staging gradients through host memory"},
     {{"save", required_argument, NULL, OPT_SAVE}, "FILE", "none",
@@ -208,6 +215,7 @@ void dp_options_defaults(dp_options *o)
     o->bucket_mb = 0.0; /* auto */
     o->zero_live_mb = -1.0; /* auto */
     o->progress_us = -1; /* auto */
+    o->exact_shard = DP_EXACT_SHARD_DEFAULT;
     o->log_every = 50;
     o->keep = 3;
     dp_preempt_parse_signals("--preempt-signal", DP_PREEMPT_DEFAULT_SIGNALS, &o->preempt_signals);
@@ -234,7 +242,13 @@ void dp_options_print_help(FILE *out)
         fputc('\n', out);
     }
     fprintf(out, "\n--model modules: linear(OUT, bias=1), relu, batchnorm(momentum=0.1, eps=1e-5, sync=0), "
-                 "dropout(P=0.5)\n");
+                 "dropout(P=0.5), conv2d(OUT, K, stride=1, padding=0, bias=1), maxpool(K, stride=K), "
+                 "avgpool(K, stride=K), flatten\n"
+                 "Images ([N, 1, 28, 28] IDX, [N, C, H, W] .npy) go through conv2d and pooling; a linear after them "
+                 "needs flatten (as nn.Flatten), a linear on the data itself flattens it. A CNN for Fashion-MNIST "
+                 "(bench/RESULTS.md):\n  --model 'conv2d(32,3,padding=1,bias=0),batchnorm,relu,maxpool(2),"
+                 "conv2d(64,3,padding=1,bias=0),batchnorm,relu,maxpool(2),flatten,linear(128),relu,dropout(0.3),"
+                 "linear(10)' --sync-bn --optimizer adamw --lr 0.002 --lr-schedule cosine --epochs 8 --batch 128\n");
     fprintf(out, "All-reduce algorithms: %s\n", dp_comm_algorithm_names());
     if (*dp_comm_gpu_algorithm_names())
         fprintf(out, "On GPU memory only (--device cuda): %s\n", dp_comm_gpu_algorithm_names());
@@ -269,6 +283,10 @@ static int parse_corruption(const char *text, dp_options *o)
     return 0;
 }
 
+const char *const dp_precision_names[DP_PRECISIONS] = {[DP_PRECISION_FP32] = "fp32", [DP_PRECISION_TF32] = "tf32",
+                                                      [DP_PRECISION_BF16] = "bf16", [DP_PRECISION_FP16] = "fp16",
+                                                      [DP_PRECISION_MIXED] = "mixed"};
+
 /* Applies one option's value; returns DP_OPTIONS_EXIT for --help/--version. */
 static int apply_option(dp_options *o, int id, const char *name, const char *arg, FILE *out)
 {
@@ -279,8 +297,6 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
     static const char *const cuda_aware_modes[] = {"auto", "on", "off"};
     static const char *const optimizers[] = {[DP_OPTIMIZER_SGD] = "sgd", [DP_OPTIMIZER_ADAMW] = "adamw"};
     static const char *const zero_stages[] = {"0", "1", "2", "3"};
-    static const char *const precisions[] = {[DP_PRECISION_FP32] = "fp32", [DP_PRECISION_FP16] = "fp16",
-                                             [DP_PRECISION_MIXED] = "mixed"};
     int status, choice;
     switch (id) {
     case OPT_DATA: return dp_option_text(name, arg, o->data, sizeof o->data);
@@ -323,6 +339,8 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
         return dp_option_mib(name, arg, DP_STRATEGY_MIN_BUCKET_BYTES, "the smallest bucket: a block is reduced "
                              "in one collective", &o->zero_live_mb);
     case OPT_AVERAGE_EVERY: return dp_option_long(name, arg, 1, &o->average_every);
+    case OPT_EXACT: o->exact = 1; return 0;
+    case OPT_EXACT_SHARD: return dp_option_long(name, arg, 1, &o->exact_shard);
     case OPT_MAX_MEMORY_MB:
         return dp_option_mib(name, arg, 1, "the least a limit can be (0 would mean no limit)", &o->max_memory_mb);
     case OPT_CHECKPOINT_SHARDS: o->checkpoint_shards = 1; return 0;
@@ -330,7 +348,7 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
     case OPT_PARAMS: return dp_option_count(name, arg, &o->plan_params);
     case OPT_WORLD: return dp_option_long(name, arg, 1, &o->plan_world);
     case OPT_PRECISION:
-        status = dp_option_choice(name, arg, precisions, 3, &choice);
+        status = dp_option_choice(name, arg, dp_precision_names, DP_PRECISIONS, &choice);
         o->precision = (dp_precision)choice;
         return status;
     case OPT_TRACE: return dp_option_text(name, arg, o->trace_path, sizeof o->trace_path);
@@ -388,7 +406,7 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
         o->device = (dp_device)choice;
         return status;
     case OPT_SHARE_GPU: o->share_gpu = 1; return 0;
-    case OPT_TF32: o->tf32 = 1; return 0;
+    case OPT_TF32: o->precision = DP_PRECISION_TF32; return 0;
     case OPT_CUDA_AWARE:
         status = dp_option_choice(name, arg, cuda_aware_modes, 3, &choice);
         o->cuda_aware = (dp_cuda_aware)choice;
@@ -438,7 +456,7 @@ static int check_model(dp_options *o, const int *seen)
 /* Options of a training run (or of --memory-plan) that --predict would silently ignore. */
 static const int training_only[] = {
     OPT_SAVE, OPT_TRACE, OPT_METRICS, OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_CHECKPOINT_SHARDS, OPT_RESUME,
-    OPT_ZERO, OPT_ZERO_LIVE_MB, OPT_MAX_MEMORY_MB, OPT_MEMORY_PLAN, OPT_AVERAGE_EVERY, OPT_PREEMPT_SIGNAL,
+    OPT_ZERO, OPT_ZERO_LIVE_MB, OPT_MAX_MEMORY_MB, OPT_MEMORY_PLAN, OPT_AVERAGE_EVERY, OPT_PREEMPT_SIGNAL, OPT_EXACT, OPT_EXACT_SHARD,
 };
 
 static const char *option_name(int id)
@@ -466,15 +484,33 @@ static int check_predict(const dp_options *o, const int *seen)
     return 0;
 }
 
-/* --params, --world and --precision describe --memory-plan's table only; --checkpoint-shards
- * needs checkpoints to shard. */
+/* --exact is a strategy of its own, keeping the whole model on every rank as DDP does. */
+static int check_exact(const dp_options *o, const int *seen)
+{
+    if (seen[OPT_EXACT_SHARD] && !o->exact)
+        return dp_fail(DP_EINVAL, "--exact-shard %ld applies to --exact", o->exact_shard);
+    if (o->exact && o->zero)
+        return dp_fail(DP_EINVAL, "--exact and --zero %d both choose how gradients are combined: use one", o->zero);
+    if (o->exact && o->average_every)
+        return dp_fail(DP_EINVAL, "--exact and --average-every %ld both choose how the ranks' work is combined: use one",
+                       o->average_every);
+    return 0;
+}
+
+/* --params, --world and --precision fp16 or mixed describe --memory-plan's table only;
+ * --tf32 is --precision tf32; --checkpoint-shards needs checkpoints to shard. */
 static int check_memory_options(const dp_options *o, const int *seen)
 {
+    int plan_precision = o->precision == DP_PRECISION_FP16 || o->precision == DP_PRECISION_MIXED;
     const char *plan_only = seen[OPT_PARAMS] ? "--params" : seen[OPT_WORLD] ? "--world"
-                          : seen[OPT_PRECISION] ? "--precision" : NULL;
+                          : o->precision == DP_PRECISION_FP16 ? "--precision fp16"
+                          : o->precision == DP_PRECISION_MIXED ? "--precision mixed" : NULL;
     if (plan_only && !o->memory_plan)
         return dp_fail(DP_EINVAL, "%s applies to --memory-plan%s", plan_only,
-                       seen[OPT_WORLD] ? " (a training run's ranks are mpirun's -np)" : "");
+                       seen[OPT_WORLD] ? " (a training run's ranks are mpirun's -np)"
+                       : plan_precision ? " (training takes fp32, tf32 or bf16)" : "");
+    if (seen[OPT_TF32] && seen[OPT_PRECISION] && o->precision != DP_PRECISION_TF32)
+        return dp_fail(DP_EINVAL, "--tf32 is --precision tf32: it contradicts the --precision given");
     if (o->checkpoint_shards && !o->checkpoint_dir[0])
         return dp_fail(DP_EINVAL, "--checkpoint-shards needs --checkpoint-dir");
     return 0;
@@ -520,6 +556,8 @@ static int check_combination(dp_options *o, int world, const int *seen)
         status = check_predict(o, seen);
     if (!status)
         status = check_local_sgd(o);
+    if (!status)
+        status = check_exact(o, seen);
     if (status)
         return status;
     const char *foreign = foreign_optimizer_option(o, seen);
@@ -539,7 +577,8 @@ static int check_combination(dp_options *o, int world, const int *seen)
                        "its checkpoint there");
     if (dp_options_resume_auto(o) && !o->checkpoint_dir[0])
         return dp_fail(DP_EINVAL, "--resume auto needs --checkpoint-dir: it continues from the newest checkpoint there");
-    const char *gpu_only = o->tf32 ? "--tf32" : o->share_gpu ? "--share-gpu"
+    const char *gpu_only = o->precision == DP_PRECISION_TF32 ? (seen[OPT_TF32] ? "--tf32" : "--precision tf32")
+                         : o->share_gpu ? "--share-gpu"
                          : o->cuda_aware == DP_CUDA_AWARE_ON ? "--cuda-aware on" : NULL;
     if (o->device == DP_DEVICE_CPU && gpu_only)
         return dp_fail(DP_EINVAL, "%s applies to GPUs, but --device is cpu", gpu_only);

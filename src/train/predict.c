@@ -25,6 +25,7 @@ typedef struct predictor {
     dp_engine engine;          /* forward-only: the device and the model */
     float *host_params, *host_buffers; /* --init's values on their way to the model */
     size_t rows, dim;          /* the whole input: rows x dim */
+    dp_dims sample;            /* one row's shape: [D] features or [C, H, W] images */
     dp_range mine;             /* this rank's rows */
     float *inputs;             /* rank 0: every row; the others: NULL */
     float *my_inputs, *my_outputs;
@@ -37,7 +38,7 @@ static int read_inputs(predictor *p)
 {
     const dp_options *o = p->o;
     dp_npy npy = {0};
-    unsigned long long shape[2] = {0, 0};
+    unsigned long long shape[4] = {0, 0, 0, 0}; /* rows, then the sample's dims (0: absent) */
     int status = 0;
     if (p->comm->rank == 0) {
         /* The output first: a bad path fails before any work. */
@@ -46,8 +47,9 @@ static int read_inputs(predictor *p)
             status = dp_check_output_file("--output", o->output_path);
         if (!status)
             status = dp_npy_read(o->predict_path, &npy);
-        if (!status && (npy.dtype != DP_NPY_F32 || npy.ndim != 2))
-            status = dp_fail(DP_EINVAL, "--predict %s: inputs must be a float32 array [N, D] of samples", o->predict_path);
+        if (!status && (npy.dtype != DP_NPY_F32 || (npy.ndim != 2 && npy.ndim != 4)))
+            status = dp_fail(DP_EINVAL, "--predict %s: inputs must be a float32 array [N, D] of samples or [N, C, H, W] "
+                             "of images", o->predict_path);
         if (!status && npy.shape[0] > INT_MAX)
             status = dp_fail(DP_EINVAL, "--predict %s: %zu rows, more than MPI's int counts hold (%d)", o->predict_path,
                              npy.shape[0], INT_MAX);
@@ -58,14 +60,19 @@ static int read_inputs(predictor *p)
             dp_npy_free(&npy);
             return status;
         }
-        shape[0] = npy.shape[0];
-        shape[1] = npy.shape[1];
+        for (int i = 0; i < npy.ndim; i++)
+            shape[i] = npy.shape[i];
         p->inputs = npy.data;
     }
     if ((status = dp_comm_broadcast(p->comm, shape, sizeof shape, 0)))
         return status;
     p->rows = (size_t)shape[0];
-    p->dim = (size_t)shape[1];
+    p->sample.ndim = shape[2] ? 3 : 1;
+    p->dim = 1;
+    for (int i = 0; i < p->sample.ndim; i++) {
+        p->sample.dim[i] = (int64_t)shape[1 + i];
+        p->dim *= (size_t)shape[1 + i];
+    }
     p->mine = dp_partition(p->rows, p->comm->size, p->comm->rank);
     return 0;
 }
@@ -77,7 +84,7 @@ static int open_model(predictor *p)
     dp_engine_device device = dp_trainer_device(p->o);
     int status = dp_engine_open_device(e, p->comm, &device);
     if (!status)
-        status = dp_engine_build_forward(e, &p->o->model, (int)p->dim, CHUNK_ROWS);
+        status = dp_engine_build_forward(e, &p->o->model, &p->sample, CHUNK_ROWS);
     if (status)
         return status;
     dp_model *m = &e->model;

@@ -133,9 +133,15 @@ void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *p
     fflush(stdout);
 }
 
-/* "forward F, backward B, exposed comm E, optimizer O; comm C, H% hidden" in ms per step. */
+/* "forward F, backward B, exposed comm E, optimizer O; comm C, H% hidden" in ms per step; on
+ * a GPU first its own times from CUDA events, then the host's, each saying which it is. */
 static void print_split(const dp_time_split *t, long steps)
 {
+    long timed = (long)t->device_steps; /* steps with more micro-batches than the clock's marks go untimed */
+    if (timed)
+        printf("device time from CUDA events: forward %.2f, backward %.2f, wait for comm %.2f, optimizer %.2f; host: ",
+               per_step_ms(t->device_forward, timed), per_step_ms(t->device_backward, timed),
+               per_step_ms(t->device_wait, timed), per_step_ms(t->device_optimizer, timed));
     printf("forward %.2f, backward %.2f, exposed comm %.2f, optimizer %.2f; comm %.2f, %.0f%% hidden",
            per_step_ms(t->forward, steps), per_step_ms(t->backward, steps), per_step_ms(t->exposed, steps),
            per_step_ms(t->optimizer, steps), per_step_ms(t->comm, steps),

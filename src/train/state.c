@@ -28,7 +28,7 @@ enum state_field {
     FIELD_MODEL, FIELD_STEP_BATCH, FIELD_DROP_LAST, FIELD_SEED, FIELD_TRAIN_SAMPLES, FIELD_OPTIMIZER,
     FIELD_OPTIMIZER_STATE, FIELD_WORLD_SIZE, FIELD_ALLREDUCE, FIELD_BATCH, FIELD_ACCUM, FIELD_LR,
     FIELD_LR_SCHEDULE, FIELD_TOTAL_STEPS, FIELD_MOMENTUM, FIELD_WEIGHT_DECAY, FIELD_BETAS, FIELD_EPS,
-    FIELD_DECAY_ALL, FIELD_MODULE_OPTIONS, FIELD_ZERO, FIELD_AVERAGE_EVERY, FIELD_COMPUTE, FIELD_STEP, FIELD_EPOCH, FIELD_RUN_ID, FIELD_FORMAT,
+    FIELD_DECAY_ALL, FIELD_MODULE_OPTIONS, FIELD_ZERO, FIELD_AVERAGE_EVERY, FIELD_EXACT_SHARD, FIELD_COMPUTE, FIELD_STEP, FIELD_EPOCH, FIELD_RUN_ID, FIELD_FORMAT,
     FIELD_VERSION, FIELD_SAMPLER, FIELD_COUNT
 };
 
@@ -63,6 +63,9 @@ static const struct {
     /* Local SGD's averagings fall on multiples of K by the global step, so the same K continues
      * bit-exactly; another K (or none) continues from the checkpoint's single model. */
     [FIELD_AVERAGE_EVERY] = {"average_every", FIELD_EXACT, "0"},
+    /* --exact's shards decide its bits (0: not --exact); under it the world size and the
+     * algorithm do not. */
+    [FIELD_EXACT_SHARD] = {"exact_shard", FIELD_EXACT, "0"},
     /* OpenBLAS's sgemm rounds differently with another thread count for widths that are not a
      * multiple of its kernel's (10 classes, for one), and cuBLAS differs from OpenBLAS. */
     [FIELD_COMPUTE] = {"compute", FIELD_EXACT, "cpu with 1 BLAS thread"},
@@ -97,8 +100,13 @@ static void describe_run(const trainer *t, run_fields *f)
     snprintf(v[FIELD_TRAIN_SAMPLES], size, "%zu", t->train->count);
     snprintf(v[FIELD_OPTIMIZER], size, "%s", dp_optimizer_kind_name(o->optimizer));
     optimizer_state_names(&t->engine.opt, v[FIELD_OPTIMIZER_STATE], size);
-    snprintf(v[FIELD_WORLD_SIZE], size, "%d", t->comm->size);
-    snprintf(v[FIELD_ALLREDUCE], size, "%s", dp_comm_algorithm_name(t->comm));
+    if (o->exact) {
+        snprintf(v[FIELD_WORLD_SIZE], size, "any (--exact)");
+        snprintf(v[FIELD_ALLREDUCE], size, "any (--exact)");
+    } else {
+        snprintf(v[FIELD_WORLD_SIZE], size, "%d", t->comm->size);
+        snprintf(v[FIELD_ALLREDUCE], size, "%s", dp_comm_algorithm_name(t->comm));
+    }
     snprintf(v[FIELD_BATCH], size, "%ld", o->batch);
     snprintf(v[FIELD_ACCUM], size, "%ld", o->accum);
     dp_float_text(o->lr, v[FIELD_LR]);
@@ -116,7 +124,11 @@ static void describe_run(const trainer *t, run_fields *f)
     dp_model_spec_canonical(&o->model, t->engine.model.inputs, 0, v[FIELD_MODULE_OPTIONS], size);
     snprintf(v[FIELD_ZERO], size, "%d", o->zero);
     snprintf(v[FIELD_AVERAGE_EVERY], size, "%ld", o->average_every);
+    snprintf(v[FIELD_EXACT_SHARD], size, "%ld", o->exact ? o->exact_shard : 0L);
     dp_backend_arithmetic(t->engine.be, v[FIELD_COMPUTE], size);
+    if (o->precision != DP_PRECISION_FP32 && !t->engine.be->host_memory) /* rounded GEMM inputs change the bits */
+        snprintf(v[FIELD_COMPUTE] + strlen(v[FIELD_COMPUTE]), size - strlen(v[FIELD_COMPUTE]), ", %s GEMM inputs",
+                 dp_precision_names[o->precision]);
     snprintf(v[FIELD_STEP], size, "%ld", t->engine.steps_done);
     snprintf(v[FIELD_EPOCH], size, "%ld", t->engine.steps_done / t->plan.steps_per_epoch);
     snprintf(v[FIELD_RUN_ID], size, "%s", t->run_id);

@@ -4,6 +4,7 @@
 
 #include "dp/error.h"
 #include "dp/rng.h"
+#include "src/strategy/exact_sum.h"
 #include "src/train/limits.h"
 #include "src/train/preempt.h"
 #include "src/train/trainer.h"
@@ -24,11 +25,44 @@ static size_t smallest_micro_batch(const trainer *t)
     return last_step % micro ? last_step % micro : micro;
 }
 
+/* --exact's smallest shard: a full one, or the last of a full step or of a short last step. */
+static size_t smallest_shard(const trainer *t)
+{
+    size_t step_batch = t->plan.step_batch, n = t->train->count, shard = (size_t)t->o->exact_shard;
+    size_t last_step = t->o->drop_last || n % step_batch == 0 ? step_batch : n % step_batch;
+    size_t smallest = shard < last_step ? shard : last_step;
+    size_t rests[] = {step_batch % shard, last_step % shard};
+    for (size_t i = 0; i < sizeof rests / sizeof *rests; i++)
+        smallest = rests[i] && rests[i] < smallest ? rests[i] : smallest;
+    return smallest;
+}
+
+/* --exact: a BatchNorm normalises over each shard, which needs 2 rows; the accumulator's
+ * bound holds for so many shards per step. */
+static int check_exact_shards(const trainer *t)
+{
+    const dp_options *o = t->o;
+    size_t smallest = smallest_shard(t), step_batch = t->plan.step_batch, shard = (size_t)o->exact_shard;
+    if (t->engine.model.batchnorms && smallest < 2)
+        return dp_fail(DP_EINVAL, "--model '%s' with --exact: a BatchNorm normalises over each shard and needs at "
+                       "least 2 rows, but a shard of %zu row%s occurs (--exact-shard %ld, %zu samples per step%s); "
+                       "choose another --exact-shard%s", o->model.text, smallest, smallest == 1 ? "" : "s",
+                       o->exact_shard, step_batch, o->drop_last ? "" : " and the epoch's last step",
+                       o->drop_last ? "" : " or --drop-last");
+    if ((step_batch + shard - 1) / shard > DP_EXACT_MAX_TERMS)
+        return dp_fail(DP_EINVAL, "--exact-shard %ld: %zu samples per step make more than %zu shards, beyond the "
+                       "exact accumulator's bound; use a larger --exact-shard", o->exact_shard, step_batch,
+                       DP_EXACT_MAX_TERMS);
+    return 0;
+}
+
 /* BatchNorm's statistics need two values per feature: per rank, or per global micro-batch
  * with sync. Checked before training rather than in the middle of an epoch. */
 static int check_batchnorm_rows(const trainer *t)
 {
     const dp_options *o = t->o;
+    if (o->exact)
+        return check_exact_shards(t);
     size_t micro = smallest_micro_batch(t), slice = micro / (size_t)t->comm->size;
     const dp_model *model = &t->engine.model;
     if (model->batchnorms > model->sync_batchnorms && slice < 2)
@@ -56,13 +90,15 @@ static int plan_training(trainer *t)
         return status;
     plan->loss = dp_train_loss_for(o, t->train);
     size_t slice_rows = ((size_t)o->batch + t->comm->size - 1) / t->comm->size;
+    if (o->exact)
+        slice_rows = (size_t)o->exact_shard < plan->step_batch ? (size_t)o->exact_shard : plan->step_batch;
     t->max_rows = (int)(slice_rows > EVAL_ROWS ? slice_rows : EVAL_ROWS);
     return 0;
 }
 
 dp_engine_device dp_trainer_device(const dp_options *o)
 {
-    return (dp_engine_device){.device = o->device, .share_gpu = o->share_gpu, .tf32 = o->tf32,
+    return (dp_engine_device){.device = o->device, .share_gpu = o->share_gpu, .precision = o->precision,
                               .cuda_aware = o->cuda_aware};
 }
 
@@ -77,10 +113,11 @@ static dp_engine_config engine_config(const trainer *t)
     return (dp_engine_config){
         .model = &o->model, .input = t->train->sample, .max_rows = t->max_rows, .loss = t->plan.loss,
         .optimizer = dp_options_optimizer(o),
-        .strategy = o->average_every ? "local-sgd" : dp_strategy_name_for_zero(o->zero), .average_every = o->average_every,
+        .strategy = o->exact ? "exact" : o->average_every ? "local-sgd" : dp_strategy_name_for_zero(o->zero),
+        .average_every = o->average_every,
         .overlap = !o->no_overlap, .bucket_mb = o->bucket_mb, .live_mb = o->zero_live_mb,
         .progress_us = o->progress_us >= 0 ? o->progress_us : t->comm->local_size < t->comm->size ? AUTO_PROGRESS_US : 0,
-        .micro_batch = (size_t)o->batch, .seed = o->seed, .skip_nonfinite = o->skip_nonfinite,
+        .micro_batch = (size_t)o->batch, .exact_shard = o->exact ? (size_t)o->exact_shard : 0, .seed = o->seed, .skip_nonfinite = o->skip_nonfinite,
     };
 }
 
@@ -202,6 +239,11 @@ static void add_step(dp_interval *iv, const dp_step_stats *s)
     iv->split.optimizer += s->split.optimizer;
     iv->split.comm += s->split.comm;
     iv->split.hidden += s->split.hidden;
+    iv->split.device_forward += s->split.device_forward;
+    iv->split.device_backward += s->split.device_backward;
+    iv->split.device_wait += s->split.device_wait;
+    iv->split.device_optimizer += s->split.device_optimizer;
+    iv->split.device_steps += s->split.device_steps;
     iv->steps++;
     if (s->averaged && (!iv->averagings++ || s->divergence > iv->divergence))
         iv->divergence = s->divergence;
@@ -348,6 +390,8 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
         status = dp_train_check_test_targets(o, train, test);
     if (!status && test)
         status = dp_train_check_data(o, test, "test", inputs);
+    if (!status && test)
+        status = dp_train_check_image_shapes(o, train, test);
     if (!status)
         status = dp_trainer_check_outputs(&t);
     if (!status)
@@ -357,7 +401,7 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
         status = dp_engine_open_device(&t.engine, comm, &device);
     }
     if (!status && (status = allocate_buffers(&t))) /* nparams is known once the model is built */
-        status = dp_explain_memory_failure(status, o, comm->size, t.max_rows, t.plan.nparams, inputs);
+        status = dp_explain_memory_failure(status, o, comm->size, t.max_rows, t.plan.nparams, &train->sample);
     if (!status && !(status = dp_watchdog_start(&t.watchdog, comm, o->timeout)))
         comm->watchdog = &t.watchdog;
     if (!status && comm->rank == 0 && !o->quiet)

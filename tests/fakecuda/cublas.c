@@ -66,7 +66,8 @@ const char *cublasGetStatusString(cublasStatus_t status)
 }
 
 typedef struct gemm_args {
-    int trans_a, trans_b, m, n, k, lda, ldb, ldc, tf32;
+    int trans_a, trans_b, m, n, k, lda, ldb, ldc;
+    float (*input)(float); /* how the compute type reads an operand: exact, TF32 or bf16 */
     float alpha, beta;
     const float *a, *b;
     float *c;
@@ -80,6 +81,22 @@ static float to_tf32(float x)
     if ((bits & 0x7f800000u) != 0x7f800000u)
         bits = (bits + 0x1000u) & ~0x1fffu;
     memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
+/* Round to nearest even keeping bfloat16's 7 mantissa bits (NaN and infinities unchanged). */
+static float to_bf16(float x)
+{
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    if ((bits & 0x7f800000u) != 0x7f800000u)
+        bits = (bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &bits, sizeof x);
+    return x;
+}
+
+static float exact(float x)
+{
     return x;
 }
 
@@ -102,12 +119,8 @@ static void run_gemm(void *raw)
         for (int i = 0; i < g->m; i++) {
             double sum = 0.0;
             for (int p = 0; p < g->k; p++) {
-                float a = g->trans_a ? g->a[(size_t)i * g->lda + p] : g->a[(size_t)p * g->lda + i];
-                float b = g->trans_b ? g->b[(size_t)p * g->ldb + j] : g->b[(size_t)j * g->ldb + p];
-                if (g->tf32) {
-                    a = to_tf32(a);
-                    b = to_tf32(b);
-                }
+                float a = g->input(g->trans_a ? g->a[(size_t)i * g->lda + p] : g->a[(size_t)p * g->lda + i]);
+                float b = g->input(g->trans_b ? g->b[(size_t)p * g->ldb + j] : g->b[(size_t)j * g->ldb + p]);
                 sum += (double)a * b;
             }
             float *c = &g->c[(size_t)j * g->ldc + i];
@@ -138,15 +151,18 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
     }
     if (Atype != CUDA_R_32F || Btype != CUDA_R_32F || Ctype != CUDA_R_32F ||
         (computeType != CUBLAS_COMPUTE_32F && computeType != CUBLAS_COMPUTE_32F_PEDANTIC &&
-         computeType != CUBLAS_COMPUTE_32F_FAST_TF32) ||
+         computeType != CUBLAS_COMPUTE_32F_FAST_TF32 && computeType != CUBLAS_COMPUTE_32F_FAST_16BF) ||
         (algo != CUBLAS_GEMM_DEFAULT && algo != CUBLAS_GEMM_DEFAULT_TENSOR_OP)) {
-        fakecuda_complain("cublasGemmEx: only float32 operands, FP32/TF32 compute and the default algorithm are faked");
+        fakecuda_complain("cublasGemmEx: only float32 operands, FP32/TF32/bf16 compute and the default algorithm are faked");
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
     if (m == 0 || n == 0)
         return CUBLAS_STATUS_SUCCESS;
     /* The default pointer mode: alpha and beta are host values, read now. */
-    gemm_args g = {ta, tb, m, n, k, lda, ldb, ldc, computeType == CUBLAS_COMPUTE_32F_FAST_TF32,
+    gemm_args g = {ta, tb, m, n, k, lda, ldb, ldc,
+                   computeType == CUBLAS_COMPUTE_32F_FAST_TF32   ? to_tf32
+                   : computeType == CUBLAS_COMPUTE_32F_FAST_16BF ? to_bf16
+                                                                 : exact,
                    *(const float *)alpha, *(const float *)beta, A, B, C};
     return fakecuda_enqueue_on(handle->stream, run_gemm, &g, sizeof g, "cublasGemmEx", NULL) == cudaSuccess ? CUBLAS_STATUS_SUCCESS
                                                                                    : CUBLAS_STATUS_EXECUTION_FAILED;

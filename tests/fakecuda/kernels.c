@@ -370,6 +370,115 @@ cudaError_t dp_cuda_inverse_std(cudaStream_t stream, const float *var, float *in
     return QUEUE(run_inverse_std, a, "inverse_std_kernel");
 }
 
+/* The sliding-window kernels: one flat launch each, over one argument block. */
+typedef struct window_args {
+    dp_shape s;
+    dp_window w;
+    dp_pool pool;
+    const float *x, *dy;
+    float *y;
+    int rows;
+    size_t in_bytes, out_bytes;
+} window_args;
+
+/* Runs thread(args, span) for every block and thread, once the operands are device memory. */
+static void run_window(window_args *a, void (*thread)(const window_args *a, dp_span i))
+{
+    if (!fakecuda_need(a->x, a->in_bytes, "x") || !fakecuda_need(a->y, a->out_bytes, "y") ||
+        (a->dy && !fakecuda_need(a->dy, (size_t)a->rows * a->w.channels * a->w.out_h * a->w.out_w * sizeof(float),
+                                 "dy")))
+        return;
+    for (unsigned b = 0; b < a->s.grid_x; b++)
+        for (unsigned t = 0; t < a->s.block_x; t++)
+            thread(a, dp_span_x(a->s, b, t));
+}
+
+static void im2col_thread(const window_args *a, dp_span i)
+{
+    dp_im2col_thread(a->x, a->y, a->rows, &a->w, i);
+}
+
+static void col2im_thread(const window_args *a, dp_span i)
+{
+    dp_col2im_thread(a->x, a->y, a->rows, &a->w, i);
+}
+
+static void pool_forward_thread(const window_args *a, dp_span i)
+{
+    dp_pool_forward_thread(a->x, a->y, a->rows, &a->w, a->pool, i);
+}
+
+static void pool_backward_thread(const window_args *a, dp_span i)
+{
+    dp_pool_backward_thread(a->x, a->dy, a->y, a->rows, &a->w, a->pool, i);
+}
+
+static void run_im2col(void *raw)
+{
+    run_window(raw, im2col_thread);
+}
+
+static void run_col2im(void *raw)
+{
+    run_window(raw, col2im_thread);
+}
+
+static void run_pool_forward(void *raw)
+{
+    run_window(raw, pool_forward_thread);
+}
+
+static void run_pool_backward(void *raw)
+{
+    run_window(raw, pool_backward_thread);
+}
+
+static size_t floats(size_t n)
+{
+    return n * sizeof(float);
+}
+
+cudaError_t dp_cuda_im2col(cudaStream_t stream, const float *x, float *col, int rows, const dp_window *w)
+{
+    size_t n = (size_t)rows * dp_window_col(w);
+    if (n == 0)
+        return cudaSuccess;
+    window_args a = {.s = dp_shape_flat(n), .w = *w, .x = x, .y = col, .rows = rows,
+                     .in_bytes = floats((size_t)rows * dp_window_image(w)), .out_bytes = floats(n)};
+    return QUEUE(run_im2col, a, "im2col_kernel");
+}
+
+cudaError_t dp_cuda_col2im(cudaStream_t stream, const float *col, float *dx, int rows, const dp_window *w)
+{
+    size_t n = (size_t)rows * dp_window_image(w);
+    if (n == 0)
+        return cudaSuccess;
+    window_args a = {.s = dp_shape_flat(n), .w = *w, .x = col, .y = dx, .rows = rows,
+                     .in_bytes = floats((size_t)rows * dp_window_col(w)), .out_bytes = floats(n)};
+    return QUEUE(run_col2im, a, "col2im_kernel");
+}
+
+cudaError_t dp_cuda_pool_forward(cudaStream_t stream, const float *x, float *y, int rows, const dp_window *w, dp_pool pool)
+{
+    size_t n = (size_t)rows * w->channels * w->out_h * w->out_w;
+    if (n == 0)
+        return cudaSuccess;
+    window_args a = {.s = dp_shape_flat(n), .w = *w, .pool = pool, .x = x, .y = y, .rows = rows,
+                     .in_bytes = floats((size_t)rows * dp_window_image(w)), .out_bytes = floats(n)};
+    return QUEUE(run_pool_forward, a, "pool_forward_kernel");
+}
+
+cudaError_t dp_cuda_pool_backward(cudaStream_t stream, const float *x, const float *dy, float *dx, int rows, const dp_window *w,
+                                  dp_pool pool)
+{
+    size_t n = (size_t)rows * dp_window_image(w);
+    if (n == 0)
+        return cudaSuccess;
+    window_args a = {.s = dp_shape_flat(n), .w = *w, .pool = pool, .x = x, .dy = dy, .y = dx, .rows = rows,
+                     .in_bytes = floats(n), .out_bytes = floats(n)};
+    return QUEUE(run_pool_backward, a, "pool_backward_kernel");
+}
+
 typedef struct reduce_args {
     dp_shape s;
     const float *x, *targets;
@@ -380,7 +489,8 @@ typedef struct reduce_args {
     dp_cuda_partial *partials;
 } reduce_args;
 
-/* The one-thread kernel that adds a reduction's partials, in block order, into device totals. */
+/* The one-block kernel that adds a reduction's partials into device totals: each thread's
+ * share, then the block's tree, as cuda_kernels.cu. */
 typedef struct partials_args {
     const dp_cuda_partial *partials;
     int blocks;
@@ -394,7 +504,11 @@ static void run_add_partials(void *raw)
         (a->sum_into && !fakecuda_need(a->sum_into, sizeof(double), "the sum's total")) ||
         (a->count_into && !fakecuda_need(a->count_into, sizeof(double), "the count's total")))
         return;
-    dp_add_partials(a->partials, a->blocks, a->sum_into, a->count_into, a->sum_divisor);
+    double sums[DP_THREADS], counts[DP_THREADS];
+    for (int t = 0; t < DP_THREADS; t++)
+        dp_add_partials_thread(a->partials, a->blocks, t, &sums[t], &counts[t]);
+    dp_add_partials_finish(dp_emulate_block_sum(sums), dp_emulate_block_sum(counts), a->sum_into, a->count_into,
+                           a->sum_divisor);
 }
 
 /* Queues a reduction's kernel, then the add of its partials (as the CUDA launchers do). */

@@ -1,0 +1,148 @@
+/* --exact's sums (exact_sum.h): values rounded to a fixed grid by a rule of their own, pieces
+ * that add exactly in doubles, balanced digits that add exactly in floats, one canonical form
+ * of the exact sum and one rounding back. Only additions of doubles that are exact, and the
+ * roundings of round_to, which depend on their argument alone. */
+#include "src/strategy/exact_sum.h"
+
+#include <math.h>
+
+/* x rounded to a multiple of u (a power of two), to nearest, ties to even: exact arithmetic
+ * while |x| < 2^51 u, as adding 1.5 x 2^52 u leaves no bit below u. */
+static double round_to(double x, double u)
+{
+    double c = 0x1.8p52 * u;
+    return (x + c) - c;
+}
+
+#define INTEGER_LIMIT 0x1p32 /* 2^DP_EXACT_INTEGER_BITS */
+
+void dp_exact_add(double *acc, const float *values, size_t n, int first)
+{
+    double *restrict high = acc, *restrict low = acc + n;
+    for (size_t i = 0; i < n; i++) {
+        double v = values[i];
+        double upper = round_to(v, 0x1p-8);
+        double lower = round_to(v - upper, 0x1p-48); /* v - upper is exact, at most 2^-9 */
+        /* Out of range (inf and NaN included): the sum is NaN, which the update's check catches. */
+        upper = fabs(v) < INTEGER_LIMIT ? upper : NAN;
+        high[i] = first ? upper : high[i] + upper;
+        low[i] = first ? lower : low[i] + lower;
+    }
+}
+
+/* The exact sum S as whole + fraction, whole an integer and fraction in (-1/2, 1/2]: the one
+ * canonical form, whatever pieces made S, so its rounding depends on S alone. Every step is
+ * exact: |whole| < 2^46, fraction a multiple of 2^-48 below 2^5. */
+static void canonical(double *whole, double *fraction)
+{
+    double carry = round_to(*fraction, 1.0);
+    *whole += carry;
+    *fraction -= carry;
+    double tie = *fraction == -0.5 ? 1.0 : 0.0; /* -1/2 becomes +1/2 (a select: vectorised) */
+    *fraction += tie;
+    *whole -= tie;
+}
+
+static void accumulated_sum(const double *acc, size_t n, size_t i, double *whole, double *fraction)
+{
+    double high = acc[i];
+    *whole = round_to(high, 1.0);
+    *fraction = (high - *whole) + acc[n + i];
+    canonical(whole, fraction);
+}
+
+/* One rounding to float through double, of the canonical form: a function of the sum alone. */
+static float to_float(double whole, double fraction)
+{
+    return (float)(whole + fraction);
+}
+
+int dp_exact_digit_bits(int ranks)
+{
+    int log2_ranks = 0;
+    while ((1 << log2_ranks) < ranks)
+        log2_ranks++;
+    return 25 - log2_ranks;
+}
+
+int dp_exact_digits_for(int bits, int ranks)
+{
+    int b = dp_exact_digit_bits(ranks);
+    int digits = (bits + 1 + b - 1) / b; /* balanced digits reach 2^(bK - 1) */
+    return digits > 0 ? digits : 1;
+}
+
+int dp_exact_max_digits(int ranks)
+{
+    /* A step's sums stay below 2^46 (DP_EXACT_MAX_TERMS x 2^32, and the low piece's 2^4). */
+    return dp_exact_digits_for(46 + DP_EXACT_FRACTION_BITS, ranks);
+}
+
+int dp_exact_magnitude_bits(const double *acc, size_t n)
+{
+    double largest = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double size = fabs(acc[i]) + fabs(acc[n + i]);
+        if (!isfinite(size))
+            return -1;
+        largest = size > largest ? size : largest;
+    }
+    int exponent = 0;
+    frexp(largest, &exponent); /* largest < 2^exponent (an upper bound: the sum above may round up) */
+    return largest > 0.0 ? exponent + 1 + DP_EXACT_FRACTION_BITS : 0;
+}
+
+void dp_exact_to_digits(double *acc, size_t n, int ranks, int digits, float *out)
+{
+    int b = dp_exact_digit_bits(ranks);
+    double *restrict whole = acc, *restrict fraction = acc + n;
+    for (size_t i = 0; i < n; i++)
+        accumulated_sum(acc, n, i, &whole[i], &fraction[i]);
+    /* Lowest digit first: what is left of the sum is whole + fraction, both multiples of the
+     * digit's unit; the digit is the remainder to the next unit, at most half of it. */
+    for (int k = 0; k < digits; k++) {
+        double next = ldexp(1.0, b * (k + 1) - DP_EXACT_FRACTION_BITS);
+        float *restrict digit = out + (size_t)k * n;
+        for (size_t i = 0; i < n; i++) {
+            double whole_part = next <= 1.0 ? whole[i] : round_to(whole[i], next);
+            double rest = (whole[i] - whole_part) + fraction[i];
+            double carry = round_to(rest, next);
+            digit[i] = (float)(rest - carry); /* exact: at most 2^(b-1) units */
+            whole[i] = whole_part;
+            fraction[i] = carry;
+        }
+    }
+}
+
+void dp_exact_from_digits(const float *digits_in, size_t n, int digits, double *scratch, float *out)
+{
+    double *restrict whole = scratch, *restrict fraction = scratch + n;
+    for (size_t i = 0; i < n; i++)
+        whole[i] = fraction[i] = 0.0;
+    for (int k = 0; k < digits; k++) {
+        const float *restrict digit = digits_in + (size_t)k * n;
+        for (size_t i = 0; i < n; i++) {
+            double integer = round_to(digit[i], 1.0);
+            whole[i] += integer;
+            fraction[i] += digit[i] - integer;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        canonical(&whole[i], &fraction[i]);
+        out[i] = to_float(whole[i], fraction[i]);
+    }
+}
+
+void dp_exact_to_floats(const double *acc, size_t n, float *out)
+{
+    for (size_t i = 0; i < n; i++) {
+        double whole, fraction;
+        accumulated_sum(acc, n, i, &whole, &fraction);
+        out[i] = to_float(whole, fraction);
+    }
+}
+
+double dp_exact_round_total(double value)
+{
+    return round_to(value, 0x1p-24);
+}

@@ -1,0 +1,56 @@
+/* Inside strategy/: --exact's order-independent sums (docs/STRATEGIES.md, "--exact").
+ *
+ * A value v (a shard's gradient element) is rounded once, by a rule that depends on v alone, to
+ * a multiple of 2^-DP_EXACT_FRACTION_BITS and split into two pieces, each added into its own
+ * double: a multiple of 2^-8 (|v| < 2^DP_EXACT_INTEGER_BITS) and a multiple of 2^-48 (at most
+ * 2^-9). Each piece's sum stays an exactly representable double for up to DP_EXACT_MAX_TERMS
+ * terms (2^45 in steps of 2^-8; 2^4 in steps of 2^-48), so the accumulator holds the exact sum
+ * of the rounded values in any order. Between ranks the exact sum travels as K balanced
+ * digits of b bits held in floats (digit k a multiple of 2^(bk - 48), at most 2^(b-1) of them),
+ * b chosen so that W of them add to at most 2^24 units: every partial sum any all-reduce
+ * algorithm forms is one a float holds exactly. The sum is brought to one canonical form (an
+ * integer and a fraction in (-1/2, 1/2]) and rounded to float once from there (through double),
+ * so the result depends on the exact sum alone. */
+#ifndef DP_EXACT_SUM_H
+#define DP_EXACT_SUM_H
+
+#include <stddef.h>
+
+enum {
+    DP_EXACT_FRACTION_BITS = 48, /* the grid: values are rounded to multiples of 2^-48 */
+    DP_EXACT_INTEGER_BITS = 32,  /* |v| >= 2^32 (or NaN, inf) makes the element's sum NaN */
+    DP_EXACT_PIECES = 2,         /* doubles per element in an accumulator */
+    DP_EXACT_MAX_RANKS = 256,    /* digits of at least 17 bits */
+};
+
+/* Terms one step may add, over all ranks: 2^32 x 2^13 = 2^45 in steps of 2^-8 is 53 bits. */
+#define DP_EXACT_MAX_TERMS ((size_t)1 << 13)
+
+/* acc: DP_EXACT_PIECES arrays of n doubles, one after the other; first: values are the first
+ * term (acc is overwritten, so it needs no zeroing). */
+void dp_exact_add(double *acc, const float *values, size_t n, int first);
+
+/* The digit width for a world of ranks: W digits of |d| <= 2^(b-1) add to at most 2^24. */
+int dp_exact_digit_bits(int ranks);
+/* The most digits a world of ranks needs for any accumulator. */
+int dp_exact_max_digits(int ranks);
+/* The bits of the largest |sum| in acc (0 when all are 0; -1 when one is not finite). */
+int dp_exact_magnitude_bits(const double *acc, size_t n);
+/* Digits needed for sums of at most `bits` bits on a world of ranks. */
+int dp_exact_digits_for(int bits, int ranks);
+
+/* acc's exact sums as `digits` arrays of n balanced digits of dp_exact_digit_bits(ranks) bits
+ * (the lowest first); a sum that is not finite becomes NaN in every digit. acc is used as
+ * working memory: zero it before adding again. */
+void dp_exact_to_digits(double *acc, size_t n, int ranks, int digits, float *out);
+/* Digits summed over the ranks back to values: each the exact sum's float (canonical form).
+ * scratch: 2 n doubles (an accumulator's memory will do). */
+void dp_exact_from_digits(const float *digits_in, size_t n, int digits, double *scratch, float *out);
+/* One rank's accumulator straight to values, bitwise what the digits would give. */
+void dp_exact_to_floats(const double *acc, size_t n, float *out);
+
+/* A shard's loss sum rounded to a multiple of 2^-24: such values add exactly in doubles, in
+ * any order, while the total stays below 2^29. */
+double dp_exact_round_total(double value);
+
+#endif

@@ -1,0 +1,54 @@
+# --precision bf16 through the CUDA backend on the fake CUDA runtime (its cuBLAS rounds the GEMM
+# inputs to bfloat16 and adds in FP32): bf16 training within 1% of FP32 after 20 steps, and
+# W = 2, 3, 4 ranks within the same 1% of one rank at bf16 (test_mpi_train's bf16 case);
+# then through dp_worker: checkpoints hold FP32 master weights and optimizer state only, a
+# resume at bf16 continues bit-exactly (the same --save bytes as one uninterrupted run), and
+# a resume at fp32 says the compute changed. Exits 77 where not built.
+. "$srcdir/tests/common.sh"
+fake="$top_builddir/tests/fakecuda"
+[ -x "$fake/test_mpi_train" ] || { echo "fake CUDA tests not built"; exit 77; }
+export FAKECUDA_CHECK_LEAKS=1
+dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-bf16-XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+cases=0 failures=0
+for w in 2 3 4; do
+    cases=$((cases + 1))
+    if DP_TEST_DEVICE=cuda CK_RUN_CASE=bf16 dp_mpirun 300 "$w" sh -c 'FAKECUDA_DEVICES="fake$OMPI_COMM_WORLD_RANK" exec "$0"' \
+        "$fake/test_mpi_train" >"$dir/w$w" 2>&1 && grep -q "W=$w bf16" "$dir/w$w"; then
+        echo "ok   $(grep "W=$w bf16" "$dir/w$w")"
+    else
+        echo "FAIL W=$w bf16 against FP32 and 1 rank:"
+        sed 's/^/    /' "$dir/w$w"
+        failures=$((failures + 1))
+    fi
+done
+
+base="--data synthetic:300,8,3 --layers 8,16,3 --batch 30 --seed 5 --device cuda --precision bf16 --log-every 0"
+# shellcheck disable=SC2086
+dp_mpirun 120 2 sh -c 'FAKECUDA_DEVICES="fake$OMPI_COMM_WORLD_RANK" exec "$0" "$@"' "$fake/dp_worker" $base \
+    --steps 20 --save "$dir/whole.safetensors" >"$dir/out" 2>&1 || { echo "FAIL 20 bf16 steps:"; cat "$dir/out"; exit 1; }
+# shellcheck disable=SC2086
+dp_mpirun 120 2 sh -c 'FAKECUDA_DEVICES="fake$OMPI_COMM_WORLD_RANK" exec "$0" "$@"' "$fake/dp_worker" $base \
+    --steps 10 --checkpoint-dir "$dir/ck" >"$dir/out" 2>&1 || { echo "FAIL 10 bf16 steps:"; cat "$dir/out"; exit 1; }
+checkpoint="$dir/ck/step-000000010.safetensors"
+cases=$((cases + 1))
+# The header's dtypes: every tensor F32 (weights, biases, momentum), none BF16.
+dtypes=$(head -c 4096 "$checkpoint" | tr ',' '\n' | sed -n 's/.*"dtype":"\([A-Z0-9]*\)".*/\1/p' | sort | uniq -c | tr -s ' ')
+if [ -n "$dtypes" ] && ! printf '%s\n' "$dtypes" | grep -qv ' F32$'; then
+    echo "ok   the bf16 checkpoint holds FP32 tensors only:$dtypes"
+else
+    echo "FAIL the bf16 checkpoint's dtypes: $dtypes"
+    failures=$((failures + 1))
+fi
+# shellcheck disable=SC2086
+dp_mpirun 120 2 sh -c 'FAKECUDA_DEVICES="fake$OMPI_COMM_WORLD_RANK" exec "$0" "$@"' "$fake/dp_worker" $base \
+    --steps 20 --resume "$dir/ck" --save "$dir/resumed.safetensors" >"$dir/resume" 2>&1
+dp_check_outcome "bf16 resume" ok $? "$dir/resume" "continuing bit-exactly"
+dp_check_same_bits "bf16 resume equals the uninterrupted run" "$dir/whole.safetensors" "$dir/resumed.safetensors"
+fp32=$(echo "$base" | sed 's/--precision bf16/--precision fp32/')
+# shellcheck disable=SC2086
+dp_mpirun 120 2 sh -c 'FAKECUDA_DEVICES="fake$OMPI_COMM_WORLD_RANK" exec "$0" "$@"' "$fake/dp_worker" $fp32 \
+    --steps 20 --resume "$dir/ck" >"$dir/resume-fp32" 2>&1
+dp_check_outcome "fp32 resume of a bf16 checkpoint" ok $? "$dir/resume-fp32" "compute cuda, bf16 GEMM inputs -> cuda"
+echo "$cases cases, $failures failed"
+[ "$failures" -eq 0 ]

@@ -1,0 +1,202 @@
+/* --exact's sums (src/strategy/exact_sum.c): the accumulator never overflows within its stated
+ * bound, every order of adding (within a rank, and over ranks through any all-reduce's float
+ * additions of digits) gives the same bits, and those bits are the exact sum of the values
+ * rounded to multiples of 2^-48, then to float (an independent 128-bit reference). */
+#include "src/strategy/exact_sum.h"
+#include "tests/testutil.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+__extension__ typedef __int128 wide;
+
+/* The reference: v x 2^48 rounded to the nearest integer (ties to even), in 128 bits. */
+static wide reference_units(float v)
+{
+    return (wide)rintl(ldexpl((long double)v, DP_EXACT_FRACTION_BITS));
+}
+
+/* The float of units x 2^-48 as the library promises it: the nearest integer (ties up) plus a
+ * fraction in (-1/2, 1/2], added in double, rounded to float. */
+static float reference_float(wide units)
+{
+    wide one = (wide)1 << DP_EXACT_FRACTION_BITS, half = one / 2;
+    wide fraction = units % one; /* the sign of units */
+    fraction += fraction > half ? -one : fraction <= -half ? one : 0;
+    double whole = (double)((units - fraction) / one);
+    return (float)(whole + ldexp((double)fraction, -DP_EXACT_FRACTION_BITS));
+}
+
+static int same_bits(float a, float b)
+{
+    return memcmp(&a, &b, sizeof a) == 0;
+}
+
+/* A float of random sign and magnitude between 2^-60 and 2^20 (zero sometimes). */
+static float random_value(uint64_t *state)
+{
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    uint64_t r = *state >> 11;
+    if (r % 17 == 0)
+        return 0.0f;
+    float mantissa = 1.0f + (float)(r & 0xffffff) / 16777216.0f;
+    int exponent = (int)((r >> 24) % 81) - 60;
+    return ((r >> 40) & 1 ? -1.0f : 1.0f) * ldexpf(mantissa, exponent);
+}
+
+START_TEST(the_bound_holds_at_its_worst_case)
+{
+    /* The stated bound: 2^13 terms of |v| < 2^32 in steps of 2^-8 need 53 bits, a double's. */
+    ck_assert(ldexp((double)DP_EXACT_MAX_TERMS, DP_EXACT_INTEGER_BITS + 8) <= ldexp(1.0, 53));
+    /* Each piece at its largest: the largest value (the 2^-8 piece's largest) and 2^-9 (the
+     * 2^-48 piece's largest, a tie rounded to 0 in the piece above); both signs. */
+    const float worst[] = {nextafterf(4294967296.0f, 0.0f), 0x1p-9f, -nextafterf(4294967296.0f, 0.0f), -0x1p-9f};
+    enum { N = sizeof worst / sizeof *worst };
+    double acc[DP_EXACT_PIECES * N] = {0};
+    for (size_t t = 0; t < DP_EXACT_MAX_TERMS; t++)
+        dp_exact_add(acc, worst, N, t == 0);
+    float out[N];
+    dp_exact_to_floats(acc, N, out);
+    for (int i = 0; i < N; i++) {
+        wide expected = reference_units(worst[i]) * (wide)DP_EXACT_MAX_TERMS;
+        ck_assert_msg(same_bits(out[i], reference_float(expected)), "value %d: %a after 2^13 terms, want %a", i,
+                      (double)out[i], (double)reference_float(expected));
+        for (int p = 0; p < DP_EXACT_PIECES; p++)
+            ck_assert(fabs(acc[p * N + i]) <= ldexp(1.0, 45)); /* every piece within the bound */
+    }
+    /* The same sums as digits on 2 and 256 ranks (rank 0 holding them, the others zeros). */
+    for (int ranks = 2; ranks <= DP_EXACT_MAX_RANKS; ranks *= 128) {
+        int digits = dp_exact_digits_for(dp_exact_magnitude_bits(acc, N), ranks);
+        ck_assert_int_le(digits, dp_exact_max_digits(ranks));
+        float *d = malloc((size_t)digits * N * sizeof *d), back[N];
+        double scratch[DP_EXACT_PIECES * N]; /* to_digits works in its accumulator */
+        memcpy(scratch, acc, sizeof scratch);
+        dp_exact_to_digits(scratch, N, ranks, digits, d);
+        dp_exact_from_digits(d, N, digits, scratch, back);
+        ck_assert_mem_eq(back, out, sizeof out);
+        free(d);
+    }
+}
+END_TEST
+
+START_TEST(values_out_of_range_make_the_sum_nan)
+{
+    const float bad[] = {4294967296.0f, -INFINITY, NAN, 1.0f};
+    double acc[DP_EXACT_PIECES * 4];
+    dp_exact_add(acc, bad, 4, 1);
+    float out[4];
+    dp_exact_to_floats(acc, 4, out);
+    for (int i = 0; i < 3; i++)
+        ck_assert(isnan(out[i]));
+    ck_assert(out[3] == 1.0f);
+    ck_assert_int_eq(dp_exact_magnitude_bits(acc, 4), -1);
+    int count = dp_exact_max_digits(2);
+    float *digits = malloc((size_t)count * 4 * sizeof *digits), back[4];
+    dp_exact_to_digits(acc, 4, 2, count, digits);
+    dp_exact_from_digits(digits, 4, count, acc, back);
+    free(digits);
+    ck_assert(isnan(back[0]) && back[3] == 1.0f);
+}
+END_TEST
+
+START_TEST(digits_of_w_ranks_add_exactly_in_floats)
+{
+    for (int ranks = 1; ranks <= DP_EXACT_MAX_RANKS; ranks++) {
+        int b = dp_exact_digit_bits(ranks);
+        /* W digits of magnitude <= 2^(b-1) add to at most 2^24: floats hold every partial sum. */
+        ck_assert(ldexp((double)ranks, b - 1) <= ldexp(1.0, 24));
+        ck_assert_int_ge(b, 17);
+        /* The widest sum: below 2^46 in units of 2^-48, and a sign. */
+        ck_assert_int_ge(dp_exact_max_digits(ranks) * b, 46 + DP_EXACT_FRACTION_BITS + 1);
+    }
+}
+END_TEST
+
+enum { VALUES = 64, TERMS = 300 };
+
+/* The sum of terms [first, last) of the table added in order (reverse: last first). */
+static void accumulate(const float *table, int first, int last, int reverse, double *acc)
+{
+    memset(acc, 0, DP_EXACT_PIECES * VALUES * sizeof *acc);
+    for (int t = first; t < last; t++)
+        dp_exact_add(acc, table + (size_t)(reverse ? first + last - 1 - t : t) * VALUES, VALUES, t == first);
+}
+
+START_TEST(any_split_over_ranks_and_any_order_give_the_reference_bits)
+{
+    uint64_t state = 12345;
+    float *table = malloc((size_t)TERMS * VALUES * sizeof *table);
+    for (size_t i = 0; i < (size_t)TERMS * VALUES; i++)
+        table[i] = random_value(&state);
+    float expected[VALUES];
+    for (int i = 0; i < VALUES; i++) {
+        wide units = 0;
+        for (int t = 0; t < TERMS; t++)
+            units += reference_units(table[(size_t)t * VALUES + i]);
+        expected[i] = reference_float(units);
+    }
+    double *acc = malloc(DP_EXACT_PIECES * VALUES * sizeof *acc);
+    float one_rank[VALUES];
+    accumulate(table, 0, TERMS, 1, acc);
+    dp_exact_to_floats(acc, VALUES, one_rank);
+    ck_assert_mem_eq(one_rank, expected, sizeof expected);
+    for (int ranks = 2; ranks <= 8; ranks++) {
+        int digits = dp_exact_max_digits(ranks);
+        size_t size = (size_t)digits * VALUES;
+        float *mine = malloc((size_t)ranks * size * sizeof *mine), *forward = calloc(size, sizeof *forward),
+              *backward = calloc(size, sizeof *backward), out[VALUES];
+        for (int r = 0; r < ranks; r++) { /* contiguous runs of terms, as the engine's shards */
+            int first = TERMS * r / ranks, last = TERMS * (r + 1) / ranks;
+            accumulate(table, first, last, r % 2, acc);
+            dp_exact_to_digits(acc, VALUES, ranks, digits, mine + (size_t)r * size);
+        }
+        /* Float sums over the ranks in two orders, as different all-reduce algorithms add. */
+        for (size_t j = 0; j < size; j++)
+            for (int r = 0; r < ranks; r++) {
+                forward[j] += mine[(size_t)r * size + j];
+                backward[j] += mine[(size_t)(ranks - 1 - r) * size + j];
+            }
+        ck_assert_mem_eq(forward, backward, size * sizeof *forward);
+        dp_exact_from_digits(forward, VALUES, digits, acc, out);
+        ck_assert_msg(memcmp(out, expected, sizeof out) == 0, "%d ranks differ from the reference", ranks);
+        free(mine);
+        free(forward);
+        free(backward);
+    }
+    free(acc);
+    free(table);
+}
+END_TEST
+
+START_TEST(rounded_loss_sums_add_exactly_in_any_order)
+{
+    uint64_t state = 99;
+    enum { N = 1000 };
+    double values[N], forward = 0.0, backward = 0.0;
+    for (int i = 0; i < N; i++) {
+        values[i] = dp_exact_round_total(fabs((double)random_value(&state)) * 1e-3);
+        ck_assert(values[i] == ldexp(rint(ldexp(values[i], 24)), -24)); /* a multiple of 2^-24 */
+    }
+    for (int i = 0; i < N; i++) {
+        forward += values[i];
+        backward += values[N - 1 - i];
+    }
+    ck_assert(forward == backward);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("exact");
+    TCase *tc = tcase_create("sums");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, the_bound_holds_at_its_worst_case);
+    tcase_add_test(tc, values_out_of_range_make_the_sum_nan);
+    tcase_add_test(tc, digits_of_w_ranks_add_exactly_in_floats);
+    tcase_add_test(tc, any_split_over_ranks_and_any_order_give_the_reference_bits);
+    tcase_add_test(tc, rounded_loss_sums_add_exactly_in_any_order);
+    suite_add_tcase(s, tc);
+    return dp_test_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
+}
