@@ -30,6 +30,14 @@ dp_check_outcome() {
     fi
 }
 
+# dp_fail_case NAME [OUTPUT]: prints a failed case (and OUTPUT, indented, when it exists) and
+# counts it into the caller's failures.
+dp_fail_case() {
+    echo "FAIL $1"
+    [ -f "${2:-}" ] && sed 's/^/    /' "$2"
+    failures=$((failures + 1))
+}
+
 # dp_check_same_bits NAME A B: the files A and B must be equal byte for byte. Prints one line
 # and counts into the caller's cases and failures.
 dp_check_same_bits() {

@@ -20,7 +20,8 @@ static void plan(int overlap, int zero, int *buckets, size_t *largest)
 {
     dp_strategy_config config = dp_strategy_default_config(dp_strategy_name_for_zero(zero), overlap, 400.0 / MIB_FLOATS, layout.total);
     config.first_bucket_mb = 100.0 / MIB_FLOATS;
-    ck_assert_int_eq(dp_strategy_plan_sizes(&layout, &config, buckets, largest), 0);
+    size_t unit;
+    ck_assert_int_eq(dp_strategy_plan_sizes(&layout, &config, 1, buckets, largest, &unit), 0);
 }
 
 START_TEST(overlapped_ddp_and_stage_1_cut_segments_at_the_caps)
@@ -57,8 +58,8 @@ START_TEST(default_caps_give_one_small_first_bucket)
     dp_strategy_config config = dp_strategy_default_config("ddp", 1, 25.0, layout.total);
     ck_assert(config.first_bucket_mb == 1.0);
     int buckets;
-    size_t largest;
-    ck_assert_int_eq(dp_strategy_plan_sizes(&layout, &config, &buckets, &largest), 0);
+    size_t largest, unit;
+    ck_assert_int_eq(dp_strategy_plan_sizes(&layout, &config, 1, &buckets, &largest, &unit), 0);
     ck_assert_int_eq(buckets, 1);
     ck_assert_uint_eq(largest, 1350);
     ck_assert(dp_strategy_default_config("ddp", 1, 0.5, layout.total).first_bucket_mb == 0.5); /* never above the cap */
@@ -85,8 +86,8 @@ START_TEST(strategies_are_chosen_by_name)
     ck_assert_uint_eq(dp_strategy_model_owns("zero-3"), 0u);
     dp_strategy_config config = dp_strategy_default_config("elastic-sgd", 1, 25.0, layout.total);
     int buckets;
-    size_t largest;
-    ck_assert_int_eq(dp_strategy_plan_sizes(&layout, &config, &buckets, &largest), DP_EINVAL);
+    size_t largest, unit;
+    ck_assert_int_eq(dp_strategy_plan_sizes(&layout, &config, 1, &buckets, &largest, &unit), DP_EINVAL);
     ck_assert_ptr_nonnull(strstr(dp_last_error(), "no strategy called 'elastic-sgd' (known: ddp, zero-1"));
 }
 END_TEST

@@ -335,6 +335,36 @@ START_TEST(layers_initialisation_is_version_1s_bytes)
 }
 END_TEST
 
+/* ZeRO-3's sharded start-up: any slice drawn alone (dp_model_init_slice, the draws skipped
+ * to its first) is bit for bit that slice of the whole initialisation, across Linear layers
+ * and a BatchNorm that draws nothing; the buffers are the whole ones. */
+START_TEST(a_slice_drawn_alone_equals_the_whole_initialisation)
+{
+    dp_model_spec spec;
+    ck_assert_int_eq(dp_model_spec_parse("linear(16),batchnorm,relu,linear(7),linear(5,bias=0)", &spec), 0);
+    dp_model m;
+    ck_assert_int_eq(dp_model_create(&m, dp_backend_cpu(), &spec, 9, 4), 0);
+    size_t n = dp_params_floats(&m.params), nb = dp_params_floats(&m.buffers);
+    float *whole = malloc(n * sizeof(float)), *slice = malloc(n * sizeof(float));
+    float *buffers = malloc(nb * sizeof(float)), *slice_buffers = malloc(nb * sizeof(float));
+    int64_t counters[4], slice_counters[4];
+    dp_model_init(&m, 77, whole, buffers, counters);
+    static const size_t cuts[][2] = {{0, 0}, {0, 1}, {3, 170}, {159, 161}, {160, 200}, {190, 0}};
+    for (size_t c = 0; c < sizeof cuts / sizeof *cuts; c++) {
+        size_t begin = cuts[c][0], end = cuts[c][1] ? cuts[c][1] : n;
+        memset(slice, 0xff, n * sizeof(float));
+        dp_model_init_slice(&m, 77, begin, end, slice, slice_buffers, slice_counters);
+        ck_assert_msg(memcmp(slice, whole + begin, (end - begin) * sizeof(float)) == 0, "slice [%zu, %zu)", begin, end);
+        ck_assert_mem_eq(slice_buffers, buffers, nb * sizeof(float));
+    }
+    free(whole);
+    free(slice);
+    free(buffers);
+    free(slice_buffers);
+    dp_model_free(&m);
+}
+END_TEST
+
 START_TEST(tensor_names_follow_pytorch)
 {
     fixture f;
@@ -499,6 +529,7 @@ int main(void)
     tcase_add_test(tc, accumulating_two_halves_equals_the_whole_batch);
     tcase_add_test(tc, gradient_ready_hook_announces_modules_with_parameters_last_first);
     tcase_add_test(tc, weight_gradients_come_in_row_blocks_when_pieces_are_wanted);
+    tcase_add_test(tc, a_slice_drawn_alone_equals_the_whole_initialisation);
     tcase_add_test(tc, layers_initialisation_is_version_1s_bytes);
     tcase_add_test(tc, modules_declare_shapes_and_linear_flattens);
     tcase_add_test(tc, tensor_names_follow_pytorch);

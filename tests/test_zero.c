@@ -88,6 +88,21 @@ static void expect_close(const char *what, const float *got, const float *refere
     ck_assert_msg(error <= 1e-5, "%s: relative error %g", what, error);
 }
 
+/* z trained on all ranks: replicas identical, close to --zero 0 (ddp) and to one rank (single,
+ * rank 0's). */
+static void expect_trains_as(const dp_options *z, const char *label, const float *ddp, const float *single, size_t n)
+{
+    float *params = train_on(z, MPI_COMM_WORLD);
+    ck_assert_msg(dp_test_same_on_every_rank(params, n * sizeof(float)), "%s: replicas differ", label);
+    expect_close(label, params, ddp, n);
+    if (world_rank == 0) {
+        expect_close(label, params, single, n);
+        printf("%s: relative error vs 1 rank %.3g, vs --zero 0 %.3g\n", label, dp_test_relative_error(params, single, n),
+               dp_test_relative_error(params, ddp, n));
+    }
+    free(params);
+}
+
 /* Every stage on all ranks against --zero 0 on all ranks and against one rank. */
 static void check_stages(const dp_options *o, const char *what)
 {
@@ -102,18 +117,10 @@ static void check_stages(const dp_options *o, const char *what)
     for (int stage = 1; stage < 4; stage++) {
         dp_options z = *o;
         z.zero = stage;
-        float *params = train_on(&z, MPI_COMM_WORLD);
         char label[256];
         snprintf(label, sizeof label, "W=%d --zero %d %s (%s, batch %ld x %ld)", world_size, stage, what,
                  o->allreduce, o->batch, o->accum);
-        ck_assert_msg(dp_test_same_on_every_rank(params, n * sizeof(float)), "%s: replicas differ", label);
-        expect_close(label, params, ddp, n);
-        if (world_rank == 0) {
-            expect_close(label, params, single, n);
-            printf("%s: relative error vs 1 rank %.3g, vs --zero 0 %.3g\n", label,
-                   dp_test_relative_error(params, single, n), dp_test_relative_error(params, ddp, n));
-        }
-        free(params);
+        expect_trains_as(&z, label, ddp, single, n);
     }
     free(ddp);
     free(single);
@@ -165,6 +172,72 @@ START_TEST(with_the_ring_every_stage_is_bitwise_ring_ddp)
             }
             free(ddp);
         }
+}
+END_TEST
+
+/* --zero-live-mb giving blocks of `floats` floats to stage's working buffers (two gradient
+ * slots, and in stage 3 two gathers, with overlap). */
+static double live_mb_for_blocks(int stage, size_t floats)
+{
+    return (double)floats * sizeof(float) * (stage == 3 ? 4 : 2) / (1 << 20);
+}
+
+/* Budgets with blocks under one layer (its weight gathered and its gradient reduced in row
+ * blocks, the bias on its own), equal to the first layer, and unlimited: stages 2 and 3 train
+ * as --zero 0 and as one rank, with accumulation too; with whole layers and the ring, bitwise
+ * ring DDP as before. */
+START_TEST(every_budget_trains_as_ddp_and_as_one_rank)
+{
+    static const struct {
+        int model;
+        size_t first_layer, smaller;
+    } cases[] = {{0, 20 * 32 + 32, 150}, {2, 20 * 16, 100}};
+    for (int c = 0; c < 2; c++)
+        for (int accum = 1; accum <= 2; accum++) {
+            dp_options o;
+            base_options(&o, DP_OPTIMIZER_ADAMW, models[cases[c].model]);
+            o.accum = accum;
+            o.batch = accum == 1 ? 67 : 31;
+            size_t n = param_count(&o);
+            float *single = NULL;
+            if (world_rank == 0)
+                single = train_on(&o, MPI_COMM_SELF);
+            float *ddp = train_on(&o, MPI_COMM_WORLD);
+            size_t blocks[] = {cases[c].smaller, cases[c].first_layer, 0};
+            for (int stage = 2; stage < 4; stage++)
+                for (int b = 0; b < 3; b++) {
+                    dp_options z = o;
+                    z.zero = stage;
+                    z.zero_live_mb = live_mb_for_blocks(stage, blocks[b]);
+                    char label[256];
+                    snprintf(label, sizeof label, "W=%d --zero %d --zero-live-mb %g (blocks of %zu floats) %s, accum %d",
+                             world_size, stage, z.zero_live_mb, blocks[b], models[cases[c].model], accum);
+                    expect_trains_as(&z, label, ddp, single, n);
+                }
+            free(ddp);
+            free(single);
+        }
+}
+END_TEST
+
+START_TEST(with_the_ring_whole_layer_budgets_are_bitwise_ring_ddp)
+{
+    dp_options o;
+    base_options(&o, DP_OPTIMIZER_ADAMW, models[0]);
+    strcpy(o.allreduce, "ring");
+    size_t n = param_count(&o);
+    float *ddp = train_on(&o, MPI_COMM_WORLD);
+    for (int stage = 2; stage < 4; stage++)
+        for (int unlimited = 0; unlimited < 2; unlimited++) {
+            dp_options z = o;
+            z.zero = stage;
+            z.zero_live_mb = unlimited ? 0.0 : live_mb_for_blocks(stage, 20 * 32 + 32);
+            float *params = train_on(&z, MPI_COMM_WORLD);
+            ck_assert_msg(memcmp(params, ddp, n * sizeof(float)) == 0, "ring --zero %d --zero-live-mb %g differs from "
+                          "ring DDP", stage, z.zero_live_mb);
+            free(params);
+        }
+    free(ddp);
 }
 END_TEST
 
@@ -337,6 +410,8 @@ int main(int argc, char **argv)
     TCase *tc = tcase_create("stages");
     tcase_add_test(tc, every_stage_trains_as_ddp_and_as_one_rank);
     tcase_add_test(tc, with_the_ring_every_stage_is_bitwise_ring_ddp);
+    tcase_add_test(tc, every_budget_trains_as_ddp_and_as_one_rank);
+    tcase_add_test(tc, with_the_ring_whole_layer_budgets_are_bitwise_ring_ddp);
     tcase_add_test(tc, checkpoints_resume_into_any_stage_and_world_size);
     tcase_add_test(tc, a_zero_checkpoint_holds_ddp_s_tensors);
     tcase_add_test(tc, replica_checks_catch_a_flipped_bit_in_every_stage);

@@ -9,26 +9,20 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-zero-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 failures=0 cases=0
 
-fail() {
-    echo "FAIL $1"
-    [ -f "$2" ] && sed 's/^/    /' "$2"
-    failures=$((failures + 1))
-}
-
 # plan_totals NAME WANT ARGS...: the total column of --memory-plan's four rows, in order.
 plan_totals() {
     name=$1 want=$2
     shift 2
     cases=$((cases + 1))
-    "$worker" --memory-plan "$@" >"$dir/plan" 2>&1 || { fail "$name: exit $?" "$dir/plan"; return; }
+    "$worker" --memory-plan "$@" >"$dir/plan" 2>&1 || { dp_fail_case "$name: exit $?" "$dir/plan"; return; }
     got=$(awk '$1 == "--zero" { print ($3 == "(DDP)" ? $7 : $6) }' "$dir/plan" | tr '\n' ' ')
-    if [ "$got" = "$want " ]; then echo "ok   $name: totals $got"; else fail "$name: totals '$got', want '$want'" "$dir/plan"; fi
+    if [ "$got" = "$want " ]; then echo "ok   $name: totals $got"; else dp_fail_case "$name: totals '$got', want '$want'" "$dir/plan"; fi
 }
 plan_totals "the documents' 70B on 8 GPUs (fp16, no master copy)" "840.0 350.0 227.5 105.0" \
     --params 70e9 --world 8 --optimizer adamw --precision fp16
 plan_totals "the ZeRO paper's 7.5B on 64 GPUs (mixed precision)" "120.0 31.4 16.6 1.9" \
     --params 7.5e9 --world 64 --optimizer adamw --precision mixed
-grep -q "it counts no gradient memory" "$dir/plan" || fail "--memory-plan does not explain the ZeRO-2 row" "$dir/plan"
+grep -q "it counts no gradient memory" "$dir/plan" || dp_fail_case "--memory-plan does not explain the ZeRO-2 row" "$dir/plan"
 
 # A CNN on [1, 28, 28] images (issue 18): its parameters as PyTorch counts them, and activations
 # per rank (conv2d's lowered inputs included) that grow with the rows a rank takes.
@@ -55,7 +49,7 @@ run() { dp_mpirun 60 "$1" "$worker" --data synthetic:2000,64,5 --model "$model" 
     --bucket-mb 0.25 --max-memory-mb 8.5 --log-every 0 --zero "$2" >"$dir/out" 2>&1; }
 run 2 0
 dp_check_outcome "--zero 0 over --max-memory-mb" fail $? "$dir/out" "--max-memory-mb 8.5: "
-grep -q -- "--memory-plan --model" "$dir/out" || fail "the limit's message does not point at --memory-plan" "$dir/out"
+grep -q -- "--memory-plan --model" "$dir/out" || dp_fail_case "the limit's message does not point at --memory-plan" "$dir/out"
 for world in 2 4; do
     run "$world" 3
     dp_check_outcome "--zero 3 on $world ranks under the same limit" ok $? "$dir/out" "memory and communication (--zero 3)"
@@ -66,13 +60,13 @@ done
 for stage in 0 1 2 3; do
     cases=$((cases + 1))
     dp_mpirun 60 2 "$worker" --data synthetic:500,64,5 --model "$model" --optimizer adamw --batch 64 --steps 2 \
-        --bucket-mb 0.25 --log-every 0 --zero "$stage" >"$dir/out" 2>&1 || { fail "--zero $stage run" "$dir/out"; continue; }
+        --bucket-mb 0.25 --log-every 0 --zero "$stage" >"$dir/out" 2>&1 || { dp_fail_case "--zero $stage run" "$dir/out"; continue; }
     row=$(grep "^  --zero $stage:.*this run, measured" "$dir/out")
     predicted=$(echo "$row" | awk '{ print $9, $11 }' | tr -d ')') measured=$(echo "$row" | awk '{ print $15, $17 }' | tr -d ')')
     if [ -n "$row" ] && [ "$predicted" = "$measured" ]; then
         echo "ok   --zero $stage: measured = predicted ($predicted MiB, + working)"
     else
-        fail "--zero $stage: predicted '$predicted', measured '$measured'" "$dir/out"
+        dp_fail_case "--zero $stage: predicted '$predicted', measured '$measured'" "$dir/out"
     fi
 done
 
@@ -85,7 +79,7 @@ dp_check_outcome "--checkpoint-shards on 2 ranks" ok $? "$dir/out" "summary"
 cases=$((cases + 1))
 files=$(cd "$dir/ckpt" && ls | tr '\n' ' ')
 want="step-000000004.rank-0-of-2.safetensors step-000000004.rank-1-of-2.safetensors step-000000004.safetensors step-000000006.rank-0-of-2.safetensors step-000000006.rank-1-of-2.safetensors step-000000006.safetensors "
-[ "$files" = "$want" ] && echo "ok   shard files and indexes, older ones pruned" || fail "checkpoint files: $files"
+[ "$files" = "$want" ] && echo "ok   shard files and indexes, older ones pruned" || dp_fail_case "checkpoint files: $files"
 dp_mpirun 60 3 "$worker" $common --steps 8 --zero 2 --resume "$dir/ckpt" >"$dir/out" 2>&1
 dp_check_outcome "resume the shards on 3 ranks as --zero 2" ok $? "$dir/out" "(sharded): continuing, but not bit-exactly, because these settings changed: world_size 2 -> 3"
 rm "$dir/ckpt/step-000000006.rank-1-of-2.safetensors"

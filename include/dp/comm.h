@@ -207,9 +207,6 @@ int dp_comm_outstanding(const dp_comm *c);
 /* Times c has allocated memory for requests (slots, scratch, arrays), reserve included. */
 long dp_comm_allocations(const dp_comm *c);
 
-/* Host memory c holds as its requests' scratch (the ring's incoming blocks, ...), in bytes. */
-size_t dp_comm_scratch_bytes(const dp_comm *c);
-
 /* ---- blocking collectives: start + wait ---- */
 
 /* dp_comm_start then dp_request_wait. Results are those of the request, except that mpi's

@@ -93,6 +93,7 @@ typedef struct dp_engine_config {
     long average_every;            /* local-sgd: steps between averagings (the banner's) */
     int overlap;                   /* 0: --no-overlap */
     double bucket_mb;              /* 0: auto */
+    double live_mb;                /* ZeRO 2-3 working set, MiB (--zero-live-mb); 0: unlimited; < 0: auto */
     long progress_us;              /* a progress thread every so many us; 0: none */
     size_t micro_batch;            /* global rows per micro-batch (--batch) */
     size_t exact_shard;            /* --exact (strategy "exact"): rows per shard; 0 otherwise */
@@ -116,6 +117,7 @@ typedef struct dp_engine {
     int skip_nonfinite;
     int *segment_of;               /* module -> its slice of the flat buffers in the layout (-1: none) */
     size_t *segment_offset, *segment_count;
+    size_t *segment_row, *segment_rows; /* the weight rows a ZeRO budget may cut each in */
     size_t piece_floats;           /* backward reports gradients in pieces of at most this */
     int stage_gradients;           /* GPU gradients go through host_grads to the collectives */
     float *host_grads;             /* page-locked staging for that; NULL when unused */

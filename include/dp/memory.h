@@ -1,8 +1,9 @@
 /* The allocation counter: every byte of backend memory (dp_backend.alloc: host memory on the
  * CPU backend, GPU memory on CUDA) is charged to what it holds, so a run reports what it
  * really holds per kind and at its peak, and a per-rank limit (--max-memory-mb) is enforced
- * here, on any machine, before the backend is asked. Page-locked host staging (alloc_host)
- * is not backend memory and is not counted. One counter per process. */
+ * here, on any machine, before the backend is asked. The collectives' host scratch is charged
+ * too (DP_MEM_COMM), as it grows with the largest message a strategy sends. Page-locked host
+ * staging (alloc_host) is not backend memory and is not counted. One counter per process. */
 #ifndef DP_MEMORY_H
 #define DP_MEMORY_H
 
@@ -15,6 +16,7 @@ typedef enum dp_memory_kind {
     DP_MEM_WORKING,     /* a strategy's working buffers: gradient buckets, gathered parameters */
     DP_MEM_BUFFERS,     /* the model's buffers: running statistics */
     DP_MEM_ACTIVATIONS, /* module outputs, activation gradients, the batch */
+    DP_MEM_COMM,        /* the collectives' scratch (host memory: the request pool's slots) */
     DP_MEM_OTHER,       /* counters, totals, tests */
     DP_MEM_KINDS
 } dp_memory_kind;

@@ -76,8 +76,12 @@ void dp_model_spec_canonical(const dp_model_spec *spec, int inputs, int structur
  * layer's weights are left out) and its widest activation; *overflow is set when the count does
  * not fit size_t. For option checks before the data is read. */
 size_t dp_model_spec_size(const dp_model_spec *spec, const dp_dims *input, int *widest, int *overflow);
-/* The same, and each module's parameter count into counts[i] (spec->count of them; may be NULL). */
-size_t dp_model_spec_module_params(const dp_model_spec *spec, const dp_dims *input, size_t *counts, int *widest,
+/* A module's parameters, and the weight rows they start with (dp_model_module_rows). */
+typedef struct dp_module_size {
+    size_t params, row, rows;
+} dp_module_size;
+/* The same, and each module's sizes into sizes[i] (spec->count of them; may be NULL). */
+size_t dp_model_spec_module_params(const dp_model_spec *spec, const dp_dims *input, dp_module_size *sizes, int *widest,
                                    int *overflow);
 /* 1 when a module of spec takes images (conv2d, pooling): samples must come in its shape. */
 int dp_model_spec_takes_images(const dp_model_spec *spec);
@@ -96,8 +100,21 @@ typedef struct dp_module dp_module;
 typedef struct dp_grad_pieces {
     size_t max_floats;
     int (*ready)(void *arg, size_t offset, size_t count); /* may be NULL */
+    /* Where a piece is written (a ZeRO budget's gradient blocks); NULL: the module's grads. */
+    int (*place)(void *arg, size_t offset, size_t count, float **data);
     void *arg;
 } dp_grad_pieces;
+
+/* Where a module larger than max_floats reads its parameters piece by piece (ZeRO-3 under a
+ * budget): fetch makes the flat slice [offset, offset + count) readable at *data until the next
+ * fetch. A Linear asks for blocks of whole weight rows counted from its last row, the bias on
+ * its own, so the pieces are the strategy's units. max_floats 0: every module's parameters
+ * are whole in its weights. */
+typedef struct dp_param_pieces {
+    size_t max_floats;
+    int (*fetch)(void *arg, size_t offset, size_t count, const float **data);
+    void *arg;
+} dp_param_pieces;
 
 /* Which flat buffers dp_model_create_owning allocates: a sharded strategy holds the rest. */
 enum dp_model_owns {
@@ -122,6 +139,7 @@ typedef struct dp_model {
     const float **inputs_of;   /* forward: each module's input, kept for backward */
     float *delta[2];           /* gradients w.r.t. activations, ping-pong */
     int batchnorms, sync_batchnorms;
+    dp_param_pieces param_pieces; /* set by whoever shards the parameters (dp_model_set_param_pieces) */
 } dp_model;
 
 /* Builds spec on `inputs` features: checks widths, names every tensor, allocates in be's
@@ -140,11 +158,21 @@ void dp_model_bind(dp_model *m, int module, float *weights, float *grads);
 
 /* Module i's slice [offset, offset + count) of the flat parameter buffer. */
 void dp_model_module_params(const dp_model *m, int module, size_t *offset, size_t *count);
+/* Whether module i's parameters start with *rows rows of *row floats that may be read and
+ * reduced in blocks of whole rows (a Linear's weight); 0 rows: never cut. */
+void dp_model_module_rows(const dp_model *m, int module, size_t *row, size_t *rows);
+/* Modules larger than pieces->max_floats read their parameters through it from now on. */
+void dp_model_set_param_pieces(dp_model *m, const dp_param_pieces *pieces);
 
 /* The initial values into host arrays laid out like the flat buffers, from seed: PyTorch's
  * defaults (Linear: uniform +-1/sqrt(fan_in), drawn in table order from one stream, so
  * --layers gives version 1's bytes; BatchNorm: weight 1, bias 0, running mean 0, variance 1). */
 void dp_model_init(const dp_model *m, uint64_t seed, float *params, float *buffers, int64_t *counters);
+/* The same for parameters [begin, end) of the flat buffer alone, into params[0, end - begin),
+ * bit for bit dp_model_init's (the draws are counter-based: a ZeRO-3 rank draws its shard
+ * alone), and the whole buffers and counters. */
+void dp_model_init_slice(const dp_model *m, uint64_t seed, size_t begin, size_t end, float *params, float *buffers,
+                         int64_t *counters);
 
 /* Module i's forward of rows samples x (backend memory); *y gets its output. Every module
  * runs even for rows == 0, so each rank reaches the same collectives (SyncBatchNorm). */

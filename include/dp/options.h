@@ -48,6 +48,7 @@ typedef struct dp_options {
     long progress_us;             /* > 0: a thread progresses collectives every so many microseconds;
                                    * 0: none; -1 (auto): 1000 when the job spans hosts */
     int zero;                     /* --zero: 0 DDP; 1, 2, 3 shard optimizer state, + gradients, + parameters */
+    double zero_live_mb;          /* --zero 2, 3: working set budget, MiB; 0: unlimited; -1: auto */
     long average_every;           /* --average-every K: local SGD, the replicas averaged every K steps; 0: off */
     int exact;                    /* --exact: the same parameters, bit for bit, for every world size */
     long exact_shard;             /* --exact-shard: rows per shard, whatever the world size */

@@ -14,6 +14,8 @@ uint64_t dp_rng_mix(uint64_t a, uint64_t b);
 
 void dp_rng_seed(dp_rng *rng, uint64_t seed);
 uint64_t dp_rng_next(dp_rng *rng);
+/* Moves n draws ahead at once, as n calls of dp_rng_next would (counter-based: O(1)). */
+void dp_rng_skip(dp_rng *rng, uint64_t n);
 
 /* Uniform in [0, 1) with 24 random bits, exact in float32. */
 float dp_rng_uniform(dp_rng *rng);

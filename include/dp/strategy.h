@@ -24,10 +24,13 @@
 #include <stddef.h>
 
 /* The flat buffers as the model lays them out: one segment per module with parameters, in
- * forward order, each a contiguous slice [offset, offset + count). */
+ * forward order, each a contiguous slice [offset, offset + count). A segment that starts with
+ * rows[s] rows of row[s] floats (a Linear's weight; its bias the tail after them) may be cut in
+ * blocks of whole rows where a ZeRO budget is smaller than it; row NULL or row[s] 0: never cut. */
 typedef struct dp_strategy_layout {
     int segments;
     const size_t *offset, *count;
+    const size_t *row, *rows;
     size_t total;
 } dp_strategy_layout;
 
@@ -57,8 +60,19 @@ typedef struct dp_strategy_config {
     double bucket_mb;     /* bucket size, as DDP's bucket_cap_mb (default 25) */
     double first_bucket_mb; /* the first bucket, small so communication starts early (DDP: 1) */
     long progress_us;     /* > 0: a progress thread every so many microseconds (comm.h) */
+    double live_mb;       /* ZeRO 2-3: the most gathered parameters and gradient blocks held at
+                           * once, MiB (--zero-live-mb); 0: unlimited (whole modules); < 0: auto,
+                           * DP_ZERO_LIVE_SHARE of the sharded state */
     long average_every;   /* local-sgd: optimizer steps between averagings (for the banner) */
 } dp_strategy_config;
+
+/* --zero-live-mb's default: this share of a rank's sharded state (parameters, gradients and
+ * AdamW's two moments, 16 bytes per parameter over the ranks), at least DP_ZERO_LIVE_MIN_MB. */
+#define DP_ZERO_LIVE_SHARE 0.125
+#define DP_ZERO_LIVE_MIN_MB 1.0
+
+/* config's --zero-live-mb, auto resolved for total parameters over world ranks (MiB; 0: unlimited). */
+double dp_strategy_live_mb(const dp_strategy_config *config, size_t total, int world);
 
 /* A contiguous slice of the gradient buffer reduced by one request: of segments
  * [first_segment, last_segment] (whole ones, or, where buckets cut segments, parts of the two
@@ -125,12 +139,25 @@ typedef struct dp_step_hooks {
     int (*after_update)(void *arg);
     /* --exact: after each shard's backward, its gradient (written alone) is final. */
     int (*shard_done)(void *arg);
+    /* Under a ZeRO budget (NULL otherwise): where a module larger than the budget's block reads
+     * the parameter piece [offset, offset + count) (stage 3), and where backward writes a
+     * gradient piece (stages 2 and 3): the nn layer's dp_param_pieces and dp_grad_pieces. */
+    int (*fetch)(void *arg, size_t offset, size_t count, const float **data);
+    int (*place)(void *arg, size_t offset, size_t count, float **data);
     void *arg;
 } dp_step_hooks;
 
 struct dp_zero;
 struct dp_exact;
 struct dp_local_sgd;
+
+/* Slices of the flat buffers, in ascending offsets: whole segments, or blocks of their rows. */
+typedef struct dp_strategy_units {
+    dp_strategy_layout layout; /* the units, as segments of their own */
+    size_t *offset, *count;
+    int *segment;              /* unit -> the segment it is part of */
+    int *first;                /* segment -> its first unit */
+} dp_strategy_units;
 
 typedef struct dp_strategy {
     const struct dp_strategy_type *type;
@@ -141,7 +168,13 @@ typedef struct dp_strategy {
     dp_bucket *buckets;
     int nbuckets;
     int polled_from, polled_to; /* buckets [from, to) may be in flight: what poll looks at */
-    int *bucket_of;        /* segment -> its bucket */
+    int *bucket_of;        /* gradient unit (grads) -> its bucket */
+    /* Stages 2 and 3 under a budget: the segments, those larger than block_floats cut in row
+     * blocks (zero_units.c): of block_floats for stage 3's gathers, of the gradient pieces
+     * backward reports for the buckets (which merge whole units up to the block). */
+    dp_strategy_units gathers, grads;
+    size_t block_floats;   /* SIZE_MAX: unlimited */
+    size_t piece_floats;   /* backward's gradient pieces (dp_strategy_piece_floats), as the units were cut */
     int communicate;       /* this micro-batch's backward reduces */
     dp_bucket_hook bucket_hook;
     dp_strategy_times times;
@@ -176,10 +209,11 @@ unsigned dp_strategy_model_owns(const char *name);
  * only when backward ends (measured in bench/RESULTS.md, "Overlap"). */
 dp_strategy_config dp_strategy_default_config(const char *name, int overlap, double bucket_mb, size_t total_floats);
 
-/* The bucket plan dp_strategy_init would make of layout under config, without a run: how many
- * buckets and the largest (floats), for predictions (--memory-plan). */
-int dp_strategy_plan_sizes(const dp_strategy_layout *layout, const dp_strategy_config *config, int *buckets,
-                           size_t *largest_bucket);
+/* The bucket plan dp_strategy_init would make of layout under config over `world` ranks,
+ * without a run: how many buckets, the largest (floats), and the largest unit a ZeRO stage
+ * gathers, for predictions (--memory-plan). */
+int dp_strategy_plan_sizes(const dp_strategy_layout *layout, const dp_strategy_config *config, int world,
+                           int *buckets, size_t *largest_bucket, size_t *largest_unit);
 
 /* Plans buckets over layout and reserves the comm layer's requests for them; ZeRO stages
  * allocate their shards and working buffers (collective: every rank calls it with the same
@@ -207,6 +241,10 @@ int dp_strategy_backward_accumulates(const dp_strategy *d);
  * on them; 0 (whole modules) on one rank. */
 size_t dp_strategy_piece_floats(const dp_strategy *d);
 
+/* Under a ZeRO budget, the most floats a gathered unit or gradient bucket holds: modules larger
+ * are gathered in blocks of rows of at most this many floats; 0: no budget (whole modules). */
+size_t dp_strategy_block(const dp_strategy *d);
+
 /* The range of the flat buffers this rank's optimizer updates (all of it under DDP). */
 void dp_strategy_shard(const dp_strategy *d, size_t *begin, size_t *end);
 /* Where that range lives: element 0 of each is flat offset begin. */
@@ -223,10 +261,11 @@ int dp_strategy_gather(dp_strategy *d, const float *data, int sharded, float *ho
 /* The reverse: root's whole tensor in host (root < 0: every rank's) to every rank's data;
  * other ranks' host must hold the whole when not sharded (it is broadcast there). */
 int dp_strategy_scatter(dp_strategy *d, float *host, float *data, int sharded, int root);
-/* Stage 3: segment's parameters whole in working memory, as its forward would gather them
- * (collective: every rank asks for the same segments in the same order); *data points there
- * until the next pass or gather. The replica check hashes them against their owners'. */
-int dp_strategy_gathered_parameters(dp_strategy *d, int segment, float **data);
+/* Stage 3: unit's parameters (d->gathers: a module's, or a block of its rows under a budget)
+ * whole in working memory, as its forward would gather them (collective: every rank asks for
+ * the same units in the same order); *data points there until the next pass or gather. The
+ * replica check hashes them against their owners'. */
+int dp_strategy_gathered_parameters(dp_strategy *d, int unit, float **data);
 
 /* What dp_zero_predict needs of this run's layout (this rank, its buckets and modules). */
 struct dp_zero_plan_input;

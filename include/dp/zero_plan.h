@@ -15,9 +15,11 @@ typedef struct dp_zero_plan_input {
     double grad_bytes;       /* the gradients */
     double state_bytes;      /* optimizer state (AdamW: two moments; mixed precision adds the FP32 master copy) */
     size_t bucket_floats;    /* the largest gradient bucket (0: unknown) */
-    size_t segment_floats;   /* the largest module's parameters (0: unknown) */
+    size_t unit_floats;      /* the largest unit stage 3 gathers: a module, or under a budget a block
+                              * of its rows (0: unknown) */
     int grad_slots;          /* buckets in flight at once in stages 2 and 3 (2 with overlap) */
-    int gather_slots;        /* modules gathered at once in stage 3 (the current and the next) */
+    int gather_slots;        /* units gathered at once in stage 3 (the current and the next) */
+    double live_bytes;       /* --zero-live-mb as resolved (0: unlimited), for reports */
 } dp_zero_plan_input;
 
 typedef struct dp_zero_plan {

@@ -7,6 +7,7 @@
 #include "src/comm/algorithms.h"
 
 #include "dp/error.h"
+#include "dp/memory.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@ void dp_request_pool_free(dp_comm *c)
         return;
     for (int i = 0; i < c->pool->capacity; i++) {
         dp_request *q = c->pool->slots[i];
+        dp_memory_release(q->scratch);
         free(q->scratch);
         free(q->block_counts);
         free(q);
@@ -107,10 +109,16 @@ static int ensure_scratch(dp_request *q, size_t floats)
 {
     if (floats <= q->scratch_capacity)
         return 0;
-    float *grown = dp_alloc(floats * sizeof(float), "a request's scratch memory");
+    /* Charged to the allocation counter: a strategy's largest message sizes it. */
+    const char *what = "a request's scratch memory";
+    if (dp_memory_admit(floats * sizeof(float), DP_MEM_COMM, what))
+        return DP_ENOMEM;
+    float *grown = dp_alloc(floats * sizeof(float), what);
     if (!grown)
         return DP_ENOMEM;
+    dp_memory_release(q->scratch);
     free(q->scratch);
+    dp_memory_record(grown, floats * sizeof(float), DP_MEM_COMM);
     q->scratch = grown;
     q->scratch_capacity = floats;
     q->comm->pool->allocations++;
@@ -191,11 +199,12 @@ static int settle(dp_request *q, int status)
         q->status = status;
         q->complete = 1;
     }
-    if (q->complete && q->watched) {
-        q->watched = 0;
+    /* A watchdog stopped first (a run ending on an error, a prefetch still in flight) has no list left. */
+    if (q->complete && q->watched && q->comm->watchdog) {
         int unwatched = dp_watchdog_unwatch(q->comm->watchdog, &q->watch);
         status = status ? status : unwatched;
     }
+    q->watched = q->watched && !q->complete;
     return status;
 }
 
@@ -441,16 +450,6 @@ long dp_comm_allocations(const dp_comm *c)
     if (!c->hier)
         return own;
     return own + dp_comm_allocations(&c->hier->node) + dp_comm_allocations(&c->hier->leaders);
-}
-
-size_t dp_comm_scratch_bytes(const dp_comm *c)
-{
-    size_t floats = 0;
-    for (int i = 0; c->pool && i < c->pool->capacity; i++)
-        floats += c->pool->slots[i]->scratch_capacity;
-    if (!c->hier)
-        return floats * sizeof(float);
-    return floats * sizeof(float) + dp_comm_scratch_bytes(&c->hier->node) + dp_comm_scratch_bytes(&c->hier->leaders);
 }
 
 int dp_request_run(dp_comm *c, const dp_request_args *a, const struct dp_algorithm *algorithm)

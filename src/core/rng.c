@@ -21,6 +21,11 @@ void dp_rng_seed(dp_rng *rng, uint64_t seed)
     rng->state = seed;
 }
 
+void dp_rng_skip(dp_rng *rng, uint64_t n)
+{
+    rng->state += n * 0x9e3779b97f4a7c15ULL; /* splitmix64's state steps by this constant per draw */
+}
+
 uint64_t dp_rng_next(dp_rng *rng)
 {
     return splitmix64(&rng->state);

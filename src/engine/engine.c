@@ -17,7 +17,9 @@ static int plan_segments(dp_engine *e, dp_strategy_layout *layout)
     e->segment_of = malloc((size_t)(modules ? modules : 1) * sizeof *e->segment_of);
     e->segment_offset = malloc((size_t)(params->count ? params->count : 1) * sizeof *e->segment_offset);
     e->segment_count = malloc((size_t)(params->count ? params->count : 1) * sizeof *e->segment_count);
-    if (!e->segment_of || !e->segment_offset || !e->segment_count)
+    e->segment_row = malloc((size_t)(params->count ? params->count : 1) * sizeof *e->segment_row);
+    e->segment_rows = malloc((size_t)(params->count ? params->count : 1) * sizeof *e->segment_rows);
+    if (!e->segment_of || !e->segment_offset || !e->segment_count || !e->segment_row || !e->segment_rows)
         return dp_fail(DP_ENOMEM, "out of memory for the gradient segments");
     for (int m = 0; m < modules; m++)
         e->segment_of[m] = -1;
@@ -27,12 +29,13 @@ static int plan_segments(dp_engine *e, dp_strategy_layout *layout)
         if (e->segment_of[p->module] < 0) {
             e->segment_of[p->module] = segments;
             e->segment_offset[segments] = p->offset;
+            dp_model_module_rows(&e->model, p->module, &e->segment_row[segments], &e->segment_rows[segments]);
             e->segment_count[segments++] = 0;
         }
         e->segment_count[e->segment_of[p->module]] += p->count;
     }
     *layout = (dp_strategy_layout){.segments = segments, .offset = e->segment_offset, .count = e->segment_count,
-                                   .total = dp_params_floats(params)};
+                                   .row = e->segment_row, .rows = e->segment_rows, .total = dp_params_floats(params)};
     return 0;
 }
 
@@ -57,6 +60,7 @@ static int open_strategy(dp_engine *e, const dp_engine_config *c)
     dp_strategy_buffers buffers = dp_engine_gradient_buffers(e);
     dp_strategy_config config = dp_strategy_default_config(c->strategy, c->overlap, c->bucket_mb, layout.total);
     config.progress_us = c->progress_us;
+    config.live_mb = c->live_mb;
     config.average_every = c->average_every;
     if ((status = dp_strategy_init(&e->strategy, e->comm, &layout, &buffers, &config)))
         return status;
@@ -66,6 +70,9 @@ static int open_strategy(dp_engine *e, const dp_engine_config *c)
                        c->exact_shard ? "takes no" : "needs");
     dp_strategy_attach(&e->strategy, &e->hooks);
     e->piece_floats = dp_strategy_piece_floats(&e->strategy);
+    if (e->hooks.fetch) /* modules larger than the budget read their parameters in pieces */
+        dp_model_set_param_pieces(&e->model, &(dp_param_pieces){.max_floats = dp_strategy_block(&e->strategy),
+                                                                .fetch = e->hooks.fetch, .arg = e->hooks.arg});
     return 0;
 }
 
@@ -147,6 +154,8 @@ void dp_engine_close(dp_engine *e)
     free(e->segment_of);
     free(e->segment_offset);
     free(e->segment_count);
+    free(e->segment_row);
+    free(e->segment_rows);
     free(e->rank_values);
     free(e->host_buffers);
     if (e->be) {

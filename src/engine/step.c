@@ -78,7 +78,8 @@ int dp_engine_forward(dp_engine *e, const dp_nn_context *ctx, const float *x, in
 /* Backward from the loss's gradient in delta[0], last module first. */
 static int backward(dp_engine *e, const dp_nn_context *ctx, int rows, int communicates)
 {
-    dp_grad_pieces pieces = {.max_floats = e->piece_floats, .ready = e->hooks.grad_ready, .arg = e->hooks.arg};
+    dp_grad_pieces pieces = {.max_floats = e->piece_floats, .ready = e->hooks.grad_ready, .place = e->hooks.place,
+                             .arg = e->hooks.arg};
     float *dy = e->model.delta[0];
     for (int i = e->model.count - 1; i >= 0; i--) {
         observe_pass(e, i, 1, 1);

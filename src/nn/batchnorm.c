@@ -112,14 +112,19 @@ static int batchnorm_declare(dp_module *m, dp_param_table *params, dp_param_tabl
     return status ? status : dp_params_add(buffers, name, 0, NULL, DP_DTYPE_I64, 0, m->index);
 }
 
-/* weight 1, bias 0; running mean 0, running variance 1, no batches yet. */
-static void batchnorm_init(const dp_module *m, dp_rng *rng, float *params, float *buffers, int64_t *counters)
+/* weight 1, bias 0 (weight's C parameters first). */
+static void batchnorm_init_params(const dp_module *m, dp_rng *rng, size_t first, size_t count, float *params)
 {
     (void)rng;
+    for (size_t j = 0; j < count; j++)
+        params[j] = first + j < (size_t)channels(m) ? 1.0f : 0.0f;
+}
+
+/* Running mean 0, running variance 1, no batches yet. */
+static void batchnorm_init_buffers(const dp_module *m, float *buffers, int64_t *counters)
+{
     int c = channels(m);
     for (int i = 0; i < c; i++) {
-        params[i] = 1.0f;
-        params[c + i] = 0.0f;
         buffers[i] = 0.0f;
         buffers[c + i] = 1.0f;
     }
@@ -333,7 +338,8 @@ const dp_module_type dp_module_batchnorm = {
     .describe = batchnorm_describe,
     .configure = batchnorm_configure,
     .declare = batchnorm_declare,
-    .init = batchnorm_init,
+    .init_params = batchnorm_init_params,
+    .init_buffers = batchnorm_init_buffers,
     .allocate = batchnorm_allocate,
     .forward = batchnorm_forward,
     .backward_params = batchnorm_backward_params,

@@ -106,13 +106,12 @@ static int conv2d_declare(dp_module *m, dp_param_table *params, dp_param_table *
     return dp_module_declare_layer(m, params, prefix, 4, weight_shape);
 }
 
-/* fan_in = C k k. */
-static void conv2d_init(const dp_module *m, dp_rng *rng, float *params, float *buffers, int64_t *counters)
+/* PyTorch's default with fan_in = C k k, one draw per parameter in flat order. */
+static void conv2d_init(const dp_module *m, dp_rng *rng, size_t first, size_t count, float *params)
 {
-    (void)buffers;
-    (void)counters;
+    (void)first;
     dp_window w = window_of(m);
-    dp_module_init_layer(m, rng, params, taps(&w));
+    dp_module_init_layer(rng, params, count, taps(&w));
 }
 
 static int conv2d_allocate(dp_module *m, const dp_backend *be, int max_rows)
@@ -208,7 +207,8 @@ const dp_module_type dp_module_conv2d = {
     .describe = conv2d_describe,
     .configure = conv2d_configure,
     .declare = conv2d_declare,
-    .init = conv2d_init,
+    .init_params = conv2d_init,
+    .draws = 1,
     .allocate = conv2d_allocate,
     .forward = conv2d_forward,
     .backward_params = conv2d_backward_params,

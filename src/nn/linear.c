@@ -29,11 +29,11 @@ static int linear_declare(dp_module *m, dp_param_table *params, dp_param_table *
     return dp_module_declare_layer(m, params, prefix, 2, weight_shape);
 }
 
-static void linear_init(const dp_module *m, dp_rng *rng, float *params, float *buffers, int64_t *counters)
+/* PyTorch's default: weight and bias uniform in +-1/sqrt(fan_in), one draw per parameter. */
+static void linear_init(const dp_module *m, dp_rng *rng, size_t first, size_t count, float *params)
 {
-    (void)buffers;
-    (void)counters;
-    dp_module_init_layer(m, rng, params, (size_t)m->in_width);
+    (void)first;
+    dp_module_init_layer(rng, params, count, (size_t)m->in_width);
 }
 
 static size_t linear_size(const dp_module_options *o, const dp_dims *in, dp_dims *out_shape, int *overflow)
@@ -62,14 +62,57 @@ static const float *bias_of(const dp_module *m, const float *weights)
     return m->options.bias ? weights + (size_t)m->out_width * m->in_width : NULL;
 }
 
+/* Rows of W per block when pieces of at most max_floats floats are wanted (0: all), and block
+ * j's rows [*first, *end), counted from the last row: the strategy cuts its units the same way. */
+static size_t rows_per_block(const dp_module *m, size_t max_floats)
+{
+    size_t per = max_floats ? max_floats / (size_t)m->in_width : (size_t)m->out_width;
+    return per < 1 ? 1 : per;
+}
+
+static void block_rows(const dp_module *m, size_t per, size_t j, size_t *first, size_t *end)
+{
+    *end = (size_t)m->out_width - j * per;
+    *first = *end > per ? *end - per : 0;
+}
+
+static size_t blocks_of(const dp_module *m, size_t per)
+{
+    return ((size_t)m->out_width + per - 1) / per;
+}
+
+/* y's columns [first, end) from W's rows [first, end), block by block (ascending offsets, as
+ * the strategy prefetches them), then the bias. */
+static int forward_in_pieces(dp_module *m, const dp_nn_context *ctx, const float *x, int rows)
+{
+    const dp_backend *be = ctx->be;
+    int in = m->in_width, out = m->out_width;
+    size_t per = rows_per_block(m, m->param_pieces->max_floats), first, end;
+    int status = 0;
+    for (size_t j = blocks_of(m, per); !status && j-- > 0;) {
+        const float *w;
+        block_rows(m, per, j, &first, &end);
+        if (!(status = dp_module_fetch(m, first * (size_t)in, (end - first) * (size_t)in, &w)))
+            be->gemm(be, 0, 1, rows, (int)(end - first), in, 1.0f, x, in, w, in, 0.0f, m->out + first, out);
+    }
+    const float *bias = NULL;
+    if (!status && m->options.bias)
+        status = dp_module_fetch(m, (size_t)out * in, (size_t)out, &bias);
+    if (!status && (bias || m->absorbs_next))
+        be->bias_act_forward(be, m->out, bias, rows, out, m->absorbs_next);
+    return status;
+}
+
 static int linear_forward(dp_module *m, const dp_nn_context *ctx, const float *x, int rows, const float **y)
 {
     const dp_backend *be = ctx->be;
     int in = m->in_width, out = m->out_width;
+    *y = m->out;
+    if (dp_module_fetches(m))
+        return forward_in_pieces(m, ctx, x, rows);
     be->gemm(be, 0, 1, rows, out, in, 1.0f, x, in, m->weights, in, 0.0f, m->out, out);
     if (m->options.bias || m->absorbs_next)
         be->bias_act_forward(be, m->out, bias_of(m, m->weights), rows, out, m->absorbs_next);
-    *y = m->out;
     return 0;
 }
 
@@ -79,24 +122,42 @@ static int linear_backward_params(dp_module *m, const dp_nn_context *ctx, const 
     const dp_backend *be = ctx->be;
     int in = m->in_width, out = m->out_width;
     size_t weight = (size_t)out * in;
+    float *into;
     int status = 0;
     if (m->absorbs_next)
         be->relu_backward(be, dy, m->out, (size_t)rows * out);
     /* db (+)= column sums of dY: the end of the slice, where backward-order buckets begin. */
-    if (m->options.bias) {
-        be->bias_grad(be, dy, rows, out, m->grads + weight, ctx->accumulate);
+    if (m->options.bias && !(status = dp_grad_pieces_place(pieces, m, weight, (size_t)out, &into))) {
+        be->bias_grad(be, dy, rows, out, into, ctx->accumulate);
         status = dp_grad_pieces_ready(pieces, m, weight, (size_t)out);
     }
     /* dW (+)= dY^T X, rows [first, end) of dW from columns [first, end) of dY: in blocks of
      * rows when pieces are wanted, the last first. */
-    size_t block = pieces->max_floats ? pieces->max_floats / (size_t)in : (size_t)out;
-    block = block < 1 ? 1 : block;
-    for (size_t end = (size_t)out; !status && end > 0;) {
-        size_t first = end > block ? end - block : 0;
+    size_t per = rows_per_block(m, pieces->max_floats), first, end;
+    for (size_t j = 0; !status && j < blocks_of(m, per); j++) {
+        block_rows(m, per, j, &first, &end);
+        size_t at = first * (size_t)in, count = (end - first) * (size_t)in;
+        if ((status = dp_grad_pieces_place(pieces, m, at, count, &into)))
+            break;
         be->gemm(be, 1, 0, (int)(end - first), in, rows, 1.0f, dy + first, out, x, in, ctx->accumulate ? 1.0f : 0.0f,
-                 m->grads + first * (size_t)in, in);
-        status = dp_grad_pieces_ready(pieces, m, first * (size_t)in, (end - first) * (size_t)in);
-        end = first;
+                 into, in);
+        status = dp_grad_pieces_ready(pieces, m, at, count);
+    }
+    return status;
+}
+
+/* dX = dY W as a sum over W's row blocks, the last first (backward's order). */
+static int input_grad_in_pieces(dp_module *m, const dp_nn_context *ctx, const float *dy, float *dx, int rows)
+{
+    int in = m->in_width, out = m->out_width;
+    size_t per = rows_per_block(m, m->param_pieces->max_floats), first, end;
+    int status = 0;
+    for (size_t j = 0; !status && j < blocks_of(m, per); j++) {
+        const float *w;
+        block_rows(m, per, j, &first, &end);
+        if (!(status = dp_module_fetch(m, first * (size_t)in, (end - first) * (size_t)in, &w)))
+            ctx->be->gemm(ctx->be, 0, 0, rows, in, (int)(end - first), 1.0f, dy + first, out, w, in, j ? 1.0f : 0.0f,
+                          dx, in);
     }
     return status;
 }
@@ -106,8 +167,10 @@ static int linear_backward_input(dp_module *m, const dp_nn_context *ctx, const f
 {
     (void)x;
     int in = m->in_width, out = m->out_width;
-    ctx->be->gemm(ctx->be, 0, 0, rows, in, out, 1.0f, dy, out, m->weights, in, 0.0f, dx, in);
     *dx_out = dx;
+    if (dp_module_fetches(m))
+        return input_grad_in_pieces(m, ctx, dy, dx, rows);
+    ctx->be->gemm(ctx->be, 0, 0, rows, in, out, 1.0f, dy, out, m->weights, in, 0.0f, dx, in);
     return 0;
 }
 
@@ -123,12 +186,14 @@ const dp_module_type dp_module_linear = {
     .defaults = {.bias = 1},
     .absorbs = &dp_module_relu,
     .structural = 1,
+    .weight_rows = 1,
     .needs_features = 1,
     .size = linear_size,
     .describe = linear_describe,
     .configure = linear_configure,
     .declare = linear_declare,
-    .init = linear_init,
+    .init_params = linear_init,
+    .draws = 1,
     .allocate = linear_allocate,
     .forward = linear_forward,
     .backward_params = linear_backward_params,

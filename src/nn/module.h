@@ -19,6 +19,7 @@ struct dp_module {
     size_t first_param, param_count; /* its slice of the flat parameter buffer */
     size_t first_buffer, first_counter;
     float *weights, *grads;          /* its parameters and gradients (model buffers) */
+    const dp_param_pieces *param_pieces; /* the model's: where a module too large reads its parameters */
     float *buffers;                  /* its float32 buffers (model buffer) */
     int64_t *counters;               /* its int64 buffers (host) */
     float *out;                      /* its output [max_rows, out_width]; NULL when passing through */
@@ -27,6 +28,11 @@ struct dp_module {
 
 /* Reports [first, first + count) of module m's slice of the flat gradient buffer final. */
 int dp_grad_pieces_ready(const dp_grad_pieces *pieces, const dp_module *m, size_t first, size_t count);
+/* Where m writes that piece: pieces' place, else its own grads. */
+int dp_grad_pieces_place(const dp_grad_pieces *pieces, const dp_module *m, size_t first, size_t count, float **data);
+/* Whether m reads its parameters in pieces (dp_param_pieces), and one of them. */
+int dp_module_fetches(const dp_module *m);
+int dp_module_fetch(const dp_module *m, size_t first, size_t count, const float **data);
 
 typedef enum dp_arg_kind { DP_ARG_INT, DP_ARG_FLOAT, DP_ARG_BOOL } dp_arg_kind;
 
@@ -51,6 +57,8 @@ typedef struct dp_module_type {
     int structural;     /* its options decide which tensors exist (checkpoints must match them) */
     int spatial;        /* keeps images as images: a linear after it needs a flatten between */
     int needs_features; /* takes [F] features: refuses a spatial module's images unflattened */
+    int weight_rows;    /* its parameters start with an [out_width, in_width] weight, read and
+                         * reduced in blocks of rows under a ZeRO budget (dp_param_pieces) */
     /* Before a model exists: its parameters on one sample of shape *in, *out set (an unknown
      * input, [0], gives what it can); *overflow set when a count does not fit size_t (NULL:
      * none, and the shape passes). */
@@ -63,8 +71,13 @@ typedef struct dp_module_type {
     int (*configure)(dp_module *m, const char *spec);
     /* Adds the module's tensors to the tables under prefix "layers.{i}". */
     int (*declare)(dp_module *m, dp_param_table *params, dp_param_table *buffers, const char *prefix);
-    /* Initial values of its slices of host arrays shaped like the flat buffers. */
-    void (*init)(const dp_module *m, dp_rng *rng, float *params, float *buffers, int64_t *counters);
+    /* Its parameters [first, first + count) as initialised, into params[0, count): rng at the
+     * draw for `first`, as init draws `draws` (0 or 1) numbers per parameter in order, so a
+     * rank draws its shard of a model without the rest (NULL: no parameters). */
+    void (*init_params)(const dp_module *m, dp_rng *rng, size_t first, size_t count, float *params);
+    int draws;
+    /* Initial values of its slices of the buffers (NULL: none). */
+    void (*init_buffers)(const dp_module *m, float *buffers, int64_t *counters);
     /* Working memory for max_rows rows. */
     int (*allocate)(dp_module *m, const dp_backend *be, int max_rows);
     int (*forward)(dp_module *m, const dp_nn_context *ctx, const float *x, int rows, const float **y);
@@ -90,8 +103,9 @@ const float *dp_dropout_mask(const dp_module *m);
  * (decayed), then, with a bias, prefix.bias of weight_shape[0] values. */
 int dp_module_declare_layer(dp_module *m, dp_param_table *params, const char *prefix, int ndim,
                             const int64_t *weight_shape);
-/* PyTorch's default initialisation of such a layer: every parameter uniform in +-1/sqrt(fan_in). */
-void dp_module_init_layer(const dp_module *m, dp_rng *rng, float *params, size_t fan_in);
+/* PyTorch's default initialisation of count parameters of such a layer: each uniform in
+ * +-1/sqrt(fan_in), one draw each. */
+void dp_module_init_layer(dp_rng *rng, float *params, size_t count, size_t fan_in);
 
 /* Allocates count floats of backend memory of kind for what, or records DP_ENOMEM. */
 int dp_module_alloc(const dp_backend *be, size_t count, dp_memory_kind kind, const char *what, float **out);

@@ -27,16 +27,32 @@ int dp_module_declare_layer(dp_module *m, dp_param_table *params, const char *pr
     return dp_params_add(params, name, 1, weight_shape, DP_DTYPE_F32, 0, m->index);
 }
 
-void dp_module_init_layer(const dp_module *m, dp_rng *rng, float *params, size_t fan_in)
+void dp_module_init_layer(dp_rng *rng, float *params, size_t count, size_t fan_in)
 {
     float bound = 1.0f / sqrtf((float)fan_in);
-    for (size_t j = 0; j < m->param_count; j++)
+    for (size_t j = 0; j < count; j++)
         params[j] = (2.0f * dp_rng_uniform(rng) - 1.0f) * bound;
 }
 
 int dp_grad_pieces_ready(const dp_grad_pieces *pieces, const dp_module *m, size_t first, size_t count)
 {
     return pieces->ready ? pieces->ready(pieces->arg, m->first_param + first, count) : 0;
+}
+
+int dp_grad_pieces_place(const dp_grad_pieces *pieces, const dp_module *m, size_t first, size_t count, float **data)
+{
+    *data = m->grads + first;
+    return pieces->place ? pieces->place(pieces->arg, m->first_param + first, count, data) : 0;
+}
+
+int dp_module_fetches(const dp_module *m)
+{
+    return m->param_pieces && m->param_pieces->max_floats && m->param_count > m->param_pieces->max_floats;
+}
+
+int dp_module_fetch(const dp_module *m, size_t first, size_t count, const float **data)
+{
+    return m->param_pieces->fetch(m->param_pieces->arg, m->first_param + first, count, data);
 }
 
 /* Shapes, tensor names, and which modules the one before them applies (a Linear's ReLU). */
@@ -134,6 +150,7 @@ static int allocate(dp_model *m, unsigned owns)
         dp_module *mod = &m->modules[i];
         mod->weights = m->weights ? m->weights + mod->first_param : NULL;
         mod->grads = m->grads ? m->grads + mod->first_param : NULL;
+        mod->param_pieces = &m->param_pieces;
         mod->buffers = m->buffer_values + mod->first_buffer;
         mod->counters = m->counters + mod->first_counter;
         if (mod->type->state_size && !(mod->state = dp_calloc(1, mod->type->state_size, "a module's state")))
@@ -170,6 +187,19 @@ int dp_model_create_owning(dp_model *m, const dp_backend *be, const dp_model_spe
     if (status)
         dp_model_free(m);
     return status;
+}
+
+void dp_model_module_rows(const dp_model *m, int module, size_t *row, size_t *rows)
+{
+    const dp_module *mod = &m->modules[module];
+    int cut = mod->type->weight_rows;
+    *row = cut ? (size_t)mod->in_width : 0;
+    *rows = cut ? (size_t)mod->out_width : 0;
+}
+
+void dp_model_set_param_pieces(dp_model *m, const dp_param_pieces *pieces)
+{
+    m->param_pieces = *pieces;
 }
 
 void dp_model_bind(dp_model *m, int module, float *weights, float *grads)
@@ -212,13 +242,28 @@ void dp_model_free(dp_model *m)
 
 void dp_model_init(const dp_model *m, uint64_t seed, float *params, float *buffers, int64_t *counters)
 {
+    dp_model_init_slice(m, seed, 0, dp_params_floats(&m->params), params, buffers, counters);
+}
+
+/* One stream in module order; a module drawing one number per parameter is skipped into at
+ * the slice's first, so every slice has the values the whole draw gives it. */
+void dp_model_init_slice(const dp_model *m, uint64_t seed, size_t begin, size_t end, float *params, float *buffers,
+                         int64_t *counters)
+{
     dp_rng rng;
     dp_rng_seed(&rng, dp_rng_mix(seed, 0x1a17));
     for (int i = 0; i < m->count; i++) {
         const dp_module *mod = &m->modules[i];
-        if (mod->type->init)
-            mod->type->init(mod, &rng, params + mod->first_param, buffers + mod->first_buffer,
-                            counters + mod->first_counter);
+        size_t first = mod->first_param, lo = begin > first ? begin : first;
+        size_t hi = end < first + mod->param_count ? end : first + mod->param_count;
+        if (mod->type->init_params && lo < hi) {
+            dp_rng at = rng;
+            dp_rng_skip(&at, (uint64_t)(lo - first) * (uint64_t)mod->type->draws);
+            mod->type->init_params(mod, &at, lo - first, hi - lo, params + (lo - begin));
+        }
+        dp_rng_skip(&rng, (uint64_t)mod->param_count * (uint64_t)mod->type->draws);
+        if (mod->type->init_buffers)
+            mod->type->init_buffers(mod, buffers + mod->first_buffer, counters + mod->first_counter);
     }
 }
 

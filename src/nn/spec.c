@@ -311,7 +311,7 @@ static int width_of(const dp_dims *shape, int *overflow)
     return n > INT_MAX ? INT_MAX : (int)n;
 }
 
-size_t dp_model_spec_module_params(const dp_model_spec *spec, const dp_dims *input, size_t *counts, int *widest,
+size_t dp_model_spec_module_params(const dp_model_spec *spec, const dp_dims *input, dp_module_size *sizes, int *widest,
                                    int *overflow)
 {
     size_t total = 0;
@@ -326,8 +326,10 @@ size_t dp_model_spec_module_params(const dp_model_spec *spec, const dp_dims *inp
             return 0;
         }
         total += count;
-        if (counts)
-            counts[i] = count;
+        if (sizes) /* as dp_model_module_rows would say of the built module */
+            sizes[i] = (dp_module_size){.params = count,
+                                        .row = mod->type->weight_rows ? (size_t)dp_dims_numel(&shape) : 0,
+                                        .rows = mod->type->weight_rows ? (size_t)dp_dims_numel(&out) : 0};
         shape = out;
         int width = width_of(&shape, overflow);
         *widest = width > *widest ? width : *widest;

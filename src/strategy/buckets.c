@@ -20,15 +20,18 @@
 int dp_bucket_plan(const dp_strategy_layout *l, const dp_strategy_config *config, int split, dp_bucket *buckets, int *bucket_of)
 {
     int n = 0;
-    size_t room = 0; /* floats the open bucket may still take; 0: none is open */
+    size_t room = 0, held = 0; /* floats the open bucket may still take (0: none is open), and holds */
     for (int s = l->segments - 1; s >= 0; s--) {
         size_t left = l->count[s]; /* s's floats not yet in a bucket, its first ones */
         do {
+            if (split == DP_BUCKETS_BOUNDED && held && left > room)
+                room = 0; /* a segment that would overfill the open bucket starts the next */
             if (room == 0) {
+                held = 0;
                 double cap = (n == 0 ? config->first_bucket_mb : config->bucket_mb) * MIB_FLOATS;
                 size_t below = l->offset[s] + left; /* floats in no bucket yet */
                 room = cap >= 1.0 ? (size_t)cap : 1;
-                if (split && (double)below < 1.5 * (double)room)
+                if (split == DP_BUCKETS_SPLIT && (double)below < 1.5 * (double)room)
                     room = below;
                 if (buckets) {
                     buckets[n] = (dp_bucket){.last_segment = s, .offset = l->offset[s] + left};
@@ -36,7 +39,8 @@ int dp_bucket_plan(const dp_strategy_layout *l, const dp_strategy_config *config
                 }
                 n++;
             }
-            size_t take = split && left > room ? room : left;
+            size_t take = split == DP_BUCKETS_SPLIT && left > room ? room : left;
+            held += take;
             if (buckets) {
                 buckets[n - 1].first_segment = s;
                 buckets[n - 1].offset -= take;
@@ -55,7 +59,7 @@ int dp_bucket_plan(const dp_strategy_layout *l, const dp_strategy_config *config
  * (ZeRO-2 and 3), and only when they start during backward. */
 int dp_strategy_splits_segments(const dp_strategy_type *type, const dp_strategy_config *config)
 {
-    return config->overlap && !type->shards_grads;
+    return config->overlap && !type->shards_grads ? DP_BUCKETS_SPLIT : DP_BUCKETS_WHOLE;
 }
 
 /* Starts bucket b's collective on the comm buffer, its slice copied there first if staged. */

@@ -7,8 +7,9 @@
 
 #include "dp/error.h"
 #include "dp/partition.h"
-#include "src/strategy/strategy_type.h"
+#include "src/strategy/zero.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,47 +31,109 @@ dp_strategy_config dp_strategy_default_config(const char *name, int overlap, dou
                                 .first_bucket_mb = FIRST_BUCKET_MB < bucket_mb ? FIRST_BUCKET_MB : bucket_mb};
 }
 
-static int plan_buckets(dp_strategy *d)
+static size_t piece_floats(const dp_strategy *d, int world);
+
+static int alloc_units(dp_strategy_units *u, int n)
+{
+    size_t slots = (size_t)(n ? n : 1);
+    u->offset = dp_calloc(slots, sizeof *u->offset, "the units");
+    u->count = dp_calloc(slots, sizeof *u->count, "the units");
+    u->segment = dp_calloc(slots, sizeof *u->segment, "the units");
+    return u->offset && u->count && u->segment ? 0 : DP_ENOMEM;
+}
+
+static void free_units(dp_strategy_units *u)
+{
+    free(u->offset);
+    free(u->count);
+    free(u->segment);
+    free(u->first);
+}
+
+/* The units of d's layout cut in pieces of `piece` floats where a segment exceeds the block. */
+static int plan_unit_set(dp_strategy *d, size_t piece, dp_strategy_units *u)
 {
     const dp_strategy_layout *l = &d->layout;
-    int split = dp_strategy_splits_segments(d->type, &d->config);
-    int n = dp_bucket_plan(l, &d->config, split, NULL, NULL);
+    u->first = dp_calloc((size_t)(l->segments ? l->segments : 1), sizeof *u->first, "the unit map");
+    int n = u->first ? dp_strategy_plan_units(l, d->type, &d->config, d->block_floats, piece, u) : DP_ENOMEM;
+    int status = n < 0 ? n : alloc_units(u, n);
+    if (!status)
+        dp_strategy_plan_units(l, d->type, &d->config, d->block_floats, piece, u);
+    u->layout = (dp_strategy_layout){.segments = n, .offset = u->offset, .count = u->count, .total = l->total};
+    return status;
+}
+
+/* What the budget cuts (zero_units.c): stage 3's gathers in blocks of the budget, the
+ * gradients in backward's pieces (the buckets merge them); without one, the segments. */
+static int plan_units(dp_strategy *d, int world)
+{
+    d->block_floats = dp_strategy_block_floats(d->type, &d->config, d->layout.total, world);
+    d->piece_floats = piece_floats(d, world);
+    int status = plan_unit_set(d, d->block_floats, &d->gathers);
+    return status ? status : plan_unit_set(d, d->piece_floats, &d->grads);
+}
+
+/* Buckets over the units, none larger than a unit may be under the budget. */
+static int plan_buckets(dp_strategy *d)
+{
+    const dp_strategy_layout *l = &d->grads.layout;
+    dp_strategy_config *config = &d->config; /* its caps as planned: the banner says them */
+    double block_mb = (double)d->block_floats / MIB_FLOATS;
+    config->bucket_mb = config->bucket_mb < block_mb ? config->bucket_mb : block_mb;
+    config->first_bucket_mb = config->first_bucket_mb < block_mb ? config->first_bucket_mb : block_mb;
+    int split = d->block_floats != SIZE_MAX ? DP_BUCKETS_BOUNDED : dp_strategy_splits_segments(d->type, config);
+    int n = dp_bucket_plan(l, config, split, NULL, NULL);
     d->buckets = dp_calloc((size_t)(n ? n : 1), sizeof *d->buckets, "the buckets");
     d->bucket_of = dp_calloc((size_t)(l->segments ? l->segments : 1), sizeof *d->bucket_of, "the bucket map");
     if (!d->buckets || !d->bucket_of)
         return DP_ENOMEM;
-    d->nbuckets = dp_bucket_plan(l, &d->config, split, d->buckets, d->bucket_of);
+    d->nbuckets = dp_bucket_plan(l, config, split, d->buckets, d->bucket_of);
     return 0;
 }
 
-int dp_strategy_plan_sizes(const dp_strategy_layout *layout, const dp_strategy_config *config, int *buckets,
-                       size_t *largest_bucket)
+static void free_plan(dp_strategy *d)
 {
-    const dp_strategy_type *type = dp_strategy_find(config->name);
-    if (!type)
-        return dp_fail(DP_EINVAL, "no strategy called '%s' (known: %s)", config->name ? config->name : "",
-                       dp_strategy_names());
-    int split = dp_strategy_splits_segments(type, config);
-    int n = dp_bucket_plan(layout, config, split, NULL, NULL);
-    dp_bucket *planned = dp_calloc((size_t)(n ? n : 1), sizeof *planned, "the buckets");
-    *buckets = 0;
-    *largest_bucket = 0;
-    if (!planned)
-        return DP_ENOMEM;
-    *buckets = dp_bucket_plan(layout, config, split, planned, NULL);
-    for (int b = 0; b < *buckets; b++)
-        *largest_bucket = planned[b].count > *largest_bucket ? planned[b].count : *largest_bucket;
-    free(planned);
-    return 0;
+    free(d->buckets);
+    free(d->bucket_of);
+    free_units(&d->gathers);
+    free_units(&d->grads);
 }
 
-static size_t largest_bucket(const dp_strategy *d)
+size_t dp_strategy_largest_bucket(const dp_strategy *d)
 {
     size_t largest = 0;
     for (int b = 0; b < d->nbuckets; b++)
-        if (d->buckets[b].count > largest)
-            largest = d->buckets[b].count;
+        largest = d->buckets[b].count > largest ? d->buckets[b].count : largest;
     return largest;
+}
+
+size_t dp_strategy_largest_unit(const dp_strategy *d)
+{
+    size_t largest = 0;
+    for (int u = 0; u < d->gathers.layout.segments; u++)
+        largest = d->gathers.count[u] > largest ? d->gathers.count[u] : largest;
+    return largest;
+}
+
+int dp_strategy_plan_sizes(const dp_strategy_layout *layout, const dp_strategy_config *config, int world,
+                           int *buckets, size_t *largest_bucket, size_t *largest_unit)
+{
+    dp_strategy d = {.type = dp_strategy_find(config->name), .layout = *layout, .config = *config};
+    *buckets = 0;
+    *largest_bucket = *largest_unit = 0;
+    if (!d.type)
+        return dp_fail(DP_EINVAL, "no strategy called '%s' (known: %s)", config->name ? config->name : "",
+                       dp_strategy_names());
+    int status = plan_units(&d, world);
+    if (!status)
+        status = plan_buckets(&d);
+    if (!status) {
+        *buckets = d.nbuckets;
+        *largest_bucket = dp_strategy_largest_bucket(&d);
+        *largest_unit = dp_strategy_largest_unit(&d);
+    }
+    free_plan(&d);
+    return status;
 }
 
 /* Buckets in flight during backward may want a thread to move them; local steps send none. */
@@ -91,13 +154,15 @@ int dp_strategy_init(dp_strategy *d, dp_comm *comm, const dp_strategy_layout *la
     d->layout = *layout;
     d->buffers = *buffers;
     d->config = *config;
-    int status = plan_buckets(d);
+    int status = plan_units(d, comm->size);
+    if (!status)
+        status = plan_buckets(d);
     if (status)
         return status;
     if (d->type->open)
         status = d->type->open(d);
     else if (comm->size > 1) /* Every bucket may be in flight at once; --no-overlap: one request of it all. */
-        status = config->overlap ? dp_comm_reserve(comm, largest_bucket(d), d->nbuckets, layout->total)
+        status = config->overlap ? dp_comm_reserve(comm, dp_strategy_largest_bucket(d), d->nbuckets, layout->total)
                                  : dp_comm_reserve(comm, layout->total, 1, 0);
     if (!status && runs_progress_thread(d))
         status = dp_comm_start_progress_thread(comm, config->progress_us);
@@ -110,8 +175,7 @@ void dp_strategy_free(dp_strategy *d)
         dp_comm_stop_progress_thread(d->comm);
     if (d->type && d->type->close)
         d->type->close(d);
-    free(d->buckets);
-    free(d->bucket_of);
+    free_plan(d);
     memset(d, 0, sizeof *d);
 }
 
@@ -173,15 +237,24 @@ static int progress(dp_strategy *d)
     return status;
 }
 
+/* The same pieces in every stage, with or without overlap: a blocked product may round unlike
+ * the whole one (OpenBLAS's small-matrix kernels), and the stages promise ring DDP's bits.
+ * Under a budget, no piece larger than its block. */
+static size_t piece_floats(const dp_strategy *d, int world)
+{
+    double floats = d->config.first_bucket_mb * MIB_FLOATS;
+    size_t ddp = world == 1 ? 0 : floats >= 1.0 ? (size_t)floats : 1;
+    return d->block_floats == SIZE_MAX ? ddp : ddp && ddp < d->block_floats ? ddp : d->block_floats;
+}
+
+size_t dp_strategy_block(const dp_strategy *d)
+{
+    return d->block_floats == SIZE_MAX ? 0 : d->block_floats;
+}
+
 size_t dp_strategy_piece_floats(const dp_strategy *d)
 {
-    /* The same pieces in every stage, with or without overlap: a blocked product may round
-     * unlike the whole one (OpenBLAS's small-matrix kernels), and the stages promise ring
-     * DDP's bits. */
-    if (d->comm->size == 1)
-        return 0;
-    double floats = d->config.first_bucket_mb * MIB_FLOATS;
-    return floats >= 1.0 ? (size_t)floats : 1;
+    return d->piece_floats;
 }
 
 /* The first bucket starting below `end`: buckets run in backward order, from the highest
@@ -300,6 +373,10 @@ void dp_strategy_attach(dp_strategy *d, dp_step_hooks *hooks)
 {
     *hooks = (dp_step_hooks){.before = before_module, .grad_ready = grad_ready, .finish = finish,
                              .after_update = after_update, .shard_done = shard_done, .arg = d};
+    if (d->block_floats != SIZE_MAX) {
+        hooks->place = dp_zero_place;
+        hooks->fetch = d->type->shards_params ? dp_zero_fetch : NULL;
+    }
 }
 
 void dp_strategy_set_bucket_hook(dp_strategy *d, const dp_bucket_hook *hook)
@@ -349,8 +426,12 @@ void dp_strategy_describe(const dp_strategy *d, char *text, size_t size)
     if (used < 0 || (size_t)used >= size || !d->type->shards_state)
         return;
     if (!d->type->shards_params)
-        snprintf(text + used, size - (size_t)used, "; the updated shards all-gathered after the optimizer");
+        used += snprintf(text + used, size - (size_t)used, "; the updated shards all-gathered after the optimizer");
     else
-        snprintf(text + used, size - (size_t)used, "; each module's parameters all-gathered before its forward and "
-                 "backward%s", d->config.overlap ? ", the next module's prefetched" : "");
+        used += snprintf(text + used, size - (size_t)used, "; each module's parameters all-gathered before its "
+                         "forward and backward%s", d->config.overlap ? ", the next module's prefetched" : "");
+    if (used >= 0 && (size_t)used < size && d->type->shards_grads && d->block_floats != SIZE_MAX)
+        snprintf(text + used, size - (size_t)used, "; working set under --zero-live-mb %.3g MiB: modules over %zu "
+                 "floats in blocks of rows", dp_strategy_live_mb(&d->config, d->layout.total, d->comm->size),
+                 d->block_floats);
 }

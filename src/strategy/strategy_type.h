@@ -40,11 +40,15 @@ extern const dp_strategy_type dp_strategy_ddp, dp_strategy_zero1, dp_strategy_ze
 #define MIB_FLOATS ((double)(1 << 20) / sizeof(float))
 
 /* buckets.c: the plan and the life of each bucket, for strategy.c and the ZeRO stages. */
-/* The buckets of layout under config, cut inside segments when split (NULL buckets: only
+/* How buckets take segments: whole (a bucket closes once it reaches its cap, as DDP's), cut at
+ * the caps, or whole and never over the cap (a ZeRO budget's slots hold a bucket each). */
+enum { DP_BUCKETS_WHOLE, DP_BUCKETS_SPLIT, DP_BUCKETS_BOUNDED };
+
+/* The buckets of layout under config, segments taken as split says (NULL buckets: only
  * counted; bucket_of, when not NULL, gets each segment's bucket); returns how many. */
 int dp_bucket_plan(const dp_strategy_layout *l, const dp_strategy_config *config, int split, dp_bucket *buckets,
                    int *bucket_of);
-/* Whether type's buckets may cut segments under config. */
+/* How type's buckets take segments under config (DP_BUCKETS_SPLIT or _WHOLE). */
 int dp_strategy_splits_segments(const dp_strategy_type *type, const dp_strategy_config *config);
 /* Starts bucket b's collective on the memory it runs on, through the bucket hook. */
 int dp_strategy_start_bucket(dp_strategy *d, dp_bucket *b);
@@ -56,6 +60,9 @@ int dp_strategy_wait_bucket(dp_strategy *d, dp_bucket *b);
 void dp_strategy_account(dp_strategy *d, dp_bucket *buckets, int n);
 /* Counts every started bucket's span. */
 void dp_strategy_account_buckets(dp_strategy *d);
+/* The largest bucket and unit (floats). */
+size_t dp_strategy_largest_bucket(const dp_strategy *d);
+size_t dp_strategy_largest_unit(const dp_strategy *d);
 /* --no-overlap: the whole gradient in one collective after backward. */
 int dp_strategy_reduce_whole(dp_strategy *d);
 

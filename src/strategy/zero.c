@@ -18,6 +18,7 @@
 
 #include "dp/error.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,14 +33,6 @@ dp_range dp_zero_overlap(dp_range range, size_t offset, size_t count)
 static const dp_backend *backend(const dp_strategy *d)
 {
     return d->buffers.be;
-}
-
-static size_t largest_segment(const dp_strategy *d)
-{
-    size_t largest = 0;
-    for (int s = 0; s < d->layout.segments; s++)
-        largest = d->layout.count[s] > largest ? d->layout.count[s] : largest;
-    return largest;
 }
 
 static int alloc_floats(const dp_strategy *d, size_t n, dp_memory_kind kind, const char *what, float **out)
@@ -92,11 +85,11 @@ static int open_gather_slots(dp_strategy *d, struct dp_zero *z)
     int status = alloc_floats(d, dp_range_size(z->shard), DP_MEM_PARAMETERS, "the parameter shard", &z->param_shard);
     z->gather_slots = dp_zero_gather_slots(d);
     for (int i = 0; !status && i < z->gather_slots; i++) {
-        z->gathers[i].segment = -1;
-        status = alloc_floats(d, z->segment_floats, DP_MEM_WORKING, "a module's gathered parameters",
+        z->gathers[i].unit = -1;
+        status = alloc_floats(d, z->unit_floats, DP_MEM_WORKING, "a module's gathered parameters",
                               &z->gathers[i].data);
         if (!status)
-            status = alloc_host_copy(d, z->segment_floats, "gathered parameters' staging buffer", &z->gathers[i].host);
+            status = alloc_host_copy(d, z->unit_floats, "gathered parameters' staging buffer", &z->gathers[i].host);
     }
     return status;
 }
@@ -111,8 +104,8 @@ static int reserve(dp_strategy *d, const struct dp_zero *z)
     if (!d->type->reduces_every_micro) {
         largest = d->config.overlap ? z->bucket_floats : d->layout.total;
         requests = d->config.overlap ? d->nbuckets : 1;
-    } else if (d->type->shards_params && z->segment_floats > largest) {
-        largest = z->segment_floats;
+    } else if (d->type->shards_params && z->unit_floats > largest) {
+        largest = z->unit_floats;
     }
     return dp_comm_reserve(d->comm, largest, requests > 0 ? requests : 1, d->layout.total);
 }
@@ -149,9 +142,8 @@ static int zero_open(dp_strategy *d)
         return DP_ENOMEM;
     d->zero = z;
     z->shard = dp_partition(d->layout.total, d->comm->size, d->comm->rank);
-    for (int b = 0; b < d->nbuckets; b++)
-        z->bucket_floats = d->buckets[b].count > z->bucket_floats ? d->buckets[b].count : z->bucket_floats;
-    z->segment_floats = largest_segment(d);
+    z->bucket_floats = dp_strategy_largest_bucket(d);
+    z->unit_floats = dp_strategy_largest_unit(d);
     int status = 0;
     if (d->type->shards_grads)
         status = open_grad_slots(d, z);
@@ -204,14 +196,61 @@ static int acquire_slot(dp_strategy *d, int bucket)
     return status;
 }
 
+/* The unit of u holding flat offset `offset`: units lie in ascending offsets. */
+static int unit_at(const dp_strategy_units *u, size_t offset)
+{
+    int lo = 0, hi = u->layout.segments - 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (u->offset[mid] <= offset)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+static int segment_is_cut(const dp_strategy *d, int segment)
+{
+    return d->layout.count[segment] > d->block_floats;
+}
+
+/* Waiting for a gather or a slot inside a module's pass is communication, as in the before hook. */
+static void count_wait(dp_strategy *d, double entered)
+{
+    double spent = MPI_Wtime() - entered;
+    d->times.exposed += spent;
+    *(d->zero->backward ? &d->times.in_backward : &d->times.in_forward) += spent;
+}
+
+/* A whole segment's gradient memory: its bucket's slot, taken when backward reaches the bucket. */
 static int bind_gradients(dp_strategy *d, int segment, float **grads)
 {
-    int bucket = d->bucket_of[segment];
+    if (segment_is_cut(d, segment))
+        return 0; /* its pieces are placed one by one (dp_zero_place) */
+    int unit = d->grads.first[segment], bucket = d->bucket_of[unit];
     const dp_bucket *b = &d->buckets[bucket];
-    /* Backward reaches a bucket at its last segment. */
-    int status = segment == b->last_segment ? acquire_slot(d, bucket) : 0;
+    int status = unit == b->last_segment ? acquire_slot(d, bucket) : 0;
     if (!status)
         *grads = d->zero->grads[d->zero->slot_of[bucket]].data + (d->layout.offset[segment] - b->offset);
+    return status;
+}
+
+/* Where backward writes the gradient piece [offset, offset + count): its bucket's slot, taken
+ * at the bucket's first piece (backward reports pieces from the highest offsets down). */
+int dp_zero_place(void *arg, size_t offset, size_t count, float **data)
+{
+    dp_strategy *d = arg;
+    int bucket = d->bucket_of[unit_at(&d->grads, offset)];
+    const dp_bucket *b = &d->buckets[bucket];
+    if (offset < b->offset || offset + count > b->offset + b->count)
+        return dp_fail(DP_EINVAL, "a gradient piece [%zu, %zu) crosses the edge of bucket %d [%zu, %zu)", offset,
+                       offset + count, bucket, b->offset, b->offset + b->count);
+    double entered = MPI_Wtime();
+    int status = offset + count == b->offset + b->count ? acquire_slot(d, bucket) : 0;
+    if (!status)
+        *data = d->zero->grads[d->zero->slot_of[bucket]].data + (offset - b->offset);
+    count_wait(d, entered);
     return status;
 }
 
@@ -244,21 +283,21 @@ static void bucket_done(dp_strategy *d, dp_bucket *b)
 
 /* ---- stage 3: parameters gathered module by module ---- */
 
-static zero_gather_slot *holding(struct dp_zero *z, int segment)
+static zero_gather_slot *holding(struct dp_zero *z, int unit)
 {
     for (int i = 0; i < z->gather_slots; i++)
-        if (z->gathers[i].segment == segment)
+        if (z->gathers[i].unit == unit)
             return &z->gathers[i];
     return NULL;
 }
 
-/* Starts the all-gather of segment's parameters into slot g: this rank's part copied in, the
- * others' arriving (each rank's block of the module is its shard's part of it). */
-static int start_gather(dp_strategy *d, zero_gather_slot *g, int segment)
+/* Starts the all-gather of unit's parameters into slot g: this rank's part copied in, the
+ * others' arriving (each rank's block of the unit is its shard's part of it). */
+static int start_gather(dp_strategy *d, zero_gather_slot *g, int unit)
 {
     struct dp_zero *z = d->zero;
     const dp_backend *be = backend(d);
-    size_t offset = d->layout.offset[segment], count = d->layout.count[segment];
+    size_t offset = d->gathers.offset[unit], count = d->gathers.count[unit];
     dp_range mine = dp_zero_overlap(z->shard, offset, count);
     size_t n = dp_range_size(mine);
     const float *source = z->param_shard + (mine.begin - z->shard.begin);
@@ -267,9 +306,9 @@ static int start_gather(dp_strategy *d, zero_gather_slot *g, int segment)
         be->download(be, g->host + (mine.begin - offset), source, n * sizeof(float));
     else if (n)
         be->accumulate(be, g->data + (mine.begin - offset), source, n, 0);
-    g->segment = segment;
+    g->unit = unit;
     g->started_at = MPI_Wtime();
-    snprintf(g->label, sizeof g->label, "the parameters of part %d", segment);
+    snprintf(g->label, sizeof g->label, "the parameters of unit %d", unit);
     dp_request_args args = {.kind = DP_ALLGATHER, .buf = buf, .count = count, .label = g->label,
                             .parent_count = d->layout.total, .parent_offset = offset};
     return dp_comm_start(d->comm, &args, &g->request);
@@ -284,7 +323,7 @@ static int finish_gather(dp_strategy *d, zero_gather_slot *g)
         return status;
     double done = MPI_Wtime();
     if (g->host)
-        backend(d)->upload(backend(d), g->data, g->host, d->layout.count[g->segment] * sizeof(float));
+        backend(d)->upload(backend(d), g->data, g->host, d->gathers.count[g->unit] * sizeof(float));
     d->times.busy += done - g->started_at;
     if (d->on_span)
         d->on_span(d->span_arg, g->label, g->started_at, done);
@@ -298,43 +337,74 @@ static int free_gather_slot(dp_strategy *d, const zero_gather_slot *keep, zero_g
     zero_gather_slot *g = NULL;
     for (int i = d->zero->gather_slots - 1; i >= 0; i--) {
         zero_gather_slot *candidate = &d->zero->gathers[i];
-        if (candidate != keep && (!g || candidate->segment < 0))
+        if (candidate != keep && (!g || candidate->unit < 0))
             g = candidate;
     }
     *out = g;
     return finish_gather(d, g);
 }
 
-int dp_zero_gathered(dp_strategy *d, int segment, zero_gather_slot **slot)
+int dp_zero_gathered(dp_strategy *d, int unit, zero_gather_slot **slot)
 {
-    zero_gather_slot *g = holding(d->zero, segment);
+    zero_gather_slot *g = holding(d->zero, unit);
     int status = 0;
     if (!g && !(status = free_gather_slot(d, NULL, &g)))
-        status = start_gather(d, g, segment);
+        status = start_gather(d, g, unit);
     if (!status)
         status = finish_gather(d, g);
     *slot = g;
     return status;
 }
 
-/* Segment's parameters whole before its pass, and the next segment's gather started (the
- * pass's direction: forward goes up, backward down). */
-static int materialise(dp_strategy *d, int segment, int backward, float **weights)
+/* Whether backward reads unit's parameters: not a cut segment's tail (a Linear's bias: the
+ * input gradient needs the weight rows alone). */
+static int read_in_backward(const dp_strategy *d, int unit)
 {
-    zero_gather_slot *g, *spare;
-    int status = dp_zero_gathered(d, segment, &g);
-    int next = backward ? segment - 1 : segment + 1;
-    int prefetch = d->zero->gather_slots > 1 && next >= 0 && next < d->layout.segments;
-    if (!status && prefetch && !holding(d->zero, next) &&
-        !(status = free_gather_slot(d, g, &spare)))
+    int s = d->gathers.segment[unit];
+    if (!segment_is_cut(d, s))
+        return 1;
+    return d->gathers.offset[unit] < d->layout.offset[s] + d->layout.rows[s] * d->layout.row[s];
+}
+
+/* Unit's parameters whole in a slot, and the next unit the pass reads prefetched into the
+ * other (forward goes up, backward down). */
+static int gather_with_prefetch(dp_strategy *d, int unit, int backward, zero_gather_slot **slot)
+{
+    zero_gather_slot *spare;
+    int status = dp_zero_gathered(d, unit, slot);
+    int next = backward ? unit - 1 : unit + 1;
+    while (backward && next >= 0 && !read_in_backward(d, next))
+        next--;
+    int prefetch = d->zero->gather_slots > 1 && next >= 0 && next < d->gathers.layout.segments;
+    if (!status && prefetch && !holding(d->zero, next) && !(status = free_gather_slot(d, *slot, &spare)))
         status = start_gather(d, spare, next);
-    *weights = g->data;
+    return status;
+}
+
+/* A cut segment's module reads its parameters unit by unit (dp_param_pieces). */
+int dp_zero_fetch(void *arg, size_t offset, size_t count, const float **data)
+{
+    dp_strategy *d = arg;
+    int unit = unit_at(&d->gathers, offset);
+    if (d->gathers.offset[unit] != offset || d->gathers.count[unit] != count)
+        return dp_fail(DP_EINVAL, "parameters [%zu, %zu) asked for are not a unit of the budget's plan", offset,
+                       offset + count);
+    zero_gather_slot *g;
+    double entered = MPI_Wtime();
+    int status = gather_with_prefetch(d, unit, d->zero->backward, &g);
+    count_wait(d, entered);
+    *data = status ? NULL : g->data;
     return status;
 }
 
 static int before_module(dp_strategy *d, int segment, int backward, float **weights, float **grads)
 {
-    int status = d->type->shards_params ? materialise(d, segment, backward, weights) : 0;
+    zero_gather_slot *g;
+    int status = 0;
+    d->zero->backward = backward;
+    if (d->type->shards_params && !segment_is_cut(d, segment) &&
+        !(status = gather_with_prefetch(d, d->gathers.first[segment], backward, &g)))
+        *weights = g->data;
     if (!status && backward && d->communicate)
         status = bind_gradients(d, segment, grads);
     return status;
@@ -374,9 +444,9 @@ static int forget_gathered_parameters(dp_strategy *d)
     int status = 0;
     for (int i = 0; !status && i < z->gather_slots; i++) {
         status = finish_gather(d, &z->gathers[i]);
-        z->gathers[i].segment = -1;
+        z->gathers[i].unit = -1;
     }
-    int prefetch = z->gather_slots > 1 && d->layout.segments > 0;
+    int prefetch = z->gather_slots > 1 && d->gathers.layout.segments > 0;
     return status || !prefetch ? status : start_gather(d, &z->gathers[0], 0);
 }
 

@@ -1,7 +1,8 @@
 /* The ZeRO paper's memory per rank (Rajbhandari et al. 2019, section 5): stage 1 shards the
  * optimizer state, stage 2 also the gradients, stage 3 also the parameters; each shard is
  * this rank's dp_partition of the flat buffer. Working buffers are what this implementation
- * adds to hold a module's full gradient or parameters while they are reduced or used. */
+ * adds to hold gradient buckets and gathered parameters while they are reduced or used: whole
+ * modules, or under --zero-live-mb blocks of rows, so they stay under the budget. */
 #include "dp/zero_plan.h"
 
 #include "dp/partition.h"
@@ -18,6 +19,6 @@ dp_zero_plan dp_zero_predict(const dp_zero_plan_input *in, int stage)
     if (stage >= 2)
         p.working += (double)in->grad_slots * (double)in->bucket_floats * in->grad_bytes;
     if (stage >= 3)
-        p.working += (double)in->gather_slots * (double)in->segment_floats * in->param_bytes;
+        p.working += (double)in->gather_slots * (double)in->unit_floats * in->param_bytes;
     return p;
 }

@@ -7,6 +7,7 @@
 #include "dp/error.h"
 #include "dp/zero_plan.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 static size_t bytes_of(size_t floats)
@@ -52,26 +53,23 @@ int dp_strategy_scatter(dp_strategy *d, float *host, float *data, int sharded, i
     return status;
 }
 
-int dp_strategy_gathered_parameters(dp_strategy *d, int segment, float **data)
+int dp_strategy_gathered_parameters(dp_strategy *d, int unit, float **data)
 {
     zero_gather_slot *g;
-    int status = dp_zero_gathered(d, segment, &g);
+    int status = dp_zero_gathered(d, unit, &g);
     *data = status ? NULL : g->data;
     return status;
 }
 
 void dp_strategy_plan_input(const dp_strategy *d, dp_zero_plan_input *in)
 {
-    size_t bucket = 0, segment = 0;
-    for (int b = 0; b < d->nbuckets; b++)
-        bucket = d->buckets[b].count > bucket ? d->buckets[b].count : bucket;
-    for (int s = 0; s < d->layout.segments; s++)
-        segment = d->layout.count[s] > segment ? d->layout.count[s] : segment;
     *in = (dp_zero_plan_input){
         .params = d->layout.total, .world = d->comm->size, .rank = d->comm->rank,
         .param_bytes = sizeof(float), .grad_bytes = sizeof(float),
-        .bucket_floats = bucket, .segment_floats = segment,
+        .bucket_floats = dp_strategy_largest_bucket(d), .unit_floats = dp_strategy_largest_unit(d),
         .grad_slots = dp_zero_grad_slots(d),
         .gather_slots = dp_zero_gather_slots(d),
+        .live_bytes = d->block_floats == SIZE_MAX ? 0.0
+                                                  : dp_strategy_live_mb(&d->config, d->layout.total, d->comm->size) * (1 << 20),
     };
 }

@@ -55,13 +55,13 @@ static int check_gathered(trainer *t, char *differing, size_t size)
     uint64_t own = dp_hash_bytes(DP_HASH_START, t->host.params, (end - begin) * sizeof(float));
     for (int r = 0; r < world; r++)
         gathered[r] = DP_HASH_START;
-    const dp_strategy_layout *layout = &t->engine.strategy.layout;
+    const dp_strategy_layout *layout = &t->engine.strategy.gathers.layout;
     for (int s = 0; !status && s < layout->segments; s++) {
         float *data;
         if ((status = dp_strategy_gathered_parameters(&t->engine.strategy, s, &data)))
             break;
         t->engine.be->download(t->engine.be, t->host.gathered, data, layout->count[s] * sizeof(float));
-        for (int r = 0; r < world; r++) { /* owner r's elements of this module */
+        for (int r = 0; r < world; r++) { /* owner r's elements of this unit */
             dp_range mine = dp_partition(layout->total, world, r);
             size_t lo = mine.begin > layout->offset[s] ? mine.begin : layout->offset[s];
             size_t hi = mine.end < layout->offset[s] + layout->count[s] ? mine.end : layout->offset[s] + layout->count[s];

@@ -57,36 +57,45 @@ static int model_inputs(const dp_options *o, dp_dims *inputs)
     return 0;
 }
 
-/* Parameters, the largest module and bucket of the model as the trainer would plan them. */
-static int model_layout(const dp_options *o, dp_zero_plan_input *in)
+/* Parameters, the largest unit and bucket of the model as the trainer would plan them for a
+ * stage (stage 2's and 3's budgets differ: stage 3 also holds gathered parameters). */
+static int model_layout(const dp_options *o, int stage, dp_zero_plan_input *in)
 {
     dp_dims inputs;
     int widest, overflow = 0, status = model_inputs(o, &inputs);
     size_t modules = (size_t)o->model.count + 1;
-    size_t *per_module = status ? NULL : calloc(3 * modules, sizeof *per_module);
-    if (!status && !per_module)
+    dp_module_size *sizes = status ? NULL : calloc(modules, sizeof *sizes);
+    size_t *arrays = sizes ? calloc(4 * modules, sizeof *arrays) : NULL;
+    if (!status && !arrays)
         status = dp_fail(DP_ENOMEM, "out of memory for the memory plan");
-    size_t *offsets = per_module + modules, *counts = per_module + 2 * modules, at = 0;
+    size_t *offsets = arrays, *counts = arrays + modules, *row = arrays + 2 * modules, *rows = arrays + 3 * modules;
+    size_t at = 0;
     if (!status)
-        in->params = dp_model_spec_module_params(&o->model, &inputs, per_module, &widest, &overflow);
+        in->params = dp_model_spec_module_params(&o->model, &inputs, sizes, &widest, &overflow);
     if (!status && overflow)
         status = dp_fail(DP_EINVAL, "--memory-plan: the model's parameter count overflows");
     int segments = 0;
-    for (int i = 0; !status && i < o->model.count; at += per_module[i], i++)
-        if (per_module[i]) { /* a module with parameters is a segment of the flat buffer */
+    for (int i = 0; !status && i < o->model.count; at += sizes[i].params, i++)
+        if (sizes[i].params) { /* a module with parameters is a segment of the flat buffer */
             offsets[segments] = at;
-            counts[segments++] = per_module[i];
-            in->segment_floats = per_module[i] > in->segment_floats ? per_module[i] : in->segment_floats;
+            counts[segments] = sizes[i].params;
+            row[segments] = sizes[i].row;
+            rows[segments++] = sizes[i].rows;
         }
-    dp_strategy_layout layout = {.segments = segments, .offset = offsets, .count = counts, .total = in->params};
-    /* Stage 3's buckets (whole segments), as its working buffers hold them. */
-    dp_strategy_config config = dp_strategy_default_config("zero-3", !o->no_overlap, o->bucket_mb, in->params);
+    dp_strategy_layout layout = {.segments = segments, .offset = offsets, .count = counts, .row = row, .rows = rows,
+                                 .total = in->params};
+    /* Stage 2's or 3's buckets (whole units), as its working buffers hold them. */
+    dp_strategy_config config = dp_strategy_default_config(dp_strategy_name_for_zero(stage < 2 ? 3 : stage),
+                                                           !o->no_overlap, o->bucket_mb, in->params);
+    config.live_mb = o->zero_live_mb;
     int buckets = 0;
     if (!status)
-        status = dp_strategy_plan_sizes(&layout, &config, &buckets, &in->bucket_floats);
+        status = dp_strategy_plan_sizes(&layout, &config, in->world, &buckets, &in->bucket_floats, &in->unit_floats);
     in->grad_slots = config.overlap && buckets > 1 ? 2 : 1; /* as src/strategy/zero.c */
     in->gather_slots = config.overlap ? 2 : 1;
-    free(per_module);
+    in->live_bytes = dp_strategy_live_mb(&config, in->params, in->world) * (1 << 20);
+    free(arrays);
+    free(sizes);
     return status;
 }
 
@@ -141,7 +150,7 @@ int dp_memory_plan_print(const dp_options *o, int world)
     int states, status = state_tensors(o, &states);
     int known_layout = !o->plan_params;
     if (!status && known_layout)
-        status = model_layout(o, &in);
+        status = model_layout(o, 3, &in);
     if (status)
         return status;
     if (!known_layout)
@@ -155,17 +164,24 @@ int dp_memory_plan_print(const dp_options *o, int world)
            o->optimizer == DP_OPTIMIZER_ADAMW ? "AdamW" : "SGD", p->name, p->param, p->grad, in.state_bytes, p->meaning);
     printf("per rank (rank 0, the largest shard), %s (10^%d bytes):\n", unit_name, large ? 9 : 6);
     printf("  stage          parameters   gradients  optimizer      total   working buffers\n");
-    for (int stage = 0; stage < DP_ZERO_STAGES; stage++) {
-        dp_zero_plan plan = dp_zero_predict(&in, stage);
+    for (int stage = 0; !status && stage < DP_ZERO_STAGES; stage++) {
+        dp_zero_plan_input staged = in; /* stage 2's budget holds no gathered parameters */
+        if (known_layout && stage == 2)
+            status = model_layout(o, stage, &staged);
+        dp_zero_plan plan = dp_zero_predict(&staged, stage);
         printf("  --zero %d%-6s %10.1f  %10.1f %10.1f %10.1f   ", stage, stage ? "" : " (DDP)", plan.params / unit,
                plan.grads / unit, plan.optimizer / unit, dp_zero_plan_model_bytes(&plan) / unit);
         if (stage < 2)
             printf("none\n");
+        else if (known_layout && staged.live_bytes > 0.0)
+            printf("%.1f (budget %.1f, --zero-live-mb)\n", plan.working / unit, staged.live_bytes / unit);
         else if (known_layout)
-            printf("%.1f\n", plan.working / unit);
+            printf("%.1f (whole modules: --zero-live-mb unlimited)\n", plan.working / unit);
         else
             printf("depends on the model's largest layer (give --model)\n");
     }
+    if (status)
+        return status;
     size_t activations = 0;
     if (known_layout && (status = model_activations(o, in.world, &activations)))
         return status;

@@ -22,7 +22,7 @@ enum option_id {
     OPT_CHECK_REPLICAS, OPT_ON_NAN, OPT_DEBUG_CORRUPT, OPT_DEVICE, OPT_SHARE_GPU, OPT_TF32,
     OPT_CUDA_AWARE, OPT_MODEL, OPT_SYNC_BN, OPT_OPTIMIZER, OPT_BETAS, OPT_EPS, OPT_DECAY_ALL,
     OPT_PREDICT, OPT_OUTPUT, OPT_PREDICT_CLASSES, OPT_BUCKET_MB, OPT_NO_OVERLAP, OPT_PROGRESS_THREAD, OPT_TRACE, OPT_METRICS,
-    OPT_ZERO, OPT_MAX_MEMORY_MB, OPT_CHECKPOINT_SHARDS, OPT_PREEMPT_SIGNAL, OPT_MEMORY_PLAN, OPT_PARAMS, OPT_WORLD, OPT_PRECISION,
+    OPT_ZERO, OPT_ZERO_LIVE_MB, OPT_MAX_MEMORY_MB, OPT_CHECKPOINT_SHARDS, OPT_PREEMPT_SIGNAL, OPT_MEMORY_PLAN, OPT_PARAMS, OPT_WORLD, OPT_PRECISION,
     OPT_AVERAGE_EVERY, OPT_EXACT, OPT_EXACT_SHARD,
     OPT_HELP, OPT_VERSION
 };
@@ -96,6 +96,12 @@ static const struct option_doc option_docs[] = {
      "ZeRO stage: 1 shards the optimizer state over the ranks, 2 also the gradients (reduce-scattered "
      "bucket by bucket), 3 also the parameters (each module's gathered before its forward and "
      "backward); the banner shows each stage's memory per rank"},
+    {{"zero-live-mb", required_argument, NULL, OPT_ZERO_LIVE_MB}, "MB|auto|unlimited", "auto",
+     "--zero 2 and 3: the most MiB of gathered parameters and gradient blocks a rank holds at once "
+     "(the working set; ZeRO-3's buckets in flight and gathered parameters, prefetch included); a "
+     "Linear larger than its share is gathered and reduce-scattered in blocks of whole rows. auto: an "
+     "eighth of the rank's sharded state (16 bytes per parameter over the ranks), at least 1 MiB; "
+     "unlimited: whole modules"},
     {{"average-every", required_argument, NULL, OPT_AVERAGE_EVERY}, "K", "0 (off: gradients all-reduced every step)",
      "local SGD: no gradient all-reduce; each rank takes K optimizer steps on its own samples, then "
      "the parameters, optimizer state and BatchNorm statistics are averaged (weighted by samples) and "
@@ -207,6 +213,7 @@ void dp_options_defaults(dp_options *o)
     strcpy(o->hier_inner, "ring");
     o->segment_bytes = (long)DP_SEGMENT_BYTES_DEFAULT;
     o->bucket_mb = 0.0; /* auto */
+    o->zero_live_mb = -1.0; /* auto */
     o->progress_us = -1; /* auto */
     o->exact_shard = DP_EXACT_SHARD_DEFAULT;
     o->log_every = 50;
@@ -325,6 +332,12 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
         status = dp_option_choice(name, arg, zero_stages, 4, &choice);
         o->zero = choice;
         return status;
+    case OPT_ZERO_LIVE_MB:
+        o->zero_live_mb = strcmp(arg, "auto") == 0 ? -1.0 : 0.0;
+        if (strcmp(arg, "auto") == 0 || strcmp(arg, "unlimited") == 0)
+            return 0;
+        return dp_option_mib(name, arg, DP_STRATEGY_MIN_BUCKET_BYTES, "the smallest bucket: a block is reduced "
+                             "in one collective", &o->zero_live_mb);
     case OPT_AVERAGE_EVERY: return dp_option_long(name, arg, 1, &o->average_every);
     case OPT_EXACT: o->exact = 1; return 0;
     case OPT_EXACT_SHARD: return dp_option_long(name, arg, 1, &o->exact_shard);
@@ -443,7 +456,7 @@ static int check_model(dp_options *o, const int *seen)
 /* Options of a training run (or of --memory-plan) that --predict would silently ignore. */
 static const int training_only[] = {
     OPT_SAVE, OPT_TRACE, OPT_METRICS, OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_CHECKPOINT_SHARDS, OPT_RESUME,
-    OPT_ZERO, OPT_MAX_MEMORY_MB, OPT_MEMORY_PLAN, OPT_AVERAGE_EVERY, OPT_PREEMPT_SIGNAL, OPT_EXACT, OPT_EXACT_SHARD,
+    OPT_ZERO, OPT_ZERO_LIVE_MB, OPT_MAX_MEMORY_MB, OPT_MEMORY_PLAN, OPT_AVERAGE_EVERY, OPT_PREEMPT_SIGNAL, OPT_EXACT, OPT_EXACT_SHARD,
 };
 
 static const char *option_name(int id)

@@ -72,7 +72,7 @@ static void report_memory(const dp_options *o, const dp_optimizer *opt, const dp
                    kind + 1 < DP_MEM_KINDS ? "," : "");
     if (o->max_memory_mb > 0)
         printf(" (limit %g MiB)", o->max_memory_mb);
-    printf("; and %.2f MiB of host memory as the collectives' scratch\n", mib((double)dp_comm_scratch_bytes(dist->comm)));
+    printf("\n");
     dp_zero_plan_input in;
     dp_strategy_plan_input(dist, &in);
     in.state_bytes = (double)dp_optimizer_state_count(opt) * sizeof(float);
@@ -84,6 +84,8 @@ static void report_memory(const dp_options *o, const dp_optimizer *opt, const dp
                mib(p.optimizer), mib(dp_zero_plan_model_bytes(&p)), mib(p.working));
         if (stage == o->zero)
             printf("   this run, measured: %.2f (+ %.2f)", mib(measured), mib((double)now.bytes[DP_MEM_WORKING]));
+        if (stage == o->zero && in.live_bytes > 0.0)
+            printf(" under --zero-live-mb %.2f", mib(in.live_bytes));
         printf("\n");
     }
 }
@@ -93,7 +95,7 @@ void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *p
                       const char *backend, const char *gradient_path,
                       const dp_dataset *train, const dp_dataset *test)
 {
-    char strategy[256];
+    char strategy[512];
     dp_strategy_describe(dist, strategy, sizeof strategy);
     size_t slice = ((size_t)o->batch + comm->size - 1) / comm->size;
     const char *algorithm = dp_comm_algorithm_name(comm);

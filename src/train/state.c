@@ -137,8 +137,9 @@ static void describe_run(const trainer *t, run_fields *f)
     snprintf(v[FIELD_SAMPLER], size, "permutation from (seed, epoch); dropout masks from (seed, step, sample)");
 }
 /* Host copies for checkpoints and checks: whole where the tensor is replicated, and on rank 0
- * where it reads or writes whole files (it draws or reads the initial parameters; the
- * optimizer state only for gathered checkpoints or a resume); a rank's shard elsewhere. */
+ * where it reads or writes whole files (--init, --save, a gathered checkpoint or a resume;
+ * the optimizer state only for the last two); a rank's shard elsewhere (ZeRO-3 draws its
+ * initial shard itself). */
 int dp_trainer_allocate_host_copies(trainer *t)
 {
     size_t params = dp_params_floats(&t->engine.model.params), buffers = dp_params_floats(&t->engine.model.buffers);
@@ -148,7 +149,9 @@ int dp_trainer_allocate_host_copies(trainer *t)
     const dp_options *o = t->o;
     int root = t->comm->rank == 0;
     int whole_state_files = (o->checkpoint_dir[0] && !o->checkpoint_shards) || o->resume[0];
-    size_t param_copy = root || !dp_strategy_shards_params(&t->engine.strategy) ? params : shard;
+    /* Rank 0 holds the whole parameters only to read or write a whole file. */
+    int whole_param_files = whole_state_files || o->init_path[0] || o->save_path[0];
+    size_t param_copy = (root && whole_param_files) || !dp_strategy_shards_params(&t->engine.strategy) ? params : shard;
     size_t state_copy = (root && whole_state_files) || !dp_strategy_shards_state(&t->engine.strategy) ? params : shard;
     t->host.params = dp_alloc((param_copy ? param_copy : 1) * sizeof(float), "the host copy of the parameters");
     t->host.buffers = dp_alloc((buffers ? buffers : 1) * sizeof(float), "the host copy of the running statistics");
@@ -160,8 +163,8 @@ int dp_trainer_allocate_host_copies(trainer *t)
     if (ok && dp_strategy_shards_params(&t->engine.strategy)) {
         dp_zero_plan_input layout;
         dp_strategy_plan_input(&t->engine.strategy, &layout);
-        ok = (t->host.gathered = dp_alloc((layout.segment_floats ? layout.segment_floats : 1) * sizeof(float),
-                                          "the host copy of a module's gathered parameters")) != NULL;
+        ok = (t->host.gathered = dp_alloc((layout.unit_floats ? layout.unit_floats : 1) * sizeof(float),
+                                          "the host copy of a unit's gathered parameters")) != NULL;
     }
     return ok && t->host.rank_hashes ? 0 : DP_ENOMEM;
 }
@@ -493,9 +496,24 @@ int dp_trainer_share_model(dp_comm *comm, dp_model *m, float *params, float *buf
     return 0;
 }
 
-/* Rank 0's initial model (drawn or --init) to every rank. */
+/* Sharded start-up (ZeRO-3 without --init): every rank draws its shard of the initial
+ * parameters alone, bit for bit the unsharded draw's, and the buffers; no rank holds the model. */
+static int draw_own_shard(trainer *t)
+{
+    dp_model *m = &t->engine.model;
+    size_t begin, end;
+    dp_strategy_shard(&t->engine.strategy, &begin, &end);
+    dp_model_init_slice(m, t->o->seed, begin, end, t->host.params, t->host.buffers, m->counters);
+    m->be->upload(m->be, parameter_memory(t), t->host.params, (end - begin) * sizeof(float));
+    m->be->upload(m->be, m->buffer_values, t->host.buffers, dp_params_floats(&m->buffers) * sizeof(float));
+    return 0;
+}
+
+/* Rank 0's initial model (drawn or --init) to every rank, or ZeRO-3's shards drawn by their ranks. */
 static int fresh_start(trainer *t)
 {
+    if (dp_strategy_shards_params(&t->engine.strategy) && !t->o->init_path[0])
+        return draw_own_shard(t);
     int status = t->comm->rank == 0 ? dp_trainer_load_model(t->o, &t->engine.model, t->host.params, t->host.buffers,
                                                             t->engine.model.counters)
                                     : 0;

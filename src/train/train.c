@@ -115,7 +115,7 @@ static dp_engine_config engine_config(const trainer *t)
         .optimizer = dp_options_optimizer(o),
         .strategy = o->exact ? "exact" : o->average_every ? "local-sgd" : dp_strategy_name_for_zero(o->zero),
         .average_every = o->average_every,
-        .overlap = !o->no_overlap, .bucket_mb = o->bucket_mb,
+        .overlap = !o->no_overlap, .bucket_mb = o->bucket_mb, .live_mb = o->zero_live_mb,
         .progress_us = o->progress_us >= 0 ? o->progress_us : t->comm->local_size < t->comm->size ? AUTO_PROGRESS_US : 0,
         .micro_batch = (size_t)o->batch, .exact_shard = o->exact ? (size_t)o->exact_shard : 0, .seed = o->seed, .skip_nonfinite = o->skip_nonfinite,
     };

@@ -1,0 +1,86 @@
+/* What ZeRO stages 2 and 3 gather and reduce under --zero-live-mb: units of at most a block
+ * of floats. A segment that fits is one unit; a larger one is cut in blocks of whole rows
+ * counted from its end (as a Linear computes its weight gradient), its tail (the bias) a unit
+ * of its own, so a module's pieces and the units are the same slices. */
+#include "src/strategy/zero.h"
+
+#include "dp/error.h"
+
+#include <stdint.h>
+
+/* Working buffers one block each: the gradient slots, and stage 3's gather slots. */
+static int block_slots(const dp_strategy_type *type, const dp_strategy_config *config)
+{
+    int slots = config->overlap ? ZERO_GRAD_SLOTS : 1;
+    return slots + (type->shards_params ? (config->overlap ? ZERO_GATHER_SLOTS : 1) : 0);
+}
+
+double dp_strategy_live_mb(const dp_strategy_config *config, size_t total, int world)
+{
+    if (config->live_mb >= 0.0)
+        return config->live_mb;
+    double mb = DP_ZERO_LIVE_SHARE * 16.0 * (double)total / (world > 0 ? world : 1) / (1 << 20);
+    return mb > DP_ZERO_LIVE_MIN_MB ? mb : DP_ZERO_LIVE_MIN_MB;
+}
+
+size_t dp_strategy_block_floats(const dp_strategy_type *type, const dp_strategy_config *config, size_t total,
+                                int world)
+{
+    double mb = dp_strategy_live_mb(config, total, world);
+    if (!type->shards_grads || mb == 0.0)
+        return SIZE_MAX;
+    double floats = mb * MIB_FLOATS / block_slots(type, config);
+    return floats >= 1.0 ? (size_t)floats : 1;
+}
+
+static int too_small(const dp_strategy_layout *l, int s, size_t block, const dp_strategy_config *config,
+                     const dp_strategy_type *type)
+{
+    size_t row = l->row ? l->row[s] : 0, rows = row ? l->rows[s] : 0;
+    size_t tail = l->count[s] - rows * row, need = row > tail ? row : tail;
+    if (!row)
+        return dp_fail(DP_EINVAL, "--zero-live-mb: the parameters [%zu, %zu) of one module are larger than a block of "
+                       "the budget (%zu floats) and cannot be cut in rows; give at least %.3f MiB", l->offset[s],
+                       l->offset[s] + l->count[s], block,
+                       (double)l->count[s] * block_slots(type, config) / MIB_FLOATS);
+    return dp_fail(DP_EINVAL, "--zero-live-mb: a block of the budget (%zu floats) is smaller than a row (%zu floats) "
+                   "or the bias (%zu) of the layer whose parameters are [%zu, %zu); give at least %.3f MiB", block, row,
+                   tail, l->offset[s], l->offset[s] + l->count[s],
+                   (double)need * block_slots(type, config) / MIB_FLOATS);
+}
+
+static void set_unit(dp_strategy_units *u, int n, size_t offset, size_t count, int segment)
+{
+    if (!u->offset)
+        return;
+    u->offset[n] = offset;
+    u->count[n] = count;
+    u->segment[n] = segment;
+}
+
+int dp_strategy_plan_units(const dp_strategy_layout *l, const dp_strategy_type *type, const dp_strategy_config *config,
+                           size_t block, size_t piece, dp_strategy_units *u)
+{
+    int n = 0;
+    for (int s = 0; s < l->segments; s++) {
+        if (u->first)
+            u->first[s] = n;
+        size_t row = l->row ? l->row[s] : 0, rows = row ? l->rows[s] : 0;
+        size_t tail = l->count[s] - rows * row, per = row && row <= block ? (piece > row ? piece / row : 1) : 0;
+        if (l->count[s] <= block) {
+            set_unit(u, n++, l->offset[s], l->count[s], s);
+            continue;
+        }
+        if (!per || tail > block)
+            return too_small(l, s, block, config, type);
+        /* Blocks from the end, listed in ascending offsets: the first is the short one. */
+        size_t blocks = (rows + per - 1) / per;
+        for (size_t j = blocks; j-- > 0; n++) {
+            size_t end = rows - j * per, first = end > per ? end - per : 0;
+            set_unit(u, n, l->offset[s] + first * row, (end - first) * row, s);
+        }
+        if (tail)
+            set_unit(u, n++, l->offset[s] + rows * row, tail, s);
+    }
+    return n;
+}
