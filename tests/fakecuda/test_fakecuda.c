@@ -175,10 +175,14 @@ static const dp_backend *open_cuda(void)
     return be;
 }
 
+/* A context whose GPU faulted cannot be released (the fault is sticky, as on a GPU): it stays
+ * open, held here, until the test's process ends. */
+static const dp_backend *faulted;
+
 START_TEST(a_kernel_fault_is_reported_by_the_next_call_with_the_hint)
 {
     float host[64] = {0};
-    const char *message = fault_message(open_cuda(), host);
+    const char *message = fault_message(faulted = open_cuda(), host);
     ck_assert_msg(strstr(message, "cudaMemcpy") && strstr(message, "cudaErrorIllegalAddress") &&
                       strstr(message, "CUDA_LAUNCH_BLOCKING=1"), "%s", message);
 }
@@ -188,7 +192,7 @@ START_TEST(with_launch_blocking_the_fault_names_the_kernel)
 {
     setenv("CUDA_LAUNCH_BLOCKING", "1", 1);
     float host[64] = {0};
-    const char *message = fault_message(open_cuda(), host);
+    const char *message = fault_message(faulted = open_cuda(), host);
     ck_assert_msg(strstr(message, "dp_cuda_relu_forward") && strstr(message, "cudaErrorIllegalAddress") &&
                       !strstr(message, "rerun with"), "%s", message);
 }
