@@ -176,8 +176,9 @@ static const dp_backend *open_cuda(void)
 }
 
 /* A context whose GPU faulted cannot be released (the fault is sticky, as on a GPU): it stays
- * open, held here, until the test's process ends. */
-static const dp_backend *faulted;
+ * open, held here (volatile: a store never read back would be optimised away) until the test's
+ * process ends. */
+static const dp_backend *volatile faulted;
 
 START_TEST(a_kernel_fault_is_reported_by_the_next_call_with_the_hint)
 {
