@@ -81,7 +81,8 @@ fi
 
 # freeze RANK: SIGSTOP of that rank of a fresh job, which must end through the watchdog
 # within --timeout 3.5 + 15 s (a fractional --timeout, reported as given), the report naming
-# RANK (rank 0's report, or rank 1's a grace period later when rank 0 is the frozen one).
+# RANK (rank 0's report, or rank 1's a grace period later when rank 0 is the frozen one) in the
+# gradient's all-reduce or, when the freeze lands just before a log step, the metrics' one.
 freeze() {
     start_job "frozen-$1" --timeout 3.5
     wait_for_checkpoint "$dir/frozen-$1" || fail "no checkpoint appeared"
@@ -91,7 +92,7 @@ freeze() {
     kill -9 "$frozen" 2>/dev/null
     if [ "$status" = hung ] || [ "$status" -eq 0 ]; then
         fail "after SIGSTOP of rank $1 the job ended with '$status' after ${elapsed}s (want non-zero within 3.5 + 15 s)"
-    elif ! grep -Eq "watchdog: step [0-9]+: the all-reduce of (the gradient|bucket [0-9]+) \(.*\) has not completed after [0-9.]+ s \(--timeout 3.5\).*ranks that have not arrived: ($1|none .*)$" "$dir/frozen-$1.out"; then
+    elif ! grep -Eq "watchdog: step [0-9]+: (the all-reduce of (the gradient|bucket [0-9]+) \(.*\)|a metrics all-reduce) has not completed after [0-9.]+ s \(--timeout 3.5\).*ranks that have not arrived: ($1|none .*)$" "$dir/frozen-$1.out"; then
         fail "the watchdog did not report rank $1:"
         sed 's/^/    /' "$dir/frozen-$1.out"
     else
