@@ -7,6 +7,7 @@
 #ifndef DP_PARAMS_H
 #define DP_PARAMS_H
 
+#include "dp/partition.h"
 #include "dp/tensor.h"
 
 #include <stddef.h>
@@ -44,6 +45,11 @@ const dp_param *dp_params_find(const dp_param_table *t, const char *name);
  * float32 entries, i64 for the int64 ones (NULL when the table has none). out has room for
  * t->count entries; returns that count. */
 int dp_params_refs(const dp_param_table *t, float *f32, int64_t *i64, dp_tensor_ref *out);
+
+/* One part per tensor of t: its elements inside the flat range of the F32 buffer (an I64
+ * tensor: none), over f32, which holds [range.begin, range.end). A tensor outside range gets a
+ * part of 0 elements, so a reader still checks its entry. Returns t->count. */
+int dp_params_parts(const dp_param_table *t, dp_range range, float *f32, dp_tensor_part *out);
 
 /* The float32 elements of the table. */
 static inline size_t dp_params_floats(const dp_param_table *t)

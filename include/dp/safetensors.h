@@ -46,6 +46,13 @@ typedef struct dp_meta {
 int dp_safetensors_read_with_metadata(const char *path, dp_tensor_ref *expected, int count,
                                       dp_meta *meta, int meta_count);
 
+/* dp_safetensors_read_with_metadata for parts of tensors: the whole header is checked as
+ * there (each tensor's dtype and whole shape too), then only each part's bytes are read, so
+ * no reader ever holds a whole tensor it does not need. A part beyond its tensor is
+ * DP_EINVAL. */
+int dp_safetensors_read_parts(const char *path, dp_tensor_part *parts, int count, dp_meta *meta,
+                              int meta_count);
+
 /* A file's CRC-32 of itself: the value of its crc_key metadata entry. */
 #define DP_SAFETENSORS_CRC_PREFIX "crc32-file:"
 

@@ -46,4 +46,12 @@ const char *dp_dtype_name(dp_dtype dtype);
 /* Bytes of the whole tensor. */
 int64_t dp_tensor_bytes(const dp_tensor_ref *t);
 
+/* A part of one tensor: elements [first, first + count) in row-major order (a block of rows
+ * of a weight, or a rank's slice of a flat tensor). ref names the tensor with its dtype and
+ * its WHOLE shape; ref.data holds the part alone. */
+typedef struct dp_tensor_part {
+    dp_tensor_ref ref;
+    size_t first, count;
+} dp_tensor_part;
+
 #endif

@@ -53,17 +53,37 @@ const dp_param *dp_params_find(const dp_param_table *t, const char *name)
     return NULL;
 }
 
+/* p's name, shape and dtype over data. */
+static dp_tensor_ref ref_of(const dp_param *p, void *data)
+{
+    dp_tensor_ref r;
+    memset(&r, 0, sizeof r);
+    strcpy(r.name, p->name);
+    r.ndim = p->ndim;
+    memcpy(r.shape, p->shape, sizeof r.shape);
+    r.dtype = p->dtype;
+    r.data = data;
+    return r;
+}
+
 int dp_params_refs(const dp_param_table *t, float *f32, int64_t *i64, dp_tensor_ref *out)
 {
     for (int i = 0; i < t->count; i++) {
         const dp_param *p = &t->entries[i];
-        dp_tensor_ref *r = &out[i];
-        memset(r, 0, sizeof *r);
-        strcpy(r->name, p->name);
-        r->ndim = p->ndim;
-        memcpy(r->shape, p->shape, sizeof r->shape);
-        r->dtype = p->dtype;
-        r->data = p->dtype == DP_DTYPE_F32 ? (void *)(f32 + p->offset) : (void *)(i64 + p->offset);
+        out[i] = ref_of(p, p->dtype == DP_DTYPE_F32 ? (void *)(f32 + p->offset) : (void *)(i64 + p->offset));
+    }
+    return t->count;
+}
+
+int dp_params_parts(const dp_param_table *t, dp_range range, float *f32, dp_tensor_part *out)
+{
+    for (int i = 0; i < t->count; i++) {
+        const dp_param *p = &t->entries[i];
+        size_t begin = p->offset > range.begin ? p->offset : range.begin;
+        size_t end = p->offset + p->count < range.end ? p->offset + p->count : range.end;
+        int inside = p->dtype == DP_DTYPE_F32 && begin < end;
+        out[i] = (dp_tensor_part){ref_of(p, inside ? f32 + (begin - range.begin) : NULL), inside ? begin - p->offset : 0,
+                                  inside ? end - begin : 0};
     }
     return t->count;
 }

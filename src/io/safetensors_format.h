@@ -24,6 +24,8 @@ _Static_assert(sizeof(float) == 4, "safetensors F32 needs a 4-byte float");
 /* Shape and name sanity for caller-supplied tensors, so offsets and messages stay well
  * defined: DP_EINVAL naming path and the tensor. */
 int st_check_tensor_refs(const char *path, const dp_tensor_ref *tensors, int count);
+/* The same for tensor i alone, its data needed only when elements elements go there. */
+int st_check_tensor_ref(const char *path, const dp_tensor_ref *t, int i, int64_t elements);
 
 /* zlib's CRC-32 continued over len bytes (any length). */
 unsigned long st_crc_update(unsigned long crc, const void *data, size_t len);

@@ -119,12 +119,14 @@ static int locate_tensor(const char *path, const st_header *h, const dp_tensor_r
     return rc;
 }
 
-static int read_tensor_data(FILE *f, const char *path, int64_t data_start,
-                            const dp_tensor_ref *t, int64_t begin)
+/* The part's bytes alone: its first element's offset within the tensor's range. */
+static int read_part_data(FILE *f, const char *path, int64_t data_start, const dp_tensor_part *p,
+                          int64_t begin)
 {
-    if (fseeko(f, (off_t)(data_start + begin), SEEK_SET) != 0)
+    int64_t element = (int64_t)dp_dtype_size(p->ref.dtype);
+    if (fseeko(f, (off_t)(data_start + begin + (int64_t)p->first * element), SEEK_SET) != 0)
         return dp_fail(DP_EIO, "%s: seek failed: %s", path, strerror(errno));
-    return read_exact(f, path, t->data, (size_t)dp_tensor_bytes(t));
+    return read_exact(f, path, p->ref.data, p->count * (size_t)element);
 }
 
 static int read_metadata_value(const char *path, const st_header *h, dp_meta *entry)
@@ -142,29 +144,60 @@ static int read_metadata_value(const char *path, const st_header *h, dp_meta *en
     return 0;
 }
 
-/* Every entry is checked before any data is read, so a malformed file leaves expected as it
- * was; only an I/O error midway can leave it partly filled. */
-static int read_tensors(FILE *f, const char *path, dp_tensor_ref *expected, int count,
-                        dp_meta *meta, int meta_count)
+/* Every entry is checked before any data is read, so a malformed file leaves the parts as
+ * they were; only an I/O error midway can leave them partly filled. */
+static int read_parts(FILE *f, const char *path, const dp_tensor_part *parts, int count,
+                      dp_meta *meta, int meta_count)
 {
     st_framing fr = {0};
     st_header h = {0};
-    int64_t *begins = dp_calloc((size_t)count, sizeof *begins, "tensor offsets");
+    int64_t *begins = dp_calloc((size_t)(count ? count : 1), sizeof *begins, "tensor offsets");
     int rc = begins ? read_framing(f, path, &fr) : DP_ENOMEM;
     if (rc == 0)
         rc = st_header_parse(path, fr.json, fr.json_len, fr.data_size, &h);
     for (int i = 0; rc == 0 && i < count; i++)
-        rc = locate_tensor(path, &h, &expected[i], &begins[i]);
+        rc = locate_tensor(path, &h, &parts[i].ref, &begins[i]);
     if (rc == 0)
         rc = st_header_check_layout(path, &h);
     for (int i = 0; rc == 0 && i < meta_count; i++)
         rc = read_metadata_value(path, &h, &meta[i]);
     int64_t data_start = ST_PREFIX_BYTES + (int64_t)fr.json_len;
     for (int i = 0; rc == 0 && i < count; i++)
-        rc = read_tensor_data(f, path, data_start, &expected[i], begins[i]);
+        rc = read_part_data(f, path, data_start, &parts[i], begins[i]);
     st_header_free(&h);
     free(fr.json);
     free(begins);
+    return rc;
+}
+
+/* Each part's tensor as a reference would be (its data the part's), and the part within it. */
+static int check_parts(const char *path, const dp_tensor_part *parts, int count)
+{
+    if (count < 0 || (count > 0 && !parts))
+        return dp_fail(DP_EINVAL, "%s: invalid tensor list (count %d)", path, count);
+    for (int i = 0; i < count; i++) {
+        int rc = st_check_tensor_ref(path, &parts[i].ref, i, (int64_t)parts[i].count);
+        size_t numel = rc ? 0 : (size_t)dp_tensor_numel(&parts[i].ref);
+        if (rc)
+            return rc;
+        if (parts[i].first > numel || parts[i].count > numel - parts[i].first)
+            return dp_fail(DP_EINVAL, "%s: elements [%zu, %zu) asked of tensor '%s', which has %zu", path,
+                           parts[i].first, parts[i].first + parts[i].count, parts[i].ref.name, numel);
+    }
+    return 0;
+}
+
+int dp_safetensors_read_parts(const char *path, dp_tensor_part *parts, int count, dp_meta *meta,
+                              int meta_count)
+{
+    int rc = check_parts(path, parts, count);
+    if (rc)
+        return rc;
+    FILE *f = NULL;
+    if ((rc = dp_open_input(path, &f)) != 0)
+        return rc;
+    rc = read_parts(f, path, parts, count, meta, meta_count);
+    fclose(f);
     return rc;
 }
 
@@ -174,11 +207,13 @@ int dp_safetensors_read_with_metadata(const char *path, dp_tensor_ref *expected,
     int rc = st_check_tensor_refs(path, expected, count);
     if (rc)
         return rc;
-    FILE *f = NULL;
-    if ((rc = dp_open_input(path, &f)) != 0)
-        return rc;
-    rc = read_tensors(f, path, expected, count, meta, meta_count);
-    fclose(f);
+    dp_tensor_part *parts = dp_calloc((size_t)(count ? count : 1), sizeof *parts, "the tensor list");
+    if (!parts)
+        return DP_ENOMEM;
+    for (int i = 0; i < count; i++)
+        parts[i] = (dp_tensor_part){expected[i], 0, (size_t)dp_tensor_numel(&expected[i])};
+    rc = dp_safetensors_read_parts(path, parts, count, meta, meta_count);
+    free(parts);
     return rc;
 }
 

@@ -138,8 +138,8 @@ static void describe_run(const trainer *t, run_fields *f)
 }
 /* Host copies for checkpoints and checks: whole where the tensor is replicated, and on rank 0
  * where it reads or writes whole files (--init, --save, a gathered checkpoint or a resume;
- * the optimizer state only for the last two); a rank's shard elsewhere (ZeRO-3 draws its
- * initial shard itself). */
+ * the optimizer state only for the last two); a rank's shard elsewhere (ZeRO-3 draws or
+ * reads its initial shard itself, and writes a gathered checkpoint alone whole). */
 int dp_trainer_allocate_host_copies(trainer *t)
 {
     size_t params = dp_params_floats(&t->engine.model.params), buffers = dp_params_floats(&t->engine.model.buffers);
@@ -147,11 +147,12 @@ int dp_trainer_allocate_host_copies(trainer *t)
     dp_strategy_shard(&t->engine.strategy, &begin, &end);
     shard = end - begin;
     const dp_options *o = t->o;
-    int root = t->comm->rank == 0;
-    int whole_state_files = (o->checkpoint_dir[0] && !o->checkpoint_shards) || o->resume[0];
-    /* Rank 0 holds the whole parameters only to read or write a whole file. */
-    int whole_param_files = whole_state_files || o->init_path[0] || o->save_path[0];
-    size_t param_copy = (root && whole_param_files) || !dp_strategy_shards_params(&t->engine.strategy) ? params : shard;
+    int root = t->comm->rank == 0, zero3 = dp_strategy_shards_params(&t->engine.strategy);
+    /* ZeRO-3 reads its shard's parts of --init and --resume files and streams --save; only a
+     * gathered checkpoint it writes needs whole copies on rank 0. */
+    int whole_state_files = (o->checkpoint_dir[0] && !o->checkpoint_shards) || (o->resume[0] && !zero3);
+    int whole_param_files = whole_state_files || o->save_path[0];
+    size_t param_copy = (root && whole_param_files) || !zero3 ? params : shard;
     size_t state_copy = (root && whole_state_files) || !dp_strategy_shards_state(&t->engine.strategy) ? params : shard;
     t->host.params = dp_alloc((param_copy ? param_copy : 1) * sizeof(float), "the host copy of the parameters");
     t->host.buffers = dp_alloc((buffers ? buffers : 1) * sizeof(float), "the host copy of the running statistics");
@@ -333,8 +334,26 @@ typedef struct resume_point {
     char run_id[DP_CHECKPOINT_RUN_ID_LEN + 1]; /* shards must carry the index's */
 } resume_point;
 
+/* Whether a whole checkpoint is read in parts, each rank its shard (ZeRO-3). */
+static int ranged_resume(const trainer *t)
+{
+    return dp_strategy_shards_params(&t->engine.strategy);
+}
+
+/* This rank's parts of the parameters and optimizer state in path. */
+static int read_own_state(trainer *t, const char *path)
+{
+    dp_tensor_part *parts = dp_calloc((size_t)tensor_capacity(t), sizeof *parts, "the list of tensor parts");
+    if (!parts)
+        return DP_ENOMEM;
+    int status = dp_trainer_read_parts("--resume", path, parts, dp_trainer_own_parts(t, 1, parts));
+    free(parts);
+    return status;
+}
+
 /* Rank 0: the checkpoint's settings checked against this run's, then what the file holds
- * into the host copies: everything, or an index's buffers and step count. */
+ * into the host copies: everything, an index's buffers and step count, or (ZeRO-3) the
+ * buffers, the step count and rank 0's parts of the rest. */
 static int load_checkpoint(trainer *t, const char *spec, resume_point *at)
 {
     char changed[1024];
@@ -358,7 +377,7 @@ static int load_checkpoint(trainer *t, const char *spec, resume_point *at)
         status = compare_fields(at->path, mine, meta, changed, sizeof changed);
     }
     int count = 0;
-    if (!status && at->shards)
+    if (!status && (at->shards || ranged_resume(t)))
         count = buffer_tensors(t, refs), count += step_tensor(t, refs + count);
     else if (!status)
         count = state_tensors(t, refs);
@@ -366,6 +385,8 @@ static int load_checkpoint(trainer *t, const char *spec, resume_point *at)
         status = dp_checkpoint_load(at->path, refs, count, meta, FIELD_COUNT + 1);
     if (!status)
         status = dp_train_check_loaded("--resume", at->path, refs, count);
+    if (!status && !at->shards && ranged_resume(t)) /* ZeRO-3: this rank's parts alone */
+        status = read_own_state(t, at->path);
     if (!status)
         status = resumed_step(at->path, meta[FIELD_STEP].value, t->plan.total_steps, &at->step);
     if (!status && t->engine.opt.steps > at->step) /* every update is a step; a skipped step is no update */
@@ -411,7 +432,10 @@ static int resume(trainer *t, const char *spec)
     int status = t->comm->rank == 0 ? load_checkpoint(t, spec, &at) : 0;
     if (!status)
         status = dp_comm_broadcast(t->comm, &at, sizeof at, 0);
-    if (!status && !at.shards)
+    if (!status && !at.shards && ranged_resume(t) && !(status = share_model_state(t, 0)) &&
+        !(status = dp_comm_broadcast(t->comm, &t->engine.opt.steps, sizeof t->engine.opt.steps, 0)))
+        status = dp_trainer_read_own_parts(t, "--resume", at.path, 1);
+    else if (!status && !at.shards)
         status = share_state(t);
     /* A sharded checkpoint: every rank reads its own part of the shards. */
     if (!status && at.shards && !(status = share_model_state(t, 0)))
@@ -459,24 +483,36 @@ static int explained_as_sharded(const char *path, int status)
     return 0;
 }
 
-int dp_trainer_load_model(const dp_options *o, const dp_model *m, float *params, float *buffers, int64_t *counters)
+int dp_trainer_load_model_part(const dp_options *o, const dp_model *m, dp_range part, float *params, float *buffers,
+                               int64_t *counters)
 {
     if (!o->init_path[0]) {
-        dp_model_init(m, o->seed, params, buffers, counters);
+        dp_model_init_slice(m, o->seed, part.begin, part.end, params, buffers, counters);
         return 0;
     }
-    dp_tensor_ref *refs = dp_calloc((size_t)(m->params.count + m->buffers.count), sizeof *refs, "the --init tensor list");
-    if (!refs)
-        return DP_ENOMEM;
-    int count = dp_params_refs(&m->params, params, NULL, refs);
-    count += dp_params_refs(&m->buffers, buffers, counters, refs + count);
-    int status = dp_safetensors_read(o->init_path, refs, count);
-    if (status && !explained_as_sharded(o->init_path, status))
-        status = dp_fail_context(status, "--init");
-    else if (!status)
-        status = dp_train_check_loaded("--init", o->init_path, refs, count);
-    free(refs);
+    int count = m->params.count + m->buffers.count;
+    dp_tensor_part *parts = dp_calloc((size_t)count, sizeof *parts, "the --init tensor list");
+    dp_tensor_ref *buffer_refs = dp_calloc((size_t)m->buffers.count + 1, sizeof *buffer_refs, "the --init tensor list");
+    int status = parts && buffer_refs ? 0 : DP_ENOMEM;
+    if (!status) {
+        dp_params_parts(&m->params, part, params, parts);
+        dp_params_refs(&m->buffers, buffers, counters, buffer_refs);
+        for (int i = 0; i < m->buffers.count; i++) /* the buffers whole */
+            parts[m->params.count + i] = (dp_tensor_part){buffer_refs[i], 0, (size_t)dp_tensor_numel(&buffer_refs[i])};
+        status = dp_safetensors_read_parts(o->init_path, parts, count, NULL, 0);
+        if (status && !explained_as_sharded(o->init_path, status))
+            status = dp_fail_context(status, "--init");
+        else if (!status)
+            status = dp_trainer_check_parts("--init", o->init_path, parts, count);
+    }
+    free(parts);
+    free(buffer_refs);
     return status;
+}
+
+int dp_trainer_load_model(const dp_options *o, const dp_model *m, float *params, float *buffers, int64_t *counters)
+{
+    return dp_trainer_load_model_part(o, m, (dp_range){0, dp_params_floats(&m->params)}, params, buffers, counters);
 }
 
 int dp_trainer_share_model(dp_comm *comm, dp_model *m, float *params, float *buffers)
@@ -496,24 +532,33 @@ int dp_trainer_share_model(dp_comm *comm, dp_model *m, float *params, float *buf
     return 0;
 }
 
-/* Sharded start-up (ZeRO-3 without --init): every rank draws its shard of the initial
- * parameters alone, bit for bit the unsharded draw's, and the buffers; no rank holds the model. */
-static int draw_own_shard(trainer *t)
+/* Sharded start-up (ZeRO-3): every rank draws its shard of the initial parameters alone, bit
+ * for bit the unsharded draw's, or reads that shard's parts of --init (rank 0 first, checking
+ * the file), and the buffers; no rank holds the model. */
+static int own_shard(trainer *t)
 {
     dp_model *m = &t->engine.model;
     size_t begin, end;
     dp_strategy_shard(&t->engine.strategy, &begin, &end);
-    dp_model_init_slice(m, t->o->seed, begin, end, t->host.params, t->host.buffers, m->counters);
+    int from_file = t->o->init_path[0] != 0, ready = 1, status = 0;
+    if (from_file && t->comm->rank == 0)
+        status = dp_trainer_load_model_part(t->o, m, (dp_range){begin, end}, t->host.params, t->host.buffers, m->counters);
+    if (!status && from_file) /* rank 0 has checked the file: the others read their parts */
+        status = dp_comm_broadcast(t->comm, &ready, sizeof ready, 0);
+    if (!status && (!from_file || t->comm->rank != 0))
+        status = dp_trainer_load_model_part(t->o, m, (dp_range){begin, end}, t->host.params, t->host.buffers, m->counters);
+    if (status)
+        return status;
     m->be->upload(m->be, parameter_memory(t), t->host.params, (end - begin) * sizeof(float));
     m->be->upload(m->be, m->buffer_values, t->host.buffers, dp_params_floats(&m->buffers) * sizeof(float));
     return 0;
 }
 
-/* Rank 0's initial model (drawn or --init) to every rank, or ZeRO-3's shards drawn by their ranks. */
+/* Rank 0's initial model (drawn or --init) to every rank, or ZeRO-3's shards drawn or read by their ranks. */
 static int fresh_start(trainer *t)
 {
-    if (dp_strategy_shards_params(&t->engine.strategy) && !t->o->init_path[0])
-        return draw_own_shard(t);
+    if (dp_strategy_shards_params(&t->engine.strategy))
+        return own_shard(t);
     int status = t->comm->rank == 0 ? dp_trainer_load_model(t->o, &t->engine.model, t->host.params, t->host.buffers,
                                                             t->engine.model.counters)
                                     : 0;

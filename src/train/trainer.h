@@ -135,6 +135,22 @@ int dp_trainer_export(trainer *t, float **params_out);
 /* Rank 0 reads --init (parameters and buffers) into the host copies; NULL path: draws them. */
 int dp_trainer_load_model(const dp_options *o, const dp_model *m, float *params, float *buffers,
                           int64_t *counters);
+/* The same for the parameters' flat range `part` alone, into params[0, part size): read from
+ * the file's byte ranges of those elements, or drawn bit for bit as the whole draw would. */
+int dp_trainer_load_model_part(const dp_options *o, const dp_model *m, dp_range part, float *params, float *buffers,
+                               int64_t *counters);
+
+/* parts.c: ZeRO-3's ranged reads of whole files. */
+/* The values read into parts checked as dp_train_check_loaded checks tensors. */
+int dp_trainer_check_parts(const char *option, const char *path, const dp_tensor_part *parts, int count);
+/* parts read from path, then checked. */
+int dp_trainer_read_parts(const char *option, const char *path, dp_tensor_part *parts, int count);
+/* This rank's shard of every parameter tensor (over host.params) and, with_state, of every
+ * optimizer state (over host.optimizer); returns the count (at most params + state tensors). */
+int dp_trainer_own_parts(const trainer *t, int with_state, dp_tensor_part *parts);
+/* Collective, after rank 0 read its own parts (and checked the file): the other ranks read
+ * theirs from path, and every rank's go into the parameter shard and optimizer state. */
+int dp_trainer_read_own_parts(trainer *t, const char *option, const char *path, int with_state);
 /* Rank 0's model state (parameters, buffers, counters) to every rank, then into the model. */
 int dp_trainer_share_model(dp_comm *comm, dp_model *m, float *params, float *buffers);
 

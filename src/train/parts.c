@@ -1,0 +1,71 @@
+/* Ranged reads of whole files for ZeRO-3 (--init, --resume of a whole checkpoint): each rank
+ * reads only its shard's part of every parameter tensor and optimizer state from the file,
+ * so no rank ever holds the whole model. Rank 0 reads first and its read checks the whole
+ * header; the others read theirs only once it has succeeded, so a bad file is named once. */
+#include "src/train/trainer.h"
+
+#include "dp/error.h"
+#include "dp/safetensors.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int dp_trainer_check_parts(const char *option, const char *path, const dp_tensor_part *parts, int count)
+{
+    dp_tensor_ref *read = dp_calloc((size_t)(count ? count : 1), sizeof *read, "the list of tensors read");
+    if (!read)
+        return DP_ENOMEM;
+    /* What was read, as flat tensors of their own names. */
+    for (int i = 0; i < count; i++) {
+        read[i] = parts[i].ref;
+        read[i].ndim = 1;
+        read[i].shape[0] = (int64_t)parts[i].count;
+    }
+    int status = dp_train_check_loaded(option, path, read, count);
+    free(read);
+    return status;
+}
+
+int dp_trainer_read_parts(const char *option, const char *path, dp_tensor_part *parts, int count)
+{
+    int status = dp_safetensors_read_parts(path, parts, count, NULL, 0);
+    return status ? status : dp_trainer_check_parts(option, path, parts, count);
+}
+
+int dp_trainer_own_parts(const trainer *t, int with_state, dp_tensor_part *parts)
+{
+    size_t begin, end;
+    dp_strategy_shard(&t->engine.strategy, &begin, &end);
+    dp_range mine = {begin, end};
+    int count = dp_params_parts(&t->engine.model.params, mine, t->host.params, parts);
+    for (int i = 0; with_state && i < dp_optimizer_state_count(&t->engine.opt); i++) {
+        dp_tensor_part *p = &parts[count++];
+        *p = (dp_tensor_part){.ref = {.ndim = 1, .shape = {(int64_t)t->plan.nparams}, .data = t->host.optimizer[i]},
+                              .first = begin, .count = end - begin};
+        snprintf(p->ref.name, sizeof p->ref.name, "%s", dp_optimizer_state_name(&t->engine.opt, i));
+    }
+    return count;
+}
+
+int dp_trainer_read_own_parts(trainer *t, const char *option, const char *path, int with_state)
+{
+    int ready = 1, status = dp_comm_broadcast(t->comm, &ready, sizeof ready, 0); /* rank 0 has read its own */
+    dp_tensor_part *parts = dp_calloc((size_t)t->engine.model.params.count + DP_OPTIMIZER_MAX_STATE, sizeof *parts,
+                                      "the list of tensor parts");
+    if (!status && !parts)
+        status = DP_ENOMEM;
+    if (!status && t->comm->rank != 0)
+        status = dp_trainer_read_parts(option, path, parts, dp_trainer_own_parts(t, with_state, parts));
+    free(parts);
+    if (status)
+        return status;
+    size_t begin, end;
+    dp_strategy_shard(&t->engine.strategy, &begin, &end);
+    size_t bytes = (end - begin) * sizeof(float);
+    float *params, *grads;
+    dp_strategy_update_memory(&t->engine.strategy, &params, &grads);
+    t->engine.be->upload(t->engine.be, params, t->host.params, bytes);
+    for (int i = 0; with_state && i < dp_optimizer_state_count(&t->engine.opt); i++)
+        t->engine.be->upload(t->engine.be, t->engine.opt.state[i], t->host.optimizer[i], bytes);
+    return 0;
+}
