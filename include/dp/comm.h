@@ -19,6 +19,8 @@
 #ifndef DP_COMM_H
 #define DP_COMM_H
 
+#include "dp/partition.h"
+
 #include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -239,6 +241,9 @@ int dp_comm_max_int(dp_comm *c, int *value);
  * every block; mine holds this rank's block (on root it may already be in place in all).
  * Blocks of more than INT_MAX floats are refused (MPI's int counts). ZeRO's checkpoints. */
 int dp_comm_gather_blocks(dp_comm *c, const float *mine, float *all, size_t total, int root);
+/* The same for the window [window.begin, window.end) of the total alone: rank r sends the part
+ * of its block inside the window, and all (window's size) gets the window on root. */
+int dp_comm_gather_window(dp_comm *c, const float *mine, float *all, size_t total, dp_range window, int root);
 /* The reverse: root's all (total floats) sends rank r its block, into mine. */
 int dp_comm_scatter_blocks(dp_comm *c, const float *all, float *mine, size_t total, int root);
 

@@ -17,6 +17,17 @@ int dp_safetensors_write(const char *path, const dp_tensor_ref *tensors, int cou
                          const char *const *meta_keys, const char *const *meta_values,
                          int meta_count);
 
+/* Fills elements [first, first + count) of tensor `tensor` into buf, for a streamed write. */
+typedef int (*dp_tensor_fill_fn)(void *arg, int tensor, size_t first, size_t count, void *buf);
+
+/* dp_safetensors_write where the tensors whose data is NULL are asked of fill in pieces of at
+ * most `piece` elements, tensor by tensor in order, each written before the next is asked, so
+ * the writer holds one piece at a time. fill's error ends the write (no file is left) and
+ * is returned with its message. */
+int dp_safetensors_write_streamed(const char *path, const dp_tensor_ref *tensors, int count,
+                                  const char *const *meta_keys, const char *const *meta_values,
+                                  int meta_count, dp_tensor_fill_fn fill, void *arg, size_t piece);
+
 /* Reads path and fills each expected tensor's data (caller-allocated) by name. path must be a
  * regular file (dp_open_input_fd). The whole header is checked as the format's reference
  * implementation checks it: UTF-8 JSON; "__metadata__" an object of strings (or null); every

@@ -258,6 +258,11 @@ int dp_strategy_shards_state(const dp_strategy *d);
 /* The whole tensor into host memory on rank root (every rank when root < 0); other ranks'
  * host holds their part as staging (the whole when not sharded). Collective. */
 int dp_strategy_gather(dp_strategy *d, const float *data, int sharded, float *host, int root);
+/* The window [window.begin, window.end) of a sharded flat tensor (shard: this rank's part in
+ * backend memory) into host on rank root, which holds the window alone; elsewhere host is a
+ * host copy of the rank's shard, its staging. Collective: a streamed --save gathers piece by
+ * piece. */
+int dp_strategy_gather_window(dp_strategy *d, const float *shard, dp_range window, float *host, int root);
 /* The reverse: root's whole tensor in host (root < 0: every rank's) to every rank's data;
  * other ranks' host must hold the whole when not sharded (it is broadcast there). */
 int dp_strategy_scatter(dp_strategy *d, float *host, float *data, int sharded, int root);

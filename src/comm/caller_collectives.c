@@ -96,13 +96,17 @@ struct blocks {
     const float *send;
     float *recv;
     size_t total;
+    dp_range window; /* the part of the total moved; the root's buffer holds it alone */
     int root, gather;
 };
 
-static int block_layout(dp_comm *c, size_t total, int *counts, int *offsets)
+/* Each rank's block of the window, at its offset within the window. */
+static int block_layout(dp_comm *c, size_t total, dp_range window, int *counts, int *offsets)
 {
     for (int r = 0; r < c->size; r++) {
-        dp_range block = dp_partition(total, c->size, r);
+        dp_range all = dp_partition(total, c->size, r);
+        size_t lo = all.begin > window.begin ? all.begin : window.begin, hi = all.end < window.end ? all.end : window.end;
+        dp_range block = {lo < hi ? lo - window.begin : 0, lo < hi ? hi - window.begin : 0};
         if (dp_range_size(block) > (size_t)INT_MAX || block.begin > (size_t)INT_MAX)
             return dp_fail(DP_EINVAL, "moving %zu floats in %d blocks to or from one rank: a block beyond "
                            "MPI's int counts (%d); write per-rank shards instead (--checkpoint-shards)",
@@ -119,7 +123,7 @@ static int move_blocks(dp_comm *c, void *context)
     int *counts = dp_calloc(2 * (size_t)c->size, sizeof *counts, "the block layout");
     if (!counts)
         return DP_ENOMEM;
-    int *offsets = counts + c->size, status = block_layout(c, b->total, counts, offsets);
+    int *offsets = counts + c->size, status = block_layout(c, b->total, b->window, counts, offsets);
     int mine = counts[c->rank], is_root = c->rank == b->root, e = MPI_SUCCESS;
     MPI_Request request;
     /* The root's own block may already lie in place: MPI_IN_PLACE then. */
@@ -138,15 +142,20 @@ static int move_blocks(dp_comm *c, void *context)
     return status;
 }
 
+int dp_comm_gather_window(dp_comm *c, const float *mine, float *all, size_t total, dp_range window, int root)
+{
+    struct blocks b = {.send = mine, .recv = all, .total = total, .window = window, .root = root, .gather = 1};
+    return watched(c, "a gather of shards", move_blocks, &b);
+}
+
 int dp_comm_gather_blocks(dp_comm *c, const float *mine, float *all, size_t total, int root)
 {
-    struct blocks b = {.send = mine, .recv = all, .total = total, .root = root, .gather = 1};
-    return watched(c, "a gather of shards", move_blocks, &b);
+    return dp_comm_gather_window(c, mine, all, total, (dp_range){0, total}, root);
 }
 
 int dp_comm_scatter_blocks(dp_comm *c, const float *all, float *mine, size_t total, int root)
 {
-    struct blocks b = {.send = all, .recv = mine, .total = total, .root = root, .gather = 0};
+    struct blocks b = {.send = all, .recv = mine, .total = total, .window = {0, total}, .root = root, .gather = 0};
     return watched(c, "a scatter of shards", move_blocks, &b);
 }
 

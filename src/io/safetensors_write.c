@@ -4,6 +4,7 @@
 #include "dp/error.h"
 #include "src/io/safetensors_format.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,9 @@ typedef struct st_contents {
     const char *const *meta_values;
     int meta_count;
     const char *crc_key;            /* NULL, or the metadata key that gets the file's CRC */
+    dp_tensor_fill_fn fill;         /* NULL, or where tensors without data come from (no CRC then) */
+    void *fill_arg;
+    size_t piece;                   /* the most elements asked of fill at once */
 } st_contents;
 
 static void encode_u64le(uint64_t value, unsigned char out[ST_PREFIX_BYTES])
@@ -33,6 +37,8 @@ static void encode_u64le(uint64_t value, unsigned char out[ST_PREFIX_BYTES])
 static int check_write_arguments(const char *path, const st_contents *c)
 {
     int rc = st_check_tensor_refs(path, c->tensors, c->count);
+    for (int i = 0; c->fill && rc == DP_EINVAL && i < c->count; i++) /* streamed: data may be NULL */
+        rc = st_check_tensor_ref(path, &c->tensors[i], i, 0);
     if (rc)
         return rc;
     if (c->meta_count < 0 || (c->meta_count > 0 && (!c->meta_keys || !c->meta_values)))
@@ -215,11 +221,35 @@ typedef struct st_file {
     const char *header;
     size_t header_len;
     const st_contents *contents;
+    int fill_status;                /* fill's error, its message kept */
+    char fill_error[512];
 } st_file;
+
+/* Tensor t's data asked of fill piece by piece, each written before the next. */
+static int write_filled(FILE *f, st_file *file, int t)
+{
+    const st_contents *c = file->contents;
+    size_t element = dp_dtype_size(c->tensors[t].dtype), n = (size_t)dp_tensor_numel(&c->tensors[t]);
+    size_t piece = c->piece < n ? c->piece : n;
+    void *buf = dp_alloc((piece ? piece : 1) * element, "a piece of a streamed tensor");
+    int rc = buf ? 0 : DP_ENOMEM, wrote = 1;
+    for (size_t first = 0; !rc && wrote && first < n; first += piece) {
+        size_t count = n - first < piece ? n - first : piece;
+        rc = c->fill(c->fill_arg, t, first, count, buf);
+        wrote = rc || fwrite(buf, element, count, f) == count; /* fwrite sets errno */
+    }
+    if (rc) {
+        file->fill_status = rc;
+        snprintf(file->fill_error, sizeof file->fill_error, "%s", dp_last_error());
+        errno = EIO;
+    }
+    free(buf);
+    return rc || !wrote ? -1 : 0;
+}
 
 static int write_contents(FILE *f, const void *context)
 {
-    const st_file *file = context;
+    st_file *file = (st_file *)context;
     const st_contents *c = file->contents;
     unsigned char prefix[ST_PREFIX_BYTES];
     encode_u64le(file->header_len, prefix);
@@ -228,8 +258,12 @@ static int write_contents(FILE *f, const void *context)
         return -1;
     for (int i = 0; i < c->count; i++) {
         size_t n = (size_t)dp_tensor_bytes(&c->tensors[i]);
-        if (n > 0 && fwrite(c->tensors[i].data, 1, n, f) != n)
+        if (c->fill && !c->tensors[i].data && n > 0) {
+            if (write_filled(f, file, i))
+                return -1;
+        } else if (n > 0 && fwrite(c->tensors[i].data, 1, n, f) != n) {
             return -1;
+        }
     }
     return 0;
 }
@@ -245,17 +279,17 @@ static int write_file(const char *path, const st_contents *contents)
         return DP_ENOMEM;
     if (contents->crc_key)
         fill_crc(header, header_len, crc_at, contents);
-    const st_file file = {header, header_len, contents};
+    st_file file = {header, header_len, contents, 0, ""};
     rc = dp_write_file_atomically(path, write_contents, &file);
     free(header);
-    return rc;
+    return file.fill_status ? dp_fail(file.fill_status, "%s", file.fill_error) : rc;
 }
 
 int dp_safetensors_write(const char *path, const dp_tensor_ref *tensors, int count,
                          const char *const *meta_keys, const char *const *meta_values,
                          int meta_count)
 {
-    const st_contents contents = {tensors, count, meta_keys, meta_values, meta_count, NULL};
+    const st_contents contents = {tensors, count, meta_keys, meta_values, meta_count, NULL, NULL, NULL, 0};
     return write_file(path, &contents);
 }
 
@@ -263,7 +297,17 @@ int dp_safetensors_write_with_crc(const char *path, const dp_tensor_ref *tensors
                                   const char *const *meta_keys, const char *const *meta_values,
                                   int meta_count, const char *crc_key)
 {
-    const st_contents contents = {tensors, count, meta_keys, meta_values, meta_count, crc_key};
+    const st_contents contents = {tensors, count, meta_keys, meta_values, meta_count, crc_key, NULL, NULL, 0};
+    return write_file(path, &contents);
+}
+
+int dp_safetensors_write_streamed(const char *path, const dp_tensor_ref *tensors, int count,
+                                  const char *const *meta_keys, const char *const *meta_values,
+                                  int meta_count, dp_tensor_fill_fn fill, void *arg, size_t piece)
+{
+    if (!fill || !piece)
+        return dp_fail(DP_EINVAL, "%s: a streamed write needs a fill function and a piece size", path);
+    const st_contents contents = {tensors, count, meta_keys, meta_values, meta_count, NULL, fill, arg, piece};
     return write_file(path, &contents);
 }
 

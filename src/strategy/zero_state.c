@@ -32,6 +32,18 @@ int dp_strategy_gather(dp_strategy *d, const float *data, int sharded, float *ho
     return root < 0 ? dp_allgather_ring(d->comm, host, total) : dp_comm_gather_blocks(d->comm, part, host, total, root);
 }
 
+int dp_strategy_gather_window(dp_strategy *d, const float *shard, dp_range window, float *host, int root)
+{
+    size_t total = d->layout.total;
+    dp_range mine = dp_partition(total, d->comm->size, d->comm->rank);
+    dp_range part = dp_zero_overlap(mine, window.begin, dp_range_size(window));
+    size_t n = dp_range_size(part);
+    float *at = d->comm->rank == root ? host + (part.begin - window.begin) : host + (part.begin - mine.begin);
+    if (n)
+        d->buffers.be->download(d->buffers.be, at, shard + (part.begin - mine.begin), bytes_of(n));
+    return dp_comm_gather_window(d->comm, at, host, total, window, root);
+}
+
 int dp_strategy_scatter(dp_strategy *d, float *host, float *data, int sharded, int root)
 {
     const dp_backend *be = d->buffers.be;
