@@ -457,6 +457,108 @@ START_TEST(test_failed_read_leaves_buffers_untouched)
 }
 END_TEST
 
+/* Parts of tensors: a block of rows, a slice across a row's edge, an empty part (its entry
+ * still checked); each part's bytes alone land in its buffer. */
+START_TEST(test_reads_parts_of_tensors)
+{
+    mlp_params saved;
+    char *path = write_mlp_checkpoint("parts.safetensors", &saved);
+    dp_tensor_ref refs[4];
+    mlp_refs(&saved, refs);
+    float rows[10], slice[4], guard[2] = {9, 9};
+    dp_tensor_part parts[3] = {{refs[0], 5, 10}, {refs[2], 1, 4}, {refs[3], 0, 0}};
+    parts[0].ref.data = rows;
+    parts[1].ref.data = slice;
+    parts[2].ref.data = guard;
+    dp_meta meta = {.key = "format"};
+    ck_assert_int_eq(dp_safetensors_read_parts(path, parts, 3, &meta, 1), DP_OK);
+    ck_assert_mem_eq(rows, saved.w0 + 5, sizeof rows);
+    ck_assert_mem_eq(slice, saved.w1 + 1, sizeof slice);
+    ck_assert(guard[0] == 9 && guard[1] == 9);
+    ck_assert_str_eq(meta.value, "pt");
+    free(path);
+}
+END_TEST
+
+/* A part's tensor is checked whole: its shape, however small the part; a part beyond its
+ * tensor is refused; a truncated file is named before anything is read. */
+START_TEST(test_parts_check_the_whole_tensor_and_the_file)
+{
+    mlp_params saved;
+    char *path = write_mlp_checkpoint("parts_checked.safetensors", &saved);
+    dp_tensor_ref refs[4];
+    mlp_refs(&saved, refs);
+    float one[1] = {7}, beyond[4];
+    dp_tensor_part part = {refs[0], 0, 1};
+    part.ref.data = one;
+    part.ref.shape[0] = 5;
+    assert_failure(dp_safetensors_read_parts(path, &part, 1, NULL, 0), DP_EFORMAT, path,
+                   "tensor 'layers.0.weight' has shape [3, 5], expected [5, 5]");
+    ck_assert(one[0] == 7);
+    dp_tensor_part past = {refs[3], 0, 4};
+    past.ref.data = beyond;
+    assert_failure(dp_safetensors_read_parts(path, &past, 1, NULL, 0), DP_EINVAL, path, "elements [0, 4)");
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq(truncate(path, st.st_size - 4), 0);
+    part = (dp_tensor_part){refs[0], 0, 1};
+    part.ref.data = one;
+    assert_failure(dp_safetensors_read_parts(path, &part, 1, NULL, 0), DP_EFORMAT, path, "extend past");
+    free(path);
+}
+END_TEST
+
+/* A streamed write asks its tensors piece by piece, in order, and writes the bytes a whole
+ * write would; a fill that fails ends it with its message and leaves no file. */
+typedef struct fill_log {
+    const mlp_params *from;
+    int calls, fail_at;
+    size_t largest;
+} fill_log;
+
+static int fill_from(void *arg, int tensor, size_t first, size_t count, void *buf)
+{
+    fill_log *log = arg;
+    if (++log->calls == log->fail_at)
+        return dp_fail(DP_EMPI, "the gather of piece %d failed", log->calls);
+    mlp_params copy = *log->from;
+    dp_tensor_ref refs[4];
+    mlp_refs(&copy, refs);
+    memcpy(buf, (float *)refs[tensor].data + first, count * sizeof(float));
+    log->largest = count > log->largest ? count : log->largest;
+    return 0;
+}
+
+START_TEST(test_streamed_write_equals_whole_write)
+{
+    mlp_params saved;
+    char *whole = write_mlp_checkpoint("whole.safetensors", &saved);
+    char *streamed = dp_test_path("streamed.safetensors");
+    dp_tensor_ref refs[4];
+    mlp_refs(&saved, refs);
+    refs[0].data = refs[2].data = NULL; /* the weights asked of fill, the biases given */
+    fill_log log = {&saved, 0, 0, 0};
+    ck_assert_int_eq(dp_safetensors_write_streamed(streamed, refs, 4, META_KEYS, META_VALUES, 2, fill_from, &log, 4),
+                     DP_OK);
+    ck_assert_int_eq(log.calls, 4 + 2); /* 15 elements in 4s, 6 in 4s */
+    ck_assert_uint_eq(log.largest, 4);
+    size_t a, b;
+    unsigned char *expected = read_whole_file(whole, &a), *got = read_whole_file(streamed, &b);
+    ck_assert_uint_eq(a, b);
+    ck_assert_mem_eq(got, expected, a);
+    free(expected);
+    free(got);
+    ck_assert_int_eq(unlink(streamed), 0);
+    log = (fill_log){&saved, 0, 3, 0};
+    assert_failure(dp_safetensors_write_streamed(streamed, refs, 4, META_KEYS, META_VALUES, 2, fill_from, &log, 4),
+                   DP_EMPI, streamed, "the gather of piece 3 failed");
+    ck_assert_int_ne(access(streamed, F_OK), 0);
+    ck_assert_int_eq(count_temporaries(), 0);
+    free(whole);
+    free(streamed);
+}
+END_TEST
+
 START_TEST(test_rejects_nonexistent_file)
 {
     char *path = dp_test_path("no_such_file.safetensors");
@@ -810,7 +912,13 @@ static Suite *safetensors_suite(void)
     tcase_add_test(broken, test_rejects_truncated_data);
     tcase_add_test(broken, test_failed_read_leaves_buffers_untouched);
     tcase_add_test(broken, test_rejects_nonexistent_file);
+    tcase_add_test(broken, test_parts_check_the_whole_tensor_and_the_file);
     suite_add_tcase(s, broken);
+
+    TCase *parts = tcase_create("parts and streamed writes");
+    tcase_add_test(parts, test_reads_parts_of_tensors);
+    tcase_add_test(parts, test_streamed_write_equals_whole_write);
+    suite_add_tcase(s, parts);
 
     TCase *strict = tcase_create("what the format forbids");
     tcase_add_test(strict, test_tensors_in_any_header_order_tile_the_data);

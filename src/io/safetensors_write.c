@@ -282,7 +282,7 @@ static int write_file(const char *path, const st_contents *contents)
     st_file file = {header, header_len, contents, 0, ""};
     rc = dp_write_file_atomically(path, write_contents, &file);
     free(header);
-    return file.fill_status ? dp_fail(file.fill_status, "%s", file.fill_error) : rc;
+    return file.fill_status ? dp_fail(file.fill_status, "%s: %s", path, file.fill_error) : rc;
 }
 
 int dp_safetensors_write(const char *path, const dp_tensor_ref *tensors, int count,
