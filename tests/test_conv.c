@@ -252,7 +252,12 @@ START_TEST(shapes_and_tensors_follow_pytorch)
     dp_module_size sizes[DP_MODEL_MAX_MODULES];
     ck_assert_uint_eq(dp_model_spec_module_params(&spec, &in, sizes, &widest, &overflow), dp_params_floats(&m.params));
     ck_assert_uint_eq(sizes[4].params, 64 * 32 * 9 + 64);
-    ck_assert_uint_eq(sizes[4].rows, 0); /* a conv2d is never cut in rows */
+    /* Cut under a ZeRO budget in out-channel rows of C k k floats, as the built module says. */
+    size_t row, rows;
+    dp_model_module_rows(&m, 4, &row, &rows);
+    ck_assert_uint_eq(sizes[4].rows, 64);
+    ck_assert_uint_eq(sizes[4].row, 32 * 9);
+    ck_assert(row == sizes[4].row && rows == sizes[4].rows);
     dp_model_free(&m);
 }
 END_TEST

@@ -334,6 +334,27 @@ START_TEST(equivalence_for_a_cnn_with_sync_batchnorm_every_algorithm_and_zero)
 }
 END_TEST
 
+/* Conv2d under a ZeRO budget whose blocks (30 floats) are smaller than each conv's weight:
+ * gathered and its gradient reduce-scattered in blocks of out-channel rows (C k k floats each),
+ * the bias a unit of its own, as Linear's: stages 2 and 3 train as --zero 0 on one rank. */
+START_TEST(cnn_under_a_budget_smaller_than_a_conv_trains_as_one_rank)
+{
+    dp_options o;
+    modules_options(&o);
+    ck_assert_int_eq(dp_model_spec_parse("conv2d(4,3,padding=1),relu,maxpool(2),conv2d(6,2),relu,flatten,linear(5)",
+                                         &o.model), 0);
+    sample_shape = (dp_dims){.ndim = 3, .dim = {1, 4, 5}};
+    o.batch = 67;
+    strcpy(o.allreduce, "ring");
+    dp_options reference = o;
+    for (o.zero = 2; o.zero <= 3; o.zero++) {
+        o.zero_live_mb = 30.0 * sizeof(float) * (o.zero == 3 ? 4 : 2) / (1 << 20);
+        check_equivalence(&o, &reference, 0);
+    }
+    sample_shape = dp_dims_features(FEATURES);
+}
+END_TEST
+
 START_TEST(training_is_bitwise_deterministic_run_to_run)
 {
     dp_options o;
@@ -406,6 +427,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, plain_batchnorm_differs_from_one_rank_but_replicas_agree);
     tcase_add_test(tc, overlapped_buckets_equal_no_overlap_and_one_rank);
     tcase_add_test(tc, equivalence_for_a_cnn_with_sync_batchnorm_every_algorithm_and_zero);
+    tcase_add_test(tc, cnn_under_a_budget_smaller_than_a_conv_trains_as_one_rank);
     tcase_add_test(tc, training_is_bitwise_deterministic_run_to_run);
     suite_add_tcase(s, tc);
     TCase *bf16 = tcase_create("bf16");

@@ -136,40 +136,110 @@ static const float *bias_of(const dp_module *m, const float *weights)
                            : NULL;
 }
 
+/* Each sample's output channels from a bias (backend memory) of out_features floats. */
+static void add_bias(dp_module *m, const dp_backend *be, const float *bias, int rows)
+{
+    conv_state *s = m->state;
+    int out = m->options.out_features, p = (int)positions(&s->window);
+    for (int n = 0; n < rows; n++)
+        be->gemm(be, 0, 0, out, p, 1, 1.0f, bias, 1, s->ones, p, 1.0f, m->out + (size_t)n * m->out_width, p);
+}
+
+/* Under a ZeRO budget the weight is read in blocks of out-channel rows (ascending offsets, as
+ * the strategy prefetches them): each sample's output channels [first, end) from its rows. */
+static int forward_in_pieces(dp_module *m, const dp_nn_context *ctx, int rows)
+{
+    conv_state *s = m->state;
+    const dp_backend *be = ctx->be;
+    size_t k = taps(&s->window), p = positions(&s->window), out = (size_t)m->options.out_features;
+    size_t per = dp_module_rows_per_block(m, m->param_pieces->max_floats), first, end;
+    int status = 0;
+    for (size_t j = dp_module_row_blocks(m, per); !status && j-- > 0;) {
+        const float *w;
+        dp_module_block_rows(m, per, j, &first, &end);
+        if ((status = dp_module_fetch(m, first * k, (end - first) * k, &w)))
+            break;
+        for (int n = 0; n < rows; n++)
+            be->gemm(be, 0, 1, (int)(end - first), (int)p, (int)k, 1.0f, w, (int)k, s->col + (size_t)n * p * k, (int)k,
+                     0.0f, m->out + (size_t)n * m->out_width + first * p, (int)p);
+    }
+    const float *bias;
+    if (!status && m->options.bias && !(status = dp_module_fetch(m, out * k, out, &bias)))
+        add_bias(m, be, bias, rows);
+    return status;
+}
+
 static int conv2d_forward(dp_module *m, const dp_nn_context *ctx, const float *x, int rows, const float **y)
 {
     conv_state *s = m->state;
     const dp_backend *be = ctx->be;
     int k = (int)taps(&s->window), out = m->options.out_features, p = (int)positions(&s->window);
     be->im2col(be, x, s->col, rows, &s->window);
-    for (int n = 0; n < rows; n++) {
-        float *y_n = m->out + (size_t)n * m->out_width;
-        be->gemm(be, 0, 1, out, p, k, 1.0f, m->weights, k, s->col + (size_t)n * p * k, k, 0.0f, y_n, p);
-        if (m->options.bias)
-            be->gemm(be, 0, 0, out, p, 1, 1.0f, bias_of(m, m->weights), 1, s->ones, p, 1.0f, y_n, p);
-    }
     *y = m->out;
+    if (dp_module_fetches(m))
+        return forward_in_pieces(m, ctx, rows);
+    for (int n = 0; n < rows; n++)
+        be->gemm(be, 0, 1, out, p, k, 1.0f, m->weights, k, s->col + (size_t)n * p * k, k, 0.0f,
+                 m->out + (size_t)n * m->out_width, p);
+    if (m->options.bias)
+        add_bias(m, be, bias_of(m, m->weights), rows);
     return 0;
 }
 
+/* db (+)= each sample's output-channel sums of dY, then dW (+)= dY_n col_n summed over the
+ * samples, in blocks of out-channel rows when pieces are wanted, the last first (Linear's
+ * order); each piece reported as it is final. */
 static int conv2d_backward_params(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy, int rows,
                                   const dp_grad_pieces *pieces)
 {
     (void)x;
     conv_state *s = m->state;
     const dp_backend *be = ctx->be;
-    int k = (int)taps(&s->window), out = m->options.out_features, p = (int)positions(&s->window);
-    float *bias_grad = m->grads + (size_t)out * (size_t)k;
-    if (rows == 0 && !ctx->accumulate) /* a rank without rows contributes zeros */
-        be->zero(be, m->grads, m->param_count);
-    for (int n = 0; n < rows; n++) {
-        const float *dy_n = dy + (size_t)n * m->out_width;
-        float beta = n > 0 || ctx->accumulate ? 1.0f : 0.0f;
-        be->gemm(be, 0, 0, out, k, p, 1.0f, dy_n, p, s->col + (size_t)n * p * k, k, beta, m->grads, k);
-        if (m->options.bias)
-            be->gemm(be, 0, 0, out, 1, p, 1.0f, dy_n, p, s->ones, 1, beta, bias_grad, 1);
+    size_t k = taps(&s->window), p = positions(&s->window), out = (size_t)m->options.out_features;
+    float *into;
+    int status = 0;
+    if (m->options.bias && !(status = dp_grad_pieces_place(pieces, m, out * k, out, &into))) {
+        if (rows == 0 && !ctx->accumulate) /* a rank without rows contributes zeros */
+            be->zero(be, into, out);
+        for (int n = 0; n < rows; n++)
+            be->gemm(be, 0, 0, (int)out, 1, (int)p, 1.0f, dy + (size_t)n * m->out_width, (int)p, s->ones, 1,
+                     n > 0 || ctx->accumulate ? 1.0f : 0.0f, into, 1);
+        status = dp_grad_pieces_ready(pieces, m, out * k, out);
     }
-    return dp_grad_pieces_ready(pieces, m, 0, m->param_count);
+    size_t per = dp_module_rows_per_block(m, pieces->max_floats), first, end;
+    for (size_t j = 0; !status && j < dp_module_row_blocks(m, per); j++) {
+        dp_module_block_rows(m, per, j, &first, &end);
+        size_t at = first * k, count = (end - first) * k;
+        if ((status = dp_grad_pieces_place(pieces, m, at, count, &into)))
+            break;
+        if (rows == 0 && !ctx->accumulate)
+            be->zero(be, into, count);
+        for (int n = 0; n < rows; n++)
+            be->gemm(be, 0, 0, (int)(end - first), (int)k, (int)p, 1.0f, dy + (size_t)n * m->out_width + first * p,
+                     (int)p, s->col + (size_t)n * p * k, (int)k, n > 0 || ctx->accumulate ? 1.0f : 0.0f, into, (int)k);
+        status = dp_grad_pieces_ready(pieces, m, at, count);
+    }
+    return status;
+}
+
+/* col_n = dY_n^T W as a sum over W's blocks of out-channel rows, the last first (backward's order). */
+static int input_grad_in_pieces(dp_module *m, const dp_nn_context *ctx, const float *dy, int rows)
+{
+    conv_state *s = m->state;
+    size_t k = taps(&s->window), p = positions(&s->window);
+    size_t per = dp_module_rows_per_block(m, m->param_pieces->max_floats), first, end;
+    int status = 0;
+    for (size_t j = 0; !status && j < dp_module_row_blocks(m, per); j++) {
+        const float *w;
+        dp_module_block_rows(m, per, j, &first, &end);
+        if ((status = dp_module_fetch(m, first * k, (end - first) * k, &w)))
+            break;
+        for (int n = 0; n < rows; n++)
+            ctx->be->gemm(ctx->be, 1, 0, (int)p, (int)k, (int)(end - first), 1.0f,
+                          dy + (size_t)n * m->out_width + first * p, (int)p, w, (int)k, j ? 1.0f : 0.0f,
+                          s->col + (size_t)n * p * k, (int)k);
+    }
+    return status;
 }
 
 /* After backward_params, which needed col: its gradient overwrites it. */
@@ -179,12 +249,14 @@ static int conv2d_backward_input(dp_module *m, const dp_nn_context *ctx, const f
     (void)x;
     conv_state *s = m->state;
     int k = (int)taps(&s->window), out = m->options.out_features, p = (int)positions(&s->window);
-    for (int n = 0; n < rows; n++)
+    int status = dp_module_fetches(m) ? input_grad_in_pieces(m, ctx, dy, rows) : 0;
+    for (int n = 0; !dp_module_fetches(m) && n < rows; n++)
         ctx->be->gemm(ctx->be, 1, 0, p, k, out, 1.0f, dy + (size_t)n * m->out_width, p, m->weights, k, 0.0f,
                       s->col + (size_t)n * p * k, k);
-    ctx->be->col2im(ctx->be, s->col, dx, rows, &s->window);
+    if (!status)
+        ctx->be->col2im(ctx->be, s->col, dx, rows, &s->window);
     *dx_out = dx;
-    return 0;
+    return status;
 }
 
 static void conv2d_release(dp_module *m, const dp_backend *be)
@@ -203,6 +275,7 @@ const dp_module_type dp_module_conv2d = {
     .state_size = sizeof(conv_state),
     .structural = 1,
     .spatial = 1,
+    .weight_rows = 1,
     .size = conv2d_size,
     .describe = conv2d_describe,
     .configure = conv2d_configure,

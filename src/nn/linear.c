@@ -62,36 +62,17 @@ static const float *bias_of(const dp_module *m, const float *weights)
     return m->options.bias ? weights + (size_t)m->out_width * m->in_width : NULL;
 }
 
-/* Rows of W per block when pieces of at most max_floats floats are wanted (0: all), and block
- * j's rows [*first, *end), counted from the last row: the strategy cuts its units the same way. */
-static size_t rows_per_block(const dp_module *m, size_t max_floats)
-{
-    size_t per = max_floats ? max_floats / (size_t)m->in_width : (size_t)m->out_width;
-    return per < 1 ? 1 : per;
-}
-
-static void block_rows(const dp_module *m, size_t per, size_t j, size_t *first, size_t *end)
-{
-    *end = (size_t)m->out_width - j * per;
-    *first = *end > per ? *end - per : 0;
-}
-
-static size_t blocks_of(const dp_module *m, size_t per)
-{
-    return ((size_t)m->out_width + per - 1) / per;
-}
-
 /* y's columns [first, end) from W's rows [first, end), block by block (ascending offsets, as
  * the strategy prefetches them), then the bias. */
 static int forward_in_pieces(dp_module *m, const dp_nn_context *ctx, const float *x, int rows)
 {
     const dp_backend *be = ctx->be;
     int in = m->in_width, out = m->out_width;
-    size_t per = rows_per_block(m, m->param_pieces->max_floats), first, end;
+    size_t per = dp_module_rows_per_block(m, m->param_pieces->max_floats), first, end;
     int status = 0;
-    for (size_t j = blocks_of(m, per); !status && j-- > 0;) {
+    for (size_t j = dp_module_row_blocks(m, per); !status && j-- > 0;) {
         const float *w;
-        block_rows(m, per, j, &first, &end);
+        dp_module_block_rows(m, per, j, &first, &end);
         if (!(status = dp_module_fetch(m, first * (size_t)in, (end - first) * (size_t)in, &w)))
             be->gemm(be, 0, 1, rows, (int)(end - first), in, 1.0f, x, in, w, in, 0.0f, m->out + first, out);
     }
@@ -133,9 +114,9 @@ static int linear_backward_params(dp_module *m, const dp_nn_context *ctx, const 
     }
     /* dW (+)= dY^T X, rows [first, end) of dW from columns [first, end) of dY: in blocks of
      * rows when pieces are wanted, the last first. */
-    size_t per = rows_per_block(m, pieces->max_floats), first, end;
-    for (size_t j = 0; !status && j < blocks_of(m, per); j++) {
-        block_rows(m, per, j, &first, &end);
+    size_t per = dp_module_rows_per_block(m, pieces->max_floats), first, end;
+    for (size_t j = 0; !status && j < dp_module_row_blocks(m, per); j++) {
+        dp_module_block_rows(m, per, j, &first, &end);
         size_t at = first * (size_t)in, count = (end - first) * (size_t)in;
         if ((status = dp_grad_pieces_place(pieces, m, at, count, &into)))
             break;
@@ -150,11 +131,11 @@ static int linear_backward_params(dp_module *m, const dp_nn_context *ctx, const 
 static int input_grad_in_pieces(dp_module *m, const dp_nn_context *ctx, const float *dy, float *dx, int rows)
 {
     int in = m->in_width, out = m->out_width;
-    size_t per = rows_per_block(m, m->param_pieces->max_floats), first, end;
+    size_t per = dp_module_rows_per_block(m, m->param_pieces->max_floats), first, end;
     int status = 0;
-    for (size_t j = 0; !status && j < blocks_of(m, per); j++) {
+    for (size_t j = 0; !status && j < dp_module_row_blocks(m, per); j++) {
         const float *w;
-        block_rows(m, per, j, &first, &end);
+        dp_module_block_rows(m, per, j, &first, &end);
         if (!(status = dp_module_fetch(m, first * (size_t)in, (end - first) * (size_t)in, &w)))
             ctx->be->gemm(ctx->be, 0, 0, rows, in, (int)(end - first), 1.0f, dy + first, out, w, in, j ? 1.0f : 0.0f,
                           dx, in);

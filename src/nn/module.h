@@ -33,6 +33,16 @@ int dp_grad_pieces_place(const dp_grad_pieces *pieces, const dp_module *m, size_
 /* Whether m reads its parameters in pieces (dp_param_pieces), and one of them. */
 int dp_module_fetches(const dp_module *m);
 int dp_module_fetch(const dp_module *m, size_t first, size_t count, const float **data);
+/* A weight_rows type's rows (out_features) and floats per row, of its `params` parameters
+ * under options o; 0 and 0 for other types. */
+void dp_module_weight_rows(const struct dp_module_type *type, const dp_module_options *o, size_t params, size_t *row,
+                           size_t *rows);
+/* A weight_rows module's weight in blocks of rows for pieces of at most max_floats floats (0:
+ * one block): the rows per block, how many blocks, and block j's rows [*first, *end) counted
+ * from the last row, as the strategy cuts its units. */
+size_t dp_module_rows_per_block(const dp_module *m, size_t max_floats);
+size_t dp_module_row_blocks(const dp_module *m, size_t per);
+void dp_module_block_rows(const dp_module *m, size_t per, size_t j, size_t *first, size_t *end);
 
 typedef enum dp_arg_kind { DP_ARG_INT, DP_ARG_FLOAT, DP_ARG_BOOL } dp_arg_kind;
 
@@ -57,8 +67,9 @@ typedef struct dp_module_type {
     int structural;     /* its options decide which tensors exist (checkpoints must match them) */
     int spatial;        /* keeps images as images: a linear after it needs a flatten between */
     int needs_features; /* takes [F] features: refuses a spatial module's images unflattened */
-    int weight_rows;    /* its parameters start with an [out_width, in_width] weight, read and
-                         * reduced in blocks of rows under a ZeRO budget (dp_param_pieces) */
+    int weight_rows;    /* its parameters are a weight of out_features rows (Linear [out, in],
+                         * Conv2d [out, C, kH, kW]) then its bias, read and reduced in blocks
+                         * of rows under a ZeRO budget (dp_param_pieces) */
     /* Before a model exists: its parameters on one sample of shape *in, *out set (an unknown
      * input, [0], gives what it can); *overflow set when a count does not fit size_t (NULL:
      * none, and the shape passes). */

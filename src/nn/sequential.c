@@ -55,6 +55,33 @@ int dp_module_fetch(const dp_module *m, size_t first, size_t count, const float 
     return m->param_pieces->fetch(m->param_pieces->arg, m->first_param + first, count, data);
 }
 
+void dp_module_weight_rows(const dp_module_type *type, const dp_module_options *o, size_t params, size_t *row,
+                           size_t *rows)
+{
+    size_t out = type->weight_rows ? (size_t)o->out_features : 0;
+    *rows = out;
+    *row = out ? (params - (o->bias ? out : 0)) / out : 0;
+}
+
+size_t dp_module_rows_per_block(const dp_module *m, size_t max_floats)
+{
+    size_t row, rows;
+    dp_module_weight_rows(m->type, &m->options, m->param_count, &row, &rows);
+    size_t per = max_floats && row ? max_floats / row : rows;
+    return per < 1 ? 1 : per;
+}
+
+size_t dp_module_row_blocks(const dp_module *m, size_t per)
+{
+    return ((size_t)m->options.out_features + per - 1) / per;
+}
+
+void dp_module_block_rows(const dp_module *m, size_t per, size_t j, size_t *first, size_t *end)
+{
+    *end = (size_t)m->options.out_features - j * per;
+    *first = *end > per ? *end - per : 0;
+}
+
 /* Shapes, tensor names, and which modules the one before them applies (a Linear's ReLU). */
 static int configure_modules(dp_model *m)
 {
@@ -192,9 +219,7 @@ int dp_model_create_owning(dp_model *m, const dp_backend *be, const dp_model_spe
 void dp_model_module_rows(const dp_model *m, int module, size_t *row, size_t *rows)
 {
     const dp_module *mod = &m->modules[module];
-    int cut = mod->type->weight_rows;
-    *row = cut ? (size_t)mod->in_width : 0;
-    *rows = cut ? (size_t)mod->out_width : 0;
+    dp_module_weight_rows(mod->type, &mod->options, mod->param_count, row, rows);
 }
 
 void dp_model_set_param_pieces(dp_model *m, const dp_param_pieces *pieces)

@@ -326,10 +326,10 @@ size_t dp_model_spec_module_params(const dp_model_spec *spec, const dp_dims *inp
             return 0;
         }
         total += count;
-        if (sizes) /* as dp_model_module_rows would say of the built module */
-            sizes[i] = (dp_module_size){.params = count,
-                                        .row = mod->type->weight_rows ? (size_t)dp_dims_numel(&shape) : 0,
-                                        .rows = mod->type->weight_rows ? (size_t)dp_dims_numel(&out) : 0};
+        if (sizes) { /* as dp_model_module_rows would say of the built module */
+            sizes[i].params = count;
+            dp_module_weight_rows(mod->type, &mod->options, count, &sizes[i].row, &sizes[i].rows);
+        }
         shape = out;
         int width = width_of(&shape, overflow);
         *widest = width > *widest ? width : *widest;
