@@ -459,12 +459,19 @@ END_TEST
 
 /* Parts of tensors: a block of rows, a slice across a row's edge, an empty part (its entry
  * still checked); each part's bytes alone land in its buffer. */
+/* The MLP fixture written to name, refs over the saved values; returns its path (malloc'd). */
+static char *mlp_file(const char *name, mlp_params *saved, dp_tensor_ref refs[4])
+{
+    char *path = write_mlp_checkpoint(name, saved);
+    mlp_refs(saved, refs);
+    return path;
+}
+
 START_TEST(test_reads_parts_of_tensors)
 {
     mlp_params saved;
-    char *path = write_mlp_checkpoint("parts.safetensors", &saved);
     dp_tensor_ref refs[4];
-    mlp_refs(&saved, refs);
+    char *path = mlp_file("parts.safetensors", &saved, refs);
     float rows[10], slice[4], guard[2] = {9, 9};
     dp_tensor_part parts[3] = {{refs[0], 5, 10}, {refs[2], 1, 4}, {refs[3], 0, 0}};
     parts[0].ref.data = rows;
@@ -485,9 +492,8 @@ END_TEST
 START_TEST(test_parts_check_the_whole_tensor_and_the_file)
 {
     mlp_params saved;
-    char *path = write_mlp_checkpoint("parts_checked.safetensors", &saved);
     dp_tensor_ref refs[4];
-    mlp_refs(&saved, refs);
+    char *path = mlp_file("parts_checked.safetensors", &saved, refs);
     float one[1] = {7}, beyond[4];
     dp_tensor_part part = {refs[0], 0, 1};
     part.ref.data = one;
@@ -532,10 +538,8 @@ static int fill_from(void *arg, int tensor, size_t first, size_t count, void *bu
 START_TEST(test_streamed_write_equals_whole_write)
 {
     mlp_params saved;
-    char *whole = write_mlp_checkpoint("whole.safetensors", &saved);
-    char *streamed = dp_test_path("streamed.safetensors");
     dp_tensor_ref refs[4];
-    mlp_refs(&saved, refs);
+    char *whole = mlp_file("whole.safetensors", &saved, refs), *streamed = dp_test_path("streamed.safetensors");
     refs[0].data = refs[2].data = NULL; /* the weights asked of fill, the biases given */
     fill_log log = {&saved, 0, 0, 0};
     ck_assert_int_eq(dp_safetensors_write_streamed(streamed, refs, 4, META_KEYS, META_VALUES, 2, fill_from, &log, 4),
