@@ -49,16 +49,16 @@ int dp_trainer_own_parts(const trainer *t, int with_state, dp_tensor_part *parts
 
 int dp_trainer_read_own_parts(trainer *t, const char *option, const char *path, int with_state)
 {
-    int ready = 1, status = dp_comm_broadcast(t->comm, &ready, sizeof ready, 0); /* rank 0 has read its own */
     dp_tensor_part *parts = dp_calloc((size_t)t->engine.model.params.count + DP_OPTIMIZER_MAX_STATE, sizeof *parts,
                                       "the list of tensor parts");
-    if (!status && !parts)
-        status = DP_ENOMEM;
-    if (!status && t->comm->rank != 0)
-        status = dp_trainer_read_parts(option, path, parts, dp_trainer_own_parts(t, with_state, parts));
+    int status = parts ? dp_trainer_read_parts(option, path, parts, dp_trainer_own_parts(t, with_state, parts))
+                       : DP_ENOMEM;
     free(parts);
-    if (status)
-        return status;
+    return status;
+}
+
+void dp_trainer_upload_own_parts(trainer *t, int with_state)
+{
     size_t begin, end;
     dp_strategy_shard(&t->engine.strategy, &begin, &end);
     size_t bytes = (end - begin) * sizeof(float);
@@ -67,5 +67,4 @@ int dp_trainer_read_own_parts(trainer *t, const char *option, const char *path, 
     t->engine.be->upload(t->engine.be, params, t->host.params, bytes);
     for (int i = 0; with_state && i < dp_optimizer_state_count(&t->engine.opt); i++)
         t->engine.be->upload(t->engine.be, t->engine.opt.state[i], t->host.optimizer[i], bytes);
-    return 0;
 }

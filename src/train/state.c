@@ -340,17 +340,6 @@ static int ranged_resume(const trainer *t)
     return dp_strategy_shards_params(&t->engine.strategy);
 }
 
-/* This rank's parts of the parameters and optimizer state in path. */
-static int read_own_state(trainer *t, const char *path)
-{
-    dp_tensor_part *parts = dp_calloc((size_t)tensor_capacity(t), sizeof *parts, "the list of tensor parts");
-    if (!parts)
-        return DP_ENOMEM;
-    int status = dp_trainer_read_parts("--resume", path, parts, dp_trainer_own_parts(t, 1, parts));
-    free(parts);
-    return status;
-}
-
 /* Rank 0: the checkpoint's settings checked against this run's, then what the file holds
  * into the host copies: everything, an index's buffers and step count, or (ZeRO-3) the
  * buffers, the step count and rank 0's parts of the rest. */
@@ -386,7 +375,7 @@ static int load_checkpoint(trainer *t, const char *spec, resume_point *at)
     if (!status)
         status = dp_train_check_loaded("--resume", at->path, refs, count);
     if (!status && !at->shards && ranged_resume(t)) /* ZeRO-3: this rank's parts alone */
-        status = read_own_state(t, at->path);
+        status = dp_trainer_read_own_parts(t, "--resume", at->path, 1);
     if (!status)
         status = resumed_step(at->path, meta[FIELD_STEP].value, t->plan.total_steps, &at->step);
     if (!status && t->engine.opt.steps > at->step) /* every update is a step; a skipped step is no update */
@@ -426,15 +415,28 @@ static int share_state(trainer *t)
     return status ? status : dp_comm_broadcast(t->comm, &t->engine.opt.steps, sizeof t->engine.opt.steps, 0);
 }
 
+/* ZeRO-3 from a whole checkpoint: rank 0 has checked it and read its parts; its buffers and
+ * step count to every rank, and the others read their parts now. */
+static int share_own_parts(trainer *t, const char *path)
+{
+    int status = share_model_state(t, 0);
+    if (!status)
+        status = dp_comm_broadcast(t->comm, &t->engine.opt.steps, sizeof t->engine.opt.steps, 0);
+    if (!status && t->comm->rank != 0)
+        status = dp_trainer_read_own_parts(t, "--resume", path, 1);
+    if (!status)
+        dp_trainer_upload_own_parts(t, 1);
+    return status;
+}
+
 static int resume(trainer *t, const char *spec)
 {
     resume_point at = {0};
     int status = t->comm->rank == 0 ? load_checkpoint(t, spec, &at) : 0;
     if (!status)
         status = dp_comm_broadcast(t->comm, &at, sizeof at, 0);
-    if (!status && !at.shards && ranged_resume(t) && !(status = share_model_state(t, 0)) &&
-        !(status = dp_comm_broadcast(t->comm, &t->engine.opt.steps, sizeof t->engine.opt.steps, 0)))
-        status = dp_trainer_read_own_parts(t, "--resume", at.path, 1);
+    if (!status && !at.shards && ranged_resume(t))
+        status = share_own_parts(t, at.path);
     else if (!status && !at.shards)
         status = share_state(t);
     /* A sharded checkpoint: every rank reads its own part of the shards. */

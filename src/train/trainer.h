@@ -148,9 +148,10 @@ int dp_trainer_read_parts(const char *option, const char *path, dp_tensor_part *
 /* This rank's shard of every parameter tensor (over host.params) and, with_state, of every
  * optimizer state (over host.optimizer); returns the count (at most params + state tensors). */
 int dp_trainer_own_parts(const trainer *t, int with_state, dp_tensor_part *parts);
-/* Collective, after rank 0 read its own parts (and checked the file): the other ranks read
- * theirs from path, and every rank's go into the parameter shard and optimizer state. */
+/* This rank's parts of path into the host copies, checked; then into the parameter shard and
+ * (with_state) the optimizer state. */
 int dp_trainer_read_own_parts(trainer *t, const char *option, const char *path, int with_state);
+void dp_trainer_upload_own_parts(trainer *t, int with_state);
 /* Rank 0's model state (parameters, buffers, counters) to every rank, then into the model. */
 int dp_trainer_share_model(dp_comm *comm, dp_model *m, float *params, float *buffers);
 
