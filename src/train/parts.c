@@ -1,11 +1,13 @@
-/* Ranged reads of whole files for ZeRO-3 (--init, --resume of a whole checkpoint): each rank
- * reads only its shard's part of every parameter tensor and optimizer state from the file,
- * so no rank ever holds the whole model. Rank 0 reads first and its read checks the whole
- * header; the others read theirs only once it has succeeded, so a bad file is named once. */
+/* ZeRO-3's whole files without a whole model on any rank. Ranged reads (--init, --resume of a
+ * whole checkpoint): each rank reads only its shard's part of every parameter tensor and
+ * optimizer state; rank 0 reads first and its read checks the whole header, the others read
+ * theirs once it has succeeded, so a bad file is named once. The streamed --save: rank 0's
+ * writer asks the parameters piece by piece, gathered from the ranks' shards as it writes. */
 #include "src/train/trainer.h"
 
 #include "dp/error.h"
 #include "dp/safetensors.h"
+#include "dp/zero_plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,4 +69,38 @@ void dp_trainer_upload_own_parts(trainer *t, int with_state)
     t->engine.be->upload(t->engine.be, params, t->host.params, bytes);
     for (int i = 0; with_state && i < dp_optimizer_state_count(&t->engine.opt); i++)
         t->engine.be->upload(t->engine.be, t->engine.opt.state[i], t->host.optimizer[i], bytes);
+}
+
+/* ZeRO-3's --save: the parameters gathered into rank 0's writer piece by piece, at most a
+ * block of the budget (unlimited: a module) at a time, so no rank holds the whole model. */
+size_t dp_trainer_save_piece(const trainer *t)
+{
+    size_t block = dp_strategy_block(&t->engine.strategy);
+    dp_zero_plan_input layout;
+    dp_strategy_plan_input(&t->engine.strategy, &layout);
+    return block ? block : (layout.unit_floats ? layout.unit_floats : 1);
+}
+
+/* Elements [first, first + count) of parameter tensor `tensor`, gathered into buf on rank 0
+ * (elsewhere buf is the rank's host copy of its shard). */
+int dp_trainer_gather_parameter_piece(void *arg, int tensor, size_t first, size_t count, void *buf)
+{
+    trainer *t = arg;
+    size_t at = t->engine.model.params.entries[tensor].offset + first;
+    float *shard, *grads;
+    dp_strategy_update_memory(&t->engine.strategy, &shard, &grads);
+    return dp_strategy_gather_window(&t->engine.strategy, shard, (dp_range){at, at + count}, buf, 0);
+}
+
+/* The other ranks' side of rank 0's streamed write: the same pieces in the same order. */
+int dp_trainer_send_parameter_pieces(trainer *t)
+{
+    size_t piece = dp_trainer_save_piece(t);
+    int status = 0;
+    for (int i = 0; !status && i < t->engine.model.params.count; i++) {
+        size_t n = t->engine.model.params.entries[i].count, step = piece < n ? piece : n;
+        for (size_t first = 0; !status && first < n; first += step)
+            status = dp_trainer_gather_parameter_piece(t, i, first, n - first < step ? n - first : step, t->host.params);
+    }
+    return status;
 }

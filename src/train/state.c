@@ -581,38 +581,6 @@ int dp_trainer_start_state(trainer *t)
     return status ? status : dp_trainer_claim_checkpoint_dir(t);
 }
 
-/* ZeRO-3's --save: the parameters gathered into rank 0's writer piece by piece, at most a
- * block of the budget (unlimited: a module) at a time, so no rank holds the whole model. */
-static size_t save_piece(const trainer *t)
-{
-    size_t block = dp_strategy_block(&t->engine.strategy);
-    dp_zero_plan_input layout;
-    dp_strategy_plan_input(&t->engine.strategy, &layout);
-    return block ? block : (layout.unit_floats ? layout.unit_floats : 1);
-}
-
-/* Elements [first, first + count) of parameter tensor `tensor`, gathered into buf on rank 0
- * (elsewhere buf is the rank's host copy of its shard). */
-static int gather_parameter_piece(void *arg, int tensor, size_t first, size_t count, void *buf)
-{
-    trainer *t = arg;
-    size_t at = t->engine.model.params.entries[tensor].offset + first;
-    return dp_strategy_gather_window(&t->engine.strategy, parameter_memory(t), (dp_range){at, at + count}, buf, 0);
-}
-
-/* The other ranks' side of rank 0's streamed write: the same pieces in the same order. */
-static int send_parameter_pieces(trainer *t)
-{
-    size_t piece = save_piece(t);
-    int status = 0;
-    for (int i = 0; !status && i < t->engine.model.params.count; i++) {
-        size_t n = t->engine.model.params.entries[i].count, step = piece < n ? piece : n;
-        for (size_t first = 0; !status && first < n; first += step)
-            status = gather_parameter_piece(t, i, first, n - first < step ? n - first : step, t->host.params);
-    }
-    return status;
-}
-
 /* The model alone, as PyTorch's model.state_dict() holds it. */
 static int save_model(trainer *t)
 {
@@ -628,10 +596,10 @@ static int save_model(trainer *t)
         return DP_ENOMEM;
     int count = model_tensors(t, refs), meta = (int)(sizeof keys / sizeof *keys), status;
     if (dp_strategy_shards_params(&t->engine.strategy)) {
-        for (int i = 0; i < t->engine.model.params.count; i++) /* asked of gather_parameter_piece */
+        for (int i = 0; i < t->engine.model.params.count; i++) /* asked of dp_trainer_gather_parameter_piece */
             refs[i].data = NULL;
         status = dp_safetensors_write_streamed(t->o->save_path, refs, count, keys, values, meta,
-                                               gather_parameter_piece, t, save_piece(t));
+                                               dp_trainer_gather_parameter_piece, t, dp_trainer_save_piece(t));
     } else {
         status = dp_safetensors_write(t->o->save_path, refs, count, keys, values, meta);
     }
@@ -654,7 +622,7 @@ int dp_trainer_export(trainer *t, float **params_out)
         if (t->comm->rank == 0)
             t->engine.be->download(t->engine.be, t->host.buffers, t->engine.model.buffer_values,
                                    dp_params_floats(&t->engine.model.buffers) * sizeof(float));
-        return t->comm->rank == 0 ? save_model(t) : send_parameter_pieces(t);
+        return t->comm->rank == 0 ? save_model(t) : dp_trainer_send_parameter_pieces(t);
     }
     status = collect_state(t, 0, 0);
     return status || t->comm->rank != 0 ? status : save_model(t);

@@ -140,7 +140,7 @@ int dp_trainer_load_model(const dp_options *o, const dp_model *m, float *params,
 int dp_trainer_load_model_part(const dp_options *o, const dp_model *m, dp_range part, float *params, float *buffers,
                                int64_t *counters);
 
-/* parts.c: ZeRO-3's ranged reads of whole files. */
+/* parts.c: ZeRO-3's ranged reads of whole files and streamed --save. */
 /* The values read into parts checked as dp_train_check_loaded checks tensors. */
 int dp_trainer_check_parts(const char *option, const char *path, const dp_tensor_part *parts, int count);
 /* parts read from path, then checked. */
@@ -152,6 +152,12 @@ int dp_trainer_own_parts(const trainer *t, int with_state, dp_tensor_part *parts
  * (with_state) the optimizer state. */
 int dp_trainer_read_own_parts(trainer *t, const char *option, const char *path, int with_state);
 void dp_trainer_upload_own_parts(trainer *t, int with_state);
+/* ZeRO-3's --save: the piece size (a block of the budget, or the largest unit), rank 0's
+ * writer's fill (parameter tensor `tensor`'s elements gathered into buf; dp_tensor_fill_fn),
+ * and the other ranks' side of it, the same pieces in the same order. */
+size_t dp_trainer_save_piece(const trainer *t);
+int dp_trainer_gather_parameter_piece(void *arg, int tensor, size_t first, size_t count, void *buf);
+int dp_trainer_send_parameter_pieces(trainer *t);
 /* Rank 0's model state (parameters, buffers, counters) to every rank, then into the model. */
 int dp_trainer_share_model(dp_comm *comm, dp_model *m, float *params, float *buffers);
 
