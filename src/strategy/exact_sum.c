@@ -2,9 +2,20 @@
  * that add exactly in doubles, balanced digits that add exactly in floats, one canonical form
  * of the exact sum and one rounding back. Only additions of doubles that are exact, and the
  * roundings of round_to, which depend on their argument alone. */
+#include "config.h"
+
 #include "src/strategy/exact_sum.h"
 
 #include <math.h>
+
+/* The passes over every gradient built for AVX-512, AVX2 and the baseline, the widest this CPU
+ * runs chosen when the program loads (function multiversioning): their additions are exact,
+ * so every build gives the same bits. */
+#ifdef HAVE_CPU_LOOPS_X86
+#define WIDEST_VECTORS __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define WIDEST_VECTORS
+#endif
 
 /* x rounded to a multiple of u (a power of two), to nearest, ties to even: exact arithmetic
  * while |x| < 2^51 u, as adding 1.5 x 2^52 u leaves no bit below u. */
@@ -16,7 +27,7 @@ static double round_to(double x, double u)
 
 #define INTEGER_LIMIT 0x1p32 /* 2^DP_EXACT_INTEGER_BITS */
 
-void dp_exact_add(double *acc, const float *values, size_t n, int first)
+WIDEST_VECTORS void dp_exact_add(double *acc, const float *values, size_t n, int first)
 {
     double *restrict high = acc, *restrict low = acc + n;
     for (size_t i = 0; i < n; i++) {
@@ -78,7 +89,7 @@ int dp_exact_max_digits(int ranks)
     return dp_exact_digits_for(46 + DP_EXACT_FRACTION_BITS, ranks);
 }
 
-int dp_exact_magnitude_bits(const double *acc, size_t n)
+WIDEST_VECTORS int dp_exact_magnitude_bits(const double *acc, size_t n)
 {
     double largest = 0.0;
     for (size_t i = 0; i < n; i++) {
@@ -92,7 +103,7 @@ int dp_exact_magnitude_bits(const double *acc, size_t n)
     return largest > 0.0 ? exponent + 1 + DP_EXACT_FRACTION_BITS : 0;
 }
 
-void dp_exact_to_digits(double *acc, size_t n, int ranks, int digits, float *out)
+WIDEST_VECTORS void dp_exact_to_digits(double *acc, size_t n, int ranks, int digits, float *out)
 {
     int b = dp_exact_digit_bits(ranks);
     double *restrict whole = acc, *restrict fraction = acc + n;
@@ -114,7 +125,7 @@ void dp_exact_to_digits(double *acc, size_t n, int ranks, int digits, float *out
     }
 }
 
-void dp_exact_from_digits(const float *digits_in, size_t n, int digits, double *scratch, float *out)
+WIDEST_VECTORS void dp_exact_from_digits(const float *digits_in, size_t n, int digits, double *scratch, float *out)
 {
     double *restrict whole = scratch, *restrict fraction = scratch + n;
     for (size_t i = 0; i < n; i++)
@@ -133,7 +144,7 @@ void dp_exact_from_digits(const float *digits_in, size_t n, int digits, double *
     }
 }
 
-void dp_exact_to_floats(const double *acc, size_t n, float *out)
+WIDEST_VECTORS void dp_exact_to_floats(const double *acc, size_t n, float *out)
 {
     for (size_t i = 0; i < n; i++) {
         double whole, fraction;
