@@ -103,15 +103,16 @@ WIDEST_VECTORS int dp_exact_magnitude_bits(const double *acc, size_t n)
     return largest > 0.0 ? exponent + 1 + DP_EXACT_FRACTION_BITS : 0;
 }
 
-WIDEST_VECTORS void dp_exact_to_digits(double *acc, size_t n, int ranks, int digits, float *out)
+WIDEST_VECTORS void dp_exact_to_digits(double *acc, size_t n, int ranks, int first, int digits, float *out)
 {
     int b = dp_exact_digit_bits(ranks);
     double *restrict whole = acc, *restrict fraction = acc + n;
-    for (size_t i = 0; i < n; i++)
-        accumulated_sum(acc, n, i, &whole[i], &fraction[i]);
+    if (first == 0)
+        for (size_t i = 0; i < n; i++)
+            accumulated_sum(acc, n, i, &whole[i], &fraction[i]);
     /* Lowest digit first: what is left of the sum is whole + fraction, both multiples of the
      * digit's unit; the digit is the remainder to the next unit, at most half of it. */
-    for (int k = 0; k < digits; k++) {
+    for (int k = first; k < digits; k++) {
         double next = ldexp(1.0, b * (k + 1) - DP_EXACT_FRACTION_BITS);
         float *restrict digit = out + (size_t)k * n;
         for (size_t i = 0; i < n; i++) {
