@@ -122,9 +122,15 @@ WIDEST_VECTORS void dp_exact_to_digits(double *acc, size_t n, int ranks, int fir
     double *restrict whole = acc, *restrict fraction = acc + n;
     for (size_t begin = 0; begin < n; begin += CHUNK) {
         size_t end = begin + CHUNK < n ? begin + CHUNK : n;
-        if (first == 0)
-            for (size_t i = begin; i < end; i++)
-                accumulated_sum(whole[i], fraction[i], &whole[i], &fraction[i]);
+        /* Through locals: stores through pointers into the arrays kept this loop scalar. */
+        if (first == 0) {
+            for (size_t i = begin; i < end; i++) {
+                double w, f;
+                accumulated_sum(whole[i], fraction[i], &w, &f);
+                whole[i] = w;
+                fraction[i] = f;
+            }
+        }
         /* Lowest digit first: what is left of the sum is whole + fraction, both multiples of
          * the digit's unit; the digit is the remainder to the next unit, at most half of it. */
         for (int k = first; k < digits; k++) {
@@ -147,14 +153,12 @@ WIDEST_VECTORS void dp_exact_from_digits(const float *digits_in, size_t n, int d
     double *restrict whole = scratch, *restrict fraction = scratch + n;
     for (size_t begin = 0; begin < n; begin += CHUNK) {
         size_t end = begin + CHUNK < n ? begin + CHUNK : n;
-        for (size_t i = begin; i < end; i++)
-            whole[i] = fraction[i] = 0.0;
         for (int k = 0; k < digits; k++) {
             const float *restrict digit = digits_in + (size_t)k * n;
-            for (size_t i = begin; i < end; i++) {
+            for (size_t i = begin; i < end; i++) { /* the first digit adds to 0: no zeroing pass */
                 double integer = round_to(digit[i], 1.0);
-                whole[i] += integer;
-                fraction[i] += digit[i] - integer;
+                whole[i] = (k == 0 ? 0.0 : whole[i]) + integer;
+                fraction[i] = (k == 0 ? 0.0 : fraction[i]) + (digit[i] - integer);
             }
         }
         for (size_t i = begin; i < end; i++) {
