@@ -1,8 +1,9 @@
 # --resume compares every setting the checkpoint records: a different model, optimizer or
-# sample order is refused naming the setting; a different learning rate, schedule length or
-# world size, BLAS thread count or hier's inner all-reduce continues but says which settings
-# changed and that the run is no longer bit-exact; the same settings continue bit-exactly, also for more steps at a
-# constant rate, and --precision tf32 under --device auto's CPU fallback (no GPU arithmetic).
+# sample order is refused naming the setting; a different learning rate, schedule length,
+# world size, BLAS thread count, all-reduce or hier's inner all-reduce continues but says which
+# settings changed and that the run is no longer bit-exact; the same settings continue
+# bit-exactly, also for more steps at a constant rate, and --precision tf32 under --device
+# auto's CPU fallback (no GPU arithmetic).
 . "$srcdir/tests/common.sh"
 worker="$top_builddir/dp_worker"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-resume-XXXXXX")
