@@ -59,6 +59,14 @@ done
 train half-accum-w2 2 $exact --sync-bn --batch 21 --accum 2
 dp_check_same_bits "--batch 21 --accum 2 as --batch 42 --accum 2" "$dir/half-accum-w2.safetensors" \
     "$dir/w1.safetensors"
+# A learning rate that makes the gradients grow: from some step on the sums need a fourth
+# digit on 2 and 3 ranks, which the ranks learn from the digits' own all-reduce and send in a
+# second one.
+train growing-w1 1 $exact --model "linear(16,bias=0),relu,linear(3)" --lr 10
+for np in 2 3; do
+    train "growing-w$np" "$np" $exact --model "linear(16,bias=0),relu,linear(3)" --lr 10
+    same "growing-w$np" growing-w1
+done
 train plain-bn-w1 1 $exact
 train plain-bn-w3 3 $exact --allreduce ring
 same plain-bn-w3 plain-bn-w1

@@ -3,7 +3,8 @@
 # as an uninterrupted run; a frozen rank ends the job through the watchdog within
 # --timeout + 15 s (a fractional --timeout, reported as given). Rank 0 names the frozen rank when it froze before starting the
 # all-reduce (likely: the model makes each step mostly compute); frozen inside it, every rank
-# has arrived and the watchdog says so. A frozen rank 0 is named by rank 1.
+# has arrived and the watchdog says so. A frozen rank 0 is named by rank 1. A rank frozen
+# where the only collective is the preemption agreement is named there.
 . "$srcdir/tests/common.sh"
 worker="$top_builddir/dp_worker"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-rank-failure-XXXXXX")
@@ -79,28 +80,38 @@ else
     fail "the resumed run's parameters differ from the uninterrupted run's"
 fi
 
-# freeze RANK: SIGSTOP of that rank of a fresh job, which must end through the watchdog
-# within --timeout 3.5 + 15 s (a fractional --timeout, reported as given), the report naming
-# RANK (rank 0's report, or rank 1's a grace period later when rank 0 is the frozen one) in the
-# gradient's all-reduce or, when the freeze lands just before a log step, the metrics' one.
+# freeze NAME RANK PATTERN [options]: SIGSTOP of that rank of a fresh job (with options), which
+# must end through the watchdog within --timeout 3.5 + 15 s (a fractional --timeout, reported as
+# given), the report naming RANK (rank 0's report, or rank 1's a grace period later when rank 0
+# is the frozen one) in an operation PATTERN matches.
 freeze() {
-    start_job "frozen-$1" --timeout 3.5
-    wait_for_checkpoint "$dir/frozen-$1" || fail "no checkpoint appeared"
-    frozen=$(rank_pid "$1")
+    name=$1 rank=$2 what=$3
+    shift 3
+    start_job "$name" --timeout 3.5 "$@"
+    wait_for_checkpoint "$dir/$name" || fail "no checkpoint appeared"
+    frozen=$(rank_pid "$rank")
     kill -STOP "$frozen"
     finish_within 19
     kill -9 "$frozen" 2>/dev/null
     if [ "$status" = hung ] || [ "$status" -eq 0 ]; then
-        fail "after SIGSTOP of rank $1 the job ended with '$status' after ${elapsed}s (want non-zero within 3.5 + 15 s)"
-    elif ! grep -Eq "watchdog: step [0-9]+: (the all-reduce of (the gradient|bucket [0-9]+) \(.*\)|a metrics all-reduce) has not completed after [0-9.]+ s \(--timeout 3.5\).*ranks that have not arrived: ($1|none .*)$" "$dir/frozen-$1.out"; then
-        fail "the watchdog did not report rank $1:"
-        sed 's/^/    /' "$dir/frozen-$1.out"
+        fail "after SIGSTOP of rank $rank ($name) the job ended with '$status' after ${elapsed}s (want non-zero within 3.5 + 15 s)"
+    elif ! grep -Eq "watchdog: step [0-9]+: ($what) has not completed after [0-9.]+ s \(--timeout 3.5\).*ranks that have not arrived: ($rank|none .*)$" "$dir/$name.out"; then
+        fail "the watchdog did not report rank $rank ($name):"
+        sed 's/^/    /' "$dir/$name.out"
     else
-        echo "ok   SIGSTOP of rank $1 ended the job in ${elapsed}s: $(grep -m1 watchdog "$dir/frozen-$1.out")"
+        echo "ok   SIGSTOP of rank $rank ($name) ended the job in ${elapsed}s: $(grep -m1 watchdog "$dir/$name.out")"
     fi
 }
-freeze 2
-freeze 0
+# Training: the gradient's all-reduce or, when the freeze lands just before a log step, the
+# metrics' one.
+training="the all-reduce of (the gradient|bucket [0-9]+) \(.*\)|a metrics all-reduce"
+freeze frozen-2 2 "$training"
+freeze frozen-0 0 "$training"
+# Local SGD between its averagings (every 2000 steps; the first checkpoint at 2000, the epoch's
+# end at 4166): the preemption agreement at each step's end is the only collective, so the
+# ranks left wait there for the frozen one.
+freeze agreement-2 2 "the preemption agreement \(.*\)" --data synthetic:200000,64,10 --layers 64,64,10 --batch 48 \
+    --average-every 2000 --checkpoint-every 2000 --steps 100000
 
-echo "rank failure: $((4 - failures)) passed, $failures failed"
+echo "rank failure: $((5 - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -1,8 +1,9 @@
 # --resume compares every setting the checkpoint records: a different model, optimizer or
-# sample order is refused naming the setting; a different learning rate, schedule length or
-# world size or BLAS thread count continues but says which settings changed and that the run
-# is no longer bit-exact; the same settings continue bit-exactly, also for more steps at a
-# constant rate, and --precision tf32 under --device auto's CPU fallback (no GPU arithmetic).
+# sample order is refused naming the setting; a different learning rate, schedule length,
+# world size, BLAS thread count, all-reduce or hier's inner all-reduce continues but says which
+# settings changed and that the run is no longer bit-exact; the same settings continue
+# bit-exactly, also for more steps at a constant rate, and --precision tf32 under --device
+# auto's CPU fallback (no GPU arithmetic).
 . "$srcdir/tests/common.sh"
 worker="$top_builddir/dp_worker"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-resume-XXXXXX")
@@ -50,6 +51,25 @@ CUDA_VISIBLE_DEVICES= dp_mpirun 60 2 "$worker" $base --device auto --precision t
 # shellcheck disable=SC2086
 dp_mpirun 60 2 "$worker" $base --steps 20 --resume "$dir/tf32" >"$dir/out" 2>&1
 dp_check_outcome "a tf32 run that trained on the CPU" ok $? "$dir/out" "continuing bit-exactly"
+
+# --allreduce hier records its inner algorithm as --allreduce is recorded: another inner one
+# continues but says so; the same continues bit-exactly; leaving hier says both changed.
+# shellcheck disable=SC2086
+dp_mpirun 60 2 "$worker" $base --steps 10 --allreduce hier --hier-inner ring --checkpoint-dir "$dir/hier" --quiet \
+    >/dev/null 2>&1 || { echo "FAIL could not write the hier checkpoint"; failures=$((failures + 1)); }
+# resume_hier NAME PHRASE [options]: resumes the hier checkpoint on 2 ranks with options.
+resume_hier() {
+    name=$1 phrase=$2
+    shift 2
+    # shellcheck disable=SC2086
+    dp_mpirun 60 2 "$worker" $base --steps 20 --resume "$dir/hier" "$@" >"$dir/out" 2>&1
+    dp_check_outcome "$name" ok $? "$dir/out" "$phrase"
+}
+resume_hier "the same inner algorithm" "continuing bit-exactly" --allreduce hier --hier-inner ring
+resume_hier "another inner algorithm" "not bit-exactly, because these settings changed: hier_inner ring -> rhd" \
+    --allreduce hier --hier-inner rhd
+resume_hier "hier left for ring" "these settings changed: allreduce hier -> ring, hier_inner ring -> (none)" \
+    --allreduce ring
 
 echo "resume settings: $((cases - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -236,6 +236,9 @@ int dp_allgather_mpi(dp_comm *c, float *buf, size_t count);
 int dp_comm_sum_doubles(dp_comm *c, double *values, int count);
 /* In place: the largest *value over the ranks (MPI_Allreduce, MPI_MAX). */
 int dp_comm_max_int(dp_comm *c, int *value);
+/* Waits for one of MPI's own requests on c's ranks, started by the caller, as the collectives
+ * above wait: watched (`what` names it in the watchdog's report), c's requests progressed. */
+int dp_comm_wait_mpi(dp_comm *c, MPI_Request *request, const char *what);
 
 /* Rank r's block of dp_partition(total, W, r) to rank root, where all (total floats) gets
  * every block; mine holds this rank's block (on root it may already be in place in all).

@@ -72,6 +72,16 @@ int dp_comm_max_int(dp_comm *c, int *value)
     return watched(c, "a maximum over the ranks", max_int, value);
 }
 
+static int wait_request(dp_comm *c, void *request)
+{
+    return dp_request_wait_mpi(c, request);
+}
+
+int dp_comm_wait_mpi(dp_comm *c, MPI_Request *request, const char *what)
+{
+    return watched(c, what, wait_request, request);
+}
+
 struct broadcast {
     void *buf;
     size_t bytes;

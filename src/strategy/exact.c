@@ -12,11 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The first step sends the digits of sums below 2^8 (a gradient sum's usual size). */
+enum { FIRST_GUESS_BITS = DP_EXACT_FRACTION_BITS + 8 + 1 };
+
 typedef struct dp_exact {
     double *acc;      /* DP_EXACT_PIECES x layout.total: this rank's shards' exact sum */
     float *host;      /* the gradient on the host: a shard's (GPU), then the result */
-    float *digits;    /* max_digits x layout.total: the all-reduce's buffer */
+    float *message;   /* the all-reduce's buffer: max_digits counts, then max_digits x layout.total digits */
     int max_digits;
+    int digits;       /* digits sent first: the count the ranks needed at the last step */
     size_t terms;     /* shards added since the last finish */
 } dp_exact;
 
@@ -44,13 +48,14 @@ static int exact_open(dp_strategy *d)
     if (!x)
         return DP_ENOMEM;
     x->max_digits = dp_exact_max_digits(d->comm->size);
+    x->digits = dp_exact_digits_for(FIRST_GUESS_BITS, d->comm->size);
+    size_t message = (size_t)x->max_digits * (total + 1);
     x->acc = dp_calloc(DP_EXACT_PIECES * total, sizeof *x->acc, "the exact accumulator");
     x->host = dp_calloc(total, sizeof *x->host, "the exact gradient's host copy");
-    x->digits = d->comm->size > 1 ? dp_calloc((size_t)x->max_digits * total, sizeof *x->digits,
-                                              "the exact all-reduce's digits") : NULL;
-    if (!x->acc || !x->host || (d->comm->size > 1 && !x->digits))
+    x->message = d->comm->size > 1 ? dp_calloc(message, sizeof *x->message, "the exact all-reduce's digits") : NULL;
+    if (!x->acc || !x->host || (d->comm->size > 1 && !x->message))
         return DP_ENOMEM;
-    return d->comm->size > 1 ? dp_comm_reserve(d->comm, (size_t)x->max_digits * total, 1, 0) : 0;
+    return d->comm->size > 1 ? dp_comm_reserve(d->comm, message, 1, 0) : 0;
 }
 
 static void exact_close(dp_strategy *d)
@@ -59,7 +64,7 @@ static void exact_close(dp_strategy *d)
         return;
     free(d->exact->acc);
     free(d->exact->host);
-    free(d->exact->digits);
+    free(d->exact->message);
     free(d->exact);
     d->exact = NULL;
 }
@@ -82,18 +87,52 @@ static int exact_add_shard(dp_strategy *d)
     return 0;
 }
 
-/* Digits enough for the largest sum on any rank: every rank sends the same count. */
-static int agree_digits(dp_strategy *d, int *digits)
+/* Digits this rank's sums need (all of them where one is not finite: its size is unknown). */
+static int digits_needed(const dp_exact *x, size_t total, int ranks)
 {
-    dp_exact *x = d->exact;
-    int bits = dp_exact_magnitude_bits(x->acc, d->layout.total);
-    int status = dp_comm_max_int(d->comm, &bits);
-    *digits = bits < 0 ? x->max_digits : dp_exact_digits_for(bits, d->comm->size);
-    *digits = *digits < x->max_digits ? *digits : x->max_digits;
+    int bits = dp_exact_magnitude_bits(x->acc, total);
+    int digits = bits < 0 ? x->max_digits : dp_exact_digits_for(bits, ranks);
+    return digits < x->max_digits ? digits : x->max_digits;
+}
+
+static int sum_over_ranks(dp_strategy *d, float *values, size_t count)
+{
+    double started = MPI_Wtime();
+    int status = dp_comm_allreduce_sum(d->comm, values, count);
+    d->times.busy += MPI_Wtime() - started;
+    d->times.requests++;
     return status;
 }
 
-/* The ranks' exact sums added as integers; the gradient buffer gets their float rounding. */
+/* The ranks' exact sums added as integers, in one all-reduce where the last step's digit
+ * count suffices: beside the digits each rank counts 1 for the digits it needs, so all learn
+ * the largest need from the same sums, and only when it exceeds what was sent do the missing
+ * digits follow in a second all-reduce. The count sent first follows the need step by step. */
+static int sum_digits(dp_strategy *d, float *out)
+{
+    dp_exact *x = d->exact;
+    size_t total = d->layout.total;
+    int ranks = d->comm->size, sent = x->digits, status;
+    float *needs = x->message, *digits = x->message + x->max_digits;
+    memset(needs, 0, (size_t)x->max_digits * sizeof *needs);
+    needs[digits_needed(x, total, ranks) - 1] = 1.0f;
+    dp_exact_to_digits(x->acc, total, ranks, 0, sent, digits);
+    if ((status = sum_over_ranks(d, x->message, (size_t)x->max_digits + (size_t)sent * total)))
+        return status;
+    int needed = x->max_digits;
+    while (needs[needed - 1] == 0.0f) /* some rank needs at least one digit */
+        needed--;
+    if (needed > sent) {
+        dp_exact_to_digits(x->acc, total, ranks, sent, needed, digits);
+        if ((status = sum_over_ranks(d, digits + (size_t)sent * total, (size_t)(needed - sent) * total)))
+            return status;
+    }
+    dp_exact_from_digits(digits, total, needed > sent ? needed : sent, x->acc, out);
+    x->digits = needed;
+    return 0;
+}
+
+/* The ranks' exact sums; the gradient buffer gets their float rounding. */
 static int exact_finish(dp_strategy *d)
 {
     dp_exact *x = d->exact;
@@ -103,20 +142,10 @@ static int exact_finish(dp_strategy *d)
     int status = 0;
     if (x->terms == 0) /* this rank had no shard this step */
         memset(x->acc, 0, DP_EXACT_PIECES * total * sizeof *x->acc);
-    if (d->comm->size == 1) {
+    if (d->comm->size == 1)
         dp_exact_to_floats(x->acc, total, out);
-    } else {
-        int digits;
-        if ((status = agree_digits(d, &digits)))
-            return status;
-        dp_exact_to_digits(x->acc, total, d->comm->size, digits, x->digits);
-        double started = MPI_Wtime();
-        if ((status = dp_comm_allreduce_sum(d->comm, x->digits, (size_t)digits * total)))
-            return status;
-        d->times.busy += MPI_Wtime() - started;
-        d->times.requests++;
-        dp_exact_from_digits(x->digits, total, digits, x->acc, out);
-    }
+    else if ((status = sum_digits(d, out)))
+        return status;
     if (!be->host_memory)
         be->upload(be, d->buffers.grads, out, total * sizeof(float));
     x->terms = 0;
@@ -129,7 +158,8 @@ static int exact_describe(const dp_strategy *d, char *text, size_t size)
         return snprintf(text, size, "exact: each shard's gradient alone, summed exactly (multiples of 2^-%d) on "
                         "one rank", DP_EXACT_FRACTION_BITS);
     return snprintf(text, size, "exact: each shard's gradient alone, summed exactly (multiples of 2^-%d), then one "
-                    "all-reduce of the sums as %d-bit digits in floats (at most %d digits)", DP_EXACT_FRACTION_BITS,
+                    "all-reduce of the sums as %d-bit digits in floats (as many as the last step needed, at most "
+                    "%d; the rest in a second one when the sums outgrow them)", DP_EXACT_FRACTION_BITS,
                     dp_exact_digit_bits(d->comm->size), d->exact->max_digits);
 }
 

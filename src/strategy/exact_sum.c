@@ -2,13 +2,31 @@
  * that add exactly in doubles, balanced digits that add exactly in floats, one canonical form
  * of the exact sum and one rounding back. Only additions of doubles that are exact, and the
  * roundings of round_to, which depend on their argument alone. */
+#include "config.h"
+
 #include "src/strategy/exact_sum.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* The passes over every gradient built for AVX-512, AVX2 and the baseline, the widest this CPU
+ * runs chosen when the program loads (function multiversioning): their additions are exact,
+ * so every build gives the same bits. */
+#ifdef HAVE_CPU_LOOPS_X86
+#define WIDEST_VECTORS __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define WIDEST_VECTORS
+#endif
+/* The per-element helpers inside each build: a call per element would stop the vectoriser. */
+#define PER_ELEMENT static inline __attribute__((always_inline))
+
+/* Elements whose working values stay in the L1 cache through all the passes over digits. */
+enum { CHUNK = 512 };
 
 /* x rounded to a multiple of u (a power of two), to nearest, ties to even: exact arithmetic
  * while |x| < 2^51 u, as adding 1.5 x 2^52 u leaves no bit below u. */
-static double round_to(double x, double u)
+PER_ELEMENT double round_to(double x, double u)
 {
     double c = 0x1.8p52 * u;
     return (x + c) - c;
@@ -16,7 +34,7 @@ static double round_to(double x, double u)
 
 #define INTEGER_LIMIT 0x1p32 /* 2^DP_EXACT_INTEGER_BITS */
 
-void dp_exact_add(double *acc, const float *values, size_t n, int first)
+WIDEST_VECTORS void dp_exact_add(double *acc, const float *values, size_t n, int first)
 {
     double *restrict high = acc, *restrict low = acc + n;
     for (size_t i = 0; i < n; i++) {
@@ -33,7 +51,7 @@ void dp_exact_add(double *acc, const float *values, size_t n, int first)
 /* The exact sum S as whole + fraction, whole an integer and fraction in (-1/2, 1/2]: the one
  * canonical form, whatever pieces made S, so its rounding depends on S alone. Every step is
  * exact: |whole| < 2^46, fraction a multiple of 2^-48 below 2^5. */
-static void canonical(double *whole, double *fraction)
+PER_ELEMENT void canonical(double *whole, double *fraction)
 {
     double carry = round_to(*fraction, 1.0);
     *whole += carry;
@@ -43,16 +61,16 @@ static void canonical(double *whole, double *fraction)
     *whole -= tie;
 }
 
-static void accumulated_sum(const double *acc, size_t n, size_t i, double *whole, double *fraction)
+/* An accumulator's two pieces (high, low) as the canonical form. */
+PER_ELEMENT void accumulated_sum(double high, double low, double *whole, double *fraction)
 {
-    double high = acc[i];
     *whole = round_to(high, 1.0);
-    *fraction = (high - *whole) + acc[n + i];
+    *fraction = (high - *whole) + low;
     canonical(whole, fraction);
 }
 
 /* One rounding to float through double, of the canonical form: a function of the sum alone. */
-static float to_float(double whole, double fraction)
+PER_ELEMENT float to_float(double whole, double fraction)
 {
     return (float)(whole + fraction);
 }
@@ -78,66 +96,83 @@ int dp_exact_max_digits(int ranks)
     return dp_exact_digits_for(46 + DP_EXACT_FRACTION_BITS, ranks);
 }
 
-int dp_exact_magnitude_bits(const double *acc, size_t n)
+WIDEST_VECTORS int dp_exact_magnitude_bits(const double *acc, size_t n)
 {
-    double largest = 0.0;
+    /* Non-negative doubles order as their bit patterns, with inf and NaN above every finite
+     * one: an integer maximum, which vectorises (a test per element would leave the loop). */
+    uint64_t largest_bits = 0;
     for (size_t i = 0; i < n; i++) {
         double size = fabs(acc[i]) + fabs(acc[n + i]);
-        if (!isfinite(size))
-            return -1;
-        largest = size > largest ? size : largest;
+        uint64_t bits;
+        memcpy(&bits, &size, sizeof bits);
+        largest_bits = bits > largest_bits ? bits : largest_bits;
     }
+    double largest;
+    memcpy(&largest, &largest_bits, sizeof largest);
+    if (!isfinite(largest))
+        return -1;
     int exponent = 0;
     frexp(largest, &exponent); /* largest < 2^exponent (an upper bound: the sum above may round up) */
     return largest > 0.0 ? exponent + 1 + DP_EXACT_FRACTION_BITS : 0;
 }
 
-void dp_exact_to_digits(double *acc, size_t n, int ranks, int digits, float *out)
+WIDEST_VECTORS void dp_exact_to_digits(double *acc, size_t n, int ranks, int first, int digits, float *out)
 {
     int b = dp_exact_digit_bits(ranks);
     double *restrict whole = acc, *restrict fraction = acc + n;
-    for (size_t i = 0; i < n; i++)
-        accumulated_sum(acc, n, i, &whole[i], &fraction[i]);
-    /* Lowest digit first: what is left of the sum is whole + fraction, both multiples of the
-     * digit's unit; the digit is the remainder to the next unit, at most half of it. */
-    for (int k = 0; k < digits; k++) {
-        double next = ldexp(1.0, b * (k + 1) - DP_EXACT_FRACTION_BITS);
-        float *restrict digit = out + (size_t)k * n;
-        for (size_t i = 0; i < n; i++) {
-            double whole_part = next <= 1.0 ? whole[i] : round_to(whole[i], next);
-            double rest = (whole[i] - whole_part) + fraction[i];
-            double carry = round_to(rest, next);
-            digit[i] = (float)(rest - carry); /* exact: at most 2^(b-1) units */
-            whole[i] = whole_part;
-            fraction[i] = carry;
+    for (size_t begin = 0; begin < n; begin += CHUNK) {
+        size_t end = begin + CHUNK < n ? begin + CHUNK : n;
+        /* Through locals: stores through pointers into the arrays kept this loop scalar. */
+        if (first == 0) {
+            for (size_t i = begin; i < end; i++) {
+                double w, f;
+                accumulated_sum(whole[i], fraction[i], &w, &f);
+                whole[i] = w;
+                fraction[i] = f;
+            }
+        }
+        /* Lowest digit first: what is left of the sum is whole + fraction, both multiples of
+         * the digit's unit; the digit is the remainder to the next unit, at most half of it. */
+        for (int k = first; k < digits; k++) {
+            double next = ldexp(1.0, b * (k + 1) - DP_EXACT_FRACTION_BITS);
+            float *restrict digit = out + (size_t)k * n;
+            for (size_t i = begin; i < end; i++) {
+                double whole_part = next <= 1.0 ? whole[i] : round_to(whole[i], next);
+                double rest = (whole[i] - whole_part) + fraction[i];
+                double carry = round_to(rest, next);
+                digit[i] = (float)(rest - carry); /* exact: at most 2^(b-1) units */
+                whole[i] = whole_part;
+                fraction[i] = carry;
+            }
         }
     }
 }
 
-void dp_exact_from_digits(const float *digits_in, size_t n, int digits, double *scratch, float *out)
+WIDEST_VECTORS void dp_exact_from_digits(const float *digits_in, size_t n, int digits, double *scratch, float *out)
 {
     double *restrict whole = scratch, *restrict fraction = scratch + n;
-    for (size_t i = 0; i < n; i++)
-        whole[i] = fraction[i] = 0.0;
-    for (int k = 0; k < digits; k++) {
-        const float *restrict digit = digits_in + (size_t)k * n;
-        for (size_t i = 0; i < n; i++) {
-            double integer = round_to(digit[i], 1.0);
-            whole[i] += integer;
-            fraction[i] += digit[i] - integer;
+    for (size_t begin = 0; begin < n; begin += CHUNK) {
+        size_t end = begin + CHUNK < n ? begin + CHUNK : n;
+        for (int k = 0; k < digits; k++) {
+            const float *restrict digit = digits_in + (size_t)k * n;
+            for (size_t i = begin; i < end; i++) { /* the first digit adds to 0: no zeroing pass */
+                double integer = round_to(digit[i], 1.0);
+                whole[i] = (k == 0 ? 0.0 : whole[i]) + integer;
+                fraction[i] = (k == 0 ? 0.0 : fraction[i]) + (digit[i] - integer);
+            }
         }
-    }
-    for (size_t i = 0; i < n; i++) {
-        canonical(&whole[i], &fraction[i]);
-        out[i] = to_float(whole[i], fraction[i]);
+        for (size_t i = begin; i < end; i++) {
+            canonical(&whole[i], &fraction[i]);
+            out[i] = to_float(whole[i], fraction[i]);
+        }
     }
 }
 
-void dp_exact_to_floats(const double *acc, size_t n, float *out)
+WIDEST_VECTORS void dp_exact_to_floats(const double *acc, size_t n, float *out)
 {
     for (size_t i = 0; i < n; i++) {
         double whole, fraction;
-        accumulated_sum(acc, n, i, &whole, &fraction);
+        accumulated_sum(acc[i], acc[n + i], &whole, &fraction);
         out[i] = to_float(whole, fraction);
     }
 }

@@ -39,10 +39,11 @@ int dp_exact_magnitude_bits(const double *acc, size_t n);
 /* Digits needed for sums of at most `bits` bits on a world of ranks. */
 int dp_exact_digits_for(int bits, int ranks);
 
-/* acc's exact sums as `digits` arrays of n balanced digits of dp_exact_digit_bits(ranks) bits
- * (the lowest first); a sum that is not finite becomes NaN in every digit. acc is used as
- * working memory: zero it before adding again. */
-void dp_exact_to_digits(double *acc, size_t n, int ranks, int digits, float *out);
+/* acc's exact sums as arrays of n balanced digits of dp_exact_digit_bits(ranks) bits, the
+ * lowest first (digit k at out + k n): digits [first, digits), so a call from 0 to K and one
+ * from K on give what one call from 0 gives; a sum that is not finite becomes NaN in every
+ * digit. acc holds what is left of the sums between calls: zero it before adding again. */
+void dp_exact_to_digits(double *acc, size_t n, int ranks, int first, int digits, float *out);
 /* Digits summed over the ranks back to values: each the exact sum's float (canonical form).
  * scratch: 2 n doubles (an accumulator's memory will do). */
 void dp_exact_from_digits(const float *digits_in, size_t n, int digits, double *scratch, float *out);

@@ -1,7 +1,8 @@
 /* Preemption: a handled signal only sets a flag; at every step boundary the ranks all-reduce
  * (MAX) their flags with a non-blocking all-reduce that completes at the next boundary, so
  * the agreement costs no waiting (the step's own collectives have already brought every rank
- * past the previous boundary) and every rank stops after the same step. */
+ * past the previous boundary) and every rank stops after the same step. The wait is watched
+ * as every collective's is: a rank that never arrives is reported, not waited for forever. */
 #include "src/train/preempt.h"
 
 #include "dp/comm.h"
@@ -13,6 +14,7 @@
 #include <strings.h>
 
 #define SIG_PREFIX "SIG"
+#define AGREEMENT "the preemption agreement (an all-reduce of the ranks' signal flags)"
 
 static const struct {
     const char *name; /* SIG_PREFIX and the name --preempt-signal takes */
@@ -99,7 +101,7 @@ int dp_preempt_catch(unsigned signals)
     return install(signals, NULL);
 }
 
-int dp_preempt_start(dp_preempt *p, unsigned signals, MPI_Comm comm)
+int dp_preempt_start(dp_preempt *p, unsigned signals, dp_comm *comm)
 {
     memset(p, 0, sizeof *p);
     p->signals = signals;
@@ -114,7 +116,9 @@ int dp_preempt_poll(dp_preempt *p, int *stop)
     if (!p->signals)
         return 0;
     if (p->pending != MPI_REQUEST_NULL) {
-        DP_MPI_CHECK(MPI_Wait(&p->pending, MPI_STATUS_IGNORE));
+        int status = dp_comm_wait_mpi(p->comm, &p->pending, AGREEMENT);
+        if (status)
+            return status;
         if (p->received && !p->agreed)
             p->agreed = p->received;
     }
@@ -122,15 +126,13 @@ int dp_preempt_poll(dp_preempt *p, int *stop)
     if (*stop)
         return 0;
     p->sent = received_signal;
-    DP_MPI_CHECK(MPI_Iallreduce(&p->sent, &p->received, 1, MPI_INT, MPI_MAX, p->comm, &p->pending));
+    DP_MPI_CHECK(MPI_Iallreduce(&p->sent, &p->received, 1, MPI_INT, MPI_MAX, p->comm->comm, &p->pending));
     return 0;
 }
 
 int dp_preempt_complete(dp_preempt *p)
 {
-    if (p->pending != MPI_REQUEST_NULL)
-        DP_MPI_CHECK(MPI_Wait(&p->pending, MPI_STATUS_IGNORE));
-    return 0;
+    return p->pending != MPI_REQUEST_NULL ? dp_comm_wait_mpi(p->comm, &p->pending, AGREEMENT) : 0;
 }
 
 void dp_preempt_restore(dp_preempt *p)

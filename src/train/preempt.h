@@ -4,6 +4,8 @@
 #ifndef DP_TRAIN_PREEMPT_H
 #define DP_TRAIN_PREEMPT_H
 
+#include "dp/comm.h"
+
 #include <mpi.h>
 #include <signal.h>
 #include <stddef.h>
@@ -25,7 +27,7 @@ void dp_preempt_signal_names(unsigned signals, char *text, size_t size);
 typedef struct dp_preempt {
     unsigned signals;            /* the handled set; 0: preemption is off and every call a no-op */
     struct sigaction previous[DP_PREEMPT_SIGNALS_MAX]; /* each handled signal's action before dp_preempt_start */
-    MPI_Comm comm;
+    dp_comm *comm;
     MPI_Request pending;         /* the all-reduce of the flags, started at the last boundary */
     int sent, received;          /* its buffers: this rank's signal, the largest of all ranks' */
     int agreed;                  /* the signal every rank stops for (0: none yet) */
@@ -36,8 +38,9 @@ typedef struct dp_preempt {
 int dp_preempt_catch(unsigned signals);
 
 /* Installs the handlers for a run (SA_RESTART: an interrupted write goes on, so a checkpoint
- * being written completes); a signal caught before counts. The all-reduces run on comm. */
-int dp_preempt_start(dp_preempt *p, unsigned signals, MPI_Comm comm);
+ * being written completes); a signal caught before counts. The all-reduces run on comm's ranks,
+ * their waits watched by its watchdog. */
+int dp_preempt_start(dp_preempt *p, unsigned signals, dp_comm *comm);
 
 /* At a step boundary, on every rank: completes the all-reduce started at the previous one and
  * starts the next. *stop is 1 on every rank alike once some rank had received a signal when

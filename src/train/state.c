@@ -26,7 +26,7 @@ typedef enum field_role {
 
 enum state_field {
     FIELD_MODEL, FIELD_STEP_BATCH, FIELD_DROP_LAST, FIELD_SEED, FIELD_TRAIN_SAMPLES, FIELD_OPTIMIZER,
-    FIELD_OPTIMIZER_STATE, FIELD_WORLD_SIZE, FIELD_ALLREDUCE, FIELD_BATCH, FIELD_ACCUM, FIELD_LR,
+    FIELD_OPTIMIZER_STATE, FIELD_WORLD_SIZE, FIELD_ALLREDUCE, FIELD_HIER_INNER, FIELD_BATCH, FIELD_ACCUM, FIELD_LR,
     FIELD_LR_SCHEDULE, FIELD_TOTAL_STEPS, FIELD_MOMENTUM, FIELD_WEIGHT_DECAY, FIELD_BETAS, FIELD_EPS,
     FIELD_DECAY_ALL, FIELD_MODULE_OPTIONS, FIELD_ZERO, FIELD_AVERAGE_EVERY, FIELD_EXACT_SHARD, FIELD_COMPUTE, FIELD_STEP, FIELD_EPOCH, FIELD_RUN_ID, FIELD_FORMAT,
     FIELD_VERSION, FIELD_SAMPLER, FIELD_COUNT
@@ -46,6 +46,9 @@ static const struct {
     [FIELD_OPTIMIZER_STATE] = {"optimizer_state", FIELD_IDENTITY},
     [FIELD_WORLD_SIZE] = {"world_size", FIELD_EXACT},
     [FIELD_ALLREDUCE] = {"allreduce", FIELD_EXACT},
+    /* hier's all-reduce among the nodes' leaders; empty where it does not apply (another
+     * algorithm, or --exact), as in a checkpoint written before the field existed. */
+    [FIELD_HIER_INNER] = {"hier_inner", FIELD_EXACT},
     [FIELD_BATCH] = {"batch", FIELD_EXACT},
     [FIELD_ACCUM] = {"accum", FIELD_EXACT},
     [FIELD_LR] = {"lr", FIELD_EXACT},
@@ -100,12 +103,15 @@ static void describe_run(const trainer *t, run_fields *f)
     snprintf(v[FIELD_TRAIN_SAMPLES], size, "%zu", t->train->count);
     snprintf(v[FIELD_OPTIMIZER], size, "%s", dp_optimizer_kind_name(o->optimizer));
     optimizer_state_names(&t->engine.opt, v[FIELD_OPTIMIZER_STATE], size);
+    v[FIELD_HIER_INNER][0] = '\0';
     if (o->exact) {
         snprintf(v[FIELD_WORLD_SIZE], size, "any (--exact)");
         snprintf(v[FIELD_ALLREDUCE], size, "any (--exact)");
     } else {
         snprintf(v[FIELD_WORLD_SIZE], size, "%d", t->comm->size);
         snprintf(v[FIELD_ALLREDUCE], size, "%s", dp_comm_algorithm_name(t->comm));
+        if (strcmp(v[FIELD_ALLREDUCE], "hier") == 0)
+            snprintf(v[FIELD_HIER_INNER], size, "%s", dp_comm_hier_inner_name(t->comm));
     }
     snprintf(v[FIELD_BATCH], size, "%ld", o->batch);
     snprintf(v[FIELD_ACCUM], size, "%ld", o->accum);
@@ -285,6 +291,12 @@ int dp_trainer_checkpoint(trainer *t)
     return status || t->comm->rank != 0 ? status : write_checkpoint(t, shards);
 }
 
+/* A recorded value as a message shows it: empty (not recorded, or not applying) as "(none)". */
+static const char *shown(const char *value)
+{
+    return value[0] ? value : "(none)";
+}
+
 /* The identity fields must match; the others are listed in `changed` when they differ. */
 static int compare_fields(const char *path, const run_fields *mine, const dp_meta *saved, char *changed, size_t size)
 {
@@ -298,10 +310,10 @@ static int compare_fields(const char *path, const run_fields *mine, const dp_met
         if (fields[i].role == FIELD_IDENTITY)
             return dp_fail(DP_EINVAL, "--resume %s: the checkpoint has %s=%s but this run has %s=%s; "
                            "it cannot continue a different model, optimizer or sample order",
-                           path, fields[i].key, theirs[0] ? theirs : "(missing)", fields[i].key, ours);
+                           path, fields[i].key, shown(theirs), fields[i].key, shown(ours));
         if (used < size)
             used += (size_t)snprintf(changed + used, size - used, "%s%s %s -> %s", used ? ", " : "",
-                                     fields[i].key, theirs[0] ? theirs : "(missing)", ours);
+                                     fields[i].key, shown(theirs), shown(ours));
     }
     return 0;
 }

@@ -380,7 +380,7 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
     trainer t = {.o = o, .comm = comm, .train = train, .test = test};
     memset(result, 0, sizeof *result);
     /* Early, so a signal while the data loads still ends the run with a checkpoint. */
-    int status = dp_preempt_start(&t.preempt, preempt_signals(o), comm->comm);
+    int status = dp_preempt_start(&t.preempt, preempt_signals(o), comm);
     /* --max-memory-mb: the allocation counter refuses what would pass it; peaks start here. */
     dp_memory_set_limit((size_t)(o->max_memory_mb * (double)(1 << 20)));
     int inputs = dp_train_model_inputs(o, train);
