@@ -186,7 +186,7 @@ static int nccl_start(dp_request *q)
     if ((status = enqueue(q)))
         return status;
     CUDA_TRY(c, cudaEventRecord(events_of(q)->done, c->nccl->stream));
-    dp_request_count_bytes(q, dp_request_ring_floats(q), 1);
+    dp_request_count_bytes(q, dp_request_ring_elements(q), 1);
     return nccl_advance(q);
 }
 
