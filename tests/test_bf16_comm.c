@@ -77,6 +77,39 @@ static int within_bound(const float *got, const float *expected, const float *ab
     return 1;
 }
 
+/* Rank 0 prints what bf16 costs on count uniform inputs: the worst error the reduction adds
+ * (against the float32 sum of the rounded inputs) over sum|inputs|, and the error against
+ * float32's all-reduce of the inputs themselves (their rounding included), per element over
+ * its |sum|: median and worst. docs/ALGORITHMS.md quotes these lines. */
+static int compare_magnitudes(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void report_error(const char *name, const float *got, const float *input, const float *rounded,
+                         const float *abs_sum, size_t count)
+{
+    float *exact = mpi_sum(rounded, count, 0), *fp32 = mpi_sum(input, count, 0);
+    if (world_rank == 0 && count > 1000) {
+        double added = 0.0, *relative = malloc(count * sizeof *relative);
+        size_t n = 0;
+        for (size_t i = 0; i < count; i++) {
+            double e = fabs((double)got[i] - exact[i]) / abs_sum[i];
+            added = e > added ? e : added;
+            if (fabs(fp32[i]) > 1e-3 * abs_sum[i]) /* leaves out sums that cancel to nearly nothing */
+                relative[n++] = fabs((double)got[i] - fp32[i]) / fabs(fp32[i]);
+        }
+        qsort(relative, n, sizeof *relative, compare_magnitudes);
+        printf("bf16 W=%d %-14s count %zu: added error <= %.2e sum|x| (bound %.2e); vs float32: median %.2e, "
+               "99th percentile %.2e of |sum|\n", world_size, name, count, added,
+               (world_size - 1) * ldexp(1.0, -8), relative[n / 2], relative[n - n / 100 - 1]);
+        free(relative);
+    }
+    free(exact);
+    free(fp32);
+}
+
 static int start_and_wait(dp_comm *c, dp_request_args *a)
 {
     dp_request *q = NULL;
@@ -99,6 +132,8 @@ static void check_random(dp_comm *c, const char *name, dp_collective kind, size_
     ck_assert_msg(all_ok(within_bound(first, expected, abs_sum, r) && guard_intact(first, count)),
                   "%s %s W=%d count %zu: beyond (W-1) 2^-8 of MPI_Allreduce of the rounded inputs", name,
                   kind == DP_ALLREDUCE ? "all-reduce" : "reduce-scatter", world_size, count);
+    if (kind == DP_ALLREDUCE)
+        report_error(name, first, input, rounded, abs_sum, count);
     size_t bytes = dp_range_size(r) * sizeof(float);
     ck_assert_msg(all_ok(memcmp(first + r.begin, second + r.begin, bytes) == 0),
                   "%s W=%d count %zu: two runs differ", name, world_size, count);
