@@ -1,7 +1,7 @@
 # --grad-dtype bf16 end to end on 2 ranks: the banner says so, the replicas stay equal (replica
 # checks), the parameters differ from float32 reductions' (the rounding happened), a resume in
-# bf16 is bitwise an uninterrupted run, a resume in fp32 says it is not, and --allreduce nccl
-# (which sums GPU memory) refuses it by name.
+# bf16 is bitwise an uninterrupted run, a resume in fp32 says it is not. (nccl's bf16 on fake
+# GPUs: tests/fakecuda-grad-dtype.sh.)
 . "$srcdir/tests/common.sh"
 worker="$top_builddir/dp_worker"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-grad-dtype-XXXXXX")
@@ -39,10 +39,6 @@ else
 fi
 run "resumed in fp32" ok "not bit-exactly, because these settings changed: grad_dtype bf16 -> fp32" \
     --steps 20 --resume "$dir/ckpt"
-if "$worker" --help | grep -q "nccl"; then
-    run "nccl refuses bf16" fail "--grad-dtype bf16 with --allreduce nccl: bf16 reductions run on the CPU" \
-        --grad-dtype bf16 --steps 2 --allreduce nccl
-fi
 
 echo "grad-dtype: $((cases - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -126,9 +126,9 @@ int dp_group_parse(const char *name, dp_group *group);
 const char *dp_group_name(dp_group group);
 
 /* --grad-dtype: what the gradients' reductions send and add, DP_DTYPE_F32 or DP_DTYPE_BF16 (the
- * strategies start their buckets with it, see dp_request_args.dtype); fails where c's algorithm
- * cannot reduce bf16. Other collectives stay float32. */
-int dp_comm_set_grad_dtype(dp_comm *c, dp_dtype dtype);
+ * strategies start their buckets with it, see dp_request_args.dtype). Other collectives stay
+ * float32. */
+void dp_comm_set_grad_dtype(dp_comm *c, dp_dtype dtype);
 /* Its names, "fp32" and "bf16": parse fails naming the valid ones. */
 int dp_grad_dtype_parse(const char *name, dp_dtype *dtype);
 const char *dp_grad_dtype_name(dp_dtype dtype);

@@ -236,15 +236,7 @@ static int check_args(const dp_request_args *a, int part)
     return 0;
 }
 
-/* bf16 is narrowed and added on the CPU: in host memory, or MPI's user-defined sum on it. */
-static int check_place(const dp_request_args *a, const struct dp_algorithm *algorithm)
-{
-    if (a->dtype != DP_DTYPE_F32 && algorithm->place == DP_BUFFER_DEVICE)
-        return dp_fail(DP_EINVAL, "%s of %s in %s with --allreduce %s: bfloat16 reductions run on host memory "
-                       "(an algorithm that sums there, gradients staged from the GPU)", kind_names[a->kind],
-                       a->label ? a->label : "a buffer", dp_elements[a->dtype].name, algorithm->name);
-    return 0;
-}
+
 
 /* tag < 0: the next of the start sequence. */
 static void fill(dp_request *q, const dp_request_args *a, const struct dp_algorithm *algorithm, int blocking,
@@ -279,8 +271,6 @@ static int start_locked(dp_comm *c, const dp_request_args *a, const struct dp_al
     int status = check_args(a, part);
     if (!status && algorithm->pick)
         status = algorithm->pick(c, a->count * dp_elements[a->dtype].size, &algorithm);
-    if (!status)
-        status = check_place(a, algorithm);
     dp_request *q = NULL;
     if (!status)
         status = take_slot(c, &q);
@@ -295,7 +285,8 @@ static int start_locked(dp_comm *c, const dp_request_args *a, const struct dp_al
         status = watch(q);
     if (!status && q->count) { /* a count of 0 moves nothing, on any rank */
         q->complete = 0;
-        if (q->element->narrow && !part) {
+        /* GPU memory (nccl) is narrowed on the device, by the algorithm itself. */
+        if (q->element->narrow && !part && algorithm->place != DP_BUFFER_DEVICE) {
             q->element->narrow(q->buf, q->count);
             q->narrowed = 1;
         }

@@ -63,15 +63,9 @@ const char *dp_grad_dtype_name(dp_dtype dtype)
     return "unknown";
 }
 
-int dp_comm_set_grad_dtype(dp_comm *c, dp_dtype dtype)
+void dp_comm_set_grad_dtype(dp_comm *c, dp_dtype dtype)
 {
-    if (dtype != DP_DTYPE_F32 && c->algorithm->place == DP_BUFFER_DEVICE)
-        return dp_fail(DP_EINVAL, "--grad-dtype %s with --allreduce %s: bf16 reductions run on the CPU (narrowing, "
-                       "and the sums), and %s sums GPU memory only; use a host algorithm (%s), which stages the "
-                       "GPU's gradients through host memory", dp_grad_dtype_name(dtype), c->algorithm->name,
-                       c->algorithm->name, dp_comm_algorithm_names());
     c->grad_dtype = dtype;
-    return 0;
 }
 
 /* The algorithm --allreduce calls name: a registered one, or auto. */

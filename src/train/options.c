@@ -82,8 +82,8 @@ static const struct option_doc option_docs[] = {
     {{"grad-dtype", required_argument, NULL, OPT_GRAD_DTYPE}, "fp32|bf16", "fp32",
      "what the gradients' reductions send and add: bf16 rounds each bucket to bfloat16 (nearest even), "
      "sums in FP32 rounding every partial sum to bf16, and widens the result back: half the bytes, "
-     "about 2^-8 relative error per addition (docs/ALGORITHMS.md); host algorithms only (the GPU's "
-     "gradients are staged through host memory), not with --exact or --average-every"},
+     "about 2^-8 relative error per addition (docs/ALGORITHMS.md); every algorithm (nccl: ncclBfloat16, "
+     "rounded on the GPU), buckets and ZeRO 1-3; not with --exact or --average-every"},
     {{"bucket-mb", required_argument, NULL, OPT_BUCKET_MB}, "MB|auto", "auto (the first bucket: 1)",
      "gradients are reduced in buckets of at most this many MiB, each started as soon as backward "
      "finishes it, so communication overlaps the rest of backward (PyTorch DDP's bucket_cap_mb); "
