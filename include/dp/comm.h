@@ -149,8 +149,9 @@ int dp_mpi_cuda_support(void);
 int dp_comm_set_cuda_aware(dp_comm *c, dp_cuda_aware mode);
 
 /* 1 when gradients held in GPU memory should reach the selected algorithm there: it needs
- * GPU memory (nccl), or only MPI touches the data and MPI is CUDA-aware. Otherwise the caller
- * stages them through host memory (device -> host -> algorithm -> device). */
+ * GPU memory (nccl), or only MPI touches the data, MPI is CUDA-aware and the gradients reduce
+ * in float32 (bf16 is rounded and summed on the CPU). Otherwise the caller stages them through
+ * host memory (device -> host -> algorithm -> device). */
 int dp_comm_wants_device_buffer(const dp_comm *c);
 
 /* ---- requests ---- */
@@ -177,10 +178,11 @@ typedef struct dp_request_args {
      * stream waits for it. NULL: one is recorded on c->device_stream at the start. */
     void *ready_event;
     /* What the reduction sends and adds: DP_DTYPE_F32 (the zero value), or DP_DTYPE_BF16 for an
-     * all-reduce or reduce-scatter of host memory: buf's floats are rounded to bfloat16 at the
-     * start, every partial sum is formed in float and rounded to bfloat16 again (as NCCL's bf16
-     * reductions), and the result is widened back to floats in buf at completion; half the
-     * bytes, and an error of about 2^-8 relative per addition (docs/ALGORITHMS.md). */
+     * all-reduce or reduce-scatter: buf's floats are rounded to bfloat16 at the start (in place
+     * on the CPU; nccl on the GPU, into a buffer of its own), every partial sum is formed in
+     * float and rounded to bfloat16 again (as NCCL's bf16 reductions), and the result is widened
+     * back to floats in buf at completion; half the bytes, and an error of about 2^-8 relative
+     * per addition (docs/ALGORITHMS.md). */
     dp_dtype dtype;
 } dp_request_args;
 
