@@ -1,6 +1,7 @@
 # dp_bench on 2 and 3 ranks (3 oversubscribed here): every algorithm exits 0 with nccl-tests'
 # columns and footer and #wrong 0 on every row, counts below, at and not divisible by W;
-# --tune writes a table auto then runs from; bad options exit 2 with the usage, without hanging.
+# --tune writes a table auto then runs from; --grad-dtype bf16 sums exactly too and reports
+# half the bytes; bad options exit 2 with the usage, without hanging.
 . "$srcdir/tests/common.sh"
 bench="$top_builddir/dp_bench"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-dp-bench-XXXXXX")
@@ -43,6 +44,18 @@ for np in 2 3; do
     fi
 done
 
+# bf16: the same counts, each row's size their bf16 bytes (2 per element), every #wrong 0.
+if dp_mpirun 120 2 "$bench" $sizes -a all --grad-dtype bf16 >"$dir/out" 2>&1 &&
+    grep -q "^# dp_bench .*: all-reduce, bfloat16 sum, 2 ranks" "$dir/out" &&
+    [ "$(grep -c '^# Out of bounds values : 0 OK$' "$dir/out")" -eq "$algorithms" ] &&
+    awk -v want=$((algorithms * rows_per_algorithm)) '
+        !/^#/ { rows++; if (NF != 12 || $1 != 2 * $2 || $3 != "bfloat16" || $8 != "0" || $12 != "0") bad++ }
+        END { exit !(rows == want && bad == 0) }' "$dir/out"; then
+    echo "ok   W=2 -a all --grad-dtype bf16: every #wrong 0, sizes of 2 bytes per element"
+else
+    fail "W=2 -a all --grad-dtype bf16: report format, sizes or #wrong"
+fi
+
 table="$dir/auto.table"
 if dp_mpirun 120 2 "$bench" $sizes --tune "$table" >"$dir/out" 2>&1 &&
     grep -q "^# --tune wrote $table, rules of W=2: " "$dir/out" &&
@@ -76,6 +89,8 @@ expect_usage_error "-b '3': must be a byte count" -b 3
 expect_usage_error "-e 1024 is below -b 2048" -b 2K -e 1K
 expect_usage_error "unknown algorithm 'bogus' (valid: mpi " -a ring,bogus
 expect_usage_error "-c '2'" -c 2
+expect_usage_error "--grad-dtype 'fp16': unknown (valid: fp32 bf16)" --grad-dtype fp16
+expect_usage_error "--tune with --grad-dtype bf16" --grad-dtype bf16 --tune "$dir/never.table"
 
 printf 'malformed\n' >"$dir/bad.table"
 dp_mpirun 20 2 "$bench" $sizes -a auto --auto-table "$dir/bad.table" >"$dir/out" 2>&1

@@ -189,6 +189,10 @@ START_TEST(gpu_memory_reaches_only_algorithms_that_take_it)
     ck_assert_int_eq(dp_comm_wants_device_buffer(&c), 0);
     c.cuda_aware = 1;
     ck_assert_int_eq(dp_comm_wants_device_buffer(&c), 1);
+    /* bf16 gradients are rounded and summed on the CPU: staged, however CUDA-aware MPI is. */
+    dp_comm_set_grad_dtype(&c, DP_DTYPE_BF16);
+    ck_assert_int_eq(dp_comm_wants_device_buffer(&c), 0);
+    dp_comm_set_grad_dtype(&c, DP_DTYPE_F32);
     const char *host_adders[] = {"naive", "ring", "ring-pipelined", "rhd", "rd", "auto"};
     for (size_t i = 0; i < sizeof host_adders / sizeof *host_adders; i++) {
         ck_assert_int_eq(dp_comm_set_algorithm(&c, host_adders[i]), 0);
@@ -198,6 +202,8 @@ START_TEST(gpu_memory_reaches_only_algorithms_that_take_it)
     ck_assert_str_eq(dp_comm_gpu_algorithm_names(), "nccl");
     ck_assert_int_eq(dp_comm_set_algorithm(&c, "nccl"), 0);
     c.cuda_aware = 0;
+    ck_assert_int_eq(dp_comm_wants_device_buffer(&c), 1);
+    dp_comm_set_grad_dtype(&c, DP_DTYPE_BF16); /* nccl rounds on the GPU */
     ck_assert_int_eq(dp_comm_wants_device_buffer(&c), 1);
 #else
     ck_assert_str_eq(dp_comm_gpu_algorithm_names(), "");

@@ -70,6 +70,7 @@ static float *train_on(const dp_options *o, const dp_dataset *data, MPI_Comm mpi
 {
     dp_comm comm;
     ck_assert_msg(dp_comm_init(&comm, mpi_comm, o->allreduce) == 0, "%s", dp_last_error());
+    dp_comm_set_grad_dtype(&comm, o->grad_dtype);
     dp_train_result result;
     ck_assert_msg(dp_train(o, data, NULL, &comm, &result, 1) == 0, "%s", dp_last_error());
     ck_assert_int_eq(result.steps, o->steps);
@@ -355,15 +356,23 @@ START_TEST(cnn_under_a_budget_smaller_than_a_conv_trains_as_one_rank)
 }
 END_TEST
 
+/* Base options at batch 67 (uneven slices for W = 2, 3, 4) on the classification data; returns
+ * the parameter count. */
+static size_t open_batch67_case(dp_options *o, dp_dataset *data)
+{
+    base_options(o);
+    o->batch = 67;
+    open_synthetic(data, 0);
+    size_t n = 0;
+    free(initial_params(o, data, &n));
+    return n;
+}
+
 START_TEST(training_is_bitwise_deterministic_run_to_run)
 {
     dp_options o;
-    base_options(&o);
-    o.batch = 67;
     dp_dataset data;
-    open_synthetic(&data, 0);
-    size_t n = 0;
-    free(initial_params(&o, &data, &n));
+    size_t n = open_batch67_case(&o, &data);
     float *first = train_on(&o, &data, MPI_COMM_WORLD);
     float *second = train_on(&o, &data, MPI_COMM_WORLD);
     ck_assert_mem_eq(first, second, n * sizeof(float));
@@ -412,6 +421,54 @@ START_TEST(bf16_training_stays_near_fp32_and_one_rank)
 }
 END_TEST
 
+/* --grad-dtype bf16: every bucket's reduction rounds to bfloat16. After STEPS steps the
+ * parameters stay within GRAD_BF16_TOLERANCE of FP32 reductions' (relative, over all
+ * parameters) yet differ from them, for every algorithm (on the GPU nccl too, rounding on the
+ * device; tests/fakecuda-grad-dtype.sh), overlapped buckets cut inside modules, and ZeRO 1-3
+ * (reduce-scatter in bf16); the replicas agree bitwise. */
+#define GRAD_BF16_TOLERANCE 1e-2
+static void check_grad_bf16(dp_options *o, const dp_dataset *data, size_t n)
+{
+    o->grad_dtype = DP_DTYPE_BF16;
+    float *bf16 = train_on(o, data, MPI_COMM_WORLD);
+    o->grad_dtype = DP_DTYPE_F32;
+    float *fp32 = train_on(o, data, MPI_COMM_WORLD);
+    ck_assert_msg(replicas_identical(bf16, n), "%s zero %d: bf16-gradient replicas differ", o->allreduce, o->zero);
+    double error = dp_test_relative_error(bf16, fp32, n);
+    if (world_rank == 0)
+        printf("W=%d %s zero %d bucket %g MiB: --grad-dtype bf16 vs fp32: relative error %.3g (tolerance %g)\n",
+               world_size, o->allreduce, o->zero, o->bucket_mb, error, GRAD_BF16_TOLERANCE);
+    ck_assert_msg(error < GRAD_BF16_TOLERANCE && error > 1e-7, "%s zero %d: bf16 gradients vs fp32: relative error %g",
+                  o->allreduce, o->zero, error);
+    free(bf16);
+    free(fp32);
+}
+
+START_TEST(bf16_gradients_stay_near_fp32_every_algorithm_and_zero_stage)
+{
+    dp_options o;
+    dp_dataset data;
+    size_t n = open_batch67_case(&o, &data);
+    int gpu = test_device == DP_DEVICE_CUDA;
+    char names[256];
+    snprintf(names, sizeof names, "%s %s", dp_comm_algorithm_names(), gpu ? dp_comm_gpu_algorithm_names() : "");
+    for (char *name = strtok(names, " "); name; name = strtok(NULL, " ")) {
+        strcpy(o.allreduce, name);
+        check_grad_bf16(&o, &data, n);
+    }
+    o.bucket_mb = 1e-3; /* 262 floats: buckets cut the Linears, several in flight */
+    check_grad_bf16(&o, &data, n);
+    const char *zero_algorithms[] = {"ring", gpu && *dp_comm_gpu_algorithm_names() ? "nccl" : NULL};
+    for (size_t a = 0; a < 2 && zero_algorithms[a]; a++) {
+        strcpy(o.allreduce, zero_algorithms[a]);
+        for (o.zero = 1; o.zero <= 3; o.zero++)
+            check_grad_bf16(&o, &data, n);
+        o.zero = 0;
+    }
+    dp_dataset_free(&data);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     dp_test_mpi_init(&argc, &argv, &world_rank, &world_size);
@@ -433,6 +490,9 @@ int main(int argc, char **argv)
     TCase *bf16 = tcase_create("bf16");
     tcase_add_test(bf16, bf16_training_stays_near_fp32_and_one_rank);
     suite_add_tcase(s, bf16);
+    TCase *grad_dtype = tcase_create("grad-dtype");
+    tcase_add_test(grad_dtype, bf16_gradients_stay_near_fp32_every_algorithm_and_zero_stage);
+    suite_add_tcase(s, grad_dtype);
     int failed_anywhere = dp_test_run_mpi_suite(s);
     MPI_Finalize();
     return failed_anywhere ? EXIT_FAILURE : EXIT_SUCCESS;

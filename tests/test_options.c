@@ -221,6 +221,26 @@ START_TEST(average_every_is_applied_and_checked)
 }
 END_TEST
 
+/* --grad-dtype: fp32 by default, bf16 taken; refused by name where nothing reduces gradients
+ * in it (--exact's exact digits, local SGD's float32 averages). */
+START_TEST(grad_dtype_is_applied_and_checked)
+{
+    dp_options o;
+    const char *none[] = {NULL};
+    ck_assert_int_eq(parse(&o, 2, none), DP_OPTIONS_RUN);
+    ck_assert_int_eq(o.grad_dtype, DP_DTYPE_F32);
+    const char *bf16[] = {"--grad-dtype", "bf16", "--zero", "2", NULL};
+    ck_assert_int_eq(parse(&o, 2, bf16), DP_OPTIONS_RUN);
+    ck_assert_int_eq(o.grad_dtype, DP_DTYPE_BF16);
+    const char *fp16[] = {"--grad-dtype", "fp16", NULL};
+    expect_error(1, fp16, "--grad-dtype 'fp16': unknown (valid: fp32 bf16)");
+    const char *exact[] = {"--grad-dtype", "bf16", "--exact", NULL};
+    expect_error(2, exact, "--exact and --grad-dtype bf16: --exact all-reduces its sums as integer digits");
+    const char *local[] = {"--grad-dtype", "bf16", "--average-every", "4", NULL};
+    expect_error(2, local, "--average-every 4 and --grad-dtype bf16: local SGD reduces no gradients");
+}
+END_TEST
+
 /* --model, --sync-bn, and AdamW with PyTorch's constructor defaults unless given. */
 START_TEST(model_and_adamw_options_are_applied)
 {
@@ -365,6 +385,7 @@ int main(void)
     tcase_add_test(tc, model_and_adamw_options_are_applied);
     tcase_add_test(tc, zero_and_memory_options_are_applied_and_checked);
     tcase_add_test(tc, average_every_is_applied_and_checked);
+    tcase_add_test(tc, grad_dtype_is_applied_and_checked);
     tcase_add_test(tc, model_optimizer_and_predict_mistakes_are_named);
     tcase_add_test(tc, help_and_version_ask_to_exit);
     tcase_add_test(tc, help_lists_every_option_with_its_default);

@@ -24,6 +24,7 @@ typedef struct dp_bench_options {
     char auto_table_path[DP_PATH_MAX]; /* "" : auto uses the built-in table */
     dp_group group;              /* the ranks that take part (--group) */
     char hier_inner[32];         /* --hier-inner */
+    dp_dtype dtype;              /* --grad-dtype: what the all-reduce sends and adds */
 } dp_bench_options;
 
 /* Parses dp_bench's argv (defaults first). Returns DP_OPTIONS_RUN, DP_OPTIONS_EXIT after

@@ -20,6 +20,7 @@
 #define DP_COMM_H
 
 #include "dp/partition.h"
+#include "dp/tensor.h"
 
 #include <mpi.h>
 #include <stddef.h>
@@ -72,6 +73,8 @@ typedef struct dp_comm {
                                  * order after (dp_backend.stream); NULL: the legacy default stream */
     struct dp_request_pool *pool; /* request slots with their scratch memory */
     struct dp_progress_thread *progress_thread; /* NULL: none running */
+    dp_dtype grad_dtype;        /* --grad-dtype: what the gradients' reductions send and add
+                                 * (dp_comm_set_grad_dtype; the strategies' buckets ask for it) */
     dp_comm_traffic traffic;
 } dp_comm;
 
@@ -123,6 +126,19 @@ int dp_comm_split_group(const dp_comm *c, dp_group group, MPI_Comm *out);
 int dp_group_parse(const char *name, dp_group *group);
 const char *dp_group_name(dp_group group);
 
+/* --grad-dtype: what the gradients' reductions send and add, DP_DTYPE_F32 or DP_DTYPE_BF16 (the
+ * strategies start their buckets with it, see dp_request_args.dtype). Other collectives stay
+ * float32. */
+void dp_comm_set_grad_dtype(dp_comm *c, dp_dtype dtype);
+/* Its names, "fp32" and "bf16": parse fails naming the valid ones. */
+int dp_grad_dtype_parse(const char *name, dp_dtype *dtype);
+const char *dp_grad_dtype_name(dp_dtype dtype);
+
+/* bfloat16 as --grad-dtype bf16 rounds: to nearest even (NaN stays NaN, overflow is infinity),
+ * and back (exact). */
+uint16_t dp_bf16_from_float(float x);
+float dp_bf16_to_float(uint16_t h);
+
 /* --cuda-aware: may MPI be handed GPU memory? */
 typedef enum dp_cuda_aware { DP_CUDA_AWARE_AUTO, DP_CUDA_AWARE_ON, DP_CUDA_AWARE_OFF } dp_cuda_aware;
 
@@ -134,8 +150,9 @@ int dp_mpi_cuda_support(void);
 int dp_comm_set_cuda_aware(dp_comm *c, dp_cuda_aware mode);
 
 /* 1 when gradients held in GPU memory should reach the selected algorithm there: it needs
- * GPU memory (nccl), or only MPI touches the data and MPI is CUDA-aware. Otherwise the caller
- * stages them through host memory (device -> host -> algorithm -> device). */
+ * GPU memory (nccl), or only MPI touches the data, MPI is CUDA-aware and the gradients reduce
+ * in float32 (bf16 is rounded and summed on the CPU). Otherwise the caller stages them through
+ * host memory (device -> host -> algorithm -> device). */
 int dp_comm_wants_device_buffer(const dp_comm *c);
 
 /* ---- requests ---- */
@@ -161,6 +178,13 @@ typedef struct dp_request_args {
     /* nccl only: a cudaEvent_t recorded after the kernels that produce buf; the request's
      * stream waits for it. NULL: one is recorded on c->device_stream at the start. */
     void *ready_event;
+    /* What the reduction sends and adds: DP_DTYPE_F32 (the zero value), or DP_DTYPE_BF16 for an
+     * all-reduce or reduce-scatter: buf's floats are rounded to bfloat16 at the start (in place
+     * on the CPU; nccl on the GPU, into a buffer of its own), every partial sum is formed in
+     * float and rounded to bfloat16 again (as NCCL's bf16 reductions), and the result is widened
+     * back to floats in buf at completion; half the bytes, and an error of about 2^-8 relative
+     * per addition (docs/ALGORITHMS.md). */
+    dp_dtype dtype;
 } dp_request_args;
 
 /* Prepares c for up to `requests` requests in flight at once, each of up to max_count floats

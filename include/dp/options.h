@@ -42,6 +42,7 @@ typedef struct dp_options {
     uint64_t seed;
     char allreduce[64];
     char hier_inner[64];          /* --allreduce hier: the algorithm among the nodes' leaders */
+    dp_dtype grad_dtype;          /* --grad-dtype: what the gradients' reductions send and add */
     long segment_bytes;           /* ring-pipelined segment size */
     double bucket_mb;             /* gradient buckets' cap, MiB; 0: auto (dp_strategy_default_config) */
     int no_overlap;               /* one collective of the whole gradient after backward */

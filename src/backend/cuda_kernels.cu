@@ -74,6 +74,16 @@ __global__ void accumulate_kernel(dp_shape s, float *y, const float *x, size_t n
     dp_accumulate_thread(y, x, n, add, span_x(s));
 }
 
+__global__ void to_bf16_kernel(dp_shape s, uint16_t *h, const float *x, size_t n)
+{
+    dp_to_bf16_thread(h, x, n, span_x(s));
+}
+
+__global__ void from_bf16_kernel(dp_shape s, float *x, const uint16_t *h, size_t n)
+{
+    dp_from_bf16_thread(x, h, n, span_x(s));
+}
+
 __global__ void bias_grad_kernel(dp_shape s, const float *dy, int rows, int cols, float *db, int accumulate)
 {
     __shared__ float lanes[DP_ROW_TILE][DP_WARP + 1];
@@ -314,6 +324,16 @@ extern "C" cudaError_t dp_cuda_multiply(cudaStream_t stream, float *y, const flo
 extern "C" cudaError_t dp_cuda_accumulate(cudaStream_t stream, float *y, const float *x, size_t n, int add)
 {
     LAUNCH(n, dp_shape_flat(n), accumulate_kernel, y, x, n, add);
+}
+
+extern "C" cudaError_t dp_cuda_to_bf16(cudaStream_t stream, uint16_t *h, const float *x, size_t n)
+{
+    LAUNCH(n, dp_shape_flat(n), to_bf16_kernel, h, x, n);
+}
+
+extern "C" cudaError_t dp_cuda_from_bf16(cudaStream_t stream, float *x, const uint16_t *h, size_t n)
+{
+    LAUNCH(n, dp_shape_flat(n), from_bf16_kernel, x, h, n);
 }
 
 extern "C" cudaError_t dp_cuda_bias_grad(cudaStream_t stream, const float *dy, int rows, int cols, float *db, int accumulate)

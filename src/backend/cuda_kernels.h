@@ -35,6 +35,9 @@ cudaError_t dp_cuda_pool_forward(cudaStream_t stream, const float *x, float *y, 
 cudaError_t dp_cuda_pool_backward(cudaStream_t stream, const float *x, const float *dy, float *dx, int rows,
                                   const dp_window *w, dp_pool pool);
 cudaError_t dp_cuda_accumulate(cudaStream_t stream, float *y, const float *x, size_t n, int add);
+/* --grad-dtype bf16 with nccl (src/comm/nccl.c): n floats to bfloat16, nearest even, and back. */
+cudaError_t dp_cuda_to_bf16(cudaStream_t stream, uint16_t *h, const float *x, size_t n);
+cudaError_t dp_cuda_from_bf16(cudaStream_t stream, float *x, const uint16_t *h, size_t n);
 cudaError_t dp_cuda_column_sums(cudaStream_t stream, const float *a, const float *b, int rows, int cols, double *out);
 cudaError_t dp_cuda_bn_normalize(cudaStream_t stream, const float *x, float *xhat, float *y, int rows, int cols,
                                  const float *mean, const float *invstd, const float *gamma,

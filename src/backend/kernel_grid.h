@@ -133,6 +133,18 @@ static inline DP_HD void dp_accumulate_thread(float *y, const float *x, size_t n
         y[k] = dp_accumulate(y[k], x[k], add);
 }
 
+static inline DP_HD void dp_to_bf16_thread(uint16_t *h, const float *x, size_t n, dp_span i)
+{
+    for (size_t k = i.first; k < n; k += i.step)
+        h[k] = dp_bf16_bits(x[k]);
+}
+
+static inline DP_HD void dp_from_bf16_thread(float *x, const uint16_t *h, size_t n, dp_span i)
+{
+    for (size_t k = i.first; k < n; k += i.step)
+        x[k] = dp_bf16_value(h[k]);
+}
+
 static inline DP_HD void dp_dropout_thread(float *y, const float *x, float *mask, int rows, int cols,
                                            const dp_dropout_key *key, dp_span row, dp_span col)
 {

@@ -19,6 +19,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __CUDACC__
 #define DP_HD __host__ __device__
@@ -171,6 +172,35 @@ static inline DP_HD float dp_accumulate(float into, float sum, int accumulate)
 static inline DP_HD float dp_accumulate_sum(float into, double sum, int accumulate)
 {
     return dp_accumulate(into, (float)sum, accumulate);
+}
+
+/* --grad-dtype bf16: a float's bfloat16 bits, rounded to nearest even (a NaN stays a quiet NaN,
+ * a finite value beyond bf16's range becomes infinity), and a bf16 value as a float (exact).
+ * The comm layer's host sums round with these too (src/comm/elements.c). */
+static inline DP_HD uint16_t dp_bf16_bits(float x)
+{
+#ifdef __CUDA_ARCH__
+    uint32_t bits = __float_as_uint(x);
+#else
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+#endif
+    /* Half an ulp of bf16, less one when the kept bit is even: ties go to the even neighbour.
+     * A select rather than a branch, so the host's loops vectorise. */
+    uint32_t rounded = (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16, quiet_nan = (bits >> 16) | 0x40u;
+    return (uint16_t)((bits & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+}
+
+static inline DP_HD float dp_bf16_value(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(bits);
+#else
+    float x;
+    memcpy(&x, &bits, sizeof x);
+    return x;
+#endif
 }
 
 /* running = (1 - momentum) running + momentum batch. */

@@ -56,12 +56,15 @@ static int alloc_buffers(const dp_comm *c, size_t count, bench_buffers *b)
     return 0;
 }
 
-/* Out of place is a copy into the receive buffer, then the in-place algorithm on it. */
+/* Out of place is a copy into the receive buffer, then the in-place algorithm on it, in the
+ * comm's --grad-dtype (the inputs' sums are exact in bf16 too). */
 static int call_once(dp_comm *c, const bench_buffers *b, size_t count, int in_place)
 {
     if (!in_place)
         memcpy(b->recv, b->send, count * sizeof(float));
-    return dp_comm_allreduce_sum(c, b->recv, count);
+    dp_request_args a = {.kind = DP_ALLREDUCE, .buf = b->recv, .count = count, .label = "the gradient",
+                         .dtype = c->grad_dtype};
+    return dp_comm_run(c, &a);
 }
 
 static int time_calls(dp_comm *c, const bench_buffers *b, size_t count, int in_place,

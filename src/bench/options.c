@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OPT_TUNE = 256, OPT_AUTO_TABLE, OPT_GROUP, OPT_HIER_INNER };
+enum { OPT_TUNE = 256, OPT_AUTO_TABLE, OPT_GROUP, OPT_HIER_INNER, OPT_GRAD_DTYPE };
 
 static const struct option long_options[] = {
     {"minbytes", required_argument, NULL, 'b'},
@@ -24,6 +24,7 @@ static const struct option long_options[] = {
     {"auto-table", required_argument, NULL, OPT_AUTO_TABLE},
     {"group", required_argument, NULL, OPT_GROUP},
     {"hier-inner", required_argument, NULL, OPT_HIER_INNER},
+    {"grad-dtype", required_argument, NULL, OPT_GRAD_DTYPE},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -32,7 +33,7 @@ void dp_bench_print_usage(FILE *out)
 {
     fprintf(out,
             "Usage: mpirun -np W dp_bench [OPTION]...\n"
-            "Times every selected all-reduce algorithm (float32 sum) per message size, in the\n"
+            "Times every selected all-reduce algorithm (float32 or bf16 sum) per message size, in the\n"
             "columns of nccl-tests' all_reduce_perf, and checks each result against the exact sum.\n\n"
             "  -b, --minbytes BYTES     smallest message (K, M, G suffixes: powers of 1024) [default: 4]\n"
             "  -e, --maxbytes BYTES     largest message [default: 64M]\n"
@@ -50,6 +51,10 @@ void dp_bench_print_usage(FILE *out)
             "                           (every node times its own; rank 0's is reported) or leaders\n"
             "                           (each node's lowest rank; the others wait) [default: world]\n"
             "      --hier-inner NAME    hier's all-reduce among the nodes' leaders [default: ring]\n"
+            "      --grad-dtype fp32|bf16  what the all-reduce sends and adds, as dp_worker's: bf16\n"
+            "                           rounds to bfloat16 and sends half the bytes (the sizes stay\n"
+            "                           the float32 buffer's; size, algbw and busbw count bf16's)\n"
+            "                           [default: fp32]\n"
             "  -h, --help               print this help and exit\n\n"
             "Algorithms: %s\n"
             "Exit status: 0 when every #wrong is 0, 1 when one is not or a run fails, 2 for bad options.\n",
@@ -162,6 +167,7 @@ static int apply_option(dp_bench_options *o, int id, const char *arg, FILE *out)
     case OPT_AUTO_TABLE: return copy_path("auto-table", arg, o->auto_table_path, sizeof o->auto_table_path);
     case OPT_GROUP: return dp_group_parse(arg, &o->group) ? dp_fail_context(DP_EINVAL, "--group") : 0;
     case OPT_HIER_INNER: return copy_name("--hier-inner", arg, o->hier_inner, sizeof o->hier_inner);
+    case OPT_GRAD_DTYPE: return dp_grad_dtype_parse(arg, &o->dtype);
     default:
         if (out)
             dp_bench_print_usage(out);
@@ -183,6 +189,10 @@ static int check_combination(dp_bench_options *o)
     if (o->max_bytes < o->min_bytes)
         return dp_fail(DP_EINVAL, "-e %zu is below -b %zu: no message sizes to measure", o->max_bytes,
                        o->min_bytes);
+    if (o->tune_path[0] && o->dtype != DP_DTYPE_F32) /* auto's table is by float32 message bytes */
+        return dp_fail(DP_EINVAL, "--tune with --grad-dtype %s: the auto table is measured on float32 messages "
+                       "(auto picks for a bf16 message by the bytes it sends); tune with --grad-dtype fp32",
+                       dp_grad_dtype_name(o->dtype));
     if (o->tune_path[0])
         drop_auto(o);
     if (o->algorithm_count == 0)

@@ -9,11 +9,19 @@
 /* Column widths of nccl-tests' all_reduce_perf (without its root column). */
 enum { GROUP_WIDTH = 33 };
 
+/* The sum's element type, as the header and (nccl-tests' names) the type column call it. */
+static const char *sum_type(const dp_comm *c, int column)
+{
+    if (c->grad_dtype == DP_DTYPE_BF16)
+        return "bfloat16";
+    return column ? "float" : "float32";
+}
+
 static void print_header(FILE *out, const dp_comm *c, const dp_bench_options *o)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    fprintf(out, "# dp_bench (%s %s): all-reduce, float32 sum, %d ranks (%d on this node, %ld cores%s)\n",
-            PACKAGE_NAME, PACKAGE_VERSION, c->size, c->local_size, cores,
+    fprintf(out, "# dp_bench (%s %s): all-reduce, %s sum, %d ranks (%d on this node, %ld cores%s)\n",
+            PACKAGE_NAME, PACKAGE_VERSION, sum_type(c, 0), c->size, c->local_size, cores,
             c->local_size > cores ? ": OVERSUBSCRIBED, times include waiting for a core" : "");
     fprintf(out, "# minBytes %zu maxBytes %zu step: %d(factor) warmup iters: %d iters: %d rounds: %d validation: %d\n",
             o->min_bytes, o->max_bytes, o->factor, o->warmup, o->iters, o->rounds, o->check);
@@ -22,7 +30,12 @@ static void print_header(FILE *out, const dp_comm *c, const dp_bench_options *o)
                  "# out-of-place: copy the send buffer into the receive buffer, then the in-place\n"
                  "#   algorithm on it; its time includes the copy\n"
                  "# #wrong: elements differing from the exact sum (small-integer inputs, by rank and index)\n"
-                 "# sizes are measured one by one, the algorithms taking turns, so noise hits them alike\n#\n");
+                 "# sizes are measured one by one, the algorithms taking turns, so noise hits them alike\n");
+    if (c->grad_dtype != DP_DTYPE_F32)
+        fprintf(out, "# --grad-dtype %s: each float32 buffer (count floats) is sent as %s: size, algbw and\n"
+                     "#   busbw count those bytes, half the float32 buffer's\n", dp_grad_dtype_name(c->grad_dtype),
+                sum_type(c, 0));
+    fprintf(out, "#\n");
 }
 
 /* Appends text centred in a column group to line. */
@@ -116,8 +129,8 @@ static void print_algorithm(FILE *out, const dp_comm *c, const dp_bench_options 
     double busbw_sum = 0.0;
     for (size_t s = 0; s < count; s++) {
         const dp_bench_row *row = &rows[s];
-        size_t bytes = row->count * sizeof(float);
-        fprintf(out, "%12zu  %12zu  %8s  %6s", bytes, row->count, "float", "sum");
+        size_t bytes = row->count * dp_dtype_size(c->grad_dtype);
+        fprintf(out, "%12zu  %12zu  %8s  %6s", bytes, row->count, sum_type(c, 1), "sum");
         busbw_sum += print_timing(out, bytes, &row->out_of_place, c->size);
         busbw_sum += print_timing(out, bytes, &row->in_place, c->size);
         fputc('\n', out);

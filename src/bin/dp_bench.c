@@ -60,6 +60,8 @@ static int prepare(dp_comm *c, MPI_Comm group, const dp_bench_options *o)
     int status = dp_comm_init(c, group, o->algorithms[0]);
     if (!status)
         status = dp_comm_set_hier_inner(c, o->hier_inner);
+    if (!status)
+        dp_comm_set_grad_dtype(c, o->dtype);
     if (!status && uses_auto(o))
         status = dp_comm_load_auto_table(c, o->auto_table_path[0] ? o->auto_table_path : NULL);
     return status && o->auto_table_path[0] ? dp_fail_context(status, "--auto-table") : status;

@@ -93,6 +93,7 @@ int main(int argc, char **argv)
         (status = dp_comm_set_hier_inner(&comm, o.hier_inner)))
         abort_on_usage_error(rank);
     comm.segment_bytes = (size_t)o.segment_bytes;
+    dp_comm_set_grad_dtype(&comm, o.grad_dtype);
     if (o.auto_table[0] && dp_comm_load_auto_table(&comm, o.auto_table)) {
         dp_fail_context(DP_EIO, "--auto-table");
         abort_job(rank, EXIT_RUN_FAILED);

@@ -46,7 +46,7 @@ static int pair_round(dp_request *q, int round, dp_range block, int to_partner, 
     if (round > 0 || (!sits_out(q) && !folds(q)))
         return 0;
     int sender = sits_out(q) == to_partner, peer = sits_out(q) ? q->comm->rank + 1 : q->comm->rank - 1;
-    float *data = q->buf + block.begin;
+    void *data = dp_request_at(q, q->buf, block.begin);
     size_t n = dp_range_size(block);
     if (sender)
         r->send = (dp_transfer){data, n, peer};

@@ -167,7 +167,7 @@ static void count_group_bytes(dp_request *q)
 static dp_request_args node_args(const dp_request *q, dp_collective kind)
 {
     return (dp_request_args){.kind = kind, .buf = q->buf, .count = q->count, .label = q->label,
-                             .parent_count = q->count * (size_t)q->comm->hier->node.size};
+                             .parent_count = q->count * (size_t)q->comm->hier->node.size, .dtype = q->dtype};
 }
 
 /* The tag of q's current stage on group g: the same on every rank, apart from other requests'. */
@@ -191,7 +191,8 @@ static int start_stage(dp_request *q, int *waits)
         }
         h->next_inner++;
         leaders->segment_bytes = q->comm->segment_bytes;
-        dp_request_args a = {.kind = DP_ALLREDUCE, .buf = q->buf, .count = q->count, .label = q->label};
+        dp_request_args a = {.kind = DP_ALLREDUCE, .buf = q->buf, .count = q->count, .label = q->label,
+                             .dtype = q->dtype};
         return dp_request_start_part(leaders, &a, inner_of(q->comm), stage_tag(q, leaders), &q->part);
     }
     if (node->size == 1)

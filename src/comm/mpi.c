@@ -4,7 +4,8 @@
  * dp_comm_allreduce_sum) is MPI_Allreduce, MPI_Reduce_scatter or MPI_Allgatherv instead:
  * Open MPI's blocking collectives (coll/tuned) are the reference every other algorithm is
  * tested against, and faster than its non-blocking ones (libnbc), which may choose another
- * algorithm and so round differently (still the same bits on every rank). */
+ * algorithm and so round differently (still the same bits on every rank). bf16 requests send
+ * MPI_UINT16_T and add with the pool's user-defined bf16 sum (elements.c): MPI has no bf16. */
 #include "src/comm/algorithms.h"
 
 #include "dp/error.h"
@@ -36,15 +37,23 @@ static MPI_Request *next_request(dp_request *q)
     return &q->flights[0].requests[q->flights[0].count++];
 }
 
+/* The sum of q's elements: MPI's own for floats. */
+static MPI_Op sum_of(const dp_request *q)
+{
+    return q->element->own_sum ? q->comm->pool->bf16_sum : MPI_SUM;
+}
+
 static int start_allreduce(dp_request *q)
 {
     MPI_Comm comm = q->comm->requests_comm;
+    MPI_Datatype type = dp_element_mpi_type(q->dtype);
     for (size_t done = 0; done < q->count; done += DP_MPI_MAX_CHUNK) {
         int n = dp_mpi_chunk(q->count, done);
+        void *data = dp_request_at(q, q->buf, done);
         if (q->blocking)
-            DP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, q->buf + done, n, MPI_FLOAT, MPI_SUM, comm));
+            DP_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data, n, type, sum_of(q), comm));
         else
-            DP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, q->buf + done, n, MPI_FLOAT, MPI_SUM, comm, next_request(q)));
+            DP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, data, n, type, sum_of(q), comm, next_request(q)));
     }
     return 0;
 }
@@ -52,10 +61,11 @@ static int start_allreduce(dp_request *q)
 static int start_reduce_scatter(dp_request *q)
 {
     MPI_Comm comm = q->comm->requests_comm;
+    MPI_Datatype type = dp_element_mpi_type(q->dtype);
     if (q->blocking)
-        DP_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, q->buf, q->block_counts, MPI_FLOAT, MPI_SUM, comm));
+        DP_MPI_CHECK(MPI_Reduce_scatter(MPI_IN_PLACE, q->buf, q->block_counts, type, sum_of(q), comm));
     else
-        DP_MPI_CHECK(MPI_Ireduce_scatter(MPI_IN_PLACE, q->buf, q->block_counts, MPI_FLOAT, MPI_SUM, comm,
+        DP_MPI_CHECK(MPI_Ireduce_scatter(MPI_IN_PLACE, q->buf, q->block_counts, type, sum_of(q), comm,
                                          next_request(q)));
     return 0;
 }
@@ -80,7 +90,8 @@ static void finish(dp_request *q)
 {
     int r = q->comm->rank;
     if (q->kind == DP_REDUCE_SCATTER)
-        memmove(q->buf + q->block_offsets[r], q->buf, (size_t)q->block_counts[r] * sizeof(float));
+        memmove(dp_request_at(q, q->buf, (size_t)q->block_offsets[r]), q->buf,
+                (size_t)q->block_counts[r] * q->element->size);
     q->complete = 1;
 }
 
@@ -101,7 +112,7 @@ static int start(dp_request *q)
         status = starts[q->kind](q);
     if (status)
         return status;
-    dp_request_count_bytes(q, dp_request_ring_floats(q), 1);
+    dp_request_count_bytes(q, dp_request_ring_elements(q), 1);
     return q->blocking ? (finish(q), 0) : advance(q);
 }
 

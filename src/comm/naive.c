@@ -32,7 +32,7 @@ static int hub_block(dp_request *q, int round, int to_root, dp_round *r)
     if ((c->rank == 0 && other >= c->size) || (c->rank != 0 && round > 0))
         return 0;
     dp_range block = dp_request_block(q, other);
-    dp_transfer t = {q->buf + block.begin, dp_range_size(block), c->rank == 0 ? other : 0};
+    dp_transfer t = {dp_request_at(q, q->buf, block.begin), dp_range_size(block), c->rank == 0 ? other : 0};
     if ((c->rank == 0) == to_root)
         r->recv = t;
     else

@@ -11,12 +11,18 @@
  * Reduce-scatter and all-gather over equal blocks are ncclReduceScatter and ncclAllGather in
  * place; over uneven blocks (dp_partition of a count W does not divide, or a parent layout)
  * one grouped ncclReduce (ncclBroadcast) per block, to (from) the block's owner, as PyTorch
- * does for uneven shards. */
+ * does for uneven shards.
+ *
+ * bf16 requests (--grad-dtype bf16) round the buffer into the slot's own bf16 device buffer on
+ * the stream (a kernel: in place would race between threads), reduce that with ncclBfloat16,
+ * and widen it back into the buffer, all before the completion event. */
 #include "config.h"
 
 #include "src/comm/algorithms.h"
 
 #include "dp/error.h"
+#include "dp/memory.h"
+#include "src/backend/cuda_kernels.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -27,9 +33,14 @@ struct dp_nccl {
     cudaStream_t stream;
 };
 
+/* A slot's own: its events (the buffer is ready, the collective is done) and its bf16 buffer. */
 struct nccl_events {
     cudaEvent_t ready, done;
+    uint16_t *wire;      /* device memory: a bf16 request's elements; NULL until one starts */
+    size_t wire_count;
 };
+
+static const ncclDataType_t nccl_types[DP_DTYPES] = {[DP_DTYPE_F32] = ncclFloat, [DP_DTYPE_BF16] = ncclBfloat16};
 
 static int nccl_failed(const dp_comm *c, ncclResult_t result, const char *call, const char *file, int line)
 {
@@ -117,40 +128,80 @@ static int equal_blocks(const dp_request *q)
     return !q->parent_count && q->count % (size_t)q->comm->size == 0;
 }
 
-/* One grouped call per non-empty block, rooted at its owner. */
-static int per_block(dp_request *q, int reduce)
+/* One grouped call per non-empty block of data (q's elements), rooted at its owner. */
+static int per_block(dp_request *q, void *data, int reduce)
 {
     dp_comm *c = q->comm;
+    ncclDataType_t type = nccl_types[q->dtype];
     NCCL_TRY(c, ncclGroupStart());
     for (int r = 0; r < c->size; r++) {
         dp_range b = dp_request_block(q, r);
-        float *p = q->buf + b.begin;
+        void *p = dp_request_at(q, data, b.begin);
         if (!dp_range_size(b))
             continue;
         if (reduce)
-            NCCL_TRY(c, ncclReduce(p, p, dp_range_size(b), ncclFloat, ncclSum, r, c->nccl->comm, c->nccl->stream));
+            NCCL_TRY(c, ncclReduce(p, p, dp_range_size(b), type, ncclSum, r, c->nccl->comm, c->nccl->stream));
         else
-            NCCL_TRY(c, ncclBroadcast(p, p, dp_range_size(b), ncclFloat, r, c->nccl->comm, c->nccl->stream));
+            NCCL_TRY(c, ncclBroadcast(p, p, dp_range_size(b), type, r, c->nccl->comm, c->nccl->stream));
     }
     NCCL_TRY(c, ncclGroupEnd());
     return 0;
 }
 
-static int enqueue(dp_request *q)
+/* q's collective on data: its buffer, or the slot's bf16 copy of it. */
+static int enqueue(dp_request *q, void *data)
 {
     dp_comm *c = q->comm;
     ncclComm_t comm = c->nccl->comm;
     cudaStream_t stream = c->nccl->stream;
+    ncclDataType_t type = nccl_types[q->dtype];
     size_t share = q->count / (size_t)c->size;
-    float *mine = q->buf + (size_t)c->rank * share;
+    void *mine = dp_request_at(q, data, (size_t)c->rank * share);
     if (q->kind == DP_ALLREDUCE)
-        NCCL_TRY(c, ncclAllReduce(q->buf, q->buf, q->count, ncclFloat, ncclSum, comm, stream));
+        NCCL_TRY(c, ncclAllReduce(data, data, q->count, type, ncclSum, comm, stream));
     else if (!equal_blocks(q))
-        return per_block(q, q->kind == DP_REDUCE_SCATTER);
+        return per_block(q, data, q->kind == DP_REDUCE_SCATTER);
     else if (q->kind == DP_REDUCE_SCATTER)
-        NCCL_TRY(c, ncclReduceScatter(q->buf, mine, share, ncclFloat, ncclSum, comm, stream));
+        NCCL_TRY(c, ncclReduceScatter(data, mine, share, type, ncclSum, comm, stream));
     else
-        NCCL_TRY(c, ncclAllGather(mine, q->buf, share, ncclFloat, comm, stream));
+        NCCL_TRY(c, ncclAllGather(mine, data, share, type, comm, stream));
+    return 0;
+}
+
+/* The slot's bf16 buffer, grown to q's count: charged to the collectives' scratch. */
+static int ensure_wire(dp_request *q)
+{
+    struct nccl_events *e = events_of(q);
+    if (e->wire_count >= q->count)
+        return 0;
+    size_t bytes = q->count * sizeof *e->wire;
+    const char *what = "a bf16 request's device buffer (nccl)";
+    if (dp_memory_admit(bytes, DP_MEM_COMM, what))
+        return DP_ENOMEM;
+    uint16_t *grown = NULL;
+    CUDA_TRY(q->comm, cudaMalloc((void **)&grown, bytes));
+    if (e->wire) {
+        dp_memory_release(e->wire);
+        (void)cudaFree(e->wire);
+    }
+    dp_memory_record(grown, bytes, DP_MEM_COMM);
+    e->wire = grown;
+    e->wire_count = q->count;
+    return 0;
+}
+
+/* bf16: rounded into the slot's buffer, reduced there, widened back into q's buffer. */
+static int enqueue_bf16(dp_request *q)
+{
+    cudaStream_t stream = q->comm->nccl->stream;
+    int status = ensure_wire(q);
+    if (status)
+        return status;
+    uint16_t *wire = events_of(q)->wire;
+    CUDA_TRY(q->comm, dp_cuda_to_bf16(stream, wire, q->buf, q->count));
+    if ((status = enqueue(q, wire)))
+        return status;
+    CUDA_TRY(q->comm, dp_cuda_from_bf16(stream, q->buf, wire, q->count));
     return 0;
 }
 
@@ -183,14 +234,15 @@ static int nccl_start(dp_request *q)
         CUDA_TRY(c, cudaEventRecord(ready, c->device_stream ? (cudaStream_t)c->device_stream : cudaStreamLegacy));
     }
     CUDA_TRY(c, cudaStreamWaitEvent(c->nccl->stream, ready, 0));
-    if ((status = enqueue(q)))
+    if ((status = q->dtype == DP_DTYPE_BF16 ? enqueue_bf16(q) : enqueue(q, q->buf)))
         return status;
     CUDA_TRY(c, cudaEventRecord(events_of(q)->done, c->nccl->stream));
-    dp_request_count_bytes(q, dp_request_ring_floats(q), 1);
+    dp_request_count_bytes(q, dp_request_ring_elements(q), 1);
     return nccl_advance(q);
 }
 
-/* A slot's events; at teardown a failure has nothing left to stop: they go either way. */
+/* A slot's events and bf16 buffer; at teardown a failure has nothing left to stop: they go
+ * either way. */
 static void release_events(dp_request *q)
 {
     struct nccl_events *e = events_of(q);
@@ -198,6 +250,10 @@ static void release_events(dp_request *q)
         return;
     (void)cudaEventDestroy(e->ready);
     (void)cudaEventDestroy(e->done);
+    if (e->wire) {
+        dp_memory_release(e->wire);
+        (void)cudaFree(e->wire);
+    }
     free(e);
     q->driver_state = NULL;
 }

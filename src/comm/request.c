@@ -30,7 +30,8 @@ int dp_request_pool_open(dp_comm *c)
     DP_MPI_CHECK(MPI_Comm_get_attr(c->requests_comm, MPI_TAG_UB, &tag_ub, &found));
     /* Any window larger than the requests ever in flight keeps their tags apart. */
     c->pool->tag_window = found && *tag_ub < 1 << 30 ? *tag_ub + 1 : 1 << 30;
-    return 0;
+    c->pool->bf16_sum = MPI_OP_NULL;
+    return dp_bf16_sum_create(&c->pool->bf16_sum);
 }
 
 void dp_request_pool_free(dp_comm *c)
@@ -47,6 +48,8 @@ void dp_request_pool_free(dp_comm *c)
     free(c->pool->slots);
     free(c->pool->idle);
     free(c->pool->active);
+    if (c->pool->bf16_sum != MPI_OP_NULL)
+        MPI_Op_free(&c->pool->bf16_sum);
     pthread_mutex_destroy(&c->pool->lock);
     free(c->pool);
     c->pool = NULL;
@@ -150,7 +153,7 @@ size_t dp_request_largest_block(const dp_request *q)
     return largest;
 }
 
-size_t dp_request_ring_floats(const dp_request *q)
+size_t dp_request_ring_elements(const dp_request *q)
 {
     /* The ring's reduce-scatter sends every block but this rank's, its all-gather every
      * block but the right neighbour's. */
@@ -161,9 +164,9 @@ size_t dp_request_ring_floats(const dp_request *q)
            : q->kind == DP_REDUCE_SCATTER ? reduce_scatter : allgather;
 }
 
-void dp_request_count_bytes(dp_request *q, size_t floats, int modelled)
+void dp_request_count_bytes(dp_request *q, size_t elements, int modelled)
 {
-    uint64_t bytes = (uint64_t)floats * sizeof(float);
+    uint64_t bytes = (uint64_t)elements * q->element->size;
     q->comm->traffic.bytes[q->kind] += bytes;
     if (modelled)
         q->comm->traffic.modelled[q->kind] += bytes;
@@ -184,20 +187,24 @@ static int watch(dp_request *q)
     if (!q->comm->watchdog)
         return 0;
     char size[32];
-    describe_size(q->count * sizeof(float), size, sizeof size);
-    snprintf(q->watch.what, sizeof q->watch.what, "the %s of %s (%s, %s)", kind_names[q->kind],
-             q->label, q->algorithm->name, size);
+    describe_size(q->count * q->element->size, size, sizeof size);
+    snprintf(q->watch.what, sizeof q->watch.what, "the %s of %s (%s, %s%s)", kind_names[q->kind],
+             q->label, q->algorithm->name, size, q->dtype == DP_DTYPE_F32 ? "" : " of bfloat16");
     q->watched = 1;
     return dp_watchdog_watch(q->comm->watchdog, &q->watch);
 }
 
 /* Records a driver's outcome: a failure completes the request with that status; a completed
- * request leaves the watchdog's list. */
+ * request leaves the watchdog's list, its result widened back to floats. */
 static int settle(dp_request *q, int status)
 {
     if (status) {
         q->status = status;
         q->complete = 1;
+    }
+    if (q->complete && q->narrowed) {
+        q->element->widen(q->buf, q->count);
+        q->narrowed = 0;
     }
     /* A watchdog stopped first (a run ending on an error, a prefetch still in flight) has no list left. */
     if (q->complete && q->watched && q->comm->watchdog) {
@@ -208,7 +215,8 @@ static int settle(dp_request *q, int status)
     return status;
 }
 
-static int check_args(const dp_request_args *a)
+/* part: a part of another request (tag >= 0: hier's stages), on its parent's elements. */
+static int check_args(const dp_request_args *a, int part)
 {
     if ((unsigned)a->kind >= DP_COLLECTIVE_KINDS)
         return dp_fail(DP_EINVAL, "collective kind %d: not an all-reduce, reduce-scatter or all-gather",
@@ -219,8 +227,16 @@ static int check_args(const dp_request_args *a)
     if (a->parent_count && (a->parent_offset > a->parent_count || a->count > a->parent_count - a->parent_offset))
         return dp_fail(DP_EINVAL, "%s of [%zu, %zu + %zu): outside its parent buffer of %zu floats",
                        kind_names[a->kind], a->parent_offset, a->parent_offset, a->count, a->parent_count);
+    if ((unsigned)a->dtype >= DP_DTYPES || !dp_elements[a->dtype].size)
+        return dp_fail(DP_EINVAL, "%s of %s: a request's elements are float32, or bfloat16 for reductions",
+                       kind_names[a->kind], a->label ? a->label : "a buffer");
+    if (a->dtype != DP_DTYPE_F32 && a->kind == DP_ALLGATHER && !part)
+        return dp_fail(DP_EINVAL, "all-gather of %s in %s: an all-gather moves values unchanged, only reductions "
+                       "take bfloat16", a->label ? a->label : "a buffer", dp_elements[a->dtype].name);
     return 0;
 }
+
+
 
 /* tag < 0: the next of the start sequence. */
 static void fill(dp_request *q, const dp_request_args *a, const struct dp_algorithm *algorithm, int blocking,
@@ -233,6 +249,9 @@ static void fill(dp_request *q, const dp_request_args *a, const struct dp_algori
     q->count = a->count;
     q->parent_count = a->parent_count;
     q->parent_offset = a->parent_offset;
+    q->dtype = a->dtype;
+    q->element = &dp_elements[a->dtype];
+    q->narrowed = 0;
     q->ready_event = a->ready_event;
     q->blocking = blocking;
     q->tag = tag >= 0 ? tag % pool->tag_window : (int)(pool->started++ % pool->tag_window);
@@ -248,9 +267,10 @@ static void fill(dp_request *q, const dp_request_args *a, const struct dp_algori
 static int start_locked(dp_comm *c, const dp_request_args *a, const struct dp_algorithm *algorithm,
                         int blocking, int tag, dp_request **request)
 {
-    int status = check_args(a);
+    int part = tag >= 0;
+    int status = check_args(a, part);
     if (!status && algorithm->pick)
-        status = algorithm->pick(c, a->count * sizeof(float), &algorithm);
+        status = algorithm->pick(c, a->count * dp_elements[a->dtype].size, &algorithm);
     dp_request *q = NULL;
     if (!status)
         status = take_slot(c, &q);
@@ -265,6 +285,11 @@ static int start_locked(dp_comm *c, const dp_request_args *a, const struct dp_al
         status = watch(q);
     if (!status && q->count) { /* a count of 0 moves nothing, on any rank */
         q->complete = 0;
+        /* GPU memory (nccl) is narrowed on the device, by the algorithm itself. */
+        if (q->element->narrow && !part && algorithm->place != DP_BUFFER_DEVICE) {
+            q->element->narrow(q->buf, q->count);
+            q->narrowed = 1;
+        }
         status = algorithm->driver->start(q);
     }
     status = settle(q, status);

@@ -27,17 +27,37 @@ enum {
     DP_LABEL_MAX = 64
 };
 
+/* What a request's elements are (elements.c): their size, sum and way to and from float. */
+typedef struct dp_element {
+    size_t size;
+    const char *name;
+    void (*add)(void *into, const void *from, size_t count); /* into[i] += from[i] */
+    /* The request's floats to elements in place at its start, and back at its end; NULL: floats. */
+    void (*narrow)(void *buf, size_t count);
+    void (*widen)(void *buf, size_t count);
+    int own_sum; /* MPI adds them with the pool's user-defined operation, not MPI_SUM */
+} dp_element;
+
+/* By dp_dtype; size 0 where requests do not take the type. */
+extern const dp_element dp_elements[DP_DTYPES];
+
+/* The MPI datatype that carries one element of dtype. */
+MPI_Datatype dp_element_mpi_type(dp_dtype dtype);
+
+/* The bf16 sum as an MPI operation on MPI_UINT16_T (mpi's collectives), freed with MPI_Op_free. */
+int dp_bf16_sum_create(MPI_Op *op);
+
 /* One message of a round; count 0 posts nothing (both sides compute the same count). */
 typedef struct dp_transfer {
-    float *data;
+    void *data;     /* count elements of the request's type */
     size_t count;
     int peer;
 } dp_transfer;
 
-/* into[i] += from[i]: formed once the round's messages have arrived. */
+/* into[i] += from[i], elements of the request's type: formed once the round's messages have arrived. */
 typedef struct dp_sum {
-    float *into;
-    const float *from;
+    void *into;
+    const void *from;
     size_t count;
 } dp_sum;
 
@@ -72,8 +92,11 @@ struct dp_request {
     dp_comm *comm;
     const struct dp_algorithm *algorithm; /* the one running it (auto's pick, for auto) */
     dp_collective kind;
-    float *buf;
+    float *buf;                /* holds count elements of *element once narrowed (offsets: dp_request_at) */
     size_t count, parent_count, parent_offset;
+    dp_dtype dtype;
+    const dp_element *element;
+    int narrowed;              /* buf holds its elements narrowed at the start: widened at completion */
     void *ready_event;
     int tag;                   /* from the start sequence: unique among requests in flight */
     int blocking;              /* started by dp_comm_run: mpi may use MPI's blocking collective */
@@ -92,8 +115,8 @@ struct dp_request {
     dp_fold_plan fold;
     size_t segment, segments;  /* ring-pipelined: elements per segment, segments per block */
     /* memory kept with the slot and reused */
-    float *scratch;
-    size_t scratch_capacity;   /* floats */
+    float *scratch;            /* elements of the request's type (dp_request_at) */
+    size_t scratch_capacity;   /* floats: room for as many elements of any type */
     int *block_counts, *block_offsets; /* mpi: W each */
     void *driver_state;        /* a driver's own (nccl: CUDA events), freed by its algorithm's close */
     /* hier: the stage it is in, its place among hier's requests, the group request it waits on */
@@ -111,6 +134,12 @@ struct dp_hier {
     long next_inner;        /* the one whose all-reduce among the leaders starts next */
     uint64_t counted;       /* bytes the groups sent that are already in the dp_comm's traffic */
 };
+
+/* Element i of base (q's buffer or scratch), elements being q's type. */
+static inline void *dp_request_at(const dp_request *q, void *base, size_t i)
+{
+    return (char *)base + i * q->element->size;
+}
 
 /* Block r of q's buffer (see dp_request_args), as offsets into q->buf. */
 dp_range dp_request_block(const dp_request *q, int r);
@@ -148,6 +177,7 @@ struct dp_request_pool {
     pthread_mutex_t lock;
     int thread_status;   /* the progress thread's first failure (0: none), under the lock */
     char thread_error[256]; /* its message (dp_last_error is per thread) */
+    MPI_Op bf16_sum;     /* the bf16 sum for mpi's collectives */
 };
 
 /* groups.c: c's MPI side over comm (not owned), running algorithm: its rank, private
@@ -168,20 +198,22 @@ int dp_request_wait_mpi(dp_comm *c, MPI_Request *request);
 
 /* Starts a on c with the given algorithm and tag instead of c's start sequence: one part of a
  * request of another dp_comm (hier's stages), whose parts may start in different orders on
- * different ranks but get the same tag everywhere. */
+ * different ranks but get the same tag everywhere. a's buf already holds elements of a's dtype
+ * (its parent narrowed them): a part neither narrows nor widens. */
 int dp_request_start_part(dp_comm *c, const dp_request_args *a, const struct dp_algorithm *algorithm, int tag,
                           dp_request **request);
 
 /* Starts a with the given algorithm, whatever c's, and waits for it: the blocking forms. */
 int dp_request_run(dp_comm *c, const dp_request_args *a, const struct dp_algorithm *algorithm);
 
-/* Bytes counted as sent by q's kind: count floats posted, or modelled (mpi, nccl). */
-void dp_request_count_bytes(dp_request *q, size_t floats, int modelled);
+/* Bytes counted as sent by q's kind: count elements posted, or modelled (mpi, nccl). */
+void dp_request_count_bytes(dp_request *q, size_t elements, int modelled);
 
-/* The bytes the ring sends for q: the volume mpi and nccl are counted at. */
-size_t dp_request_ring_floats(const dp_request *q);
+/* The elements the ring sends for q: the volume mpi and nccl are counted at. */
+size_t dp_request_ring_elements(const dp_request *q);
 
-/* dst[i] += src[i]: the reduction every hand-written algorithm applies. */
+/* dst[i] += src[i]: float32's sum (dp_elements' F32 add), in the order every hand-written
+ * algorithm forms it. */
 void dp_add_floats(float *restrict dst, const float *restrict src, size_t count);
 
 /* caller_collectives.c: root's bytes to every rank with MPI_Ibcast on the caller's

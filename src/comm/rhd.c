@@ -43,9 +43,9 @@ static int halving(dp_request *q, int round, dp_round *r)
     int mine = q->fold.index & ~(d - 1);
     dp_range keep = group_span(q, mine, d), give = group_span(q, mine ^ d, d);
     int partner = partner_at(q, d);
-    r->send = (dp_transfer){q->buf + give.begin, dp_range_size(give), partner};
+    r->send = (dp_transfer){dp_request_at(q, q->buf, give.begin), dp_range_size(give), partner};
     r->recv = (dp_transfer){q->scratch, dp_range_size(keep), partner};
-    r->sum = (dp_sum){q->buf + keep.begin, q->scratch, dp_range_size(keep)};
+    r->sum = (dp_sum){dp_request_at(q, q->buf, keep.begin), q->scratch, dp_range_size(keep)};
     return 1;
 }
 
@@ -58,8 +58,8 @@ static int doubling(dp_request *q, int round, dp_round *r)
     int mine = q->fold.index & ~(d - 1);
     dp_range own = group_span(q, mine, d), other = group_span(q, mine ^ d, d);
     int partner = partner_at(q, d);
-    r->send = (dp_transfer){q->buf + own.begin, dp_range_size(own), partner};
-    r->recv = (dp_transfer){q->buf + other.begin, dp_range_size(other), partner};
+    r->send = (dp_transfer){dp_request_at(q, q->buf, own.begin), dp_range_size(own), partner};
+    r->recv = (dp_transfer){dp_request_at(q, q->buf, other.begin), dp_range_size(other), partner};
     return 1;
 }
 

@@ -34,12 +34,13 @@ static int left_of(const dp_comm *c)
 
 /* The messages of one piece of a pass: `out` of buf goes right, `in` comes from the left,
  * added into buf from `incoming` (reduce) or landing in buf directly. */
-static void ring_round(dp_request *q, dp_range out, dp_range in, float *incoming, int reduce, dp_round *r)
+static void ring_round(dp_request *q, dp_range out, dp_range in, void *incoming, int reduce, dp_round *r)
 {
-    r->send = (dp_transfer){q->buf + out.begin, dp_range_size(out), right_of(q->comm)};
-    r->recv = (dp_transfer){reduce ? incoming : q->buf + in.begin, dp_range_size(in), left_of(q->comm)};
+    void *landing = dp_request_at(q, q->buf, in.begin);
+    r->send = (dp_transfer){dp_request_at(q, q->buf, out.begin), dp_range_size(out), right_of(q->comm)};
+    r->recv = (dp_transfer){reduce ? incoming : landing, dp_range_size(in), left_of(q->comm)};
     if (reduce)
-        r->sum = (dp_sum){q->buf + in.begin, incoming, dp_range_size(in)};
+        r->sum = (dp_sum){landing, incoming, dp_range_size(in)};
 }
 
 /* W-1 steps of whole blocks. */
@@ -84,10 +85,10 @@ const struct dp_algorithm dp_algorithm_ring = {
  * i % segments of step i / segments, one round each. With two or more segments per block,
  * item i+1 is on the wire while item i is reduced: its data is final because it was item
  * i+1-segments, reduced earlier; incoming segments alternate between two scratch slots. */
-static size_t segment_elements(const dp_comm *c, size_t largest)
+static size_t segment_elements(const dp_comm *c, size_t largest, size_t element_size)
 {
     size_t bytes = c->segment_bytes ? c->segment_bytes : DP_SEGMENT_BYTES_DEFAULT;
-    size_t elements = bytes < sizeof(float) ? 1 : bytes / sizeof(float);
+    size_t elements = bytes < element_size ? 1 : bytes / element_size;
     if (elements > DP_MPI_MAX_CHUNK)
         elements = DP_MPI_MAX_CHUNK;
     return elements < largest ? elements : largest;
@@ -96,7 +97,7 @@ static size_t segment_elements(const dp_comm *c, size_t largest)
 static void plan_segments(dp_request *q)
 {
     size_t largest = dp_request_largest_block(q);
-    q->segment = segment_elements(q->comm, largest);
+    q->segment = segment_elements(q->comm, largest, q->element->size);
     q->segments = q->segment ? (largest + q->segment - 1) / q->segment : 0;
 }
 
@@ -117,7 +118,7 @@ static int pipelined_pass(dp_request *q, int round, int shift, int reduce, dp_ro
     size_t item = (size_t)round, items = (size_t)(q->comm->size - 1) * q->segments;
     if (item >= items)
         return 0;
-    float *slot = q->scratch + (item % 2) * q->segment;
+    void *slot = dp_request_at(q, q->scratch, (item % 2) * q->segment);
     ring_round(q, item_range(q, item, shift, 0), item_range(q, item, shift, 1), slot, reduce, r);
     r->overlaps_previous = q->segments > 1;
     return 1;
@@ -136,7 +137,8 @@ static int pipelined_allgather(dp_request *q, int round, dp_round *r)
 static size_t pipelined_scratch(const dp_comm *c, dp_collective kind, size_t count, size_t largest_block)
 {
     (void)count;
-    return kind == DP_ALLGATHER ? 0 : 2 * segment_elements(c, largest_block);
+    /* Floats: a segment of narrower elements holds as many bytes, or a whole block of them. */
+    return kind == DP_ALLGATHER ? 0 : 2 * segment_elements(c, largest_block, sizeof(float));
 }
 
 static const dp_phase_fn pipelined_allreduce[] = {pipelined_reduce_scatter, pipelined_allgather, NULL};

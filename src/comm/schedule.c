@@ -48,13 +48,15 @@ static void plan_next(dp_request *q)
 static int post_transfer(dp_request *q, dp_flight *f, const dp_transfer *t, int sending)
 {
     MPI_Comm comm = q->comm->requests_comm;
+    MPI_Datatype type = dp_element_mpi_type(q->dtype);
     for (size_t done = 0; done < t->count; done += DP_MPI_MAX_CHUNK) {
         int n = dp_mpi_chunk(t->count, done);
         MPI_Request *r = &f->requests[f->count++];
+        void *data = dp_request_at(q, t->data, done);
         if (sending)
-            DP_MPI_CHECK(MPI_Isend(t->data + done, n, MPI_FLOAT, t->peer, q->tag, comm, r));
+            DP_MPI_CHECK(MPI_Isend(data, n, type, t->peer, q->tag, comm, r));
         else
-            DP_MPI_CHECK(MPI_Irecv(t->data + done, n, MPI_FLOAT, t->peer, q->tag, comm, r));
+            DP_MPI_CHECK(MPI_Irecv(data, n, type, t->peer, q->tag, comm, r));
     }
     if (sending)
         dp_request_count_bytes(q, t->count, 0);
@@ -87,7 +89,7 @@ static int complete_oldest(dp_request *q, int *completed)
         return 0;
     const dp_sum *s = &f->round.sum;
     if (s->count)
-        dp_add_floats(s->into, s->from, s->count);
+        q->element->add(s->into, s->from, s->count);
     f->count = 0;
     q->first_flight ^= 1;
     q->flights_used--;

@@ -32,7 +32,40 @@ const char *dp_comm_gpu_algorithm_names(void)
 
 int dp_comm_wants_device_buffer(const dp_comm *c)
 {
-    return c->algorithm->place == DP_BUFFER_DEVICE || (c->algorithm->place == DP_BUFFER_MPI && c->cuda_aware);
+    /* bf16 gradients are narrowed on the CPU: MPI's sum of them too. */
+    int mpi_takes_device = c->cuda_aware && c->grad_dtype == DP_DTYPE_F32;
+    return c->algorithm->place == DP_BUFFER_DEVICE || (c->algorithm->place == DP_BUFFER_MPI && mpi_takes_device);
+}
+
+/* --grad-dtype's names, by the dtype they select. */
+static const struct {
+    const char *name;
+    dp_dtype dtype;
+} grad_dtypes[] = {{"fp32", DP_DTYPE_F32}, {"bf16", DP_DTYPE_BF16}};
+
+enum { GRAD_DTYPES = sizeof grad_dtypes / sizeof grad_dtypes[0] };
+
+int dp_grad_dtype_parse(const char *name, dp_dtype *dtype)
+{
+    for (int i = 0; i < GRAD_DTYPES; i++)
+        if (strcmp(name, grad_dtypes[i].name) == 0) {
+            *dtype = grad_dtypes[i].dtype;
+            return 0;
+        }
+    return dp_fail(DP_EINVAL, "--grad-dtype '%s': unknown (valid: fp32 bf16)", name);
+}
+
+const char *dp_grad_dtype_name(dp_dtype dtype)
+{
+    for (int i = 0; i < GRAD_DTYPES; i++)
+        if (grad_dtypes[i].dtype == dtype)
+            return grad_dtypes[i].name;
+    return "unknown";
+}
+
+void dp_comm_set_grad_dtype(dp_comm *c, dp_dtype dtype)
+{
+    c->grad_dtype = dtype;
 }
 
 /* The algorithm --allreduce calls name: a registered one, or auto. */

@@ -73,8 +73,10 @@ int dp_strategy_start_bucket(dp_strategy *d, dp_bucket *b)
             d->buffers.to_comm(d->buffers.arg, b->offset, b->count);
         data = d->buffers.comm_grads + b->offset;
     }
+    /* --grad-dtype: the gradients' reductions may travel as bf16 (the comm's setting). */
     b->args = (dp_request_args){.kind = d->type->gradient_collective, .buf = data, .count = b->count,
-                                .label = b->label, .parent_count = d->layout.total, .parent_offset = b->offset};
+                                .label = b->label, .parent_count = d->layout.total, .parent_offset = b->offset,
+                                .dtype = d->comm->grad_dtype};
     b->started = 1;
     b->completed = 0;
     b->started_at = MPI_Wtime();

@@ -23,7 +23,7 @@ enum option_id {
     OPT_CUDA_AWARE, OPT_MODEL, OPT_SYNC_BN, OPT_OPTIMIZER, OPT_BETAS, OPT_EPS, OPT_DECAY_ALL,
     OPT_PREDICT, OPT_OUTPUT, OPT_PREDICT_CLASSES, OPT_BUCKET_MB, OPT_NO_OVERLAP, OPT_PROGRESS_THREAD, OPT_TRACE, OPT_METRICS,
     OPT_ZERO, OPT_ZERO_LIVE_MB, OPT_MAX_MEMORY_MB, OPT_CHECKPOINT_SHARDS, OPT_PREEMPT_SIGNAL, OPT_MEMORY_PLAN, OPT_PARAMS, OPT_WORLD, OPT_PRECISION,
-    OPT_AVERAGE_EVERY, OPT_EXACT, OPT_EXACT_SHARD,
+    OPT_AVERAGE_EVERY, OPT_EXACT, OPT_EXACT_SHARD, OPT_GRAD_DTYPE,
     OPT_HELP, OPT_VERSION
 };
 
@@ -79,6 +79,11 @@ static const struct option_doc option_docs[] = {
     {{"hier-inner", required_argument, NULL, OPT_HIER_INNER}, "NAME", "ring",
      "--allreduce hier: the all-reduce among one leader per node (ring, rhd, mpi, or another "
      "algorithm but hier); within each node ranks reduce to the leader and it broadcasts back"},
+    {{"grad-dtype", required_argument, NULL, OPT_GRAD_DTYPE}, "fp32|bf16", "fp32",
+     "what the gradients' reductions send and add: bf16 rounds each bucket to bfloat16 (nearest even), "
+     "sums in FP32 rounding every partial sum to bf16, and widens the result back: half the bytes, "
+     "about 2^-8 relative error per addition (docs/ALGORITHMS.md); every algorithm (nccl: ncclBfloat16, "
+     "rounded on the GPU), buckets and ZeRO 1-3; not with --exact or --average-every"},
     {{"bucket-mb", required_argument, NULL, OPT_BUCKET_MB}, "MB|auto", "auto (the first bucket: 1)",
      "gradients are reduced in buckets of at most this many MiB, each started as soon as backward "
      "finishes it, so communication overlaps the rest of backward (PyTorch DDP's bucket_cap_mb); "
@@ -373,6 +378,7 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
     case OPT_SEED: return dp_option_seed(name, arg, &o->seed);
     case OPT_ALLREDUCE: return dp_option_text(name, arg, o->allreduce, sizeof o->allreduce);
     case OPT_HIER_INNER: return dp_option_text(name, arg, o->hier_inner, sizeof o->hier_inner);
+    case OPT_GRAD_DTYPE: return dp_grad_dtype_parse(arg, &o->grad_dtype);
     case OPT_SEGMENT_BYTES: return dp_option_long(name, arg, (long)sizeof(float), &o->segment_bytes);
     case OPT_AUTO_TABLE: return dp_option_text(name, arg, o->auto_table, sizeof o->auto_table);
     case OPT_LOG_EVERY: return dp_option_long(name, arg, 0, &o->log_every);
@@ -495,6 +501,11 @@ static int check_exact(const dp_options *o, const int *seen)
     if (o->exact && o->average_every)
         return dp_fail(DP_EINVAL, "--exact and --average-every %ld both choose how the ranks' work is combined: use one",
                        o->average_every);
+    /* --exact all-reduces integer digits that must add exactly; bf16 keeps 8 of their 24 bits. */
+    if (o->exact && o->grad_dtype != DP_DTYPE_F32)
+        return dp_fail(DP_EINVAL, "--exact and --grad-dtype %s: --exact all-reduces its sums as integer digits in "
+                       "floats that every algorithm must add exactly, and bf16 would round them (8 significant "
+                       "bits of 24); drop one", dp_grad_dtype_name(o->grad_dtype));
     return 0;
 }
 
@@ -532,6 +543,9 @@ static int check_local_sgd(const dp_options *o)
     long k = o->average_every;
     if (!k)
         return 0;
+    if (o->grad_dtype != DP_DTYPE_F32)
+        return dp_fail(DP_EINVAL, "--average-every %ld and --grad-dtype %s: local SGD reduces no gradients (it averages "
+                       "the replicas in float32)", k, dp_grad_dtype_name(o->grad_dtype));
     if (o->zero)
         return dp_fail(DP_EINVAL, "--average-every %ld and --zero %d: local SGD keeps a whole replica (parameters and "
                        "optimizer state) on every rank, which ZeRO shards; use one of them", k, o->zero);

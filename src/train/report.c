@@ -103,7 +103,8 @@ void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *p
     printf("dptrain %s: %d rank%s (%d on this node), all-reduce %s%s%s, backend %s\n",
            PACKAGE_VERSION, comm->size, comm->size == 1 ? "" : "s", comm->local_size, algorithm,
            hier ? " with inner " : "", hier ? dp_comm_hier_inner_name(comm) : "", backend);
-    printf("gradients: %s; %s\n", gradient_path, strategy);
+    printf("gradients: %s%s; %s\n", gradient_path,
+           comm->grad_dtype == DP_DTYPE_F32 ? "" : ", reduced in bf16 (--grad-dtype)", strategy);
     report_master_address();
     char text[512];
     dp_model_describe(model, text, sizeof text);

@@ -28,7 +28,7 @@ enum state_field {
     FIELD_MODEL, FIELD_STEP_BATCH, FIELD_DROP_LAST, FIELD_SEED, FIELD_TRAIN_SAMPLES, FIELD_OPTIMIZER,
     FIELD_OPTIMIZER_STATE, FIELD_WORLD_SIZE, FIELD_ALLREDUCE, FIELD_HIER_INNER, FIELD_BATCH, FIELD_ACCUM, FIELD_LR,
     FIELD_LR_SCHEDULE, FIELD_TOTAL_STEPS, FIELD_MOMENTUM, FIELD_WEIGHT_DECAY, FIELD_BETAS, FIELD_EPS,
-    FIELD_DECAY_ALL, FIELD_MODULE_OPTIONS, FIELD_ZERO, FIELD_AVERAGE_EVERY, FIELD_EXACT_SHARD, FIELD_COMPUTE, FIELD_STEP, FIELD_EPOCH, FIELD_RUN_ID, FIELD_FORMAT,
+    FIELD_DECAY_ALL, FIELD_MODULE_OPTIONS, FIELD_ZERO, FIELD_AVERAGE_EVERY, FIELD_EXACT_SHARD, FIELD_GRAD_DTYPE, FIELD_COMPUTE, FIELD_STEP, FIELD_EPOCH, FIELD_RUN_ID, FIELD_FORMAT,
     FIELD_VERSION, FIELD_SAMPLER, FIELD_COUNT
 };
 
@@ -69,6 +69,8 @@ static const struct {
     /* --exact's shards decide its bits (0: not --exact); under it the world size and the
      * algorithm do not. */
     [FIELD_EXACT_SHARD] = {"exact_shard", FIELD_EXACT, "0"},
+    /* bf16 gradients round every reduced sum: a resume with the other dtype is not bit-exact. */
+    [FIELD_GRAD_DTYPE] = {"grad_dtype", FIELD_EXACT, "fp32"},
     /* OpenBLAS's sgemm rounds differently with another thread count for widths that are not a
      * multiple of its kernel's (10 classes, for one), and cuBLAS differs from OpenBLAS. */
     [FIELD_COMPUTE] = {"compute", FIELD_EXACT, "cpu with 1 BLAS thread"},
@@ -131,6 +133,7 @@ static void describe_run(const trainer *t, run_fields *f)
     snprintf(v[FIELD_ZERO], size, "%d", o->zero);
     snprintf(v[FIELD_AVERAGE_EVERY], size, "%ld", o->average_every);
     snprintf(v[FIELD_EXACT_SHARD], size, "%ld", o->exact ? o->exact_shard : 0L);
+    snprintf(v[FIELD_GRAD_DTYPE], size, "%s", dp_grad_dtype_name(o->grad_dtype));
     dp_backend_arithmetic(t->engine.be, v[FIELD_COMPUTE], size);
     if (o->precision != DP_PRECISION_FP32 && !t->engine.be->host_memory) /* rounded GEMM inputs change the bits */
         snprintf(v[FIELD_COMPUTE] + strlen(v[FIELD_COMPUTE]), size - strlen(v[FIELD_COMPUTE]), ", %s GEMM inputs",

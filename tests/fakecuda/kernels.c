@@ -128,6 +128,44 @@ cudaError_t dp_cuda_accumulate(cudaStream_t stream, float *y, const float *x, si
     return QUEUE(run_accumulate, a, "accumulate_kernel");
 }
 
+typedef struct bf16_args {
+    dp_shape s;
+    float *x;
+    uint16_t *h;
+    size_t n;
+    int to_bf16;
+} bf16_args;
+
+static void run_bf16(void *raw)
+{
+    bf16_args *a = raw;
+    if (!fakecuda_need(a->x, a->n * sizeof(float), "x") || !fakecuda_need(a->h, a->n * sizeof(uint16_t), "h"))
+        return;
+    for (unsigned b = 0; b < a->s.grid_x; b++)
+        for (unsigned t = 0; t < a->s.block_x; t++) {
+            if (a->to_bf16)
+                dp_to_bf16_thread(a->h, a->x, a->n, dp_span_x(a->s, b, t));
+            else
+                dp_from_bf16_thread(a->x, a->h, a->n, dp_span_x(a->s, b, t));
+        }
+}
+
+cudaError_t dp_cuda_to_bf16(cudaStream_t stream, uint16_t *h, const float *x, size_t n)
+{
+    if (n == 0)
+        return cudaSuccess;
+    bf16_args a = {.s = dp_shape_flat(n), .x = (float *)x, .h = h, .n = n, .to_bf16 = 1};
+    return QUEUE(run_bf16, a, "to_bf16_kernel");
+}
+
+cudaError_t dp_cuda_from_bf16(cudaStream_t stream, float *x, const uint16_t *h, size_t n)
+{
+    if (n == 0)
+        return cudaSuccess;
+    bf16_args a = {.s = dp_shape_flat(n), .x = x, .h = (uint16_t *)h, .n = n, .to_bf16 = 0};
+    return QUEUE(run_bf16, a, "from_bf16_kernel");
+}
+
 typedef struct bias_grad_args {
     dp_shape s;
     const float *dy;

@@ -1,9 +1,14 @@
-/* The fake NCCL: communicators over MPI_COMM_WORLD (the ranks a test starts), and the float-sum
- * collectives (all-reduce, reduce-scatter, all-gather, reduce, broadcast) queued on their
- * stream like kernels: each runs, as the MPI collective on the device buffers, when its
+/* The fake NCCL: communicators over MPI_COMM_WORLD (the ranks a test starts), and the float- and
+ * bfloat16-sum collectives (all-reduce, reduce-scatter, all-gather, reduce, broadcast) queued on
+ * their stream like kernels: each runs, as the MPI collective on the device buffers, when its
  * stream's work runs, so a caller that reads the result before synchronising reads stale
- * data, and one that hands it host memory faults. */
+ * data, and one that hands it host memory faults. A bf16 sum is what NCCL's reduction step
+ * computes: the two bf16 values added in FP32 and the sum rounded to bf16 (nearest even), at
+ * every step of MPI's reduction (an MPI_Op on 16-bit values), so partial sums round as NCCL's do
+ * (NCCL's own order of steps, ring or tree, is not modelled: MPI's is used). */
 #include "tests/fakecuda/fakecuda.h"
+
+#include "dp/comm.h"
 
 #include <mpi.h>
 #include <nccl.h>
@@ -13,7 +18,17 @@
 struct ncclComm {
     MPI_Comm mpi;
     int rank, size;
+    MPI_Op bf16_sum;
 };
+
+static void bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void)type;
+    const uint16_t *a = in;
+    uint16_t *b = inout;
+    for (int i = 0; i < *len; i++)
+        b[i] = dp_bf16_from_float(dp_bf16_to_float(a[i]) + dp_bf16_to_float(b[i]));
+}
 
 ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
 {
@@ -37,6 +52,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
         free(c);
         return ncclSystemError;
     }
+    MPI_Op_create(bf16_sum, 1, &c->bf16_sum);
     c->rank = rank;
     c->size = nranks;
     *comm = c;
@@ -48,6 +64,7 @@ ncclResult_t ncclCommDestroy(ncclComm_t comm)
     if (fakecuda_synchronize() != cudaSuccess)
         return ncclUnhandledCudaError;
     MPI_Comm_free(&comm->mpi);
+    MPI_Op_free(&comm->bf16_sum);
     free(comm);
     return ncclSuccess;
 }
@@ -87,11 +104,12 @@ typedef enum collective { ALL_REDUCE, REDUCE_SCATTER, ALL_GATHER, REDUCE, BROADC
 
 typedef struct collective_args {
     collective what;
-    const float *send;
-    float *recv;
+    const void *send;
+    void *recv;
     size_t count; /* NCCL's count argument: per rank for reduce-scatter and all-gather */
     int root;
     const struct ncclComm *comm;
+    int bf16;     /* ncclBfloat16, else ncclFloat */
 } collective_args;
 
 static const char *const names[] = {"ncclAllReduce", "ncclReduceScatter", "ncclAllGather", "ncclReduce", "ncclBroadcast"};
@@ -101,27 +119,30 @@ static void run_collective(void *raw)
 {
     collective_args *a = raw;
     int size = a->comm->size, me = a->comm->rank, n = (int)a->count;
-    size_t in = a->count * (a->what == REDUCE_SCATTER ? (size_t)size : 1);
-    size_t out = a->count * (a->what == ALL_GATHER ? (size_t)size : 1);
+    size_t element = a->bf16 ? sizeof(uint16_t) : sizeof(float);
+    MPI_Datatype type = a->bf16 ? MPI_UINT16_T : MPI_FLOAT;
+    MPI_Op sum = a->bf16 ? a->comm->bf16_sum : MPI_SUM;
+    size_t in = a->count * (a->what == REDUCE_SCATTER ? (size_t)size : 1) * element;
+    size_t out = a->count * (a->what == ALL_GATHER ? (size_t)size : 1) * element;
     int sends = a->what != BROADCAST || me == a->root, receives = a->what != REDUCE || me == a->root;
-    if ((sends && !fakecuda_need(a->send, in * sizeof(float), "the send buffer")) ||
-        (receives && !fakecuda_need(a->recv, out * sizeof(float), "the receive buffer")))
+    if ((sends && !fakecuda_need(a->send, in, "the send buffer")) ||
+        (receives && !fakecuda_need(a->recv, out, "the receive buffer")))
         return;
-    float *copy = malloc((in ? in : 1) * sizeof *copy);
+    void *copy = malloc(in ? in : 1);
     if (!copy)
         abort();
     if (sends)
-        memcpy(copy, a->send, in * sizeof *copy);
+        memcpy(copy, a->send, in);
     MPI_Comm c = a->comm->mpi;
     switch (a->what) {
-    case ALL_REDUCE: MPI_Allreduce(copy, a->recv, n, MPI_FLOAT, MPI_SUM, c); break;
-    case REDUCE_SCATTER: MPI_Reduce_scatter_block(copy, a->recv, n, MPI_FLOAT, MPI_SUM, c); break;
-    case ALL_GATHER: MPI_Allgather(copy, n, MPI_FLOAT, a->recv, n, MPI_FLOAT, c); break;
-    case REDUCE: MPI_Reduce(copy, a->recv, n, MPI_FLOAT, MPI_SUM, a->root, c); break;
+    case ALL_REDUCE: MPI_Allreduce(copy, a->recv, n, type, sum, c); break;
+    case REDUCE_SCATTER: MPI_Reduce_scatter_block(copy, a->recv, n, type, sum, c); break;
+    case ALL_GATHER: MPI_Allgather(copy, n, type, a->recv, n, type, c); break;
+    case REDUCE: MPI_Reduce(copy, a->recv, n, type, sum, a->root, c); break;
     case BROADCAST:
         if (me == a->root)
-            memcpy(a->recv, copy, in * sizeof *copy);
-        MPI_Bcast(a->recv, n, MPI_FLOAT, a->root, c);
+            memcpy(a->recv, copy, in);
+        MPI_Bcast(a->recv, n, type, a->root, c);
         break;
     }
     free(copy);
@@ -130,11 +151,12 @@ static void run_collective(void *raw)
 static ncclResult_t queue_collective(collective what, const void *send, void *recv, size_t count, ncclDataType_t type,
                                      ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream)
 {
-    if (type != ncclFloat || op != ncclSum || count > (size_t)0x7fffffff || root < 0 || root >= comm->size) {
-        fakecuda_complain("%s: only float sums below 2^31 elements are faked", names[what]);
+    if ((type != ncclFloat && type != ncclBfloat16) || op != ncclSum || count > (size_t)0x7fffffff || root < 0 ||
+        root >= comm->size) {
+        fakecuda_complain("%s: only float and bfloat16 sums below 2^31 elements are faked", names[what]);
         return ncclInvalidArgument;
     }
-    collective_args a = {what, send, recv, count, root, comm};
+    collective_args a = {what, send, recv, count, root, comm, type == ncclBfloat16};
     return fakecuda_enqueue_on(stream, run_collective, &a, sizeof a, names[what], NULL) == cudaSuccess
                ? ncclSuccess
                : ncclUnhandledCudaError;

@@ -1,0 +1,108 @@
+/* What a reduction sends and adds: float32, or bfloat16 for --grad-dtype bf16. A bf16
+ * request rounds its float buffer to bf16 in place at the start (round to nearest even, the
+ * values packed into the buffer's first half), sends and adds bf16 values, and widens the
+ * result back to float at completion: half the bytes on the wire. Every addition of two bf16
+ * values is formed in float32 and rounded to bf16 again, as NCCL's bf16 reductions do at each
+ * step, so a sum over W ranks carries at most about log2(W) (tree) or W-1 (chain, ring)
+ * roundings of 2^-8 relative each (docs/ALGORITHMS.md, "bf16 gradients"). */
+#include "src/comm/request.h"
+
+#include "src/backend/kernel_math.h"
+
+#include <string.h>
+
+/* The rounding the GPU's conversion kernels apply too (nccl's bf16 path). */
+uint16_t dp_bf16_from_float(float x)
+{
+    return dp_bf16_bits(x);
+}
+
+float dp_bf16_to_float(uint16_t h)
+{
+    return dp_bf16_value(h);
+}
+
+/* A fixed inner trip count, as dp_add_floats's: GCC vectorises it at -O2. */
+enum { LANES = 16 };
+
+static void add_bf16(void *into, const void *from, size_t count)
+{
+    uint16_t *restrict dst = into;
+    const uint16_t *restrict src = from;
+    size_t bulk = count - count % LANES;
+    for (size_t i = 0; i < bulk; i += LANES)
+        for (size_t k = 0; k < LANES; k++)
+            dst[i + k] = dp_bf16_bits(dp_bf16_value(dst[i + k]) + dp_bf16_value(src[i + k]));
+    for (size_t i = bulk; i < count; i++)
+        dst[i] = dp_bf16_bits(dp_bf16_value(dst[i]) + dp_bf16_value(src[i]));
+}
+
+static void add_f32(void *into, const void *from, size_t count)
+{
+    dp_add_floats(into, from, count);
+}
+
+/* MPI's form of add_bf16 for --allreduce mpi: a user-defined operation on MPI_UINT16_T. */
+static void mpi_add_bf16(void *in, void *inout, int *len, MPI_Datatype *type)
+{
+    (void)type;
+    add_bf16(inout, in, (size_t)*len);
+}
+
+int dp_bf16_sum_create(MPI_Op *op)
+{
+    DP_MPI_CHECK(MPI_Op_create(mpi_add_bf16, 1 /* commutative: a + b rounds as b + a */, op));
+    return 0;
+}
+
+/* Runs of up to LANES elements from element i, through local copies: the same bytes are
+ * read as one type and written as the other. */
+static void narrow_run(char *bytes, size_t i, size_t n)
+{
+    float x[LANES] = {0};
+    uint16_t h[LANES];
+    memcpy(x, bytes + i * sizeof *x, n * sizeof *x);
+    for (size_t k = 0; k < LANES; k++)
+        h[k] = dp_bf16_bits(x[k]);
+    memcpy(bytes + i * sizeof *h, h, n * sizeof *h);
+}
+
+static void widen_run(char *bytes, size_t i, size_t n)
+{
+    uint16_t h[LANES] = {0};
+    float x[LANES];
+    memcpy(h, bytes + i * sizeof *h, n * sizeof *h);
+    for (size_t k = 0; k < LANES; k++)
+        x[k] = dp_bf16_value(h[k]);
+    memcpy(bytes + i * sizeof *x, x, n * sizeof *x);
+}
+
+/* In place, front to back: a run's bf16 values land below the floats of every later run. */
+static void narrow(void *buf, size_t count)
+{
+    size_t bulk = count - count % LANES;
+    for (size_t i = 0; i < bulk; i += LANES)
+        narrow_run(buf, i, LANES);
+    narrow_run(buf, bulk, count - bulk);
+}
+
+/* In place, back to front: a run's floats land above the bf16 values of every earlier run. */
+static void widen(void *buf, size_t count)
+{
+    size_t bulk = count - count % LANES;
+    widen_run(buf, bulk, count - bulk);
+    for (size_t i = bulk; i > 0; i -= LANES)
+        widen_run(buf, i - LANES, LANES);
+}
+
+/* I64 has no entry (size 0): requests refuse it. */
+const dp_element dp_elements[DP_DTYPES] = {
+    [DP_DTYPE_F32] = {.size = sizeof(float), .name = "float32", .add = add_f32},
+    [DP_DTYPE_BF16] = {.size = sizeof(uint16_t), .name = "bfloat16", .add = add_bf16, .narrow = narrow,
+                       .widen = widen, .own_sum = 1},
+};
+
+MPI_Datatype dp_element_mpi_type(dp_dtype dtype)
+{
+    return dtype == DP_DTYPE_BF16 ? MPI_UINT16_T : MPI_FLOAT;
+}
