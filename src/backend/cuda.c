@@ -96,18 +96,6 @@ static int blas_status(const cuda_context *c, cublasStatus_t s, const char *call
 #define BLAS_CALL(c, name, call) blas_status((c), (call), name, __FILE__, __LINE__)
 /* A launcher of cuda_kernels.h on c's stream. */
 #define LAUNCH(c, launcher, ...) launch_status((c), launcher((c)->stream, __VA_ARGS__), #launcher, __FILE__, __LINE__)
-/* TRY returns the error (while opening); MUST is for the operations, which cannot. */
-#define TRY(checked)                                                         \
-    do {                                                                     \
-        int status_ = (checked);                                             \
-        if (status_)                                                         \
-            return status_;                                                  \
-    } while (0)
-#define MUST(checked)                                                        \
-    do {                                                                     \
-        if (checked)                                                         \
-            dp_backend_fatal();                                              \
-    } while (0)
 
 static void *cuda_alloc(const dp_backend *be, size_t bytes, dp_memory_kind kind, const char *what)
 {

@@ -12,6 +12,7 @@
 
 #include "dp/error.h"
 #include "src/backend/cublaslt_api.h"
+#include "src/backend/fatal.h"
 
 #include <cuda_runtime_api.h>
 #include <stdint.h>
@@ -72,12 +73,6 @@ static int lt_status(const dp_cuda_lt *lt, cublasStatus_t s, const char *call, i
 }
 
 #define LT_CALL(lt, name, call) lt_status((lt), (call), name, __LINE__)
-#define TRY(checked)                                                         \
-    do {                                                                     \
-        int status_ = (checked);                                             \
-        if (status_)                                                         \
-            return status_;                                                  \
-    } while (0)
 
 /* The largest power of two up to 256 dividing the address: what an algorithm may assume. */
 static unsigned alignment_of(const void *p)

@@ -127,17 +127,10 @@ cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle)
     return unmake(handle, LT_MAGIC);
 }
 
+/* cuBLASLt shares cuBLAS's status codes and words (the fake cuBLAS's). */
 const char *cublasLtGetStatusString(cublasStatus_t status)
 {
-    switch (status) {
-    case CUBLAS_STATUS_SUCCESS: return "the operation completed successfully";
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "the library was not initialized";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "the resource allocation failed";
-    case CUBLAS_STATUS_INVALID_VALUE: return "an invalid numeric value was used as an argument";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "the GPU program failed to execute";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "the functionality requested is not supported";
-    default: return "unknown error";
-    }
+    return cublasGetStatusString(status);
 }
 
 cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc, cublasComputeType_t compute, cudaDataType_t scale)
