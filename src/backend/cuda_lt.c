@@ -94,10 +94,22 @@ static void destroy_plan(dp_cuda_lt *lt, plan *p)
     memset(p, 0, sizeof *p);
 }
 
-/* The vector (bias or its gradient) and mask pointers of this call, set before the heuristic
- * too, which reads their alignment from them. */
-static int set_pointers(dp_cuda_lt *lt, plan *p, const void *vector, const void *mask)
+/* The epilogue's vector: the bias it reads or the bias gradient it writes (NULL: none). */
+static const void *vector_of(const dp_gemm_epilogue *e)
 {
+    return e->kind == DP_EPILOGUE_BIAS_GRAD ? (const void *)e->bias_grad : (const void *)e->bias;
+}
+
+static int masked(dp_epilogue kind)
+{
+    return kind == DP_EPILOGUE_RELU_MASK || kind == DP_EPILOGUE_DRELU;
+}
+
+/* The vector and mask pointers of this call, set before the heuristic too, which reads their
+ * alignment from them. */
+static int set_pointers(dp_cuda_lt *lt, plan *p, const dp_gemm_epilogue *e)
+{
+    const void *vector = vector_of(e), *mask = masked(e->kind) ? e->mask : NULL;
     if (vector)
         TRY(LT_CALL(lt, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)",
                     lt->api.desc_set(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector, sizeof vector)));
@@ -172,24 +184,24 @@ static int choose_algorithm(dp_cuda_lt *lt, plan *p, int *found)
 static plan_key key_of(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
                        float beta, const float *c, int ldc, const dp_gemm_epilogue *e)
 {
-    const void *vector = e->kind == DP_EPILOGUE_BIAS_GRAD ? (const void *)e->bias_grad : (const void *)e->bias;
-    int masked = e->kind == DP_EPILOGUE_RELU_MASK || e->kind == DP_EPILOGUE_DRELU;
+    const void *vector = vector_of(e);
+    int with_mask = masked(e->kind);
     return (plan_key){.kind = e->kind, .with_vector = vector != NULL, .trans_a = trans_a, .trans_b = trans_b,
                       .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc, .beta_zero = beta == 0.0f,
-                      .mask_ld = masked ? (int)e->mask_ld : 0,
+                      .mask_ld = with_mask ? (int)e->mask_ld : 0,
                       .align = {alignment_of(b), alignment_of(a), alignment_of(c),
-                                alignment_of(masked ? (const void *)e->mask : vector)}};
+                                alignment_of(with_mask ? (const void *)e->mask : vector)}};
 }
 
 /* The kept plan of key, or a new one in a free slot (the oldest otherwise); *found 0 when
  * cuBLASLt has no algorithm for it. */
-static int plan_for(dp_cuda_lt *lt, const plan_key *key, const void *vector, const void *mask, plan **out, int *found)
+static int plan_for(dp_cuda_lt *lt, const plan_key *key, const dp_gemm_epilogue *e, plan **out, int *found)
 {
     for (int i = 0; i < PLANS; i++)
         if (lt->plans[i].used && memcmp(&lt->plans[i].key, key, sizeof *key) == 0) {
             *out = &lt->plans[i];
             *found = 1;
-            return set_pointers(lt, *out, vector, mask);
+            return set_pointers(lt, *out, e);
         }
     plan *p = &lt->plans[lt->next];
     lt->next = (lt->next + 1) % PLANS;
@@ -197,7 +209,7 @@ static int plan_for(dp_cuda_lt *lt, const plan_key *key, const void *vector, con
     p->key = *key;
     int status = describe_operation(lt, p, key);
     if (!status)
-        status = set_pointers(lt, p, vector, mask);
+        status = set_pointers(lt, p, e);
     if (!status)
         status = choose_algorithm(lt, p, found);
     if (status || !*found) {
@@ -239,11 +251,9 @@ int dp_cuda_lt_matmul(dp_cuda_lt *lt, int trans_a, int trans_b, int m, int n, in
     if (k == 0)
         return empty_product(lt, m, n, beta, c, ldc, e);
     plan_key key = key_of(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, e);
-    const void *vector = e->kind == DP_EPILOGUE_BIAS_GRAD ? (const void *)e->bias_grad : (const void *)e->bias;
-    const void *mask = key.mask_ld ? e->mask : NULL;
     plan *p = NULL;
     int found = 0;
-    TRY(plan_for(lt, &key, vector, mask, &p, &found));
+    TRY(plan_for(lt, &key, e, &p, &found));
     if (!found)
         return dp_fail(DP_EDEVICE, "rank %d (GPU %d): cuBLASLt has no algorithm for %s with m %d, n %d, k %d "
                        "(transposes %d, %d; leading dimensions %d, %d, %d): rerun with --fuse off",
@@ -255,19 +265,24 @@ int dp_cuda_lt_matmul(dp_cuda_lt *lt, int trans_a, int trans_b, int m, int n, in
 }
 
 /* Whether cuBLASLt runs each epilogue at this precision, asked once for a Linear's shape with
- * the least alignment (4 bytes; a mask is its own allocation), so any call may use it. */
+ * the least alignment (4 bytes; a mask is its own allocation), so any call may use it: with its
+ * vector and, where cuBLASLt has another epilogue for that (a ReLU without bias), without. */
 static int probe(dp_cuda_lt *lt)
 {
-    const float *any = (const float *)((char *)lt->workspace + sizeof(float));
+    float *any = (float *)((char *)lt->workspace + sizeof(float));
     for (int kind = 0; kind < DP_EPILOGUES; kind++) {
-        dp_gemm_epilogue e = {.kind = kind, .bias = any, .bias_grad = (float *)any, .mask = lt->workspace,
-                              .mask_ld = dp_relu_mask_ld(64)};
-        plan_key key = key_of(epilogues[kind].trans_a, epilogues[kind].trans_b, 64, 64, 64, any, 64, any, 64, 0.0f,
-                              any, 64, &e);
-        plan *p = NULL;
-        int found = 0;
-        TRY(plan_for(lt, &key, e.kind == DP_EPILOGUE_BIAS_GRAD ? (const void *)e.bias_grad : (const void *)e.bias,
-                     key.mask_ld ? e.mask : NULL, &p, &found));
+        int found = 1, variants = epilogues[kind].without_vector != epilogues[kind].with_vector &&
+                                          epilogues[kind].without_vector != CUBLASLT_EPILOGUE_DEFAULT
+                                      ? 2
+                                      : 1;
+        for (int v = 0; found && v < variants; v++) {
+            dp_gemm_epilogue e = {.kind = kind, .bias = v ? NULL : any, .bias_grad = v ? NULL : any,
+                                  .mask = lt->workspace, .mask_ld = dp_relu_mask_ld(64)};
+            plan_key key = key_of(epilogues[kind].trans_a, epilogues[kind].trans_b, 64, 64, 64, any, 64, any, 64,
+                                  0.0f, any, 64, &e);
+            plan *p = NULL;
+            TRY(plan_for(lt, &key, &e, &p, &found));
+        }
         lt->supported[kind] = found;
         if (!found)
             snprintf(lt->why[kind], sizeof lt->why[kind], "cuBLASLt has no algorithm for epilogue %s at this precision",
