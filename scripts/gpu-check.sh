@@ -7,8 +7,9 @@
 #                                   the CPU), 2 ranks on one GPU for every algorithm (nccl too),
 #                                   the PTX check and the fake-CUDA tests
 #   scripts/gpu-check.sh bench      dp_worker against PyTorch (FP32, TF32, bf16 autocast; eager
-#                                   and torch.compile) and against its own GEMMs timed alone:
-#                                   the table for bench/RESULTS.md
+#                                   and torch.compile) and against its own GEMMs timed alone,
+#                                   and --fuse off against auto (cuBLASLt epilogues): the
+#                                   tables for bench/RESULTS.md
 #   scripts/gpu-check.sh sanitize   compute-sanitizer memcheck (with leak check) and racecheck
 #                                   over test_gpu, memcheck over 2 ranks training with nccl
 #                                   (API errors raised and handled inside libnccl ignored)
@@ -247,6 +248,9 @@ run_sanitizers() {
 # field NAME FILE: the value of NAME=VALUE in FILE's last line that has it.
 field() { sed -n "s/.*$1=\\([0-9.]*\\).*/\\1/p" "$2" | tail -n 1; }
 
+# progress_rate FILE: samples/s of dp_worker's last progress line (the final third: warm-up excluded).
+progress_rate() { awk '/^step / { for (i = 1; i < NF; i++) if ($(i + 1) == "samples/s") r = $i } END { print r }' "$1"; }
+
 # One model, one precision (FP32, TF32, BF16: dptrain's --precision, PyTorch's TF32 matmuls or
 # bf16 autocast): dp_worker, its GEMMs alone, PyTorch eager (the faster of its permuted-batch
 # loop and a plain loop over one batch) and PyTorch with torch.compile where that finishes in
@@ -280,7 +284,7 @@ compare() {
     fi
     # dp_worker's last progress line covers the last third of the steps: warm-up excluded.
     local rate gemm_ms torch_rate
-    rate=$(awk '/^step / { for (i = 1; i < NF; i++) if ($(i + 1) == "samples/s") r = $i } END { print r }' "$log.dptrain")
+    rate=$(progress_rate "$log.dptrain")
     gemm_ms=$(field gemm_ms_per_step "$log.gemm")
     torch_rate=$(field torch_samples_per_s "$log.torch")
     [ -n "$rate" ] && [ -n "$gemm_ms" ] && [ -n "$torch_rate" ] || die "could not read the results of $name $precision (logs: $log.*)"
@@ -290,6 +294,27 @@ compare() {
         printf "| %s `%s` | %d | %s | %.3f | %.0f | %.3f | %.0f | %s | %.2fx %s | %.3f | %.0f%% %s |\n",
                name, layers, batch, p, ms, r, tms, t, c, ratio, (ratio >= 1.0 ? "(met)" : "(NOT met)"),
                g, share, (share >= 85 ? "(met)" : "(NOT met)") }' >>"$build/rows.md"
+}
+
+# One model, one precision on the GPU: dp_worker with --fuse off then --fuse auto (cuBLASLt
+# epilogues: bias, ReLU and its mask forward, the ReLU's backward and the bias gradient in the
+# GEMMs), the same data and steps. Appends a row to the fusion table.
+compare_fusion() {
+    local name=$1 layers=$2 loss=$3 batch=$4 precision=$5 samples=$((4 * $4))
+    local widths=(${layers//,/ }) log="$build/bench-fuse-${name// /-}-$precision" rates=()
+    local data="synthetic:$samples,${widths[0]},${widths[${#widths[@]} - 1]}"
+    for fuse in off auto; do
+        local worker=(mpirun -np 1 "$obj/dp_worker" --device cuda --data "$data" --loss "$loss" --layers "$layers"
+                      --batch "$batch" --steps "$steps" --log-every $((steps / 3))
+                      --precision "$(echo "$precision" | tr 'A-Z' 'a-z')" --fuse "$fuse")
+        say "$name $precision --fuse $fuse: ${worker[*]}"
+        "${worker[@]}" >"$log.$fuse" 2>&1 || { tail -n 20 "$log.$fuse"; die "dp_worker --fuse $fuse failed"; }
+        rates+=("$(progress_rate "$log.$fuse")")
+    done
+    [ -n "${rates[0]}" ] && [ -n "${rates[1]}" ] || die "could not read the fusion results of $name $precision (logs: $log.*)"
+    awk -v name="$name" -v layers="$layers" -v batch="$batch" -v p="$precision" -v off="${rates[0]}" -v on="${rates[1]}" 'BEGIN {
+        printf "| %s `%s` | %d | %s | %.3f | %.3f | %.3fx |\n", name, layers, batch, p, 1e3 * batch / off, 1e3 * batch / on, on / off }' \
+        >>"$build/fusion.md"
 }
 
 # The README's CNN on images [1, 28, 28] (issue 18): dp_worker (im2col + cuBLAS) against PyTorch
@@ -310,7 +335,7 @@ compare_cnn() {
     say "CNN $precision: ${torch[*]}"
     LD_LIBRARY_PATH="$system_ld_path" "${torch[@]}" >"$log.torch" 2>&1 || { tail -n 20 "$log.torch"; die "the PyTorch baseline failed"; }
     local rate torch_rate
-    rate=$(awk '/^step / { for (i = 1; i < NF; i++) if ($(i + 1) == "samples/s") r = $i } END { print r }' "$log.dptrain")
+    rate=$(progress_rate "$log.dptrain")
     torch_rate=$(field torch_samples_per_s "$log.torch")
     [ -n "$rate" ] && [ -n "$torch_rate" ] || die "could not read the results of the CNN $precision (logs: $log.*)"
     awk -v batch="$batch" -v p="$precision" -v r="$rate" -v t="$torch_rate" 'BEGIN {
@@ -329,8 +354,12 @@ run_benchmarks() {
         set -- "demo" "784,256,256,10" xent 256 "4096 wide" "784,4096,4096,10" xent 1024 \
             "documents' example" "2048,1024,2048" mse 5120 "wide" "8192,8192,8192,10" xent 4096
     fi
+    rm -f "$build/fusion.md"
     while [ $# -gt 0 ]; do
-        for precision in "${precisions[@]}"; do compare "$1" "$2" "$3" "$4" "$precision"; done
+        for precision in "${precisions[@]}"; do
+            compare "$1" "$2" "$3" "$4" "$precision"
+            [ "$device" = cpu ] || compare_fusion "$1" "$2" "$3" "$4" "$precision"
+        done
         shift 4
     done
     for precision in "${precisions[@]}"; do compare_cnn 128 "$precision"; done
@@ -347,6 +376,14 @@ run_benchmarks() {
         echo "| model | batch | precision | dptrain ms/step | dptrain samples/s | PyTorch ms/step | PyTorch samples/s | torch.compile ms/step | dptrain / PyTorch eager (target >= 1.0x) | GEMMs alone ms/step | GEMM share of the step (target >= 85%) |"
         echo "|---|---|---|---|---|---|---|---|---|---|---|"
         cat "$build/rows.md"
+        if [ -f "$build/fusion.md" ]; then
+            echo
+            echo "Fused GEMM epilogues (cuBLASLt), dp_worker alone, the same runs otherwise: --fuse off then --fuse auto."
+            echo
+            echo "| model | batch | precision | --fuse off ms/step | --fuse auto ms/step | speed-up |"
+            echo "|---|---|---|---|---|---|"
+            cat "$build/fusion.md"
+        fi
     } | tee "$out/gpu-results.md"
     say "table written to $out/gpu-results.md"
 }

@@ -52,6 +52,42 @@ typedef struct dp_window {
 /* What a pooling window keeps: its maximum (the first one, as PyTorch) or its mean. */
 typedef enum dp_pool { DP_POOL_MAX, DP_POOL_AVG } dp_pool;
 
+/* What a fused GEMM (gemm_fused) applies to its product P = alpha op(A) op(B) + beta C, in the
+ * row-major terms of gemm (C [m, n]): cuBLASLt's epilogues, named by what they do for a Linear.
+ * The mask is the ReLU's: bit c + r * mask_ld of `mask` is set where C[r, c] before the ReLU was
+ * not <= 0 (dp_relu_mask_ld, dp_relu_mask_bytes). */
+typedef enum dp_epilogue {
+    DP_EPILOGUE_BIAS,       /* C = P + bias[c] */
+    DP_EPILOGUE_RELU,       /* C = max(0, P + bias[c]) (bias may be NULL) */
+    DP_EPILOGUE_RELU_MASK,  /* the same, and the ReLU's mask written (training) */
+    DP_EPILOGUE_DRELU,      /* C = P where the mask's bit is set, else 0: a ReLU's backward */
+    DP_EPILOGUE_BIAS_GRAD,  /* C = P, and bias_grad[i] = sum_p op(A)[i, p] (m values, overwritten) */
+    DP_EPILOGUES
+} dp_epilogue;
+
+typedef struct dp_gemm_epilogue {
+    dp_epilogue kind;
+    const float *bias;   /* BIAS, RELU, RELU_MASK: n values */
+    float *bias_grad;    /* BIAS_GRAD: m values */
+    unsigned char *mask; /* RELU_MASK: written; DRELU: read (backend memory) */
+    long mask_ld;        /* bits from one row's mask to the next: dp_relu_mask_ld(n) */
+} dp_gemm_epilogue;
+
+/* The operation name supports() is asked for an epilogue: "gemm_fused/bias", ... */
+extern const char *const dp_epilogue_ops[DP_EPILOGUES];
+
+/* A ReLU mask's row pitch in bits for rows of `cols` values (cuBLASLt's: a multiple of 128). */
+static inline long dp_relu_mask_ld(int cols)
+{
+    return ((long)cols + 127) / 128 * 128;
+}
+
+/* Bytes of a mask for rows x cols values. */
+static inline size_t dp_relu_mask_bytes(int rows, int cols)
+{
+    return (size_t)rows * (size_t)(dp_relu_mask_ld(cols) / 8);
+}
+
 /* A backend context: the device, its state and its operations. Every operation takes the
  * context first and finds there what it needs (CUDA: the GPU, the stream it queues on, cuBLAS's
  * handle, the reduction scratch, the timer's events), so no backend keeps globals. */
@@ -82,6 +118,12 @@ struct dp_backend {
     /* C = alpha * op(A) op(B) + beta * C with op(A) [m, k], op(B) [k, n], C [m, n]. */
     void (*gemm)(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
                  const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+
+    /* gemm and an epilogue in one pass (see dp_epilogue); NULL where the backend has none, and
+     * an epilogue it declines (supports(dp_epilogue_ops[kind])) is not asked for. */
+    void (*gemm_fused)(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                       const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc,
+                       const dp_gemm_epilogue *epilogue);
 
     /* y[r, c] += bias[c] (bias may be NULL), then max(0, y) when relu. */
     void (*bias_act_forward)(const dp_backend *be, float *y, const float *bias, int rows, int cols, int relu);
@@ -230,6 +272,7 @@ typedef struct dp_backend_request {
     dp_device device;     /* AUTO: CUDA when dp_backend_cuda_usable, decided by this rank alone */
     int share_gpu;        /* allow ranks of a node to share a GPU (they take turns) */
     dp_precision precision; /* the GEMMs' inputs: FP32, TF32 or BF16 (which the CPU declines) */
+    int unfused;          /* --fuse off: the backend declines every gemm_fused epilogue */
     int rank, local_rank, local_size; /* this rank, and its place among the node's ranks */
     /* The node's plan, when the caller made one; NULL: GPU local_rank % visible GPUs, and
      * own GPUs when the node's ranks are no more than the GPUs (one process's view). */

@@ -80,6 +80,7 @@ typedef struct dp_engine_device {
     int share_gpu;
     dp_precision precision; /* --precision: the GEMMs' inputs */
     int cuda_aware;       /* --cuda-aware: MPI may be handed GPU memory */
+    int unfused;          /* --fuse off: the backend fuses no GEMM epilogue */
 } dp_engine_device;
 
 /* What the training engine is built from. */

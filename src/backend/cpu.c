@@ -320,10 +320,15 @@ static const char *cpu_describe(const dp_backend *be)
     return c->description;
 }
 
-/* Every operation computes in float32 (GEMMs through CBLAS's sgemm). */
+/* Every operation computes in float32 (GEMMs through CBLAS's sgemm). No gemm_fused: sgemm has
+ * no epilogue, and a bias or ReLU pass after it is what the unfused model runs already. */
 static int cpu_supports(const dp_backend *be, const char *op, dp_dtype dtype, char *why, size_t size)
 {
     (void)be;
+    if (strncmp(op, "gemm_fused", 10) == 0) {
+        snprintf(why, size, "the CPU backend runs a GEMM's bias and ReLU as passes of their own");
+        return 0;
+    }
     if (dtype == DP_DTYPE_F32)
         return 1;
     snprintf(why, size, "the CPU backend computes %s in float32 only (use --device cuda for %s)", op,

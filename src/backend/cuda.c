@@ -9,6 +9,7 @@
 
 #include "dp/error.h"
 #include "src/backend/cuda_kernels.h"
+#include "src/backend/cuda_lt.h"
 #include "src/backend/device.h"
 #include "src/backend/fatal.h"
 
@@ -25,12 +26,13 @@ typedef struct cuda_context {
     dp_cublas_api blas_api;         /* cuBLAS, opened with the backend (cublas_api.h) */
     cublasHandle_t blas;
     cublasComputeType_t compute;    /* --precision: FP32 exact, or TF32 / bf16 inputs on tensor cores */
+    dp_cuda_lt *lt;                 /* the fused GEMMs (cuda_lt.c) */
     cudaStream_t stream;            /* where every operation queues */
     dp_cuda_partial *partials;      /* DP_MAX_PARTIALS reduction results, device */
     dp_cuda_partial *host_partials; /* where they are read back, page-locked */
     cudaEvent_t timer[DP_TIMER_SLOTS]; /* --trace's timestamps, created when first needed */
     int timer_used;
-    char description[640];
+    char description[1024];
 } cuda_context;
 
 static cuda_context *ctx_of(const dp_backend *be)
@@ -94,18 +96,6 @@ static int blas_status(const cuda_context *c, cublasStatus_t s, const char *call
 #define BLAS_CALL(c, name, call) blas_status((c), (call), name, __FILE__, __LINE__)
 /* A launcher of cuda_kernels.h on c's stream. */
 #define LAUNCH(c, launcher, ...) launch_status((c), launcher((c)->stream, __VA_ARGS__), #launcher, __FILE__, __LINE__)
-/* TRY returns the error (while opening); MUST is for the operations, which cannot. */
-#define TRY(checked)                                                         \
-    do {                                                                     \
-        int status_ = (checked);                                             \
-        if (status_)                                                         \
-            return status_;                                                  \
-    } while (0)
-#define MUST(checked)                                                        \
-    do {                                                                     \
-        if (checked)                                                         \
-            dp_backend_fatal();                                              \
-    } while (0)
 
 static void *cuda_alloc(const dp_backend *be, size_t bytes, dp_memory_kind kind, const char *what)
 {
@@ -190,6 +180,16 @@ static void cuda_gemm(const dp_backend *be, int trans_a, int trans_b, int m, int
                                        CUDA_R_32F, ldc, c->compute, CUBLAS_GEMM_DEFAULT)));
     if (c->check_launches)
         MUST(launch_status(c, cudaSuccess, "cublasGemmEx's kernels", __FILE__, __LINE__));
+}
+
+static void cuda_gemm_fused(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                            const float *a, int lda, const float *b, int ldb, float beta, float *out, int ldc,
+                            const dp_gemm_epilogue *epilogue)
+{
+    const cuda_context *c = ctx_of(be);
+    MUST(dp_cuda_lt_matmul(c->lt, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, out, ldc, epilogue));
+    if (c->check_launches)
+        MUST(launch_status(c, cudaSuccess, "cublasLtMatmul's kernels", __FILE__, __LINE__));
 }
 
 static void cuda_bias_act_forward(const dp_backend *be, float *y, const float *bias, int rows, int cols, int relu)
@@ -341,7 +341,8 @@ static const char *cuda_describe(const dp_backend *be)
  * FAST_16BF compute: bf16 tensor cores, FP32 accumulation, no bf16 copies in memory). */
 static int cuda_supports(const dp_backend *be, const char *op, dp_dtype dtype, char *why, size_t size)
 {
-    (void)be;
+    if (strncmp(op, "gemm_fused/", 11) == 0)
+        return dp_cuda_lt_supports(ctx_of(be)->lt, op, why, size);
     if (dtype == DP_DTYPE_F32 || (dtype == DP_DTYPE_BF16 && strcmp(op, "gemm") == 0))
         return 1;
     snprintf(why, size, "this build's CUDA %s computes in float32 only (bf16: gemm alone)", op);
@@ -385,6 +386,7 @@ static const dp_backend cuda_operations = {
     .download = cuda_download,
     .zero = cuda_zero,
     .gemm = cuda_gemm,
+    .gemm_fused = cuda_gemm_fused,
     .bias_act_forward = cuda_bias_act_forward,
     .relu_forward = cuda_relu_forward,
     .relu_backward = cuda_relu_backward,
@@ -472,13 +474,15 @@ static const struct {
 static int describe_device(cuda_context *c, const dp_backend_request *request)
 {
     struct cudaDeviceProp prop;
+    char fused[256];
     TRY(CUDA_CALL(c, cudaGetDeviceProperties(&prop, c->device)));
+    dp_cuda_lt_describe(c->lt, fused, sizeof fused);
     const unsigned char *u = (const unsigned char *)prop.uuid.bytes;
     snprintf(c->description, sizeof c->description,
-             "cuda: GPU %d of %d visible (GPU-%02x%02x%02x%02x, PCI %04x:%02x:%02x.0), %.96s (sm_%d%d, %zu GiB), %s GEMMs%s%s",
+             "cuda: GPU %d of %d visible (GPU-%02x%02x%02x%02x, PCI %04x:%02x:%02x.0), %.96s (sm_%d%d, %zu GiB), %s GEMMs, %s%s%s",
              c->device, c->gpus, u[0], u[1], u[2], u[3], (unsigned)prop.pciDomainID, (unsigned)prop.pciBusID,
              (unsigned)prop.pciDeviceID, prop.name, prop.major, prop.minor, (size_t)(prop.totalGlobalMem >> 30),
-             precisions[request->precision].words, request->binding ? "; " : "",
+             precisions[request->precision].words, fused, request->binding ? "; " : "",
              request->binding ? request->binding->text : "");
     return 0;
 }
@@ -494,6 +498,9 @@ static int create_resources(cuda_context *c, const dp_backend_request *request)
     TRY(CUDA_CALL(c, cudaMalloc((void **)&c->partials, DP_MAX_PARTIALS * sizeof *c->partials)));
     TRY(CUDA_CALL(c, cudaMallocHost((void **)&c->host_partials, DP_MAX_PARTIALS * sizeof *c->host_partials)));
     c->compute = precisions[request->precision].compute;
+    dp_cuda_lt_setup lt = {.be = &c->be, .stream = c->stream, .compute = c->compute, .unfused = request->unfused,
+                           .rank = request->rank, .device = c->device};
+    TRY(dp_cuda_lt_open(&lt, &c->lt));
     return describe_device(c, request);
 }
 
@@ -502,7 +509,7 @@ static int create_resources(cuda_context *c, const dp_backend_request *request)
  * that made the open fail is the one the caller reports. */
 static int release_context(cuda_context *c, int report)
 {
-    int status = 0;
+    int status = dp_cuda_lt_close(c->lt, report);
     if (c->blas) {
         cublasStatus_t s = c->blas_api.destroy(c->blas);
         if (report && !status)

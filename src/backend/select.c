@@ -54,6 +54,12 @@ void dp_backend_close(const dp_backend *be)
         cuda_device->close(be);
 }
 
+const char *const dp_epilogue_ops[DP_EPILOGUES] = {
+    [DP_EPILOGUE_BIAS] = "gemm_fused/bias", [DP_EPILOGUE_RELU] = "gemm_fused/relu",
+    [DP_EPILOGUE_RELU_MASK] = "gemm_fused/relu_mask", [DP_EPILOGUE_DRELU] = "gemm_fused/drelu",
+    [DP_EPILOGUE_BIAS_GRAD] = "gemm_fused/bias_grad",
+};
+
 int dp_backend_require(const dp_backend *be, const char *op, dp_dtype dtype)
 {
     char why[256] = "";

@@ -86,6 +86,7 @@ int dp_engine_open_device(dp_engine *e, dp_comm *comm, const dp_engine_device *d
     e->comm = comm;
     dp_gpu_binding binding = {0};
     dp_backend_request request = {.device = device->device, .share_gpu = device->share_gpu, .precision = device->precision,
+                                  .unfused = device->unfused,
                                   .rank = comm->rank, .local_rank = comm->local_rank,
                                   .local_size = comm->local_size, .binding = &binding};
     int status = device->device == DP_DEVICE_CPU ? 0 : plan_binding(e, &binding);

@@ -1,6 +1,9 @@
 /* nn.Linear: y = x W^T + b with W [out, in] row-major, as PyTorch stores it. When a ReLU
  * follows, the model folds it in here (one pass for bias and activation; the ReLU module then
- * passes data through), which leaves every result bit as a separate ReLU would. */
+ * passes data through), which leaves every result bit as a separate ReLU would. Where the
+ * backend fuses GEMM epilogues (the model's plan, m->fused), that pass is the forward GEMM's
+ * epilogue, the bias gradient the weight-gradient GEMM's, and a ReLU before this layer has its
+ * backward in this layer's input-gradient GEMM. */
 #include "src/nn/module.h"
 
 #include "dp/error.h"
@@ -54,7 +57,12 @@ static void linear_describe(const dp_module *m, char *text, size_t size)
 
 static int linear_allocate(dp_module *m, const dp_backend *be, int max_rows)
 {
-    return dp_module_alloc(be, (size_t)max_rows * m->out_width, DP_MEM_ACTIVATIONS, "a Linear layer's output", &m->out);
+    int status = dp_module_alloc(be, (size_t)max_rows * m->out_width, DP_MEM_ACTIVATIONS, "a Linear layer's output",
+                                 &m->out);
+    if (status || !(m->fused & DP_FUSE_MASK))
+        return status;
+    m->relu_mask = be->alloc(be, dp_relu_mask_bytes(max_rows, m->out_width), DP_MEM_ACTIVATIONS, "a ReLU's mask");
+    return m->relu_mask ? 0 : DP_ENOMEM;
 }
 
 static const float *bias_of(const dp_module *m, const float *weights)
@@ -91,10 +99,34 @@ static int linear_forward(dp_module *m, const dp_nn_context *ctx, const float *x
     *y = m->out;
     if (dp_module_fetches(m))
         return forward_in_pieces(m, ctx, x, rows);
+    if (m->fused & DP_FUSE_FORWARD) {
+        dp_epilogue kind = !m->absorbs_next                               ? DP_EPILOGUE_BIAS
+                           : ctx->training && (m->fused & DP_FUSE_MASK) ? DP_EPILOGUE_RELU_MASK
+                                                                        : DP_EPILOGUE_RELU;
+        dp_gemm_epilogue e = {.kind = kind, .bias = bias_of(m, m->weights), .mask = m->relu_mask,
+                              .mask_ld = dp_relu_mask_ld(out)};
+        be->gemm_fused(be, 0, 1, rows, out, in, 1.0f, x, in, m->weights, in, 0.0f, m->out, out, &e);
+        return 0;
+    }
     be->gemm(be, 0, 1, rows, out, in, 1.0f, x, in, m->weights, in, 0.0f, m->out, out);
     if (m->options.bias || m->absorbs_next)
         be->bias_act_forward(be, m->out, bias_of(m, m->weights), rows, out, m->absorbs_next);
     return 0;
+}
+
+/* dW = dY^T X with db, dY's column sums, in the GEMM's epilogue; the bias reported first, as
+ * the separate pass does. Only where both are overwritten whole in the module's own gradients:
+ * the epilogue overwrites db, and a placing strategy (ZeRO-2/3) takes each piece's memory in
+ * backward order, the bias before the weight, which one GEMM writing both cannot follow. */
+static int fused_param_grads(dp_module *m, const dp_nn_context *ctx, const float *x, const float *dy, int rows,
+                             const dp_grad_pieces *pieces)
+{
+    int in = m->in_width, out = m->out_width;
+    size_t weight = (size_t)out * in;
+    dp_gemm_epilogue e = {.kind = DP_EPILOGUE_BIAS_GRAD, .bias_grad = m->grads + weight};
+    ctx->be->gemm_fused(ctx->be, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 0.0f, m->grads, in, &e);
+    int status = dp_grad_pieces_ready(pieces, m, weight, (size_t)out);
+    return status ? status : dp_grad_pieces_ready(pieces, m, 0, weight);
 }
 
 static int linear_backward_params(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy, int rows,
@@ -105,8 +137,12 @@ static int linear_backward_params(dp_module *m, const dp_nn_context *ctx, const 
     size_t weight = (size_t)out * in;
     float *into;
     int status = 0;
-    if (m->absorbs_next)
+    /* Under DP_FUSE_MASK the layer after the ReLU applied its backward already. */
+    if (m->absorbs_next && !(m->fused & DP_FUSE_MASK))
         be->relu_backward(be, dy, m->out, (size_t)rows * out);
+    size_t per = dp_module_rows_per_block(m, pieces->max_floats), first, end;
+    if ((m->fused & DP_FUSE_BIAS_GRAD) && !ctx->accumulate && !pieces->place && dp_module_row_blocks(m, per) == 1)
+        return fused_param_grads(m, ctx, x, dy, rows, pieces);
     /* db (+)= column sums of dY: the end of the slice, where backward-order buckets begin. */
     if (m->options.bias && !(status = dp_grad_pieces_place(pieces, m, weight, (size_t)out, &into))) {
         be->bias_grad(be, dy, rows, out, into, ctx->accumulate);
@@ -114,7 +150,6 @@ static int linear_backward_params(dp_module *m, const dp_nn_context *ctx, const 
     }
     /* dW (+)= dY^T X, rows [first, end) of dW from columns [first, end) of dY: in blocks of
      * rows when pieces are wanted, the last first. */
-    size_t per = dp_module_rows_per_block(m, pieces->max_floats), first, end;
     for (size_t j = 0; !status && j < dp_module_row_blocks(m, per); j++) {
         dp_module_block_rows(m, per, j, &first, &end);
         size_t at = first * (size_t)in, count = (end - first) * (size_t)in;
@@ -151,6 +186,11 @@ static int linear_backward_input(dp_module *m, const dp_nn_context *ctx, const f
     *dx_out = dx;
     if (dp_module_fetches(m))
         return input_grad_in_pieces(m, ctx, dy, dx, rows);
+    if (m->drelu_of) {
+        dp_gemm_epilogue e = {.kind = DP_EPILOGUE_DRELU, .mask = m->drelu_of->relu_mask, .mask_ld = dp_relu_mask_ld(in)};
+        ctx->be->gemm_fused(ctx->be, 0, 0, rows, in, out, 1.0f, dy, out, m->weights, in, 0.0f, dx, in, &e);
+        return 0;
+    }
     ctx->be->gemm(ctx->be, 0, 0, rows, in, out, 1.0f, dy, out, m->weights, in, 0.0f, dx, in);
     return 0;
 }
@@ -158,6 +198,8 @@ static int linear_backward_input(dp_module *m, const dp_nn_context *ctx, const f
 static void linear_release(dp_module *m, const dp_backend *be)
 {
     be->free(be, m->out);
+    if (m->relu_mask)
+        be->free(be, m->relu_mask);
 }
 
 const dp_module_type dp_module_linear = {
@@ -168,6 +210,7 @@ const dp_module_type dp_module_linear = {
     .absorbs = &dp_module_relu,
     .structural = 1,
     .weight_rows = 1,
+    .fuses = 1,
     .needs_features = 1,
     .size = linear_size,
     .describe = linear_describe,

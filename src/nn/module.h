@@ -23,7 +23,19 @@ struct dp_module {
     float *buffers;                  /* its float32 buffers (model buffer) */
     int64_t *counters;               /* its int64 buffers (host) */
     float *out;                      /* its output [max_rows, out_width]; NULL when passing through */
+    unsigned fused;                  /* which neighbouring passes its GEMMs apply (enum dp_fusion) */
+    unsigned char *relu_mask;        /* DP_FUSE_MASK: its absorbed ReLU's mask from the last training forward */
+    const struct dp_module *drelu_of; /* the layer whose ReLU mask its input-gradient GEMM applies, or NULL */
     void *state;                     /* its type's own state (type->state_size bytes, zeroed) */
+};
+
+/* What a layer's GEMMs take into their epilogues (gemm_fused), decided by the model where the
+ * backend runs them (sequential.c's plan_fusion). */
+enum dp_fusion {
+    DP_FUSE_FORWARD = 1u << 0,   /* the bias and the absorbed ReLU in the forward GEMM */
+    DP_FUSE_MASK = 1u << 1,      /* ...writing the ReLU's mask when training: the layer after the
+                                  * ReLU applies its backward (drelu_of), so this one does not */
+    DP_FUSE_BIAS_GRAD = 1u << 2, /* the bias gradient in the weight-gradient GEMM */
 };
 
 /* Reports [first, first + count) of module m's slice of the flat gradient buffer final. */
@@ -70,6 +82,7 @@ typedef struct dp_module_type {
     int weight_rows;    /* its parameters are a weight of out_features rows (Linear [out, in],
                          * Conv2d [out, C, kH, kW]) then its bias, read and reduced in blocks
                          * of rows under a ZeRO budget (dp_param_pieces) */
+    int fuses;          /* its GEMMs take epilogues (enum dp_fusion): a Linear */
     /* Before a model exists: its parameters on one sample of shape *in, *out set (an unknown
      * input, [0], gives what it can); *overflow set when a count does not fit size_t (NULL:
      * none, and the shape passes). */

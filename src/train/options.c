@@ -24,6 +24,7 @@ enum option_id {
     OPT_PREDICT, OPT_OUTPUT, OPT_PREDICT_CLASSES, OPT_BUCKET_MB, OPT_NO_OVERLAP, OPT_PROGRESS_THREAD, OPT_TRACE, OPT_METRICS,
     OPT_ZERO, OPT_ZERO_LIVE_MB, OPT_MAX_MEMORY_MB, OPT_CHECKPOINT_SHARDS, OPT_PREEMPT_SIGNAL, OPT_MEMORY_PLAN, OPT_PARAMS, OPT_WORLD, OPT_PRECISION,
     OPT_AVERAGE_EVERY, OPT_EXACT, OPT_EXACT_SHARD, OPT_GRAD_DTYPE,
+    OPT_FUSE,
     OPT_HELP, OPT_VERSION
 };
 
@@ -157,6 +158,9 @@ static const struct option_doc option_docs[] = {
     {{"tf32", no_argument, NULL, OPT_TF32}, NULL, "off (exact FP32)", "--precision tf32"},
     {{"cuda-aware", required_argument, NULL, OPT_CUDA_AWARE}, "on|off|auto", "auto (ask MPI)",
      "hand MPI GPU memory for --allreduce mpi instead of staging gradients through host memory"},
+    {{"fuse", required_argument, NULL, OPT_FUSE}, "auto|off", "auto",
+     "GPU: a Linear's bias, ReLU, ReLU backward and bias gradient in its GEMMs' cuBLASLt epilogues where "
+     "cuBLASLt runs them (auto), or as kernels of their own (off, for A/B timing)"},
     {{"save", required_argument, NULL, OPT_SAVE}, "FILE", "none",
      "write the final parameters as safetensors (PyTorch names and layouts)"},
     {{"init", required_argument, NULL, OPT_INIT}, "FILE", "none",
@@ -301,6 +305,7 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
     static const char *const nan_policies[] = {"abort", "skip"};
     static const char *const devices[] = {"cpu", "cuda", "auto"};
     static const char *const cuda_aware_modes[] = {"auto", "on", "off"};
+    static const char *const fuse_modes[] = {"auto", "off"};
     static const char *const optimizers[] = {[DP_OPTIMIZER_SGD] = "sgd", [DP_OPTIMIZER_ADAMW] = "adamw"};
     static const char *const zero_stages[] = {"0", "1", "2", "3"};
     int status, choice;
@@ -417,6 +422,10 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
     case OPT_CUDA_AWARE:
         status = dp_option_choice(name, arg, cuda_aware_modes, 3, &choice);
         o->cuda_aware = (dp_cuda_aware)choice;
+        return status;
+    case OPT_FUSE:
+        status = dp_option_choice(name, arg, fuse_modes, 2, &choice);
+        o->unfused = choice == 1;
         return status;
     case OPT_HELP:
         if (out)
@@ -594,7 +603,8 @@ static int check_combination(dp_options *o, int world, const int *seen)
         return dp_fail(DP_EINVAL, "--resume auto needs --checkpoint-dir: it continues from the newest checkpoint there");
     const char *gpu_only = o->precision == DP_PRECISION_TF32 ? (seen[OPT_TF32] ? "--tf32" : "--precision tf32")
                          : o->share_gpu ? "--share-gpu"
-                         : o->cuda_aware == DP_CUDA_AWARE_ON ? "--cuda-aware on" : NULL;
+                         : o->cuda_aware == DP_CUDA_AWARE_ON ? "--cuda-aware on"
+                         : o->unfused ? "--fuse off" : NULL;
     if (o->device == DP_DEVICE_CPU && gpu_only)
         return dp_fail(DP_EINVAL, "%s applies to GPUs, but --device is cpu", gpu_only);
     return dp_options_check_limits(o, world);

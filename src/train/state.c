@@ -138,6 +138,8 @@ static void describe_run(const trainer *t, run_fields *f)
     if (o->precision != DP_PRECISION_FP32 && !t->engine.be->host_memory) /* rounded GEMM inputs change the bits */
         snprintf(v[FIELD_COMPUTE] + strlen(v[FIELD_COMPUTE]), size - strlen(v[FIELD_COMPUTE]), ", %s GEMM inputs",
                  dp_precision_names[o->precision]);
+    if (o->unfused && !t->engine.be->host_memory) /* other kernels add in another order */
+        snprintf(v[FIELD_COMPUTE] + strlen(v[FIELD_COMPUTE]), size - strlen(v[FIELD_COMPUTE]), ", --fuse off");
     snprintf(v[FIELD_STEP], size, "%ld", t->engine.steps_done);
     snprintf(v[FIELD_EPOCH], size, "%ld", t->engine.steps_done / t->plan.steps_per_epoch);
     snprintf(v[FIELD_RUN_ID], size, "%s", t->run_id);

@@ -3,6 +3,7 @@
  * its result is visible only after a synchronisation point. FP32 products are summed in
  * double; TF32 compute rounds the inputs to 10 mantissa bits first, as the tensor cores do. */
 #include "tests/fakecuda/fakecuda.h"
+#include "tests/fakecuda/gemm.h"
 
 #include "src/backend/cublas_api.h"
 
@@ -65,14 +66,6 @@ const char *cublasGetStatusString(cublasStatus_t status)
     }
 }
 
-typedef struct gemm_args {
-    int trans_a, trans_b, m, n, k, lda, ldb, ldc;
-    float (*input)(float); /* how the compute type reads an operand: exact, TF32 or bf16 */
-    float alpha, beta;
-    const float *a, *b;
-    float *c;
-} gemm_args;
-
 /* Round to nearest (ties away, as the conversion to TF32 does) keeping 10 mantissa bits. */
 static float to_tf32(float x)
 {
@@ -100,21 +93,24 @@ static float exact(float x)
     return x;
 }
 
-/* Bytes a column-major operand with `rows` x `cols` and leading dimension ld spans. */
-static size_t span_bytes(int rows, int cols, int ld)
+float (*fakecuda_gemm_input(cublasComputeType_t compute))(float)
+{
+    return compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? to_tf32 : compute == CUBLAS_COMPUTE_32F_FAST_16BF ? to_bf16 : exact;
+}
+
+size_t fakecuda_span_bytes(int rows, int cols, int ld)
 {
     return rows && cols ? ((size_t)(cols - 1) * ld + rows) * sizeof(float) : 0;
 }
 
-static void run_gemm(void *raw)
+int fakecuda_gemm_run(const fakecuda_gemm *g)
 {
-    const gemm_args *g = raw;
     int a_rows = g->trans_a ? g->k : g->m, a_cols = g->trans_a ? g->m : g->k;
     int b_rows = g->trans_b ? g->n : g->k, b_cols = g->trans_b ? g->k : g->n;
-    if (!fakecuda_need(g->a, span_bytes(a_rows, a_cols, g->lda), "cublasGemmEx's A") ||
-        !fakecuda_need(g->b, span_bytes(b_rows, b_cols, g->ldb), "cublasGemmEx's B") ||
-        !fakecuda_need(g->c, span_bytes(g->m, g->n, g->ldc), "cublasGemmEx's C"))
-        return;
+    if (!fakecuda_need(g->a, fakecuda_span_bytes(a_rows, a_cols, g->lda), g->a_name) ||
+        !fakecuda_need(g->b, fakecuda_span_bytes(b_rows, b_cols, g->ldb), g->b_name) ||
+        !fakecuda_need(g->c, fakecuda_span_bytes(g->m, g->n, g->ldc), g->c_name))
+        return 0;
     for (int j = 0; j < g->n; j++)
         for (int i = 0; i < g->m; i++) {
             double sum = 0.0;
@@ -127,6 +123,12 @@ static void run_gemm(void *raw)
             /* beta 0: C is written, never read (it may hold NaN). */
             *c = (float)(g->alpha * sum + (g->beta != 0.0f ? (double)g->beta * *c : 0.0));
         }
+    return 1;
+}
+
+static void run_gemm(void *raw)
+{
+    (void)fakecuda_gemm_run(raw);
 }
 
 static int max1(int v)
@@ -159,11 +161,8 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
     if (m == 0 || n == 0)
         return CUBLAS_STATUS_SUCCESS;
     /* The default pointer mode: alpha and beta are host values, read now. */
-    gemm_args g = {ta, tb, m, n, k, lda, ldb, ldc,
-                   computeType == CUBLAS_COMPUTE_32F_FAST_TF32   ? to_tf32
-                   : computeType == CUBLAS_COMPUTE_32F_FAST_16BF ? to_bf16
-                                                                 : exact,
-                   *(const float *)alpha, *(const float *)beta, A, B, C};
+    fakecuda_gemm g = {ta, tb, m, n, k, lda, ldb, ldc, fakecuda_gemm_input(computeType), *(const float *)alpha,
+                       *(const float *)beta, A, B, C, "cublasGemmEx's A", "cublasGemmEx's B", "cublasGemmEx's C"};
     return fakecuda_enqueue_on(handle->stream, run_gemm, &g, sizeof g, "cublasGemmEx", NULL) == cudaSuccess ? CUBLAS_STATUS_SUCCESS
                                                                                    : CUBLAS_STATUS_EXECUTION_FAILED;
 }

@@ -1,0 +1,59 @@
+# --fuse (cuBLASLt epilogues) on the fake CUDA runtime: every epilogue against the CPU and the
+# unfused kernels, and which GEMMs a model fuses (test_epilogues); then dp_worker trains with
+# --fuse auto and --fuse off to the same bits (the fake's cuBLASLt applies each epilogue to
+# cuBLAS's product with the kernels' arithmetic), at fp32, tf32 and bf16, on 1 and 2 ranks, with
+# a ReLU before dropout (no ReLU backward to fuse there), gradient accumulation (the bias
+# gradient of a later micro-batch adds) and ZeRO-2 (gradients placed piece by piece); and the
+# option's errors. Exits 77 where not built.
+. "$srcdir/tests/common.sh"
+fake="$top_builddir/tests/fakecuda"
+[ -x "$fake/test_epilogues" ] || { echo "fake CUDA tests not built"; exit 77; }
+export FAKECUDA_CHECK_LEAKS=1
+dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-fuse-XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+cases=0 failures=0
+cases=$((cases + 1))
+if FAKECUDA_DEVICES=fakeA dp_mpirun 300 1 "$fake/test_epilogues" >"$dir/epilogues" 2>&1; then
+    echo "ok   each epilogue against the CPU and unfused, and a model's fused GEMMs: $(tail -n 1 "$dir/epilogues")"
+else
+    dp_fail_case "test_epilogues" "$dir/epilogues"
+fi
+
+data="--data synthetic:240,8,3 --batch 24 --seed 5 --device cuda --log-every 0 --steps 12"
+mlp="--layers 8,16,16,3"
+# train NAME RANKS FUSE ARGS...: trains, saving $dir/NAME-FUSE.safetensors.
+train() {
+    name=$1 ranks=$2 fuse=$3
+    shift 3
+    # shellcheck disable=SC2086
+    dp_mpirun 300 "$ranks" sh -c 'FAKECUDA_DEVICES="fake$OMPI_COMM_WORLD_RANK" exec "$0" "$@"' "$fake/dp_worker" \
+        $data "$@" --fuse "$fuse" --save "$dir/$name-$fuse.safetensors" >"$dir/$name-$fuse.out" 2>&1
+}
+# same NAME RANKS ARGS...: --fuse auto (which must fuse) and off give the same bits.
+same() {
+    name=$1 ranks=$2
+    shift 2
+    train "$name" "$ranks" auto "$@" && train "$name" "$ranks" off "$@" ||
+        { dp_fail_case "$name: training" "$dir/$name-auto.out"; cat "$dir/$name-off.out" 2>/dev/null; return; }
+    if ! grep -q "cuBLASLt epilogues: bias, relu, relu_mask, drelu, bias_grad" "$dir/$name-auto.out" ||
+        ! grep -q "no fused epilogues (turned off by --fuse off)" "$dir/$name-off.out"; then
+        dp_fail_case "$name: the banners do not say fused and unfused" "$dir/$name-auto.out"
+        return
+    fi
+    dp_check_same_bits "$name: --fuse auto equals --fuse off" "$dir/$name-auto.safetensors" "$dir/$name-off.safetensors"
+}
+for precision in fp32 tf32 bf16; do
+    same "mlp-$precision-w1" 1 $mlp --precision "$precision"
+    same "mixed-$precision-w2" 2 "--model" "linear(16),relu,dropout(0.2),linear(16,bias=0),relu,linear(3)" --accum 2 \
+        --precision "$precision"
+done
+same "mlp-zero2-w2" 2 $mlp --zero 2 --bucket-mb 0.001
+
+# shellcheck disable=SC2086
+dp_mpirun 60 1 "$fake/dp_worker" $data $mlp --fuse sometimes >"$dir/bad" 2>&1
+dp_check_outcome "--fuse sometimes" fail $? "$dir/bad" "--fuse"
+# shellcheck disable=SC2086
+dp_mpirun 60 1 "$fake/dp_worker" $(echo "$data" | sed 's/--device cuda/--device cpu/') $mlp --fuse off >"$dir/cpu" 2>&1
+dp_check_outcome "--fuse off on the CPU" fail $? "$dir/cpu" "--fuse off applies to GPUs, but --device is cpu"
+echo "$cases cases, $failures failed"
+[ "$failures" -eq 0 ]

@@ -1,0 +1,340 @@
+/* The CUDA backend's fused GEMMs (gemm_fused: cuBLASLt epilogues) at every precision: each
+ * epilogue against the CPU's GEMM and pass (relative L2 error under 1e-5 in FP32, 1e-2 in TF32,
+ * 2e-2 in bf16, whose inputs keep 7 mantissa bits), and against the same backend's unfused
+ * GEMM and kernel: bitwise on the fake CUDA runtime, whose cuBLASLt applies the epilogue to
+ * cuBLAS's product with the kernels' arithmetic (on a GPU, within the CPU's tolerance). Then a
+ * model: which GEMMs a Sequential fuses where the backend runs the epilogues, where cuBLASLt
+ * lacks one (the fake's FAKECUDA_LT_DECLINE), under --fuse off and for a later micro-batch,
+ * each pass's outputs and gradients equal to the unfused model's. Exits 77 without a GPU. */
+#include "dp/backend.h"
+#include "dp/error.h"
+#include "dp/nn.h"
+#include "dp/rng.h"
+#include "tests/testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { EXIT_SKIP = 77, ROWS = 37, IN = 29, OUT = 131, NEXT = 7 };
+
+static const dp_backend *cpu, *gpu;
+static int bitwise; /* the fake runtime: fused equals unfused to the bit */
+
+static const dp_backend *open_gpu(dp_precision precision, int unfused)
+{
+    const dp_backend *be;
+    dp_backend_request request = {.device = DP_DEVICE_CUDA, .share_gpu = 1, .precision = precision,
+                                  .unfused = unfused, .local_size = 1};
+    ck_assert_msg(dp_backend_open(&request, &be) == 0, "%s", dp_last_error());
+    return be;
+}
+
+static float *random_floats(size_t n, uint64_t seed)
+{
+    dp_rng rng;
+    dp_rng_seed(&rng, seed);
+    float *x = malloc((n ? n : 1) * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = 2.0f * dp_rng_uniform(&rng) - 1.0f;
+    return x;
+}
+
+static float *to_gpu(const float *host, size_t n)
+{
+    float *dev = gpu->alloc(gpu, (n ? n : 1) * sizeof *dev, DP_MEM_OTHER, "a test input");
+    ck_assert_msg(dev != NULL, "%s", dp_last_error());
+    gpu->upload(gpu, dev, host, n * sizeof *dev);
+    return dev;
+}
+
+static float *from_gpu(const float *dev, size_t n)
+{
+    float *host = malloc((n ? n : 1) * sizeof *host);
+    ck_assert_ptr_nonnull(host);
+    gpu->download(gpu, host, dev, n * sizeof *host);
+    return host;
+}
+
+/* The fused result against the unfused one (same backend) and the CPU's. */
+static void compare(const char *what, const float *fused, const float *unfused, const float *reference, size_t n,
+                    double tolerance)
+{
+    if (bitwise)
+        ck_assert_msg(memcmp(fused, unfused, n * sizeof *fused) == 0, "%s: fused differs from unfused", what);
+    double error = dp_test_relative_error(fused, reference, n);
+    ck_assert_msg(error < tolerance, "%s: relative error %g against the CPU (tolerance %g)", what, error, tolerance);
+}
+
+/* One Linear's GEMMs with every epilogue: forward y = x W^T + b (bias; ReLU; ReLU with its
+ * mask), the next layer's dX through that mask, and dW = dY^T X with db. */
+static void check_epilogues(double tolerance)
+{
+    float *x = random_floats((size_t)ROWS * IN, 1), *w = random_floats((size_t)OUT * IN, 2);
+    float *bias = random_floats(OUT, 3), *dy = random_floats((size_t)ROWS * OUT, 4);
+    float *dnext = random_floats((size_t)ROWS * NEXT, 5), *w_next = random_floats((size_t)NEXT * OUT, 6);
+    float *dx = to_gpu(x, (size_t)ROWS * IN), *dw = to_gpu(w, (size_t)OUT * IN), *dbias = to_gpu(bias, OUT);
+    float *ddy = to_gpu(dy, (size_t)ROWS * OUT), *ddnext = to_gpu(dnext, (size_t)ROWS * NEXT);
+    float *dw_next = to_gpu(w_next, (size_t)NEXT * OUT);
+    float *fused = to_gpu(dy, (size_t)ROWS * OUT), *unfused = to_gpu(dy, (size_t)ROWS * OUT);
+    float *grad = to_gpu(w, (size_t)OUT * IN), *grad_unfused = to_gpu(w, (size_t)OUT * IN);
+    float *y_relu = to_gpu(dy, (size_t)ROWS * OUT);
+    unsigned char *mask = gpu->alloc(gpu, dp_relu_mask_bytes(ROWS, OUT), DP_MEM_OTHER, "a ReLU mask");
+    float *ref = malloc((size_t)ROWS * OUT * sizeof *ref), *y_ref = malloc((size_t)ROWS * OUT * sizeof *y_ref);
+    float *grad_ref = malloc((size_t)OUT * IN * sizeof *grad_ref), *bias_ref = malloc(OUT * sizeof *bias_ref);
+    long ld = dp_relu_mask_ld(OUT);
+    static const struct {
+        dp_epilogue kind;
+        int relu;
+        const char *name;
+    } forwards[] = {{DP_EPILOGUE_BIAS, 0, "bias"}, {DP_EPILOGUE_RELU, 1, "relu"}, {DP_EPILOGUE_RELU_MASK, 1, "relu_mask"}};
+    for (size_t f = 0; f < sizeof forwards / sizeof *forwards; f++) {
+        dp_gemm_epilogue e = {.kind = forwards[f].kind, .bias = dbias, .mask = mask, .mask_ld = ld};
+        gpu->gemm_fused(gpu, 0, 1, ROWS, OUT, IN, 1.0f, dx, IN, dw, IN, 0.0f, fused, OUT, &e);
+        gpu->gemm(gpu, 0, 1, ROWS, OUT, IN, 1.0f, dx, IN, dw, IN, 0.0f, unfused, OUT);
+        gpu->bias_act_forward(gpu, unfused, dbias, ROWS, OUT, forwards[f].relu);
+        cpu->gemm(cpu, 0, 1, ROWS, OUT, IN, 1.0f, x, IN, w, IN, 0.0f, y_ref, OUT);
+        cpu->bias_act_forward(cpu, y_ref, bias, ROWS, OUT, forwards[f].relu);
+        float *got = from_gpu(fused, (size_t)ROWS * OUT), *plain = from_gpu(unfused, (size_t)ROWS * OUT);
+        compare(forwards[f].name, got, plain, y_ref, (size_t)ROWS * OUT, tolerance);
+        free(got);
+        free(plain);
+    }
+    gpu->accumulate(gpu, y_relu, fused, (size_t)ROWS * OUT, 0); /* the ReLU's output, whose mask is kept */
+    /* The next layer's dX = dNext W_next through the mask, against the GEMM then relu_backward. */
+    dp_gemm_epilogue drelu = {.kind = DP_EPILOGUE_DRELU, .mask = mask, .mask_ld = ld};
+    gpu->gemm_fused(gpu, 0, 0, ROWS, OUT, NEXT, 1.0f, ddnext, NEXT, dw_next, OUT, 0.0f, fused, OUT, &drelu);
+    gpu->gemm(gpu, 0, 0, ROWS, OUT, NEXT, 1.0f, ddnext, NEXT, dw_next, OUT, 0.0f, unfused, OUT);
+    gpu->relu_backward(gpu, unfused, y_relu, (size_t)ROWS * OUT);
+    cpu->gemm(cpu, 0, 0, ROWS, OUT, NEXT, 1.0f, dnext, NEXT, w_next, OUT, 0.0f, ref, OUT);
+    cpu->relu_backward(cpu, ref, y_ref, (size_t)ROWS * OUT);
+    float *got = from_gpu(fused, (size_t)ROWS * OUT), *plain = from_gpu(unfused, (size_t)ROWS * OUT);
+    compare("drelu", got, plain, ref, (size_t)ROWS * OUT, tolerance);
+    free(got);
+    free(plain);
+    /* dW = dY^T X with db = dY's column sums, for ROWS rows and for none (a rank without samples). */
+    for (int rows = ROWS; rows >= 0; rows -= ROWS) {
+        dp_gemm_epilogue bgrad = {.kind = DP_EPILOGUE_BIAS_GRAD, .bias_grad = fused};
+        gpu->gemm_fused(gpu, 1, 0, OUT, IN, rows, 1.0f, ddy, OUT, dx, IN, 0.0f, grad, IN, &bgrad);
+        gpu->gemm(gpu, 1, 0, OUT, IN, rows, 1.0f, ddy, OUT, dx, IN, 0.0f, grad_unfused, IN);
+        gpu->bias_grad(gpu, ddy, rows, OUT, unfused, 0);
+        cpu->gemm(cpu, 1, 0, OUT, IN, rows, 1.0f, dy, OUT, x, IN, 0.0f, grad_ref, IN);
+        cpu->bias_grad(cpu, dy, rows, OUT, bias_ref, 0);
+        float *dw_got = from_gpu(grad, (size_t)OUT * IN), *dw_plain = from_gpu(grad_unfused, (size_t)OUT * IN);
+        float *db_got = from_gpu(fused, OUT), *db_plain = from_gpu(unfused, OUT);
+        if (rows) {
+            compare("bias_grad's dW", dw_got, dw_plain, grad_ref, (size_t)OUT * IN, tolerance);
+            compare("bias_grad's db", db_got, db_plain, bias_ref, OUT, tolerance);
+        }
+        for (size_t i = 0; !rows && i < (size_t)OUT * IN; i++) /* no rows: zeros, as the unfused passes give */
+            ck_assert_msg(dw_got[i] == 0.0f && (i >= OUT || db_got[i] == 0.0f), "no rows: dW[%zu] %g", i, dw_got[i]);
+        free(dw_got);
+        free(dw_plain);
+        free(db_got);
+        free(db_plain);
+        if (!rows)
+            break;
+    }
+    float *device[] = {dx, dw, dbias, ddy, ddnext, dw_next, fused, unfused, grad, grad_unfused, y_relu};
+    for (size_t i = 0; i < sizeof device / sizeof *device; i++)
+        gpu->free(gpu, device[i]);
+    gpu->free(gpu, mask);
+    float *host[] = {x, w, bias, dy, dnext, w_next, ref, y_ref, grad_ref, bias_ref};
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++)
+        free(host[i]);
+}
+
+START_TEST(each_epilogue_equals_its_unfused_passes_at_every_precision)
+{
+    static const struct {
+        dp_precision precision;
+        double tolerance;
+    } precisions[] = {{DP_PRECISION_FP32, 1e-5}, {DP_PRECISION_TF32, 1e-2}, {DP_PRECISION_BF16, 2e-2}};
+    for (size_t p = 0; p < sizeof precisions / sizeof *precisions; p++) {
+        gpu = open_gpu(precisions[p].precision, 0);
+        for (int kind = 0; kind < DP_EPILOGUES; kind++)
+            ck_assert_msg(dp_backend_require(gpu, dp_epilogue_ops[kind], DP_DTYPE_F32) == 0, "%s", dp_last_error());
+        check_epilogues(precisions[p].tolerance);
+        dp_backend_close(gpu);
+    }
+}
+END_TEST
+
+START_TEST(the_cpu_and_fuse_off_decline_every_epilogue)
+{
+    gpu = open_gpu(DP_PRECISION_FP32, 1);
+    for (int kind = 0; kind < DP_EPILOGUES; kind++) {
+        ck_assert_int_ne(dp_backend_require(cpu, dp_epilogue_ops[kind], DP_DTYPE_F32), 0);
+        ck_assert_int_ne(dp_backend_require(gpu, dp_epilogue_ops[kind], DP_DTYPE_F32), 0);
+        ck_assert_msg(strstr(dp_last_error(), "--fuse off") != NULL, "%s", dp_last_error());
+    }
+    ck_assert_ptr_nonnull(strstr(gpu->describe(gpu), "no fused epilogues"));
+    dp_backend_close(gpu);
+}
+END_TEST
+
+/* ---- a model's fused GEMMs, counted by a backend that passes them on ---- */
+
+static dp_backend counting;
+static const dp_backend *counted;
+static int calls[DP_EPILOGUES];
+
+static void count_fused(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                        const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc,
+                        const dp_gemm_epilogue *e)
+{
+    (void)be;
+    calls[e->kind]++;
+    counted->gemm_fused(counted, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, e);
+}
+
+enum { M_INPUTS = 8, M_ROWS = 12 };
+#define SPEC "linear(16,bias=0),relu,linear(16),relu,linear(3)"
+
+static void build(dp_model *m, const dp_backend *be)
+{
+    dp_model_spec spec;
+    ck_assert_int_eq(dp_model_spec_parse(SPEC, &spec), 0);
+    ck_assert_msg(dp_model_create(m, be, &spec, M_INPUTS, M_ROWS) == 0, "%s", dp_last_error());
+    size_t n = dp_params_floats(&m->params);
+    float *params = malloc(n * sizeof *params), buffers[1];
+    int64_t counters[1];
+    dp_model_init(m, 11, params, buffers, counters);
+    be->upload(be, m->weights, params, n * sizeof *params);
+    free(params);
+}
+
+/* A training pass (forward, loss, backward; accumulate: a later micro-batch's) or an eval
+ * forward; the output and the gradients come back to the host. */
+static void pass(dp_model *m, const dp_backend *be, int training, int accumulate, float **out, float **grads)
+{
+    float *x = random_floats((size_t)M_ROWS * M_INPUTS, 21);
+    int32_t labels[M_ROWS];
+    for (int r = 0; r < M_ROWS; r++)
+        labels[r] = r % 3;
+    float *dx = be->alloc(be, sizeof(float) * M_ROWS * M_INPUTS, DP_MEM_OTHER, "inputs");
+    int32_t *dlabels = be->alloc(be, sizeof labels, DP_MEM_OTHER, "labels");
+    double *totals = be->alloc(be, 2 * sizeof(double), DP_MEM_OTHER, "totals");
+    be->upload(be, dx, x, sizeof(float) * M_ROWS * M_INPUTS);
+    be->upload(be, dlabels, labels, sizeof labels);
+    be->zero(be, (float *)totals, 4);
+    dp_nn_context ctx = {.be = be, .training = training, .accumulate = accumulate, .seed = 3, .step = 1};
+    const float *y;
+    ck_assert_int_eq(dp_model_forward(m, &ctx, dx, M_ROWS, &y), 0);
+    if (training) {
+        dp_model_loss(m, DP_LOSS_XENT, y, dlabels, NULL, M_ROWS, m->delta[0], totals);
+        ck_assert_int_eq(dp_model_backward(m, &ctx, m->delta[0], M_ROWS, NULL), 0);
+    }
+    size_t n = dp_params_floats(&m->params);
+    *out = malloc(sizeof(float) * M_ROWS * 3);
+    *grads = malloc(n * sizeof **grads);
+    be->download(be, *out, y, sizeof(float) * M_ROWS * 3);
+    be->download(be, *grads, m->grads, n * sizeof **grads);
+    be->free(be, dx);
+    be->free(be, dlabels);
+    be->free(be, totals);
+    free(x);
+}
+
+/* The model on `be` (counted) against the unfused model, pass for pass, and the calls made. */
+static void check_model(const dp_backend *be, const int expect_train[DP_EPILOGUES], const int expect_eval[DP_EPILOGUES],
+                        const int expect_accumulate[DP_EPILOGUES])
+{
+    const dp_backend *plain = open_gpu(DP_PRECISION_FP32, 1);
+    counted = be;
+    counting = *be;
+    counting.gemm_fused = count_fused;
+    dp_model fused_model, plain_model;
+    build(&fused_model, &counting);
+    build(&plain_model, plain);
+    const int *expect[] = {expect_train, expect_accumulate, expect_eval};
+    const int training[] = {1, 1, 0}, accumulate[] = {0, 1, 0};
+    size_t n = dp_params_floats(&fused_model.params);
+    for (int p = 0; p < 3; p++) {
+        memset(calls, 0, sizeof calls);
+        float *out, *grads, *plain_out, *plain_grads;
+        pass(&fused_model, &counting, training[p], accumulate[p], &out, &grads);
+        pass(&plain_model, plain, training[p], accumulate[p], &plain_out, &plain_grads);
+        for (int kind = 0; kind < DP_EPILOGUES; kind++)
+            ck_assert_msg(calls[kind] == expect[p][kind], "pass %d: %s called %d times, expected %d", p,
+                          dp_epilogue_ops[kind], calls[kind], expect[p][kind]);
+        compare("the model's output", out, plain_out, plain_out, (size_t)M_ROWS * 3, 1e-5);
+        compare("the model's gradients", grads, plain_grads, plain_grads, n, 1e-5);
+        free(out);
+        free(grads);
+        free(plain_out);
+        free(plain_grads);
+    }
+    dp_model_free(&fused_model);
+    dp_model_free(&plain_model);
+    dp_backend_close(plain);
+}
+
+START_TEST(a_sequential_fuses_bias_relu_and_their_gradients)
+{
+    /* linear(16,bias=0) keeps linear(16)'s ReLU mask for its dX, and linear(16) keeps the first's;
+     * the two biased layers sum their bias gradients in their weight GEMMs. */
+    static const int train[DP_EPILOGUES] = {[DP_EPILOGUE_BIAS] = 1, [DP_EPILOGUE_RELU_MASK] = 2,
+                                            [DP_EPILOGUE_DRELU] = 2, [DP_EPILOGUE_BIAS_GRAD] = 2};
+    /* A later micro-batch adds into db, which the epilogue would overwrite: a pass of its own. */
+    static const int accumulate[DP_EPILOGUES] = {[DP_EPILOGUE_BIAS] = 1, [DP_EPILOGUE_RELU_MASK] = 2,
+                                                 [DP_EPILOGUE_DRELU] = 2};
+    static const int eval[DP_EPILOGUES] = {[DP_EPILOGUE_BIAS] = 1, [DP_EPILOGUE_RELU] = 2};
+    gpu = open_gpu(DP_PRECISION_FP32, 0);
+    check_model(gpu, train, eval, accumulate);
+    dp_backend_close(gpu);
+}
+END_TEST
+
+START_TEST(without_drelu_the_relu_backward_stays_a_pass_of_its_own)
+{
+    if (!bitwise)
+        return; /* FAKECUDA_LT_DECLINE plays a cuBLASLt without DRELU */
+    setenv("FAKECUDA_LT_DECLINE", "drelu", 1);
+    gpu = open_gpu(DP_PRECISION_FP32, 0);
+    unsetenv("FAKECUDA_LT_DECLINE");
+    ck_assert_int_ne(dp_backend_require(gpu, dp_epilogue_ops[DP_EPILOGUE_DRELU], DP_DTYPE_F32), 0);
+    static const int train[DP_EPILOGUES] = {[DP_EPILOGUE_BIAS] = 1, [DP_EPILOGUE_RELU] = 2,
+                                            [DP_EPILOGUE_BIAS_GRAD] = 2};
+    static const int accumulate[DP_EPILOGUES] = {[DP_EPILOGUE_BIAS] = 1, [DP_EPILOGUE_RELU] = 2};
+    static const int eval[DP_EPILOGUES] = {[DP_EPILOGUE_BIAS] = 1, [DP_EPILOGUE_RELU] = 2};
+    check_model(gpu, train, eval, accumulate);
+    dp_backend_close(gpu);
+}
+END_TEST
+
+START_TEST(fuse_off_calls_no_fused_gemm)
+{
+    static const int none[DP_EPILOGUES] = {0};
+    gpu = open_gpu(DP_PRECISION_FP32, 1);
+    check_model(gpu, none, none, none);
+    dp_backend_close(gpu);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    int rank, size;
+    dp_test_mpi_init(&argc, &argv, &rank, &size);
+    if (dp_backend_gpu_count() == 0) {
+        printf("test_epilogues: no CUDA GPU visible (or dptrain built without CUDA): skipped\n");
+        MPI_Finalize();
+        return EXIT_SKIP;
+    }
+    cpu = dp_backend_cpu();
+    dp_backend_cpu_set_threads(1, NULL);
+    bitwise = getenv("FAKECUDA_DEVICES") != NULL;
+    Suite *s = suite_create("epilogues");
+    TCase *ops = tcase_create("fused GEMMs");
+    tcase_set_timeout(ops, 120);
+    tcase_add_test(ops, each_epilogue_equals_its_unfused_passes_at_every_precision);
+    tcase_add_test(ops, the_cpu_and_fuse_off_decline_every_epilogue);
+    tcase_add_test(ops, a_sequential_fuses_bias_relu_and_their_gradients);
+    tcase_add_test(ops, without_drelu_the_relu_backward_stays_a_pass_of_its_own);
+    tcase_add_test(ops, fuse_off_calls_no_fused_gemm);
+    suite_add_tcase(s, ops);
+    int failed = dp_test_run_mpi_suite(s);
+    MPI_Finalize();
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
