@@ -153,7 +153,9 @@ struct dp_backend {
      * *nonfinite += elements whose g, or p after the update, is NaN or infinite (backend
      * memory), then, when k->apply, the update:
      * PyTorch SGD (d = g + wd p; v = momentum v + d, or v = d when momentum is 0; p -= lr v)
-     * or AdamW (torch.optim.AdamW's formulas, roundings in its order; see dp_adamw_coefs). */
+     * or AdamW (torch.optim.AdamW's formulas, roundings in its order; see dp_adamw_coefs). The
+     * coefficients k are backend memory, read when the pass runs: a replayed graph's pass takes
+     * the ones written for its step. */
     void (*sgd_step)(const dp_backend *be, float *params, float *grads, float *velocity, size_t n,
                      const dp_sgd_coefs *k, double *nonfinite);
     void (*adamw_step)(const dp_backend *be, float *params, float *grads, float *exp_avg, float *exp_avg_sq, size_t n,
