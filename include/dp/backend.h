@@ -163,6 +163,16 @@ struct dp_backend {
 
     /* Returns once every operation issued so far has finished. */
     void (*synchronize)(const dp_backend *be);
+    /* Graphs of operations replayed with one launch (CUDA graphs; NULL on a backend without):
+     * capture_begin makes the operations issued next be recorded instead of run (supports(be,
+     * "capture", ...) says whether it can now); capture_end ends the recording and returns it
+     * as a graph, or NULL with the error recorded when an operation in it needed the host;
+     * graph_launch queues one replay, which reads and writes the memory the recorded
+     * operations were given, with the values found there when it runs; graph_free releases. */
+    int (*capture_begin)(const dp_backend *be);
+    void *(*capture_end)(const dp_backend *be);
+    void (*graph_launch)(const dp_backend *be, void *graph);
+    void (*graph_free)(const dp_backend *be, void *graph);
     /* The device and its settings, for the banner. */
     const char *(*describe)(const dp_backend *be);
 
@@ -227,6 +237,10 @@ typedef struct dp_gpu_binding {
 typedef enum dp_precision {
     DP_PRECISION_FP32, DP_PRECISION_TF32, DP_PRECISION_BF16, DP_PRECISION_FP16, DP_PRECISION_MIXED, DP_PRECISIONS
 } dp_precision;
+
+/* --cuda-graph: whether training replays full steps from a captured graph (src/engine/graph.c):
+ * never, always (an error where a step cannot be captured) or where it can. */
+typedef enum dp_graph_mode { DP_GRAPH_OFF, DP_GRAPH_ON, DP_GRAPH_AUTO } dp_graph_mode;
 
 typedef struct dp_backend_request {
     dp_device device;     /* AUTO: CUDA when dp_backend_cuda_usable, decided by this rank alone */

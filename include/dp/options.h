@@ -66,6 +66,7 @@ typedef struct dp_options {
     dp_device device;             /* where each rank computes (auto: a GPU when every rank has one) */
     int share_gpu;                /* more ranks on a node than GPUs may take turns on a GPU */
     dp_cuda_aware cuda_aware;     /* whether MPI is handed GPU memory */
+    dp_graph_mode cuda_graph;     /* --cuda-graph: full steps replayed from a captured graph */
     char save_path[DP_PATH_MAX];
     char init_path[DP_PATH_MAX];
     char checkpoint_dir[DP_PATH_MAX];

@@ -256,7 +256,8 @@ int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, flo
     }
     dp_engine_prepare_update(e, scale, lr);
     double reduce_done = started;
-    int status = run_eagerly(e, step, source, lr, stats, &reduce_done);
+    int status = dp_engine_graph_takes(e, step) ? dp_engine_graph_step(e, step, source, lr, stats, &reduce_done)
+                                                : run_eagerly(e, step, source, lr, stats, &reduce_done);
     e->samples_since_average += stats->samples;
     if (status || (status = e->hooks.after_update(e->hooks.arg)))
         return status;

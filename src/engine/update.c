@@ -61,7 +61,7 @@ void dp_engine_prepare_update(dp_engine *e, float grad_scale, float lr)
     dp_optimizer_prepare(&e->opt, grad_scale, e->skip_nonfinite ? 1.0f : grad_scale, lr);
 }
 
-static void update_pass(dp_engine *e)
+void dp_engine_update_pass(dp_engine *e)
 {
     float *params, *grads;
     dp_strategy_update_memory(&e->strategy, &params, &grads);
@@ -90,7 +90,7 @@ static int nonfinite_found(dp_engine *e, double bad, float lr)
     return 0;
 }
 
-static int update_check(dp_engine *e, float lr)
+int dp_engine_update_check(dp_engine *e, float lr)
 {
     double bad;
     int status = take_nonfinite(e, &bad);
@@ -102,8 +102,8 @@ int dp_engine_update(dp_engine *e, float lr)
     /* --on-nan abort updates in the same pass (a bad step ends the job anyway); skip counts first.
      * The pass counts non-finite gradients and, when it updates, non-finite results. */
     if (!e->skip_nonfinite) {
-        update_pass(e);
-        return update_check(e, lr);
+        dp_engine_update_pass(e);
+        return dp_engine_update_check(e, lr);
     }
     float *params, *grads;
     dp_strategy_update_memory(&e->strategy, &params, &grads);

@@ -7,8 +7,10 @@
  * synchronisation inside a captured step is caught. */
 #include "tests/fakecuda/fakecuda.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct recorded {
     fakecuda_task run;
@@ -28,6 +30,17 @@ struct CUgraphExec_st {
     recorded *work;
     size_t count;
 };
+
+/* FAKECUDA_COUNT_LAUNCHES=1: how many launches this process made, on stderr at exit, so a test
+ * can tell replayed steps from eager ones. */
+static long launches;
+static pid_t counting;
+
+static void report_launches(void)
+{
+    if (getpid() == counting)
+        fprintf(stderr, "fakecuda: %ld graph launches\n", launches);
+}
 
 cudaGraph_t fakecuda_graph_new(void)
 {
@@ -101,6 +114,12 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t stream)
         return cudaErrorInvalidValue;
     cudaError_t e = fakecuda_sticky();
     fakecuda_lock();
+    const char *count = getenv("FAKECUDA_COUNT_LAUNCHES");
+    if (!counting && count && strcmp(count, "1") == 0) {
+        counting = getpid();
+        atexit(report_launches);
+    }
+    launches++;
     for (size_t i = 0; i < x->count && e == cudaSuccess; i++) {
         const recorded *r = &x->work[i];
         long id = 0;
