@@ -5,7 +5,8 @@
 # (run eagerly), with log lines, checkpoints and evaluation between the replays. The fake counts
 # the launches, so the replays are shown to happen: every full step but the warm-up.
 # --cuda-graph on where a step cannot be captured is an error naming why and writes nothing;
-# auto says why in the banner and trains eagerly. Exits 77 where not built.
+# auto says why in the banner and trains eagerly. A replayed step with non-finite gradients stops
+# with the eager step's error. Exits 77 where not built.
 . "$srcdir/tests/common.sh"
 fake="$top_builddir/tests/fakecuda/dp_worker"
 [ -x "$fake" ] || { echo "fake CUDA tests not built"; exit 77; }
@@ -56,6 +57,17 @@ for optimizer in "sgd" "adamw --lr-schedule cosine"; do
         dp_fail_case "$name: no checkpoint at step 28" "$dir/$name-on"
     fi
 done
+
+# A replayed step whose gradients overflow (lr 1e5 diverges at step 6, after the warm-up and the
+# capture) stops as an eager one does, naming the same step.
+for graph in off on; do
+    dp_mpirun 120 1 "$fake" --data synthetic:310,8,3 --layers 8,16,3 --batch 30 --steps 8 --lr 1e5 --device cuda \
+        --cuda-graph $graph >"$dir/nan-$graph" 2>&1
+    dp_check_outcome "non-finite gradients, --cuda-graph $graph" fail $? "$dir/nan-$graph" "non-finite gradient values"
+done
+grep -o 'step [0-9]*: .* non-finite.*' "$dir/nan-off" >"$dir/nan-off.error"
+grep -o 'step [0-9]*: .* non-finite.*' "$dir/nan-on" >"$dir/nan-on.error"
+dp_check_same_bits "non-finite values: the same error with and without the graph" "$dir/nan-off.error" "$dir/nan-on.error"
 
 # refused NAME NP PHRASE ARGS...: --cuda-graph on fails naming why and leaves no --save file.
 refused() {

@@ -76,6 +76,10 @@ struct dp_backend {
     void *(*alloc_host)(const dp_backend *be, size_t bytes, const char *what);
     void (*free_host)(const dp_backend *be, void *ptr);
     void (*upload)(const dp_backend *be, void *dst, const void *host_src, size_t bytes);
+    /* The same copy queued behind the stream's work, returning at once: host_src is alloc_host
+     * memory the caller leaves unchanged until something waits for the stream (a download,
+     * synchronize). */
+    void (*upload_queued)(const dp_backend *be, void *dst, const void *host_src, size_t bytes);
     void (*download)(const dp_backend *be, void *host_dst, const void *src, size_t bytes);
     void (*zero)(const dp_backend *be, float *x, size_t n);
 

@@ -34,6 +34,7 @@ typedef struct dp_optimizer {
     size_t begin, end;                     /* the range of the flat buffer it updates */
     float *state[DP_OPTIMIZER_MAX_STATE];  /* backend memory, end - begin each; NULL: unused */
     void *coefs;                           /* backend memory: each pass's coefficients (dp_optimizer_prepare) */
+    void *host_coefs;                      /* their staging (alloc_host) */
     int64_t steps;                         /* updates applied (AdamW's bias correction counts them) */
 } dp_optimizer;
 
@@ -42,9 +43,10 @@ int dp_optimizer_init(dp_optimizer *o, const dp_backend *be, const dp_optimizer_
                       const dp_param_table *params, size_t begin, size_t end);
 void dp_optimizer_free(dp_optimizer *o);
 
-/* Works out the step's coefficients on the host and writes them to backend memory, before the
- * step's work is queued: the passes read them there when they run, so a replayed CUDA graph's
- * pass takes its own step's. The counting pass scales by count_scale; the applying pass scales
+/* Works out the step's coefficients on the host and queues their copy to backend memory, before
+ * the step's work: the passes read them there when they run, so a replayed CUDA graph's pass
+ * takes its own step's. Something must wait for the backend's stream (the update's non-finite
+ * count) before the next call rewrites the staging. The counting pass scales by count_scale; the applying pass scales
  * by apply_scale and applies update number steps + 1 at learning rate lr. */
 void dp_optimizer_prepare(dp_optimizer *o, float count_scale, float apply_scale, float lr);
 

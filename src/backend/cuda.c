@@ -166,6 +166,13 @@ static void cuda_upload(const dp_backend *be, void *dst, const void *host_src, s
     copy_and_wait(ctx_of(be), dst, host_src, bytes, cudaMemcpyHostToDevice);
 }
 
+static void cuda_upload_queued(const dp_backend *be, void *dst, const void *host_src, size_t bytes)
+{
+    const cuda_context *c = ctx_of(be);
+    if (bytes)
+        MUST(CUDA_CALL(c, cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream)));
+}
+
 static void cuda_download(const dp_backend *be, void *host_dst, const void *src, size_t bytes)
 {
     copy_and_wait(ctx_of(be), host_dst, src, bytes, cudaMemcpyDeviceToHost);
@@ -452,6 +459,7 @@ static const dp_backend cuda_operations = {
     .alloc_host = cuda_alloc_host,
     .free_host = cuda_free_host,
     .upload = cuda_upload,
+    .upload_queued = cuda_upload_queued,
     .download = cuda_download,
     .zero = cuda_zero,
     .gemm = cuda_gemm,

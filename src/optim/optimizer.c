@@ -32,8 +32,11 @@ int dp_optimizer_init(dp_optimizer *o, const dp_backend *be, const dp_optimizer_
     o->begin = begin;
     o->end = end;
     o->coefs = be->alloc(be, COEF_SLOTS * sizeof(dp_optimizer_coefs), DP_MEM_OPTIMIZER, "the optimizer's coefficients");
-    if (!o->coefs)
+    o->host_coefs = o->coefs ? be->alloc_host(be, COEF_SLOTS * sizeof(dp_optimizer_coefs), "their staging") : NULL;
+    if (!o->host_coefs) {
+        dp_optimizer_free(o);
         return DP_ENOMEM;
+    }
     for (int i = 0; i < dp_optimizer_state_count(o); i++) {
         size_t n = end - begin;
         o->state[i] = be->alloc(be, (n ? n : 1) * sizeof(float), DP_MEM_OPTIMIZER, o->type->state_names[i]);
@@ -55,7 +58,9 @@ void dp_optimizer_free(dp_optimizer *o)
     memset(o->state, 0, sizeof o->state);
     if (o->coefs)
         o->be->free(o->be, o->coefs);
-    o->coefs = NULL;
+    if (o->host_coefs)
+        o->be->free_host(o->be, o->host_coefs);
+    o->coefs = o->host_coefs = NULL;
 }
 
 int dp_optimizer_decays(const dp_optimizer *o, const dp_param *p)
@@ -63,17 +68,18 @@ int dp_optimizer_decays(const dp_optimizer *o, const dp_param *p)
     return o->type->decays_everything || o->config.decay_all || (p->flags & DP_PARAM_DECAY);
 }
 
+/* Queued, not waited for: every step waits for its non-finite count before the next prepares. */
 void dp_optimizer_prepare(dp_optimizer *o, float count_scale, float apply_scale, float lr)
 {
-    dp_optimizer_coefs host[COEF_SLOTS];
-    memset(host, 0, sizeof host);
+    dp_optimizer_coefs *host = o->host_coefs;
+    memset(host, 0, COEF_SLOTS * sizeof *host);
     /* The counting pass has no update to number: the first one's coefficients, unused. */
     dp_optimizer_pass passes[PASSES] = {{.grad_scale = count_scale, .lr = lr, .apply = 0, .step = o->steps > 0 ? o->steps : 1},
                                         {.grad_scale = apply_scale, .lr = lr, .apply = 1, .step = o->steps + 1}};
     for (int pass = 0; pass < PASSES; pass++)
         for (int decays = 0; decays < DECAY_RULES; decays++)
             o->type->coefs(o, &passes[pass], decays, &host[pass * DECAY_RULES + decays]);
-    o->be->upload(o->be, o->coefs, host, sizeof host);
+    o->be->upload_queued(o->be, o->coefs, host, COEF_SLOTS * sizeof *host);
 }
 
 void dp_optimizer_step(dp_optimizer *o, float *params, float *grads, int apply, double *nonfinite)
