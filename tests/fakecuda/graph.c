@@ -55,6 +55,10 @@ cudaError_t fakecuda_record(cudaGraph_t g, fakecuda_task run, const void *args, 
 {
     if (g->invalidated)
         return cudaErrorStreamCaptureInvalidated;
+    if (size > FAKECUDA_MAX_ARGS) {
+        fakecuda_complain("%s: %zu bytes of arguments, more than FAKECUDA_MAX_ARGS", name, size);
+        abort();
+    }
     if (g->count == g->capacity) {
         size_t grown = g->capacity ? 2 * g->capacity : 64;
         recorded *more = realloc(g->work, grown * sizeof *more);
