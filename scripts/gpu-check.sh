@@ -172,7 +172,7 @@ build_dptrain() {
 }
 
 run_gpu_tests() {
-    local tests="tests/device.sh tests/gemm-bench.sh tests/test_backend_ops tests/gpu.sh tests/gpu-train-w2.sh tests/ptx-check.sh"
+    local tests="tests/device.sh tests/gemm-bench.sh tests/test_backend_ops tests/gpu.sh tests/gpu-train-w2.sh tests/gpu-graph.sh tests/ptx-check.sh"
     tests="$tests tests/test_kernel_math tests/fakecuda.sh tests/fakecuda-train-w2.sh tests/fakecuda-binding.sh"
     local status=0
     say "make check ($([ "$full_check" = 1 ] && echo "all tests" || echo "$tests"))"
@@ -255,15 +255,18 @@ progress_rate() { awk '/^step / { for (i = 1; i < NF; i++) if ($(i + 1) == "samp
 # bf16 autocast): dp_worker, its GEMMs alone, PyTorch eager (the faster of its permuted-batch
 # loop and a plain loop over one batch) and PyTorch with torch.compile where that finishes in
 # COMPILE_SECONDS (default 0: left out, so that the phase fits in 10 minutes; 240 in a call of
-# its own: COMPILE_SECONDS=240 scripts/gpu-check.sh bench). Appends a table row.
+# its own: COMPILE_SECONDS=240 scripts/gpu-check.sh bench). dp_worker runs eagerly
+# (--cuda-graph off) unless the sixth argument is "on": its full steps then replay one CUDA
+# graph, and the row's name says so. Appends a table row.
 compare() {
-    local name=$1 layers=$2 loss=$3 batch=$4 precision=$5 samples=$((4 * $4))
-    local widths=(${layers//,/ }) log="$build/bench-${name// /-}-$precision"
+    local name=$1 layers=$2 loss=$3 batch=$4 precision=$5 graph=${6:-off} samples=$((4 * $4))
+    [ "$graph" = on ] && name="$name, CUDA graph"
+    local widths=(${layers//,/ }) log="$build/bench-${name//[ ,]/-}-$precision"
     local p=(--precision "$(echo "$precision" | tr 'A-Z' 'a-z')")
     [ "$device" = cpu ] && p=()
     local data="synthetic:$samples,${widths[0]},${widths[${#widths[@]} - 1]}"
     local worker=(mpirun -np 1 "$obj/dp_worker" --device "$device" --data "$data" --loss "$loss" --layers "$layers"
-                  --batch "$batch" --steps "$steps" --log-every $((steps / 3)) "${p[@]}")
+                  --batch "$batch" --steps "$steps" --log-every $((steps / 3)) --cuda-graph "$graph" "${p[@]}")
     local gemm=("$obj/dp_gemm_bench" --device "$device" --layers "$layers" --batch "$batch" --repeat 20 "${p[@]}")
     local torch=(python3 "$root/scripts/torch_baseline.py" --device "$device" --layers "$layers" --batch "$batch"
                  --loss "$loss" --samples "$samples" --steps "$steps" --warmup 20 "${p[@]}")
@@ -362,6 +365,10 @@ run_benchmarks() {
         done
         shift 4
     done
+    # The demo model with its steps replayed from a CUDA graph (issue 19: <= 0.10 ms per step).
+    if [ "$device" = cuda ]; then
+        for precision in "${precisions[@]}"; do compare "demo" "784,256,256,10" xent 256 "$precision" on; done
+    fi
     for precision in "${precisions[@]}"; do compare_cnn 128 "$precision"; done
     local gpu torch_version commit
     gpu=$([ "$device" = cuda ] && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1 || echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)")
@@ -371,7 +378,8 @@ run_benchmarks() {
         echo "GPU check of $(date -u '+%Y-%m-%d %H:%M UTC') on $gpu; $(command -v nvcc >/dev/null && nvcc --version | sed -n 's/.*\(release [0-9.]*\).*/CUDA \1/p'); PyTorch $torch_version; dptrain at $commit (plus the working tree)."
         echo "One rank, one GPU; synthetic data of 4 batches held on the device by both; SGD lr 0.05 momentum 0.9; $steps timed steps"
         echo "(dp_worker: its last progress interval, the final third; PyTorch eager: the faster of its permuted-batch loop and a plain"
-        echo "loop over one batch, after 20 warm-up steps each; BF16: dptrain --precision bf16, PyTorch bf16 autocast). Command: scripts/gpu-check.sh bench"
+        echo "loop over one batch, after 20 warm-up steps each; BF16: dptrain --precision bf16, PyTorch bf16 autocast; dptrain eager (--cuda-graph off)"
+        echo "except the rows named \"CUDA graph\" (--cuda-graph on: full steps replayed from one graph)). Command: scripts/gpu-check.sh bench"
         echo
         echo "| model | batch | precision | dptrain ms/step | dptrain samples/s | PyTorch ms/step | PyTorch samples/s | torch.compile ms/step | dptrain / PyTorch eager (target >= 1.0x) | GEMMs alone ms/step | GEMM share of the step (target >= 85%) |"
         echo "|---|---|---|---|---|---|---|---|---|---|---|"

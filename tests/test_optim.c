@@ -29,7 +29,8 @@ static void run_steps(dp_optimizer_config config, const dp_param_table *t, float
     for (int s = 0; s < steps; s++) {
         for (size_t i = 0; i < n; i++)
             g[i] = grads[(size_t)s * n + i];
-        dp_optimizer_step(&opt, params, g, 1.0f, config.lr, 1, &nonfinite);
+        dp_optimizer_prepare(&opt, 1.0f, 1.0f, config.lr);
+        dp_optimizer_step(&opt, params, g, 1, &nonfinite);
         for (size_t i = 0; i < n; i++)
             after[(size_t)s * n + i] = params[i];
     }
@@ -143,7 +144,8 @@ START_TEST(the_pass_scales_gradients_and_counts_nonfinite_ones)
     ck_assert_int_eq(dp_optimizer_init(&opt, dp_backend_cpu(), &config, &t, 0, 4), 0);
     float p[4] = {1, 2, 3, 4}, g[4] = {2.0f, NAN, -4.0f, INFINITY};
     double nonfinite = 0.0;
-    dp_optimizer_step(&opt, p, g, 0.25f, 0.1f, 0, &nonfinite);
+    dp_optimizer_prepare(&opt, 0.25f, 1.0f, 0.1f);
+    dp_optimizer_step(&opt, p, g, 0, &nonfinite);
     ck_assert(nonfinite == 2.0);
     ck_assert_float_eq(g[0], 0.5f);
     ck_assert_float_eq(g[2], -1.0f);
@@ -171,7 +173,8 @@ START_TEST(an_optimizer_over_a_range_updates_only_that_range)
     dp_optimizer_config config = sgd(0.5f, 0.0f, 0.0f);
     ck_assert_int_eq(dp_optimizer_init(&opt, dp_backend_cpu(), &config, &t, 300, 1001), 0);
     double nonfinite = 0.0;
-    dp_optimizer_step(&opt, p + 300, g + 300, 1.0f, 0.5f, 1, &nonfinite);
+    dp_optimizer_prepare(&opt, 1.0f, 1.0f, 0.5f);
+    dp_optimizer_step(&opt, p + 300, g + 300, 1, &nonfinite);
     for (int i = 0; i < N; i++)
         ck_assert_float_eq(p[i], i < 300 ? (float)i : (float)i - 0.5f * ((float)(i % 7) - 3.0f));
     dp_optimizer_free(&opt);

@@ -136,6 +136,24 @@ START_TEST(bad_values_are_rejected_naming_the_option)
 }
 END_TEST
 
+/* --cuda-graph: auto by default, off, on; a GPU option, so on with --device cpu is refused. */
+START_TEST(cuda_graph_is_applied_and_checked)
+{
+    dp_options o;
+    const char *none[] = {NULL}, *off[] = {"--cuda-graph", "off", NULL}, *on[] = {"--cuda-graph", "on", NULL};
+    ck_assert_int_eq(parse(&o, 1, none), DP_OPTIONS_RUN);
+    ck_assert_int_eq(o.cuda_graph, DP_GRAPH_AUTO);
+    ck_assert_int_eq(parse(&o, 1, off), DP_OPTIONS_RUN);
+    ck_assert_int_eq(o.cuda_graph, DP_GRAPH_OFF);
+    ck_assert_int_eq(parse(&o, 1, on), DP_OPTIONS_RUN);
+    ck_assert_int_eq(o.cuda_graph, DP_GRAPH_ON);
+    const char *bad[] = {"--cuda-graph", "sometimes", NULL};
+    expect_error(1, bad, "--cuda-graph 'sometimes': must be one of off, on, auto");
+    const char *cpu[] = {"--cuda-graph", "on", "--device", "cpu", NULL};
+    expect_error(1, cpu, "--cuda-graph on applies to GPUs, but --device is cpu");
+}
+END_TEST
+
 /* --zero and the memory options; --memory-plan's own options only with it. */
 START_TEST(zero_and_memory_options_are_applied_and_checked)
 {
@@ -384,6 +402,7 @@ int main(void)
     tcase_add_test(tc, values_are_applied);
     tcase_add_test(tc, model_and_adamw_options_are_applied);
     tcase_add_test(tc, zero_and_memory_options_are_applied_and_checked);
+    tcase_add_test(tc, cuda_graph_is_applied_and_checked);
     tcase_add_test(tc, average_every_is_applied_and_checked);
     tcase_add_test(tc, grad_dtype_is_applied_and_checked);
     tcase_add_test(tc, model_optimizer_and_predict_mistakes_are_named);

@@ -112,6 +112,10 @@ struct dp_backend {
     void *(*alloc_host)(const dp_backend *be, size_t bytes, const char *what);
     void (*free_host)(const dp_backend *be, void *ptr);
     void (*upload)(const dp_backend *be, void *dst, const void *host_src, size_t bytes);
+    /* The same copy queued behind the stream's work, returning at once: host_src is alloc_host
+     * memory the caller leaves unchanged until something waits for the stream (a download,
+     * synchronize). */
+    void (*upload_queued)(const dp_backend *be, void *dst, const void *host_src, size_t bytes);
     void (*download)(const dp_backend *be, void *host_dst, const void *src, size_t bytes);
     void (*zero)(const dp_backend *be, float *x, size_t n);
 
@@ -195,7 +199,9 @@ struct dp_backend {
      * *nonfinite += elements whose g, or p after the update, is NaN or infinite (backend
      * memory), then, when k->apply, the update:
      * PyTorch SGD (d = g + wd p; v = momentum v + d, or v = d when momentum is 0; p -= lr v)
-     * or AdamW (torch.optim.AdamW's formulas, roundings in its order; see dp_adamw_coefs). */
+     * or AdamW (torch.optim.AdamW's formulas, roundings in its order; see dp_adamw_coefs). The
+     * coefficients k are backend memory, read when the pass runs: a replayed graph's pass takes
+     * the ones written for its step. */
     void (*sgd_step)(const dp_backend *be, float *params, float *grads, float *velocity, size_t n,
                      const dp_sgd_coefs *k, double *nonfinite);
     void (*adamw_step)(const dp_backend *be, float *params, float *grads, float *exp_avg, float *exp_avg_sq, size_t n,
@@ -203,6 +209,16 @@ struct dp_backend {
 
     /* Returns once every operation issued so far has finished. */
     void (*synchronize)(const dp_backend *be);
+    /* Graphs of operations replayed with one launch (CUDA graphs; NULL on a backend without):
+     * capture_begin makes the operations issued next be recorded instead of run (supports(be,
+     * "capture", ...) says whether it can now); capture_end ends the recording and returns it
+     * as a graph, or NULL with the error recorded when an operation in it needed the host;
+     * graph_launch queues one replay, which reads and writes the memory the recorded
+     * operations were given, with the values found there when it runs; graph_free releases. */
+    int (*capture_begin)(const dp_backend *be);
+    void *(*capture_end)(const dp_backend *be);
+    void (*graph_launch)(const dp_backend *be, void *graph);
+    void (*graph_free)(const dp_backend *be, void *graph);
     /* The device and its settings, for the banner. */
     const char *(*describe)(const dp_backend *be);
 
@@ -267,6 +283,10 @@ typedef struct dp_gpu_binding {
 typedef enum dp_precision {
     DP_PRECISION_FP32, DP_PRECISION_TF32, DP_PRECISION_BF16, DP_PRECISION_FP16, DP_PRECISION_MIXED, DP_PRECISIONS
 } dp_precision;
+
+/* --cuda-graph: whether training replays full steps from a captured graph (src/engine/graph.c):
+ * never, always (an error where a step cannot be captured) or where it can. */
+typedef enum dp_graph_mode { DP_GRAPH_OFF, DP_GRAPH_ON, DP_GRAPH_AUTO } dp_graph_mode;
 
 typedef struct dp_backend_request {
     dp_device device;     /* AUTO: CUDA when dp_backend_cuda_usable, decided by this rank alone */

@@ -100,6 +100,9 @@ typedef struct dp_engine_config {
     size_t exact_shard;            /* --exact (strategy "exact"): rows per shard; 0 otherwise */
     uint64_t seed;                 /* dropout masks */
     int skip_nonfinite;            /* --on-nan skip: a non-finite gradient drops the update */
+    long accum;                    /* micro-batches per optimizer step */
+    dp_graph_mode graph;           /* --cuda-graph */
+    int traced;                    /* --trace: every module's pass is marked on the device's timer */
 } dp_engine_config;
 
 typedef struct dp_engine {
@@ -132,6 +135,12 @@ typedef struct dp_engine {
     long skipped_steps;            /* updates dropped by --on-nan skip */
     dp_device_clock device_clock;  /* this step's marks on the device's timer */
     double samples_since_average;  /* local-sgd: this rank's samples since the replicas last met */
+    int graph_use;                 /* --cuda-graph: full steps replay `graph` */
+    int graph_warm;                /* a full step ran eagerly: the next one is captured */
+    void *graph;                   /* the captured full step (the backend's), NULL before */
+    dp_device_clock graph_clock;   /* the marks the graph's launches make on the device's timer */
+    dp_rows graph_rows;            /* where the captured step reads its rows */
+    char graph_text[320];          /* --cuda-graph's state for the banner: on, or off and why */
 } dp_engine;
 
 /* The backend this rank computes on: the GPU binding planned over the node's ranks by GPU
@@ -169,6 +178,9 @@ double *dp_engine_new_totals(const dp_engine *e, const char *what);
 /* The loss and correct count accumulated in backend totals since the last read, added to
  * *loss_sum and *correct; the totals are zeroed. */
 void dp_engine_take_totals(dp_engine *e, double *totals, double *loss_sum, double *correct);
+
+/* --cuda-graph as this engine runs it, for the banner: "on: ..." or "off (auto): why". */
+const char *dp_engine_graph_describe(const dp_engine *e);
 
 /* How gradients reach the collectives, for the banner. */
 const char *dp_engine_gradient_path(const dp_engine *e);

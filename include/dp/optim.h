@@ -33,6 +33,8 @@ typedef struct dp_optimizer {
     const dp_param_table *params;
     size_t begin, end;                     /* the range of the flat buffer it updates */
     float *state[DP_OPTIMIZER_MAX_STATE];  /* backend memory, end - begin each; NULL: unused */
+    void *coefs;                           /* backend memory: each pass's coefficients (dp_optimizer_prepare) */
+    void *host_coefs;                      /* their staging (alloc_host) */
     int64_t steps;                         /* updates applied (AdamW's bias correction counts them) */
 } dp_optimizer;
 
@@ -41,12 +43,21 @@ int dp_optimizer_init(dp_optimizer *o, const dp_backend *be, const dp_optimizer_
                       const dp_param_table *params, size_t begin, size_t end);
 void dp_optimizer_free(dp_optimizer *o);
 
-/* One pass over the range: grads *= grad_scale, *nonfinite (backend memory) += their NaN and
- * infinite values, and with apply the update at learning rate lr. params and grads hold the
- * range alone: element 0 is flat offset `begin` (the whole buffers when begin is 0; a ZeRO
- * shard's own memory otherwise). */
-void dp_optimizer_step(dp_optimizer *o, float *params, float *grads, float grad_scale, float lr,
-                       int apply, double *nonfinite);
+/* Works out the step's coefficients on the host and queues their copy to backend memory, before
+ * the step's work: the passes read them there when they run, so a replayed CUDA graph's pass
+ * takes its own step's. Something must wait for the backend's stream (the update's non-finite
+ * count) before the next call rewrites the staging. The counting pass scales by count_scale; the applying pass scales
+ * by apply_scale and applies update number steps + 1 at learning rate lr. */
+void dp_optimizer_prepare(dp_optimizer *o, float count_scale, float apply_scale, float lr);
+
+/* One pass over the range with the prepared coefficients: grads *= the scale, *nonfinite
+ * (backend memory) += their NaN and infinite values, and with apply the update (counted in
+ * steps). params and grads hold the range alone: element 0 is flat offset `begin` (the whole
+ * buffers when begin is 0; a ZeRO shard's own memory otherwise). */
+void dp_optimizer_step(dp_optimizer *o, float *params, float *grads, int apply, double *nonfinite);
+
+/* Counts an update that a replayed graph applied (the pass dp_optimizer_step captured). */
+void dp_optimizer_count_replayed(dp_optimizer *o);
 
 /* 1 when weight decay applies to parameter-table entry p under this optimizer's rule. */
 int dp_optimizer_decays(const dp_optimizer *o, const dp_param *p);

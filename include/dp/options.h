@@ -68,6 +68,7 @@ typedef struct dp_options {
     int share_gpu;                /* more ranks on a node than GPUs may take turns on a GPU */
     dp_cuda_aware cuda_aware;     /* whether MPI is handed GPU memory */
     int unfused;                  /* --fuse off: no GEMM epilogues, the passes as kernels of their own */
+    dp_graph_mode cuda_graph;     /* --cuda-graph: full steps replayed from a captured graph */
     char save_path[DP_PATH_MAX];
     char init_path[DP_PATH_MAX];
     char checkpoint_dir[DP_PATH_MAX];

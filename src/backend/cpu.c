@@ -346,6 +346,7 @@ static const dp_backend cpu_backend = {
     .alloc_host = cpu_alloc_host,
     .free_host = cpu_free_host,
     .upload = cpu_copy,
+    .upload_queued = cpu_copy,
     .download = cpu_copy,
     .zero = cpu_zero,
     .gemm = cpu_gemm,

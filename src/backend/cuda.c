@@ -32,6 +32,8 @@ typedef struct cuda_context {
     dp_cuda_partial *host_partials; /* where they are read back, page-locked */
     cudaEvent_t timer[DP_TIMER_SLOTS]; /* --trace's timestamps, created when first needed */
     int timer_used;
+    int capturing;                  /* the stream records a graph: timer marks become its own records */
+    int capture_timer;              /* the first timer slot of the capture's marks */
     char description[1024];
 } cuda_context;
 
@@ -152,6 +154,13 @@ static void copy_and_wait(const cuda_context *c, void *dst, const void *src, siz
 static void cuda_upload(const dp_backend *be, void *dst, const void *host_src, size_t bytes)
 {
     copy_and_wait(ctx_of(be), dst, host_src, bytes, cudaMemcpyHostToDevice);
+}
+
+static void cuda_upload_queued(const dp_backend *be, void *dst, const void *host_src, size_t bytes)
+{
+    const cuda_context *c = ctx_of(be);
+    if (bytes)
+        MUST(CUDA_CALL(c, cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream)));
 }
 
 static void cuda_download(const dp_backend *be, void *host_dst, const void *src, size_t bytes)
@@ -310,6 +319,69 @@ static void cuda_synchronize(const dp_backend *be)
     MUST(CUDA_CALL(c, cudaStreamSynchronize(c->stream)));
 }
 
+/* A captured graph and the timer slots whose events its launches record anew. */
+typedef struct cuda_graph {
+    cudaGraphExec_t exec;
+    int timer_from, timer_to;
+} cuda_graph;
+
+/* Global capture mode: a call anywhere that would wait for the device during the capture fails
+ * and invalidates it, so a host synchronisation inside a captured step cannot pass unnoticed. */
+static int cuda_capture_begin(const dp_backend *be)
+{
+    cuda_context *c = ctx_of(be);
+    TRY(CUDA_CALL(c, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeGlobal)));
+    c->capturing = 1;
+    c->capture_timer = c->timer_used;
+    return 0;
+}
+
+static void *cuda_capture_end(const dp_backend *be)
+{
+    cuda_context *c = ctx_of(be);
+    cudaGraph_t graph = NULL;
+    c->capturing = 0;
+    if (CUDA_CALL(c, cudaStreamEndCapture(c->stream, &graph)))
+        return NULL;
+    cuda_graph *g = calloc(1, sizeof *g);
+    int status = g ? CUDA_CALL(c, cudaGraphInstantiate(&g->exec, graph, 0))
+                   : dp_fail(DP_ENOMEM, "rank %d: no host memory for a CUDA graph", c->rank);
+    int destroyed = CUDA_CALL(c, cudaGraphDestroy(graph));
+    if (!status && destroyed) {
+        (void)cudaGraphExecDestroy(g->exec);
+        status = destroyed;
+    }
+    if (status) {
+        free(g);
+        return NULL;
+    }
+    /* The capture's marks are the launches' to make: their slots are taken again by each. */
+    *g = (cuda_graph){.exec = g->exec, .timer_from = c->capture_timer, .timer_to = c->timer_used};
+    c->timer_used = c->capture_timer;
+    return g;
+}
+
+/* The launch records the capture's timer slots again: they must be the ones now next. */
+static void cuda_graph_launch(const dp_backend *be, void *graph)
+{
+    cuda_context *c = ctx_of(be);
+    const cuda_graph *g = graph;
+    if (c->timer_used != g->timer_from) {
+        dp_fail(DP_EINVAL, "rank %d: a CUDA graph launched with timer slot %d next, captured with slot %d", c->rank,
+                c->timer_used, g->timer_from);
+        dp_backend_fatal();
+    }
+    MUST(CUDA_CALL(c, cudaGraphLaunch(g->exec, c->stream)));
+    c->timer_used = g->timer_to;
+}
+
+static void cuda_graph_free(const dp_backend *be, void *graph)
+{
+    cuda_graph *g = graph;
+    MUST(CUDA_CALL(ctx_of(be), cudaGraphExecDestroy(g->exec)));
+    free(g);
+}
+
 static void cuda_im2col(const dp_backend *be, const float *x, float *col, int rows, const dp_window *w)
 {
     MUST(LAUNCH(ctx_of(be), dp_cuda_im2col, x, col, rows, w));
@@ -343,6 +415,10 @@ static int cuda_supports(const dp_backend *be, const char *op, dp_dtype dtype, c
 {
     if (strncmp(op, "gemm_fused/", 11) == 0)
         return dp_cuda_lt_supports(ctx_of(be)->lt, op, why, size);
+    if (strcmp(op, "capture") == 0 && ctx_of(be)->check_launches) {
+        snprintf(why, size, "CUDA_LAUNCH_BLOCKING=1 synchronises after every kernel, which a CUDA graph capture cannot hold");
+        return 0;
+    }
     if (dtype == DP_DTYPE_F32 || (dtype == DP_DTYPE_BF16 && strcmp(op, "gemm") == 0))
         return 1;
     snprintf(why, size, "this build's CUDA %s computes in float32 only (bf16: gemm alone)", op);
@@ -357,7 +433,9 @@ static int cuda_timer_mark(const dp_backend *be)
     cudaEvent_t *event = &c->timer[c->timer_used];
     if (!*event)
         MUST(CUDA_CALL(c, cudaEventCreate(event)));
-    MUST(CUDA_CALL(c, cudaEventRecord(*event, c->stream)));
+    /* In a capture, an external record: each launch records the event again, with its time. */
+    MUST(CUDA_CALL(c, cudaEventRecordWithFlags(*event, c->stream, c->capturing ? cudaEventRecordExternal
+                                                                                : cudaEventRecordDefault)));
     return c->timer_used++;
 }
 
@@ -383,6 +461,7 @@ static const dp_backend cuda_operations = {
     .alloc_host = cuda_alloc_host,
     .free_host = cuda_free_host,
     .upload = cuda_upload,
+    .upload_queued = cuda_upload_queued,
     .download = cuda_download,
     .zero = cuda_zero,
     .gemm = cuda_gemm,
@@ -410,6 +489,10 @@ static const dp_backend cuda_operations = {
     .pool_forward = cuda_pool_forward,
     .pool_backward = cuda_pool_backward,
     .synchronize = cuda_synchronize,
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .graph_launch = cuda_graph_launch,
+    .graph_free = cuda_graph_free,
     .describe = cuda_describe,
     .timer_mark = cuda_timer_mark,
     .timer_seconds = cuda_timer_seconds,

@@ -154,17 +154,21 @@ __global__ void inverse_std_kernel(dp_shape s, const float *var, float *invstd, 
     dp_inverse_std_thread(var, invstd, n, eps, span_x(s));
 }
 
-__global__ void sgd_step_kernel(dp_shape s, float *params, float *grads, float *velocity, size_t n, dp_sgd_coefs k,
-                                dp_cuda_partial *partials)
+/* The coefficients come from device memory, written before the pass runs (a replayed graph's step
+ * takes its own), and are read once into registers. */
+__global__ void sgd_step_kernel(dp_shape s, float *params, float *grads, float *velocity, size_t n,
+                                const dp_sgd_coefs *coefs, dp_cuda_partial *partials)
 {
+    dp_sgd_coefs k = *coefs;
     unsigned long long total = block_sum(dp_sgd_thread(params, grads, velocity, n, &k, span_x(s)));
     if (threadIdx.x == 0)
         partials[blockIdx.x] = dp_cuda_partial{0.0, total};
 }
 
 __global__ void adamw_step_kernel(dp_shape s, float *params, float *grads, float *exp_avg, float *exp_avg_sq,
-                                  size_t n, dp_adamw_coefs k, dp_cuda_partial *partials)
+                                  size_t n, const dp_adamw_coefs *coefs, dp_cuda_partial *partials)
 {
+    dp_adamw_coefs k = *coefs;
     unsigned long long total = block_sum(dp_adamw_thread(params, grads, exp_avg, exp_avg_sq, n, &k, span_x(s)));
     if (threadIdx.x == 0)
         partials[blockIdx.x] = dp_cuda_partial{0.0, total};
@@ -449,7 +453,7 @@ extern "C" cudaError_t dp_cuda_sgd_step(cudaStream_t stream, float *params, floa
     dp_shape s = dp_shape_reduce(n);
     if (n == 0)
         return cudaSuccess;
-    sgd_step_kernel<<<grid_of(s), block_of(s), 0, stream>>>(s, params, grads, velocity, n, *k, partials);
+    sgd_step_kernel<<<grid_of(s), block_of(s), 0, stream>>>(s, params, grads, velocity, n, k, partials);
     return add_partials(stream, s, partials, NULL, nonfinite, 1.0);
 }
 
@@ -459,6 +463,6 @@ extern "C" cudaError_t dp_cuda_adamw_step(cudaStream_t stream, float *params, fl
     dp_shape s = dp_shape_reduce(n);
     if (n == 0)
         return cudaSuccess;
-    adamw_step_kernel<<<grid_of(s), block_of(s), 0, stream>>>(s, params, grads, exp_avg, exp_avg_sq, n, *k, partials);
+    adamw_step_kernel<<<grid_of(s), block_of(s), 0, stream>>>(s, params, grads, exp_avg, exp_avg_sq, n, k, partials);
     return add_partials(stream, s, partials, NULL, nonfinite, 1.0);
 }

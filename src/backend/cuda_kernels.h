@@ -61,7 +61,8 @@ cudaError_t dp_cuda_mse(cudaStream_t stream, const float *pred, const float *tar
 /* Per block: count = NaN or infinite elements (the caller adds them). */
 cudaError_t dp_cuda_count_nonfinite(cudaStream_t stream, const float *x, size_t n, dp_cuda_partial *partials,
                                     int *blocks);
-/* The optimizer passes; *nonfinite (device) += the scaled gradient's NaN and infinite values. */
+/* The optimizer passes, their coefficients k in device memory; *nonfinite (device) += the scaled
+ * gradient's NaN and infinite values. */
 cudaError_t dp_cuda_sgd_step(cudaStream_t stream, float *params, float *grads, float *velocity, size_t n,
                              const dp_sgd_coefs *k, dp_cuda_partial *partials, double *nonfinite);
 cudaError_t dp_cuda_adamw_step(cudaStream_t stream, float *params, float *grads, float *exp_avg, float *exp_avg_sq,

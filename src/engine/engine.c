@@ -137,6 +137,8 @@ int dp_engine_build(dp_engine *e, const dp_engine_config *c)
     e->broadcast_buffers = e->comm->size > 1 && unsynced > 0 && !local;
     if (local)
         status = prepare_average(e);
+    if (!status)
+        status = dp_engine_plan_graph(e, c);
     return status ? status : allocate_counters(e);
 }
 
@@ -147,6 +149,8 @@ int dp_engine_build_forward(dp_engine *e, const dp_model_spec *spec, const dp_di
 
 void dp_engine_close(dp_engine *e)
 {
+    if (e->be)
+        dp_engine_graph_free(e);
     if (e->has_strategy)
         dp_strategy_free(&e->strategy);
     dp_model_free(&e->model);

@@ -138,7 +138,7 @@ static int micro_batch(dp_engine *e, dp_range step, dp_range micro, const dp_row
     return run_rows(e, step, rows, ctx, micro.end == step.end, e->train_totals, source, stats);
 }
 
-static int micro_batches(dp_engine *e, dp_range step, const dp_row_source *source, dp_step_stats *stats)
+int dp_engine_micro_batches(dp_engine *e, dp_range step, const dp_row_source *source, dp_step_stats *stats)
 {
     int status = 0;
     for (size_t micro = step.begin; !status && micro < step.end; micro += e->micro_batch) {
@@ -214,28 +214,52 @@ static void account(dp_engine *e, const dp_comm_traffic *before, double reduce_d
         stats->sent[kind] += (double)(e->comm->traffic.bytes[kind] - before->bytes[kind]);
 }
 
-int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, float lr, dp_step_stats *stats)
+/* This rank's rows of `step`: its slices of the micro-batches (what a local step divides by). */
+static double rank_rows(const dp_engine *e, dp_range step)
 {
-    double started = MPI_Wtime();
-    dp_comm_traffic traffic = e->comm->traffic;
-    memset(stats, 0, sizeof *stats);
+    double rows = 0.0;
+    for (size_t micro = step.begin; micro < step.end; micro += e->micro_batch) {
+        size_t end = micro + e->micro_batch < step.end ? micro + e->micro_batch : step.end;
+        rows += (double)dp_range_size(dp_partition(end - micro, e->comm->size, e->comm->rank));
+    }
+    return rows;
+}
+
+/* The step issued operation by operation: micro-batches (or --exact's shards), the strategy's
+ * finish, the update; *reduce_done gets when the collectives were done. */
+static int run_eagerly(dp_engine *e, dp_range step, const dp_row_source *source, float lr, dp_step_stats *stats,
+                       double *reduce_done)
+{
     dp_device_clock_mark(e);
-    int status = e->exact_shard ? exact_shards(e, step, source, stats) : micro_batches(e, step, source, stats);
+    int status = e->exact_shard ? exact_shards(e, step, source, stats) : dp_engine_micro_batches(e, step, source, stats);
     /* Waiting for the device makes backward's time include its work. */
     if (!status && e->comm->size > 1)
         e->be->synchronize(e->be);
     if (status || (status = e->hooks.finish(e->hooks.arg)))
         return status;
-    double reduce_done = MPI_Wtime();
+    *reduce_done = MPI_Wtime();
     dp_device_clock_mark(e);
+    return dp_engine_update(e, lr);
+}
+
+int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, float lr, dp_step_stats *stats)
+{
+    double started = MPI_Wtime();
+    dp_comm_traffic traffic = e->comm->traffic;
+    memset(stats, 0, sizeof *stats);
     /* Sum then divide by the global count: exact for uneven slices and short batches. Local
      * steps divide by this rank's count; the averaging weights each rank by it. */
     float scale = 1.0f / (float)dp_range_size(step);
-    if (dp_strategy_local_steps(&e->strategy))
-        scale = stats->samples > 0.0 ? 1.0f / (float)stats->samples : 0.0f;
+    if (dp_strategy_local_steps(&e->strategy)) {
+        double rows = rank_rows(e, step);
+        scale = rows > 0.0 ? 1.0f / (float)rows : 0.0f;
+    }
+    dp_engine_prepare_update(e, scale, lr);
+    double reduce_done = started;
+    int status = dp_engine_graph_takes(e, step) ? dp_engine_graph_step(e, step, source, lr, stats, &reduce_done)
+                                                : run_eagerly(e, step, source, lr, stats, &reduce_done);
     e->samples_since_average += stats->samples;
-    if ((status = dp_engine_update(e, scale, lr)) ||
-        (status = e->hooks.after_update(e->hooks.arg)))
+    if (status || (status = e->hooks.after_update(e->hooks.arg)))
         return status;
     dp_device_clock_mark(e);
     if (e->broadcast_buffers && (status = share_buffers(e)))

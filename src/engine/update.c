@@ -55,29 +55,31 @@ static int parameters_overflowed(dp_engine *e, const float *params, double bad, 
                                      "Stopping", e->steps_done + 1, bad, first ? first : "(none found)", (double)lr);
 }
 
-int dp_engine_update(dp_engine *e, float grad_scale, float lr)
+void dp_engine_prepare_update(dp_engine *e, float grad_scale, float lr)
+{
+    /* --on-nan skip scales in its counting pass, so its applying pass scales by 1. */
+    dp_optimizer_prepare(&e->opt, grad_scale, e->skip_nonfinite ? 1.0f : grad_scale, lr);
+}
+
+void dp_engine_update_pass(dp_engine *e)
 {
     float *params, *grads;
     dp_strategy_update_memory(&e->strategy, &params, &grads);
-    int skip = e->skip_nonfinite;
-    /* --on-nan abort updates in the same pass (a bad step ends the job anyway); skip counts first.
-     * The pass counts non-finite gradients and, when it updates, non-finite results. */
-    dp_optimizer_step(&e->opt, params, grads, grad_scale, lr, !skip, e->nonfinite);
-    double bad;
-    int status = take_nonfinite(e, &bad);
-    if (!status && bad == 0.0 && skip) {
-        dp_optimizer_step(&e->opt, params, grads, 1.0f, lr, 1, e->nonfinite);
-        status = take_nonfinite(e, &bad);
-        return status || bad == 0.0 ? status : parameters_overflowed(e, params, bad, lr);
-    }
-    if (status || bad == 0.0)
-        return status;
+    dp_optimizer_step(&e->opt, params, grads, 1, e->nonfinite);
+}
+
+/* After a pass that counted bad non-finite values: which, and whether the step stops. */
+static int nonfinite_found(dp_engine *e, double bad, float lr)
+{
+    float *params, *grads;
+    dp_strategy_update_memory(&e->strategy, &params, &grads);
     const char *first;
-    if ((status = first_nonfinite_tensor(e, grads, &first)))
+    int status = first_nonfinite_tensor(e, grads, &first);
+    if (status)
         return status;
     if (!first)
         return parameters_overflowed(e, params, bad, lr);
-    if (!skip)
+    if (!e->skip_nonfinite)
         return dp_fail(DP_ENUMERIC, "step %ld: %.0f non-finite gradient values, the first in %s. Stopping "
                        "(--on-nan abort; --on-nan skip would drop such steps)", e->steps_done + 1, bad, first);
     e->skipped_steps++;
@@ -86,4 +88,31 @@ int dp_engine_update(dp_engine *e, float grad_scale, float lr)
                         "update skipped (--on-nan skip, %ld skipped so far)\n",
                 e->steps_done + 1, bad, first, e->skipped_steps);
     return 0;
+}
+
+int dp_engine_update_check(dp_engine *e, float lr)
+{
+    double bad;
+    int status = take_nonfinite(e, &bad);
+    return status || bad == 0.0 ? status : nonfinite_found(e, bad, lr);
+}
+
+int dp_engine_update(dp_engine *e, float lr)
+{
+    /* --on-nan abort updates in the same pass (a bad step ends the job anyway); skip counts first.
+     * The pass counts non-finite gradients and, when it updates, non-finite results. */
+    if (!e->skip_nonfinite) {
+        dp_engine_update_pass(e);
+        return dp_engine_update_check(e, lr);
+    }
+    float *params, *grads;
+    dp_strategy_update_memory(&e->strategy, &params, &grads);
+    dp_optimizer_step(&e->opt, params, grads, 0, e->nonfinite);
+    double bad;
+    int status = take_nonfinite(e, &bad);
+    if (status || bad != 0.0)
+        return status ? status : nonfinite_found(e, bad, lr);
+    dp_optimizer_step(&e->opt, params, grads, 1, e->nonfinite);
+    status = take_nonfinite(e, &bad);
+    return status || bad == 0.0 ? status : parameters_overflowed(e, params, bad, lr);
 }

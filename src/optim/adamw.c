@@ -12,14 +12,12 @@ static int adamw_state_count(const dp_optimizer *o)
     return 2;
 }
 
-static void adamw_run(const dp_optimizer *o, const dp_optimizer_pass *pass, float *params, float *grads,
-                      size_t begin, size_t end, int decays)
+static void adamw_coefs(const dp_optimizer *o, const dp_optimizer_pass *pass, int decays, dp_optimizer_coefs *out)
 {
     const dp_optimizer_config *c = &o->config;
-    /* A pass that does not apply (the --on-nan skip check) has no step yet. */
-    double lr = pass->lr, beta1 = c->beta1, beta2 = c->beta2, step = o->steps > 0 ? (double)o->steps : 1.0;
+    double lr = pass->lr, beta1 = c->beta1, beta2 = c->beta2, step = (double)pass->step;
     double bias_correction1 = 1.0 - pow(beta1, step), bias_correction2 = 1.0 - pow(beta2, step);
-    dp_adamw_coefs k = {
+    out->adamw = (dp_adamw_coefs){
         .grad_scale = pass->grad_scale,
         .decay_factor = (float)(1.0 - lr * (decays ? c->weight_decay : 0.0f)),
         .beta1 = c->beta1,
@@ -31,9 +29,14 @@ static void adamw_run(const dp_optimizer *o, const dp_optimizer_pass *pass, floa
         .neg_step_size = (float)(-lr / bias_correction1),
         .apply = pass->apply,
     };
+}
+
+static void adamw_run(const dp_optimizer *o, const dp_optimizer_coefs *k, float *params, float *grads, size_t begin,
+                      size_t end, double *nonfinite)
+{
     size_t at = begin - o->begin;
-    o->be->adamw_step(o->be, params + at, grads + at, o->state[0] + at, o->state[1] + at, end - begin, &k,
-                      pass->nonfinite);
+    o->be->adamw_step(o->be, params + at, grads + at, o->state[0] + at, o->state[1] + at, end - begin, &k->adamw,
+                      nonfinite);
 }
 
 const dp_optimizer_type dp_optimizer_adamw = {
@@ -42,5 +45,6 @@ const dp_optimizer_type dp_optimizer_adamw = {
     .state_names = {"optimizer.exp_avg", "optimizer.exp_avg_sq"},
     .counts_steps = 1,
     .state_count = adamw_state_count,
+    .coefs = adamw_coefs,
     .run = adamw_run,
 };

@@ -18,6 +18,9 @@ const char *dp_optimizer_kind_name(dp_optimizer_kind kind)
     return types[kind]->name;
 }
 
+/* The coefficient slots: one per pass (counting, applying) and decay rule. */
+enum { PASSES = 2, DECAY_RULES = 2, COEF_SLOTS = PASSES * DECAY_RULES };
+
 int dp_optimizer_init(dp_optimizer *o, const dp_backend *be, const dp_optimizer_config *config,
                       const dp_param_table *params, size_t begin, size_t end)
 {
@@ -28,6 +31,12 @@ int dp_optimizer_init(dp_optimizer *o, const dp_backend *be, const dp_optimizer_
     o->params = params;
     o->begin = begin;
     o->end = end;
+    o->coefs = be->alloc(be, COEF_SLOTS * sizeof(dp_optimizer_coefs), DP_MEM_OPTIMIZER, "the optimizer's coefficients");
+    o->host_coefs = o->coefs ? be->alloc_host(be, COEF_SLOTS * sizeof(dp_optimizer_coefs), "their staging") : NULL;
+    if (!o->host_coefs) {
+        dp_optimizer_free(o);
+        return DP_ENOMEM;
+    }
     for (int i = 0; i < dp_optimizer_state_count(o); i++) {
         size_t n = end - begin;
         o->state[i] = be->alloc(be, (n ? n : 1) * sizeof(float), DP_MEM_OPTIMIZER, o->type->state_names[i]);
@@ -47,6 +56,11 @@ void dp_optimizer_free(dp_optimizer *o)
         if (o->state[i])
             o->be->free(o->be, o->state[i]);
     memset(o->state, 0, sizeof o->state);
+    if (o->coefs)
+        o->be->free(o->be, o->coefs);
+    if (o->host_coefs)
+        o->be->free_host(o->be, o->host_coefs);
+    o->coefs = o->host_coefs = NULL;
 }
 
 int dp_optimizer_decays(const dp_optimizer *o, const dp_param *p)
@@ -54,12 +68,25 @@ int dp_optimizer_decays(const dp_optimizer *o, const dp_param *p)
     return o->type->decays_everything || o->config.decay_all || (p->flags & DP_PARAM_DECAY);
 }
 
-void dp_optimizer_step(dp_optimizer *o, float *params, float *grads, float grad_scale, float lr,
-                       int apply, double *nonfinite)
+/* Queued, not waited for: every step waits for its non-finite count before the next prepares. */
+void dp_optimizer_prepare(dp_optimizer *o, float count_scale, float apply_scale, float lr)
+{
+    dp_optimizer_coefs *host = o->host_coefs;
+    memset(host, 0, COEF_SLOTS * sizeof *host);
+    /* The counting pass has no update to number: the first one's coefficients, unused. */
+    dp_optimizer_pass passes[PASSES] = {{.grad_scale = count_scale, .lr = lr, .apply = 0, .step = o->steps > 0 ? o->steps : 1},
+                                        {.grad_scale = apply_scale, .lr = lr, .apply = 1, .step = o->steps + 1}};
+    for (int pass = 0; pass < PASSES; pass++)
+        for (int decays = 0; decays < DECAY_RULES; decays++)
+            o->type->coefs(o, &passes[pass], decays, &host[pass * DECAY_RULES + decays]);
+    o->be->upload_queued(o->be, o->coefs, host, COEF_SLOTS * sizeof *host);
+}
+
+void dp_optimizer_step(dp_optimizer *o, float *params, float *grads, int apply, double *nonfinite)
 {
     if (apply)
         o->steps++;
-    dp_optimizer_pass pass = {.grad_scale = grad_scale, .lr = lr, .apply = apply, .nonfinite = nonfinite};
+    const dp_optimizer_coefs *slots = (const dp_optimizer_coefs *)o->coefs + (apply ? DECAY_RULES : 0);
     /* Runs of consecutive tensors with the same decay rule go to the backend as one range. */
     size_t run_begin = o->begin;
     int run_decays = -1;
@@ -71,13 +98,18 @@ void dp_optimizer_step(dp_optimizer *o, float *params, float *grads, float grad_
             continue;
         int decays = dp_optimizer_decays(o, p);
         if (run_decays >= 0 && decays != run_decays) {
-            o->type->run(o, &pass, params, grads, run_begin, first, run_decays);
+            o->type->run(o, &slots[run_decays], params, grads, run_begin, first, nonfinite);
             run_begin = first;
         }
         run_decays = decays;
     }
     if (run_decays >= 0)
-        o->type->run(o, &pass, params, grads, run_begin, o->end, run_decays);
+        o->type->run(o, &slots[run_decays], params, grads, run_begin, o->end, nonfinite);
+}
+
+void dp_optimizer_count_replayed(dp_optimizer *o)
+{
+    o->steps++;
 }
 
 const char *dp_optimizer_title(const dp_optimizer *o)

@@ -8,14 +8,18 @@ static int sgd_state_count(const dp_optimizer *o)
     return o->config.momentum != 0.0f;
 }
 
-static void sgd_run(const dp_optimizer *o, const dp_optimizer_pass *pass, float *params, float *grads,
-                    size_t begin, size_t end, int decays)
+static void sgd_coefs(const dp_optimizer *o, const dp_optimizer_pass *pass, int decays, dp_optimizer_coefs *out)
 {
-    dp_sgd_coefs k = {.grad_scale = pass->grad_scale, .lr = pass->lr, .momentum = o->config.momentum,
-                      .weight_decay = decays ? o->config.weight_decay : 0.0f, .apply = pass->apply};
+    out->sgd = (dp_sgd_coefs){.grad_scale = pass->grad_scale, .lr = pass->lr, .momentum = o->config.momentum,
+                              .weight_decay = decays ? o->config.weight_decay : 0.0f, .apply = pass->apply};
+}
+
+static void sgd_run(const dp_optimizer *o, const dp_optimizer_coefs *k, float *params, float *grads, size_t begin,
+                    size_t end, double *nonfinite)
+{
     size_t at = begin - o->begin;
     float *velocity = o->state[0] ? o->state[0] + at : NULL;
-    o->be->sgd_step(o->be, params + at, grads + at, velocity, end - begin, &k, pass->nonfinite);
+    o->be->sgd_step(o->be, params + at, grads + at, velocity, end - begin, &k->sgd, nonfinite);
 }
 
 const dp_optimizer_type dp_optimizer_sgd = {
@@ -24,5 +28,6 @@ const dp_optimizer_type dp_optimizer_sgd = {
     .state_names = {"optimizer.momentum_buffer"},
     .decays_everything = 1,
     .state_count = sgd_state_count,
+    .coefs = sgd_coefs,
     .run = sgd_run,
 };

@@ -20,7 +20,7 @@ enum option_id {
     OPT_ALLREDUCE, OPT_HIER_INNER, OPT_SEGMENT_BYTES, OPT_AUTO_TABLE, OPT_LOG_EVERY, OPT_QUIET, OPT_THREADS, OPT_SAVE, OPT_INIT,
     OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_KEEP, OPT_RESUME, OPT_TIMEOUT,
     OPT_CHECK_REPLICAS, OPT_ON_NAN, OPT_DEBUG_CORRUPT, OPT_DEVICE, OPT_SHARE_GPU, OPT_TF32,
-    OPT_CUDA_AWARE, OPT_MODEL, OPT_SYNC_BN, OPT_OPTIMIZER, OPT_BETAS, OPT_EPS, OPT_DECAY_ALL,
+    OPT_CUDA_AWARE, OPT_CUDA_GRAPH, OPT_MODEL, OPT_SYNC_BN, OPT_OPTIMIZER, OPT_BETAS, OPT_EPS, OPT_DECAY_ALL,
     OPT_PREDICT, OPT_OUTPUT, OPT_PREDICT_CLASSES, OPT_BUCKET_MB, OPT_NO_OVERLAP, OPT_PROGRESS_THREAD, OPT_TRACE, OPT_METRICS,
     OPT_ZERO, OPT_ZERO_LIVE_MB, OPT_MAX_MEMORY_MB, OPT_CHECKPOINT_SHARDS, OPT_PREEMPT_SIGNAL, OPT_MEMORY_PLAN, OPT_PARAMS, OPT_WORLD, OPT_PRECISION,
     OPT_AVERAGE_EVERY, OPT_EXACT, OPT_EXACT_SHARD, OPT_GRAD_DTYPE,
@@ -161,6 +161,10 @@ static const struct option_doc option_docs[] = {
     {{"fuse", required_argument, NULL, OPT_FUSE}, "auto|off", "auto",
      "GPU: a Linear's bias, ReLU, ReLU backward and bias gradient in its GEMMs' cuBLASLt epilogues where "
      "cuBLASLt runs them (auto), or as kernels of their own (off, for A/B timing)"},
+    {{"cuda-graph", required_argument, NULL, OPT_CUDA_GRAPH}, "auto|on|off", "auto",
+     "replay full training steps from one captured CUDA graph (one launch instead of every kernel); auto: "
+     "where no step needs the host inside it (one rank, DDP, no BatchNorm or Dropout, no --accum, "
+     "--on-nan skip or --trace; the banner says why not), on: an error where it cannot"},
     {{"save", required_argument, NULL, OPT_SAVE}, "FILE", "none",
      "write the final parameters as safetensors (PyTorch names and layouts)"},
     {{"init", required_argument, NULL, OPT_INIT}, "FILE", "none",
@@ -233,6 +237,7 @@ void dp_options_defaults(dp_options *o)
     o->corrupt_rank = -1;
     o->device = DP_DEVICE_AUTO;
     o->cuda_aware = DP_CUDA_AWARE_AUTO;
+    o->cuda_graph = DP_GRAPH_AUTO;
 }
 
 void dp_options_print_help(FILE *out)
@@ -306,6 +311,7 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
     static const char *const devices[] = {"cpu", "cuda", "auto"};
     static const char *const cuda_aware_modes[] = {"auto", "on", "off"};
     static const char *const fuse_modes[] = {"auto", "off"};
+    static const char *const graph_modes[] = {[DP_GRAPH_OFF] = "off", [DP_GRAPH_ON] = "on", [DP_GRAPH_AUTO] = "auto"};
     static const char *const optimizers[] = {[DP_OPTIMIZER_SGD] = "sgd", [DP_OPTIMIZER_ADAMW] = "adamw"};
     static const char *const zero_stages[] = {"0", "1", "2", "3"};
     int status, choice;
@@ -419,6 +425,10 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
         return status;
     case OPT_SHARE_GPU: o->share_gpu = 1; return 0;
     case OPT_TF32: o->precision = DP_PRECISION_TF32; return 0;
+    case OPT_CUDA_GRAPH:
+        status = dp_option_choice(name, arg, graph_modes, 3, &choice);
+        o->cuda_graph = (dp_graph_mode)choice;
+        return status;
     case OPT_CUDA_AWARE:
         status = dp_option_choice(name, arg, cuda_aware_modes, 3, &choice);
         o->cuda_aware = (dp_cuda_aware)choice;
@@ -604,7 +614,8 @@ static int check_combination(dp_options *o, int world, const int *seen)
     const char *gpu_only = o->precision == DP_PRECISION_TF32 ? (seen[OPT_TF32] ? "--tf32" : "--precision tf32")
                          : o->share_gpu ? "--share-gpu"
                          : o->cuda_aware == DP_CUDA_AWARE_ON ? "--cuda-aware on"
-                         : o->unfused ? "--fuse off" : NULL;
+                         : o->unfused ? "--fuse off"
+                         : o->cuda_graph == DP_GRAPH_ON ? "--cuda-graph on" : NULL;
     if (o->device == DP_DEVICE_CPU && gpu_only)
         return dp_fail(DP_EINVAL, "%s applies to GPUs, but --device is cpu", gpu_only);
     return dp_options_check_limits(o, world);

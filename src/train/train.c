@@ -118,6 +118,7 @@ static dp_engine_config engine_config(const trainer *t)
         .overlap = !o->no_overlap, .bucket_mb = o->bucket_mb, .live_mb = o->zero_live_mb,
         .progress_us = o->progress_us >= 0 ? o->progress_us : t->comm->local_size < t->comm->size ? AUTO_PROGRESS_US : 0,
         .micro_batch = (size_t)o->batch, .exact_shard = o->exact ? (size_t)o->exact_shard : 0, .seed = o->seed, .skip_nonfinite = o->skip_nonfinite,
+        .accum = o->accum, .graph = o->cuda_graph, .traced = o->trace_path[0] != 0,
     };
 }
 
@@ -407,6 +408,8 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
     if (!status && comm->rank == 0 && !o->quiet)
         dp_report_banner(o, comm, &t.plan, &t.engine.model, &t.engine.opt, &t.engine.strategy, t.engine.be->describe(t.engine.be),
                          dp_engine_gradient_path(&t.engine), train, test);
+    if (!status && comm->rank == 0 && !o->quiet && !t.engine.be->host_memory)
+        printf("cuda graph: %s\n", dp_engine_graph_describe(&t.engine));
     if (!status)
         status = dp_trainer_start_state(&t);
     if (!status)

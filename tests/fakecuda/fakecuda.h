@@ -12,7 +12,7 @@
  * sees (names become their UUIDs; unset: none, as without a GPU), FAKECUDA_MEMORY=BYTES their
  * memory (default 80 GiB), FAKECUDA_CHECK_LEAKS=1 fails the process (exit 3) when device or
  * page-locked memory or a cuBLAS handle is left at exit, CUDA_LAUNCH_BLOCKING=1 runs work as
- * soon as it is queued. */
+ * soon as it is queued, FAKECUDA_COUNT_LAUNCHES=1 reports the graph launches at exit. */
 #ifndef DP_FAKECUDA_H
 #define DP_FAKECUDA_H
 
@@ -30,6 +30,21 @@ typedef void (*fakecuda_task)(void *args);
 cudaError_t fakecuda_enqueue(fakecuda_task run, const void *args, size_t size, const char *name);
 cudaError_t fakecuda_enqueue_on(cudaStream_t stream, fakecuda_task run, const void *args, size_t size,
                                 const char *name, long *id);
+
+/* Stream capture (graph.c, queue.c): while a stream captures, its work is recorded into the
+ * graph (fakecuda_record; cudaErrorStreamCaptureInvalidated once the capture broke) instead of
+ * queued. capture_forbids is the check of a call that needs the host: while any stream
+ * captures (stream NULL), or while `stream` does, it complains, invalidates every capture and
+ * returns cudaErrorStreamCaptureUnsupported, as the runtime's global capture mode does. */
+cudaGraph_t fakecuda_graph_new(void);
+cudaError_t fakecuda_record(cudaGraph_t graph, fakecuda_task run, const void *args, size_t size, const char *name,
+                            cudaEvent_t event);
+/* An external event record in a graph (event not NULL above) is re-made by each launch: the
+ * event's newest record becomes the launched task. */
+void fakecuda_event_recorded(cudaEvent_t event, long task);
+void fakecuda_graph_invalidate(cudaGraph_t graph);
+int fakecuda_graph_invalidated(cudaGraph_t graph);
+cudaError_t fakecuda_capture_forbids(cudaStream_t stream, const char *call);
 
 /* Synchronisation points: run task `id` and the work it depends on (wait), or everything
  * queued (synchronize); return the sticky error or cudaSuccess. */

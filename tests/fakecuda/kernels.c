@@ -662,14 +662,13 @@ typedef struct step_args {
     size_t n;
     dp_cuda_partial *partials;
     float *params, *grads, *s1, *s2;
-    union {                        /* one pass's coefficients */
-        dp_sgd_coefs sgd;
-        dp_adamw_coefs adamw;
-    } k;
+    const void *k;                 /* the pass's coefficients, device memory read when it runs */
 } step_args;
 
-static int need_step(const step_args *a, int states)
+static int need_step(const step_args *a, int states, size_t coefs)
 {
+    if (!fakecuda_need(a->k, coefs, "coefficients"))
+        return 0;
     size_t bytes = a->n * sizeof(float);
     float *state[2] = {a->s1, a->s2};
     for (int i = 0; i < states; i++)
@@ -682,12 +681,12 @@ static int need_step(const step_args *a, int states)
 static void run_sgd_step(void *raw)
 {
     step_args *a = raw;
-    if (!need_step(a, a->s1 != NULL))
+    if (!need_step(a, a->s1 != NULL, sizeof(dp_sgd_coefs)))
         return;
     for (unsigned b = 0; b < a->s.grid_x; b++) {
         unsigned long long bad = 0;
         for (unsigned t = 0; t < DP_THREADS; t++)
-            bad += dp_sgd_thread(a->params, a->grads, a->s1, a->n, &a->k.sgd, dp_span_x(a->s, b, t));
+            bad += dp_sgd_thread(a->params, a->grads, a->s1, a->n, a->k, dp_span_x(a->s, b, t));
         a->partials[b] = (dp_cuda_partial){0.0, bad};
     }
 }
@@ -695,12 +694,12 @@ static void run_sgd_step(void *raw)
 static void run_adamw_step(void *raw)
 {
     step_args *a = raw;
-    if (!need_step(a, 2))
+    if (!need_step(a, 2, sizeof(dp_adamw_coefs)))
         return;
     for (unsigned b = 0; b < a->s.grid_x; b++) {
         unsigned long long bad = 0;
         for (unsigned t = 0; t < DP_THREADS; t++)
-            bad += dp_adamw_thread(a->params, a->grads, a->s1, a->s2, a->n, &a->k.adamw, dp_span_x(a->s, b, t));
+            bad += dp_adamw_thread(a->params, a->grads, a->s1, a->s2, a->n, a->k, dp_span_x(a->s, b, t));
         a->partials[b] = (dp_cuda_partial){0.0, bad};
     }
 }
@@ -717,7 +716,7 @@ cudaError_t dp_cuda_sgd_step(cudaStream_t stream, float *params, float *grads, f
                              dp_cuda_partial *partials, double *nonfinite)
 {
     step_args a = {.s = dp_shape_reduce(n), .n = n, .partials = partials, .params = params, .grads = grads,
-                   .s1 = velocity, .k.sgd = *k};
+                   .s1 = velocity, .k = k};
     return n == 0 ? cudaSuccess : queue_step(stream, run_sgd_step, &a, "sgd_step_kernel", nonfinite);
 }
 
@@ -725,6 +724,6 @@ cudaError_t dp_cuda_adamw_step(cudaStream_t stream, float *params, float *grads,
                                const dp_adamw_coefs *k, dp_cuda_partial *partials, double *nonfinite)
 {
     step_args a = {.s = dp_shape_reduce(n), .n = n, .partials = partials, .params = params, .grads = grads,
-                   .s1 = exp_avg, .s2 = exp_avg_sq, .k.adamw = *k};
+                   .s1 = exp_avg, .s2 = exp_avg_sq, .k = k};
     return n == 0 ? cudaSuccess : queue_step(stream, run_adamw_step, &a, "adamw_step_kernel", nonfinite);
 }

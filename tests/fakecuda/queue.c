@@ -5,7 +5,10 @@
  * of the tasks whose dependencies are done, the one issued LAST runs first, so a consumer
  * that forgot to wait for another stream's producer runs before it and reads stale data.
  * cudaEventQuery answers cudaErrorNotReady once before an event's work runs, so polling
- * loops are exercised. One recursive lock serialises callers (a progress thread may query). */
+ * loops are exercised. A capturing stream's work goes to its graph instead (graph.c); while any
+ * stream captures, the calls that would wait for the device fail as in the runtime's global
+ * capture mode and invalidate the capture. One recursive lock serialises callers (a progress
+ * thread may query). */
 #define _GNU_SOURCE
 #include "tests/fakecuda/fakecuda.h"
 
@@ -19,11 +22,13 @@ enum { MAX_DEPS = 8 };
 struct CUstream_st {
     int blocking; /* synchronises with the legacy default stream */
     long last;    /* the stream's newest task, 0 for none */
+    cudaGraph_t capture; /* while capturing: the graph its work is recorded into */
     struct CUstream_st *next;
 };
 
 struct CUevent_st {
     long task;    /* the marker task of the newest record, 0 for none */
+    int captured; /* the newest record was made in a capturing stream: no time, nothing to wait for */
     int queried;  /* cudaEventQuery already said "not ready" for this record */
     int timing;   /* created without cudaEventDisableTiming */
     int recorded; /* a record has completed: time holds when */
@@ -212,6 +217,8 @@ static cudaError_t run_until(long target)
     return sticky;
 }
 
+static cudaError_t capture_forbids(cudaStream_t stream, const char *call);
+
 static void nothing(void *args)
 {
     (void)args;
@@ -228,8 +235,13 @@ cudaError_t fakecuda_enqueue_on(cudaStream_t stream, fakecuda_task run, const vo
 {
     fakecuda_lock();
     cudaError_t e = sticky;
-    if (e == cudaSuccess) {
-        long queued = append(resolve(stream), run, args, size, name, 0);
+    struct CUstream_st *s = resolve(stream);
+    if (id)
+        *id = 0;
+    if (e == cudaSuccess && s->capture) {
+        e = fakecuda_record(s->capture, run, args, size, name, NULL);
+    } else if (e == cudaSuccess) {
+        long queued = append(s, run, args, size, name, 0);
         if (id)
             *id = queued;
         e = after_queueing(queued);
@@ -285,6 +297,8 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
     cudaError_t e = cudaErrorInvalidResourceHandle;
     for (struct CUstream_st **link = &streams; *link; link = &(*link)->next)
         if (*link == stream) {
+            if ((e = capture_forbids(stream, "cudaStreamDestroy")) != cudaSuccess)
+                break;
             e = run_until(stream->last);
             *link = stream->next;
             free(stream);
@@ -298,7 +312,9 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 {
     fakecuda_lock();
-    cudaError_t e = run_until(resolve(stream)->last);
+    cudaError_t e = capture_forbids(stream, "cudaStreamSynchronize");
+    if (e == cudaSuccess)
+        e = run_until(resolve(stream)->last);
     fakecuda_unlock();
     return e;
 }
@@ -306,18 +322,31 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream)
 cudaError_t cudaStreamQuery(cudaStream_t stream)
 {
     fakecuda_lock();
-    cudaError_t e = sticky != cudaSuccess ? sticky : find(resolve(stream)->last) ? cudaErrorNotReady : cudaSuccess;
+    cudaError_t e = capture_forbids(stream, "cudaStreamQuery");
+    if (e == cudaSuccess)
+        e = sticky != cudaSuccess ? sticky : find(resolve(stream)->last) ? cudaErrorNotReady : cudaSuccess;
     fakecuda_unlock();
     return e;
 }
 
+/* In a capture, a wait for an event recorded in the same capture orders nothing more (the
+ * capture is one stream's chain); a wait for work outside it cannot be captured. */
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
 {
     (void)flags;
     fakecuda_lock();
     cudaError_t e = sticky;
-    if (e == cudaSuccess)
-        append(resolve(stream), nothing, NULL, 0, "cudaStreamWaitEvent", event->task);
+    struct CUstream_st *s = resolve(stream);
+    if (e == cudaSuccess && s->capture && !event->captured && find(event->task)) {
+        fakecuda_complain("cudaStreamWaitEvent: a capturing stream waits for uncaptured work; the capture is invalidated");
+        fakecuda_graph_invalidate(s->capture);
+        e = cudaErrorStreamCaptureIsolation;
+    } else if (e == cudaSuccess && !s->capture && event->captured) {
+        fakecuda_complain("cudaStreamWaitEvent: an event recorded in a capture joins another stream into it (not faked)");
+        e = cudaErrorNotSupported;
+    } else if (e == cudaSuccess && !s->capture) {
+        append(s, nothing, NULL, 0, "cudaStreamWaitEvent", event->task);
+    }
     fakecuda_unlock();
     return e;
 }
@@ -356,22 +385,40 @@ static void stamp(void *args)
     event->recorded = 1;
 }
 
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+/* In a capture, a plain record only marks the capture (no time); an external one becomes the
+ * graph's own record, made anew by every launch (fakecuda_event_recorded). */
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
 {
     fakecuda_lock();
     cudaError_t e = sticky;
-    if (e == cudaSuccess) {
-        event->task = append(resolve(stream), stamp, &event, sizeof event, "cudaEventRecord", 0);
-        event->queried = 0;
+    struct CUstream_st *s = resolve(stream);
+    if (e == cudaSuccess && s->capture && (flags & cudaEventRecordExternal)) {
+        e = fakecuda_record(s->capture, stamp, &event, sizeof event, "cudaEventRecord", event);
+    } else if (e == cudaSuccess) {
+        event->captured = s->capture != NULL;
+        if (!event->captured)
+            fakecuda_event_recorded(event, append(s, stamp, &event, sizeof event, "cudaEventRecord", 0));
     }
     fakecuda_unlock();
     return e;
 }
 
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
+{
+    return cudaEventRecordWithFlags(event, stream, cudaEventRecordDefault);
+}
+
+void fakecuda_event_recorded(cudaEvent_t event, long task)
+{
+    event->task = task;
+    event->queried = 0;
+    event->captured = 0;
+}
+
 cudaError_t cudaEventQuery(cudaEvent_t event)
 {
     fakecuda_lock();
-    cudaError_t e = sticky;
+    cudaError_t e = event->captured ? cudaErrorCapturedEvent : sticky;
     if (e == cudaSuccess && find(event->task)) {
         if (!event->queried) {
             event->queried = 1;
@@ -388,7 +435,7 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 {
     fakecuda_lock();
-    cudaError_t e = sticky;
+    cudaError_t e = start->captured || end->captured ? cudaErrorCapturedEvent : sticky;
     if (e == cudaSuccess && (!start->timing || !end->timing))
         e = cudaErrorInvalidResourceHandle;
     else if (e == cudaSuccess && (find(start->task) || find(end->task)))
@@ -403,5 +450,84 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
-    return fakecuda_wait(event->task);
+    return event->captured ? cudaErrorCapturedEvent : fakecuda_wait(event->task);
+}
+
+/* ---- stream capture (the graphs themselves: graph.c) ---- */
+
+static int any_capture(void)
+{
+    for (struct CUstream_st *s = streams; s; s = s->next)
+        if (s->capture)
+            return 1;
+    return 0;
+}
+
+/* Global capture mode, the runtime's default: while any stream captures, a call that would make
+ * the host wait for the device (or allocate) fails and invalidates every capture. */
+static cudaError_t capture_forbids(cudaStream_t stream, const char *call)
+{
+    struct CUstream_st *s = stream ? resolve(stream) : NULL;
+    if (s ? !(s->capture || (s == &legacy && any_capture())) : !any_capture())
+        return cudaSuccess;
+    fakecuda_complain("%s while a stream captures a graph: cudaErrorStreamCaptureUnsupported; the capture is invalidated", call);
+    for (struct CUstream_st *c = streams; c; c = c->next)
+        if (c->capture)
+            fakecuda_graph_invalidate(c->capture);
+    return cudaErrorStreamCaptureUnsupported;
+}
+
+cudaError_t fakecuda_capture_forbids(cudaStream_t stream, const char *call)
+{
+    fakecuda_lock();
+    cudaError_t e = capture_forbids(stream, call);
+    fakecuda_unlock();
+    return e;
+}
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMode mode)
+{
+    if (mode != cudaStreamCaptureModeGlobal) {
+        fakecuda_complain("cudaStreamBeginCapture: only cudaStreamCaptureModeGlobal is faked");
+        return cudaErrorNotSupported;
+    }
+    fakecuda_lock();
+    struct CUstream_st *s = resolve(stream);
+    cudaError_t e = sticky;
+    if (e == cudaSuccess && (s == &legacy || s->capture))
+        e = s == &legacy ? cudaErrorStreamCaptureUnsupported : cudaErrorIllegalState;
+    if (e == cudaSuccess && !(s->capture = fakecuda_graph_new()))
+        e = cudaErrorMemoryAllocation;
+    fakecuda_unlock();
+    return e;
+}
+
+/* The recorded graph, or NULL and cudaErrorStreamCaptureInvalidated when a forbidden call broke it. */
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
+{
+    fakecuda_lock();
+    struct CUstream_st *s = resolve(stream);
+    cudaError_t e = s->capture ? sticky : cudaErrorIllegalState;
+    *graph = NULL;
+    if (s->capture) {
+        if (fakecuda_graph_invalidated(s->capture)) {
+            cudaGraphDestroy(s->capture);
+            e = cudaErrorStreamCaptureInvalidated;
+        } else {
+            *graph = s->capture;
+        }
+        s->capture = NULL;
+    }
+    fakecuda_unlock();
+    return e;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, enum cudaStreamCaptureStatus *status)
+{
+    fakecuda_lock();
+    cudaGraph_t g = resolve(stream)->capture;
+    *status = !g ? cudaStreamCaptureStatusNone
+            : fakecuda_graph_invalidated(g) ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+    fakecuda_unlock();
+    return sticky;
 }

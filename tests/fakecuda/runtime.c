@@ -149,6 +149,14 @@ static const struct {
     {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
     {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
     {cudaErrorIllegalAddress, "cudaErrorIllegalAddress", "an illegal memory access was encountered"},
+    {cudaErrorNotSupported, "cudaErrorNotSupported", "operation not supported"},
+    {cudaErrorIllegalState, "cudaErrorIllegalState", "the operation cannot be performed in the present state"},
+    {cudaErrorStreamCaptureUnsupported, "cudaErrorStreamCaptureUnsupported", "operation not permitted when stream is capturing"},
+    {cudaErrorStreamCaptureInvalidated, "cudaErrorStreamCaptureInvalidated",
+     "operation failed due to a previous error during capture"},
+    {cudaErrorStreamCaptureIsolation, "cudaErrorStreamCaptureIsolation",
+     "dependency created on uncaptured work in another stream"},
+    {cudaErrorCapturedEvent, "cudaErrorCapturedEvent", "operation not permitted on an event last recorded in a capturing stream"},
 };
 
 static size_t error_index(cudaError_t e)
@@ -273,7 +281,10 @@ static cudaError_t release(void *ptr, enum block_kind kind, const char *call)
 {
     if (!ptr)
         return result(cudaSuccess);
-    cudaError_t e = fakecuda_synchronize();
+    cudaError_t e = fakecuda_capture_forbids(NULL, call);
+    if (e != cudaSuccess)
+        return result(e);
+    e = fakecuda_synchronize();
     if (e != cudaSuccess)
         return e;
     fakecuda_lock();
@@ -302,6 +313,9 @@ cudaError_t cudaMalloc(void **ptr, size_t bytes)
         return fakecuda_sticky();
     if (fakecuda_device_count() == 0)
         return result(cudaErrorNoDevice);
+    cudaError_t forbidden = fakecuda_capture_forbids(NULL, "cudaMalloc");
+    if (forbidden != cudaSuccess)
+        return result(forbidden);
     if (bytes == 0)
         return result(cudaSuccess);
     if (bytes > device_memory() - fake.device_bytes || !(*ptr = allocate(bytes, DEVICE_MEMORY)))
@@ -322,6 +336,9 @@ cudaError_t cudaMallocHost(void **ptr, size_t bytes)
         return fakecuda_sticky();
     if (fakecuda_device_count() == 0)
         return result(cudaErrorNoDevice);
+    cudaError_t forbidden = fakecuda_capture_forbids(NULL, "cudaMallocHost");
+    if (forbidden != cudaSuccess)
+        return result(forbidden);
     return result((*ptr = allocate(bytes, PINNED_MEMORY)) ? cudaSuccess : cudaErrorMemoryAllocation);
 }
 
@@ -378,7 +395,8 @@ void fakecuda_count_handle(int delta)
 
 cudaError_t cudaDeviceSynchronize(void)
 {
-    return result(fakecuda_synchronize());
+    cudaError_t e = fakecuda_capture_forbids(NULL, "cudaDeviceSynchronize");
+    return result(e != cudaSuccess ? e : fakecuda_synchronize());
 }
 
 /* ---- copies ---- */
@@ -435,12 +453,15 @@ static cudaError_t queue_copy(const char *call, void *dst, const void *src, size
     if (fakecuda_sticky() != cudaSuccess)
         return fakecuda_sticky();
     cudaError_t e = check_direction(call, dst, src, bytes, kind);
+    /* A copy the host waits for cannot be captured (cudaMemcpy: while any stream captures). */
+    if (e == cudaSuccess && wait)
+        e = fakecuda_capture_forbids(stream, call);
     if (e != cudaSuccess)
         return result(e);
     copy_args a = {dst, src, bytes, -1};
     long id = 0;
-    fakecuda_enqueue_on(stream, run_copy, &a, sizeof a, call, &id);
-    return result(wait ? fakecuda_wait(id) : cudaSuccess);
+    e = fakecuda_enqueue_on(stream, run_copy, &a, sizeof a, call, &id);
+    return result(e == cudaSuccess && wait ? fakecuda_wait(id) : e);
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind)

@@ -4,10 +4,12 @@
  * stream's implicit synchronisation; cublasGemmEx checks its arguments as cuBLAS does; a
  * kernel fault is sticky and reported by the next call with the CUDA_LAUNCH_BLOCKING hint, or
  * at the kernel itself with CUDA_LAUNCH_BLOCKING=1; a failed open returns its first error
- * instead of aborting. Single process, Check's fork mode
+ * instead of aborting; a capturing stream records its work into a graph that each launch replays, and
+ * a call that needs the host during a capture fails and breaks it. Single process, Check's fork mode
  * (tests/fakecuda.sh runs it with FAKECUDA_DEVICES set). */
 #include "dp/backend.h"
 #include "dp/error.h"
+#include "src/backend/cuda_kernels.h"
 #include "tests/fakecuda/fakecuda.h"
 #include "tests/testutil.h"
 
@@ -117,6 +119,81 @@ static float *device_copy(const float *host, size_t n)
 }
 
 /* The product itself, through the CUDA backend, is the backend test table's (tests/test_backend_ops.c). */
+/* A capture records the stream's work and runs none of it; each launch runs it all again, in
+ * order, external event records included (so they time the launch). */
+START_TEST(a_capture_records_and_each_launch_replays)
+{
+    float *d = NULL, *one = NULL, *pinned = NULL, value = 1.0f, zero = 0.0f, ms = -1.0f;
+    cudaStream_t s;
+    cudaEvent_t begin, end;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    ck_assert_int_eq(cudaMalloc((void **)&d, sizeof *d), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc((void **)&one, sizeof *one), cudaSuccess);
+    ck_assert_int_eq(cudaMallocHost((void **)&pinned, sizeof *pinned), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(one, &value, sizeof value, cudaMemcpyHostToDevice), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(d, &zero, sizeof zero, cudaMemcpyHostToDevice), cudaSuccess);
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    ck_assert_int_eq(cudaEventCreate(&begin), cudaSuccess);
+    ck_assert_int_eq(cudaEventCreate(&end), cudaSuccess);
+    ck_assert_int_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    ck_assert_int_eq(cudaEventRecordWithFlags(begin, s, cudaEventRecordExternal), cudaSuccess);
+    ck_assert_int_eq(dp_cuda_accumulate(s, d, one, 1, 1), cudaSuccess);
+    ck_assert_int_eq(cudaEventRecordWithFlags(end, s, cudaEventRecordExternal), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyAsync(pinned, d, sizeof *d, cudaMemcpyDeviceToHost, s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamEndCapture(s, &graph), cudaSuccess);
+    *pinned = -1.0f;
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    ck_assert_float_eq(*pinned, -1.0f); /* recorded, not run */
+    ck_assert_int_eq(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    ck_assert_int_eq(cudaGraphDestroy(graph), cudaSuccess);
+    ck_assert_int_eq(cudaGraphLaunch(exec, s), cudaSuccess);
+    ck_assert_int_eq(cudaGraphLaunch(exec, s), cudaSuccess);
+    ck_assert_int_eq(cudaEventElapsedTime(&ms, begin, end), cudaErrorNotReady);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess);
+    ck_assert_float_eq(*pinned, 2.0f); /* d += 1, twice */
+    ck_assert_int_eq(cudaEventElapsedTime(&ms, begin, end), cudaSuccess);
+    ck_assert(ms >= 0.0f);
+    ck_assert_int_eq(cudaGraphExecDestroy(exec), cudaSuccess);
+    cudaEventDestroy(begin);
+    cudaEventDestroy(end);
+    cudaStreamDestroy(s);
+    cudaFreeHost(pinned);
+    cudaFree(one);
+    cudaFree(d);
+}
+END_TEST
+
+/* As the runtime's global capture mode: a wait for the device or an allocation during a
+ * capture fails and invalidates it; a plain event record in it has no time to read. */
+START_TEST(a_host_wait_during_a_capture_breaks_it)
+{
+    float *d = NULL, host = 0.0f;
+    void *more = NULL;
+    cudaStream_t s;
+    cudaEvent_t marker;
+    cudaGraph_t graph = NULL;
+    ck_assert_int_eq(cudaMalloc((void **)&d, sizeof *d), cudaSuccess);
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+    ck_assert_int_eq(cudaEventCreate(&marker), cudaSuccess);
+    ck_assert_int_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    ck_assert_int_eq(cudaMemsetAsync(d, 0, sizeof *d, s), cudaSuccess);
+    ck_assert_int_eq(cudaEventRecord(marker, s), cudaSuccess);
+    ck_assert_int_eq(cudaEventQuery(marker), cudaErrorCapturedEvent);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaErrorStreamCaptureUnsupported);
+    ck_assert_int_eq(cudaMemcpy(&host, d, sizeof host, cudaMemcpyDeviceToHost), cudaErrorStreamCaptureUnsupported);
+    ck_assert_int_eq(cudaMemcpyAsync(&host, d, sizeof host, cudaMemcpyDeviceToHost, s), cudaErrorStreamCaptureUnsupported);
+    ck_assert_int_eq(cudaMalloc(&more, 4), cudaErrorStreamCaptureUnsupported);
+    ck_assert_int_eq(cudaMemsetAsync(d, 0, sizeof *d, s), cudaErrorStreamCaptureInvalidated);
+    ck_assert_int_eq(cudaStreamEndCapture(s, &graph), cudaErrorStreamCaptureInvalidated);
+    ck_assert_ptr_null(graph);
+    ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess); /* the capture is over */
+    cudaEventDestroy(marker);
+    cudaStreamDestroy(s);
+    cudaFree(d);
+}
+END_TEST
+
 START_TEST(gemm_checks_arguments_as_cublas_does)
 {
     enum { M = 5, N = 3, K = 4 };
@@ -227,6 +304,8 @@ int main(void)
     tcase_add_test(tc, queued_work_lands_only_at_a_synchronisation_point);
     tcase_add_test(tc, streams_order_only_what_events_and_the_legacy_stream_order);
     tcase_add_test(tc, gemm_checks_arguments_as_cublas_does);
+    tcase_add_test(tc, a_capture_records_and_each_launch_replays);
+    tcase_add_test(tc, a_host_wait_during_a_capture_breaks_it);
     suite_add_tcase(s, tc);
     TCase *backend = tcase_create("backend errors");
     tcase_add_test(backend, a_kernel_fault_is_reported_by_the_next_call_with_the_hint);

@@ -5,8 +5,11 @@
 #include "tests/ops/op_table.h"
 
 #include <math.h>
+#include <string.h>
 
-static void optimizer_prepare(op_run *r)
+/* Operands 0-4: parameters, gradients, two states, the non-finite count; 5: the coefficients,
+ * which the backend reads from its own memory. */
+static void optimizer_prepare(op_run *r, const void *coefs, size_t bytes)
 {
     size_t n = op_elements(r);
     op_output_f32(r, n, FILL_HOSTILE, 1.0f, SAME_BITS_EVERYWHERE);
@@ -14,6 +17,7 @@ static void optimizer_prepare(op_run *r)
     op_output_f32(r, n, FILL_HOSTILE, 0.1f, SAME_BITS_EVERYWHERE);
     op_output_f32(r, n, FILL_POSITIVE, 0.1f, SAME_BITS_EVERYWHERE);
     *(double *)op_output(r, OP_F64, 1, SAME_BITS_EVERYWHERE) = 2.0;
+    memcpy(op_input(r, OP_F32, bytes / sizeof(float)), coefs, bytes);
 }
 
 /* ---- sgd_step: param 0 plain, 1 weight decay, 2 momentum and decay, 3 scale and count only ---- */
@@ -24,10 +28,16 @@ static dp_sgd_coefs sgd_coefs(const op_run *r)
                           .weight_decay = r->param == 1 || r->param == 2 ? 1e-3f : 0.0f, .apply = r->param != 3};
 }
 
-static void sgd_run(const dp_backend *be, op_run *r)
+static void sgd_prepare(op_run *r)
 {
     dp_sgd_coefs k = sgd_coefs(r);
-    be->sgd_step(be, OP_DEV(r, 0), OP_DEV(r, 1), r->param == 2 ? OP_DEV(r, 2) : NULL, op_elements(r), &k, OP_DEV(r, 4));
+    optimizer_prepare(r, &k, sizeof k);
+}
+
+static void sgd_run(const dp_backend *be, op_run *r)
+{
+    be->sgd_step(be, OP_DEV(r, 0), OP_DEV(r, 1), r->param == 2 ? OP_DEV(r, 2) : NULL, op_elements(r), OP_DEV(r, 5),
+                 OP_DEV(r, 4));
 }
 
 static void sgd_reference(op_run *r)
@@ -49,7 +59,7 @@ static void sgd_reference(op_run *r)
     }
 }
 
-const op_impl op_sgd_step = {optimizer_prepare, sgd_run, sgd_reference};
+const op_impl op_sgd_step = {sgd_prepare, sgd_run, sgd_reference};
 
 /* ---- adamw_step: the second step's coefficients; param 1 scales and counts only ---- */
 
@@ -61,10 +71,15 @@ static dp_adamw_coefs adamw_coefs(const op_run *r)
                             .neg_step_size = (float)(-1e-3 / (1.0 - 0.9 * 0.9)), .apply = !r->param};
 }
 
-static void adamw_run(const dp_backend *be, op_run *r)
+static void adamw_prepare(op_run *r)
 {
     dp_adamw_coefs k = adamw_coefs(r);
-    be->adamw_step(be, OP_DEV(r, 0), OP_DEV(r, 1), OP_DEV(r, 2), OP_DEV(r, 3), op_elements(r), &k, OP_DEV(r, 4));
+    optimizer_prepare(r, &k, sizeof k);
+}
+
+static void adamw_run(const dp_backend *be, op_run *r)
+{
+    be->adamw_step(be, OP_DEV(r, 0), OP_DEV(r, 1), OP_DEV(r, 2), OP_DEV(r, 3), op_elements(r), OP_DEV(r, 5), OP_DEV(r, 4));
 }
 
 static void adamw_reference(op_run *r)
@@ -89,4 +104,4 @@ static void adamw_reference(op_run *r)
     }
 }
 
-const op_impl op_adamw_step = {optimizer_prepare, adamw_run, adamw_reference};
+const op_impl op_adamw_step = {adamw_prepare, adamw_run, adamw_reference};

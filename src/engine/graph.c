@@ -1,0 +1,147 @@
+/* --cuda-graph: the steady-state step replayed from a CUDA graph. A full step's forward, loss,
+ * backward and update are captured once on the backend's stream and launched on later full
+ * steps, so the host queues one graph instead of every kernel and GEMM. What changes between
+ * steps is read from backend memory written before each launch: the rows (the row source fills
+ * the same buffers every step) and the optimizer's coefficients (learning rate, AdamW's step,
+ * dp_engine_prepare_update). What a graph cannot replay runs eagerly: a shorter step (the
+ * epoch's last batch), the first full step (a warm-up, so that nothing loads inside the
+ * capture); log lines, checks, checkpoints and evaluation read the device between steps, after
+ * a replay as after an eager step. Steps that need the host inside them are not captured at
+ * all: the reasons are listed in unsupported() and said by the banner (auto) or the error (on). */
+#include "src/engine/parts.h"
+
+#include "dp/error.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Why this engine's steps cannot be captured (a phrase), or NULL when they can. */
+static const char *unsupported(const dp_engine *e, const dp_engine_config *c, char *why, size_t size)
+{
+    if (!e->be->capture_begin)
+        snprintf(why, size, "the %s backend has no CUDA graphs", e->be->name);
+    else if (!e->be->supports(e->be, "capture", DP_DTYPE_F32, why, size))
+        return why;
+    else if (e->comm->size > 1)
+        snprintf(why, size, "%d ranks: the gradients' collectives are started and polled by the host between "
+                 "backward's modules (graphs replay one rank's steps)", e->comm->size);
+    else if (strcmp(c->strategy, "ddp") != 0)
+        snprintf(why, size, "the %s strategy (graphs replay plain DDP steps)", c->strategy);
+    else if (e->model.batchnorms)
+        snprintf(why, size, "BatchNorm works out its batch statistics on the host");
+    else if (e->model.step_keyed)
+        snprintf(why, size, "Dropout's masks take the step number as a kernel argument");
+    else if (c->accum > 1)
+        snprintf(why, size, "--accum %ld: the micro-batches share the input buffers the host fills between them", c->accum);
+    else if (c->skip_nonfinite)
+        snprintf(why, size, "--on-nan skip decides on the host between the counting and the applying pass");
+    else if (c->traced)
+        snprintf(why, size, "--trace marks every module's pass on the device's timer");
+    else
+        return NULL;
+    return why;
+}
+
+int dp_engine_plan_graph(dp_engine *e, const dp_engine_config *c)
+{
+    char why[256];
+    const char *reason = c->graph == DP_GRAPH_OFF ? NULL : unsupported(e, c, why, sizeof why);
+    e->graph_use = c->graph != DP_GRAPH_OFF && !reason;
+    if (c->graph == DP_GRAPH_ON && reason)
+        return dp_fail(DP_EINVAL, "--cuda-graph on: steps cannot be captured here: %s (--cuda-graph auto runs them "
+                       "eagerly)", reason);
+    if (e->graph_use)
+        snprintf(e->graph_text, sizeof e->graph_text, "on: full steps of %zu rows replayed from one graph after an "
+                 "eager warm-up step; shorter steps run eagerly", e->micro_batch);
+    else
+        snprintf(e->graph_text, sizeof e->graph_text, "off%s%s", reason ? " (auto): " : "", reason ? reason : "");
+    return 0;
+}
+
+const char *dp_engine_graph_describe(const dp_engine *e)
+{
+    return e->graph_text;
+}
+
+int dp_engine_graph_takes(dp_engine *e, dp_range step)
+{
+    if (!e->graph_use || dp_range_size(step) != e->micro_batch)
+        return 0;
+    if (e->graph_warm)
+        return 1;
+    e->graph_warm = 1; /* this one runs eagerly */
+    return 0;
+}
+
+/* The rows gathered before the capture, handed to the captured step as its row source. */
+static int held_rows(void *arg, size_t begin, size_t end, dp_rows *rows)
+{
+    (void)begin;
+    (void)end;
+    *rows = *(const dp_rows *)arg;
+    return 0;
+}
+
+/* Records the step on rows (in backend memory already): nothing runs until the launch. */
+static int capture(dp_engine *e, dp_range step, const dp_rows *rows, dp_step_stats *stats)
+{
+    dp_row_source held = {.gather = held_rows, .arg = (void *)rows};
+    int status = e->be->capture_begin(e->be);
+    if (status)
+        return status;
+    /* As the eager step, marks on the device's timer included (the graph's own event records). */
+    dp_device_clock_mark(e);
+    status = dp_engine_micro_batches(e, step, &held, stats);
+    if (!status)
+        status = e->hooks.finish(e->hooks.arg);
+    dp_device_clock_mark(e);
+    if (!status)
+        dp_engine_update_pass(e);
+    void *graph = e->be->capture_end(e->be);
+    if (status || !graph) {
+        if (graph)
+            e->be->graph_free(e->be, graph);
+        return dp_fail_context(status ? status : DP_EDEVICE, "--cuda-graph: the step could not be captured: ");
+    }
+    e->graph = graph;
+    e->graph_rows = *rows;
+    e->graph_clock = e->device_clock;
+    *stats = (dp_step_stats){0};
+    return 0;
+}
+
+int dp_engine_graph_step(dp_engine *e, dp_range step, const dp_row_source *source, float lr, dp_step_stats *stats,
+                         double *reduce_done)
+{
+    double started = MPI_Wtime();
+    dp_rows rows;
+    int status = source->gather(source->arg, step.begin, step.end, &rows);
+    if (status)
+        return status;
+    double gathered = MPI_Wtime();
+    if (!e->graph) {
+        if ((status = capture(e, step, &rows, stats)))
+            return status;
+    } else if (rows.x != e->graph_rows.x || rows.labels != e->graph_rows.labels || rows.targets != e->graph_rows.targets ||
+               rows.count != e->graph_rows.count) {
+        return dp_fail(DP_EINVAL, "--cuda-graph: step %ld's rows are not where the captured step read them",
+                       e->steps_done + 1);
+    } else {
+        dp_optimizer_count_replayed(&e->opt); /* the capture counted its own */
+        e->device_clock = e->graph_clock;     /* the launch makes the capture's marks */
+    }
+    e->be->graph_launch(e->be, e->graph);
+    status = dp_engine_update_check(e, lr); /* the host's first wait for the replay */
+    *reduce_done = MPI_Wtime();
+    stats->samples = rows.count;
+    stats->split.forward = gathered - started;
+    stats->split.backward = *reduce_done - gathered;
+    return status;
+}
+
+void dp_engine_graph_free(dp_engine *e)
+{
+    if (e->graph)
+        e->be->graph_free(e->be, e->graph);
+    e->graph = NULL;
+}
