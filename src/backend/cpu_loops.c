@@ -346,67 +346,165 @@ static size_t mse(const dp_loop_args *a, size_t begin, size_t end)
 
 /* ---- sliding windows, over samples ---- */
 
-static size_t window_taps(const dp_window *w)
-{
-    return (size_t)w->channels * w->kernel_h * w->kernel_w;
-}
-
 static size_t window_pixels(const dp_window *w)
 {
     return (size_t)w->channels * w->height * w->width;
 }
 
-/* col [(r, oh, ow), (c, i, j)] from x [r, c, h, w]: rows. dp_im2col_value's copies, with the
- * bounds decided once per kernel row. */
+/* The windows [first, last) whose column j of the kernel lands inside the image's width. */
+static inline void inside_columns(const dp_window *w, int j, int *first, int *last)
+{
+    int before = w->padding - j, until = w->width + w->padding - j; /* ow s must reach these */
+    int lo = before <= 0 ? 0 : (before + w->stride - 1) / w->stride;
+    int hi = until <= 0 ? 0 : (until + w->stride - 1) / w->stride;
+    *first = lo < w->out_w ? lo : w->out_w;
+    *last = hi < *first ? *first : hi < w->out_w ? hi : w->out_w;
+}
+
+/* Tap (c, i, j)'s row of one sample: out[oh, ow] = plane[oh s - p + i, ow s - p + j], 0 outside. */
+static inline void im2col_tap(const float *restrict plane, float *restrict out, const dp_window *w, int i, int j)
+{
+    int first, last;
+    inside_columns(w, j, &first, &last);
+    for (int oh = 0; oh < w->out_h; oh++, out += w->out_w) {
+        int h = oh * w->stride - w->padding + i;
+        if (h < 0 || h >= w->height) {
+            memset(out, 0, (size_t)w->out_w * sizeof *out);
+            continue;
+        }
+        const float *restrict row = plane + (size_t)h * w->width;
+        int shift = j - w->padding; /* the pixel under window ow is row[ow s + shift] */
+        for (int ow = 0; ow < first; ow++)
+            out[ow] = 0.0f;
+        if (w->stride == 1)
+            memcpy(out + first, row + first + shift, (size_t)(last - first) * sizeof *out);
+        else
+            for (int ow = first; ow < last; ow++)
+                out[ow] = row[ow * w->stride + shift];
+        for (int ow = last; ow < w->out_w; ow++)
+            out[ow] = 0.0f;
+    }
+}
+
+/* col [(c, i, j), (r, oh, ow)] from x [r, c, h, w] (a->rows samples in all): samples. */
 static size_t im2col(const dp_loop_args *a, size_t begin, size_t end)
 {
     const dp_window *w = a->window;
-    size_t taps = window_taps(w), positions = (size_t)w->out_h * w->out_w;
+    size_t positions = (size_t)w->out_h * w->out_w, ld = a->rows * positions;
     for (size_t r = begin; r < end; r++) {
-        const float *x = a->x + r * window_pixels(w);
-        float *col = a->y + r * positions * taps;
-        for (int oh = 0; oh < w->out_h; oh++)
-            for (int ow = 0; ow < w->out_w; ow++) {
-                int left = ow * w->stride - w->padding;
-                for (int c = 0; c < w->channels; c++)
-                    for (int i = 0; i < w->kernel_h; i++, col += w->kernel_w) {
-                        int h = oh * w->stride - w->padding + i, inside = h >= 0 && h < w->height;
-                        const float *row = x + ((size_t)c * w->height + (size_t)(inside ? h : 0)) * w->width;
-                        for (int j = 0; j < w->kernel_w; j++) {
-                            int v = left + j;
-                            col[j] = inside && v >= 0 && v < w->width ? row[v] : 0.0f;
-                        }
-                    }
-            }
+        float *col = a->y + r * positions;
+        for (int c = 0; c < w->channels; c++) {
+            const float *plane = a->x + (r * w->channels + c) * (size_t)w->height * w->width;
+            for (int i = 0; i < w->kernel_h; i++)
+                for (int j = 0; j < w->kernel_w; j++, col += ld)
+                    im2col_tap(plane, col, w, i, j);
+        }
     }
     return 0;
 }
 
-/* dx [r, c, h, w] from col (in x): rows. Scattered window by window in ascending order, so each
- * pixel adds its entries in dp_col2im_value's order (the GPU gathers them) without its divisions. */
+/* plane[oh s - p + i, ow s - p + j] += tap (c, i, j)'s row, where inside. */
+static inline void col2im_tap(const float *restrict in, float *restrict plane, const dp_window *w, int i, int j)
+{
+    int first, last;
+    inside_columns(w, j, &first, &last);
+    for (int oh = 0; oh < w->out_h; oh++, in += w->out_w) {
+        int h = oh * w->stride - w->padding + i;
+        if (h < 0 || h >= w->height)
+            continue;
+        float *restrict row = plane + (size_t)h * w->width;
+        int shift = j - w->padding;
+        if (w->stride == 1)
+            for (int ow = first; ow < last; ow++)
+                row[ow + shift] = dp_add(row[ow + shift], in[ow]);
+        else
+            for (int ow = first; ow < last; ow++)
+                row[ow * w->stride + shift] = dp_add(row[ow * w->stride + shift], in[ow]);
+    }
+}
+
+/* dx [r, c, h, w] (y) from col (x, a->rows samples in all): samples. The taps run backwards, so
+ * each pixel adds its entries in window order, dp_col2im_value's (the GPU gathers them). */
 static size_t col2im(const dp_loop_args *a, size_t begin, size_t end)
 {
     const dp_window *w = a->window;
-    size_t col_floats = (size_t)w->out_h * w->out_w * window_taps(w);
+    size_t positions = (size_t)w->out_h * w->out_w, ld = a->rows * positions, plane_floats = (size_t)w->height * w->width;
     for (size_t r = begin; r < end; r++) {
-        const float *col = a->x + r * col_floats;
         float *dx = a->y + r * window_pixels(w);
         memset(dx, 0, window_pixels(w) * sizeof *dx);
-        for (int oh = 0; oh < w->out_h; oh++)
-            for (int ow = 0; ow < w->out_w; ow++)
-                for (int c = 0; c < w->channels; c++)
-                    for (int i = 0; i < w->kernel_h; i++) {
-                        int h = oh * w->stride - w->padding + i;
-                        for (int j = 0; j < w->kernel_w; j++, col++) {
-                            int v = ow * w->stride - w->padding + j;
-                            if (h >= 0 && h < w->height && v >= 0 && v < w->width) {
-                                float *at = dx + ((size_t)c * w->height + h) * w->width + v;
-                                *at = dp_add(*at, *col);
-                            }
-                        }
-                    }
+        for (int c = 0; c < w->channels; c++)
+            for (int i = w->kernel_h - 1; i >= 0; i--)
+                for (int j = w->kernel_w - 1; j >= 0; j--) {
+                    size_t tap = ((size_t)c * w->kernel_h + i) * w->kernel_w + j;
+                    col2im_tap(a->x + tap * ld + r * positions, dx + c * plane_floats, w, i, j);
+                }
     }
     return 0;
+}
+
+/* y [middle, outer, inner] from x [outer, middle, inner] (a->rows outer, a->cols middle): y's
+ * blocks of the middle axis. */
+static size_t swap_axes(const dp_loop_args *a, size_t begin, size_t end)
+{
+    size_t inner = a->inner;
+    for (size_t m = begin; m < end; m++)
+        for (size_t o = 0; o < a->rows; o++)
+            memcpy(a->y + (m * a->rows + o) * inner, a->x + (o * a->cols + m) * inner, inner * sizeof *a->y);
+    return 0;
+}
+
+/* The recipe's max pooling, 2x2 windows by 2: four values straight from two rows, compared in
+ * dp_window_argmax's order with its rule, so the vectoriser widens it. */
+static int max_pool_2x2(const dp_window *w, dp_pool pool)
+{
+    return pool == DP_POOL_MAX && w->kernel_h == 2 && w->kernel_w == 2 && w->stride == 2;
+}
+
+/* Which of a window's four values (0-3, in window order) is its first maximum. */
+static inline int first_max_of_4(float a, float b, float c, float d)
+{
+    int best = 0;
+    float top = a;
+    if (dp_argmax_beats(b, 1, top, 0))
+        best = 1, top = b;
+    if (dp_argmax_beats(c, 2, top, best))
+        best = 2, top = c;
+    if (dp_argmax_beats(d, 3, top, best))
+        best = 3;
+    return best;
+}
+
+static inline float max_of_4(float a, float b, float c, float d)
+{
+    float top = a;
+    top = dp_argmax_beats(b, 1, top, 0) ? b : top;
+    top = dp_argmax_beats(c, 1, top, 0) ? c : top; /* a later value never wins a tie */
+    return dp_argmax_beats(d, 1, top, 0) ? d : top;
+}
+
+static void max_pool_2x2_plane(const float *restrict x, float *restrict y, const dp_window *w)
+{
+    for (int oh = 0; oh < w->out_h; oh++, y += w->out_w) {
+        const float *restrict top = x + (size_t)2 * oh * w->width, *restrict bottom = top + w->width;
+        for (int ow = 0; ow < w->out_w; ow++)
+            y[ow] = max_of_4(top[2 * ow], top[2 * ow + 1], bottom[2 * ow], bottom[2 * ow + 1]);
+    }
+}
+
+/* dx over its whole plane: each window's gradient at its first maximum (0 + g, as a sum from 0
+ * gives), zeros elsewhere and in the rows and columns no window covers. */
+static void max_pool_2x2_plane_backward(const float *restrict x, const float *restrict dy, float *restrict dx,
+                                        const dp_window *w)
+{
+    memset(dx, 0, (size_t)w->height * w->width * sizeof *dx);
+    for (int oh = 0; oh < w->out_h; oh++, dy += w->out_w) {
+        size_t top = (size_t)2 * oh * w->width, bottom = top + w->width;
+        for (int ow = 0; ow < w->out_w; ow++) {
+            size_t left = (size_t)2 * ow;
+            int best = first_max_of_4(x[top + left], x[top + left + 1], x[bottom + left], x[bottom + left + 1]);
+            dx[(best < 2 ? top : bottom) + left + (best & 1)] = dp_add(0.0f, dy[ow]);
+        }
+    }
 }
 
 /* y [r, c, oh, ow] from x [r, c, h, w]: rows. */
@@ -418,6 +516,10 @@ static size_t pool_forward(const dp_loop_args *a, size_t begin, size_t end)
         for (int c = 0; c < w->channels; c++) {
             const float *x = a->x + (r * w->channels + c) * plane;
             float *y = a->y + (r * w->channels + c) * (size_t)w->out_h * w->out_w;
+            if (max_pool_2x2(w, a->pool)) {
+                max_pool_2x2_plane(x, y, w);
+                continue;
+            }
             for (int oh = 0; oh < w->out_h; oh++)
                 for (int ow = 0; ow < w->out_w; ow++)
                     *y++ = dp_pool_value(x, w, oh, ow, a->pool);
@@ -437,6 +539,10 @@ static size_t pool_backward(const dp_loop_args *a, size_t begin, size_t end)
             size_t at = r * w->channels + c;
             const float *x = a->x + at * plane, *dy = a->other + at * out_plane;
             float *dx = a->y + at * plane;
+            if (max_pool_2x2(w, a->pool)) {
+                max_pool_2x2_plane_backward(x, dy, dx, w);
+                continue;
+            }
             memset(dx, 0, plane * sizeof *dx);
             for (int oh = 0; oh < w->out_h; oh++)
                 for (int ow = 0; ow < w->out_w; ow++) {
@@ -484,6 +590,7 @@ const dp_cpu_loops DP_LOOPS_NAME(DP_LOOPS_ISA) = {
     .adamw_step = adamw_step,
     .im2col = im2col,
     .col2im = col2im,
+    .swap_axes = swap_axes,
     .pool_forward = pool_forward,
     .pool_backward = pool_backward,
 };

@@ -1,9 +1,12 @@
 /* nn.Conv2d on [C, H, W] samples, square kernels, weight [out, in, k, k] as PyTorch stores it.
- * Lowered to GEMMs: im2col makes a row of the C k k taps under each of a sample's P windows,
- * col [P, C k k] per sample, and W col^T is that sample's output [out, P] in PyTorch's layout;
- * the bias adds as a rank-1 product with a row of ones. Backward: dW (+)= dy col, db (+)= dy
- * ones, dcol = dy^T W, which col2im folds back into the image. Every buffer is sized for
- * max_rows before the first step. */
+ * Lowered to one GEMM per chunk of samples: im2col makes col [C k k, R P] of a chunk's R samples
+ * (each of their P windows a column), and W col is the chunk's output [out, R P], written into
+ * t, the whole batch's output with channels first [out, rows, P]; one swap of t's outer axes
+ * gives PyTorch's layout [rows, out, P], and the bias adds as a rank-1 product with a row of ones.
+ * Backward swaps dy into t once, then per chunk: dW (+)= t col^T, db (+)= t ones, dcol = W^T t,
+ * which col2im folds back into the chunk's images. A chunk's col is at most CHUNK_BYTES (at least
+ * one sample), so batches of any size use bounded memory; every buffer is sized before the first
+ * step, and the step allocates nothing. */
 #include "src/nn/module.h"
 
 #include "dp/error.h"
@@ -11,6 +14,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+/* col's bound: large enough for GEMMs that block well, small enough to stay in cache. */
+#define CHUNK_BYTES ((size_t)4 << 20)
 
 static const dp_module_arg conv2d_args[] = {
     {"out", DP_ARG_INT, offsetof(dp_module_options, out_features), 1, 1 << 20, 0, 1, "output channels"},
@@ -22,27 +28,11 @@ static const dp_module_arg conv2d_args[] = {
 
 typedef struct conv_state {
     dp_window window; /* set by allocate */
-    float *col;  /* forward: the lowered input; backward: its gradient */
-    float *ones; /* P ones: the bias as a rank-1 product */
+    int chunk;        /* samples per col */
+    float *col;       /* a chunk's lowered input [C k k, chunk P]; backward: its gradient */
+    float *t;         /* the output, then dy, with channels first: [out, rows, P] */
+    float *ones;      /* rows P ones: the bias as a rank-1 product */
 } conv_state;
-
-/* The window of options o over image `in`; 0, or -1 when the kernel does not fit the padded
- * image (out_h or out_w would be < 1). */
-static int conv_window(const dp_module_options *o, const dp_dims *in, dp_window *w)
-{
-    *w = (dp_window){.kernel_h = o->kernel, .kernel_w = o->kernel, .stride = o->stride, .padding = o->padding};
-    if (in->ndim != 3)
-        return -1;
-    w->channels = (int)in->dim[0];
-    w->height = (int)in->dim[1];
-    w->width = (int)in->dim[2];
-    int64_t padded_h = in->dim[1] + 2 * (int64_t)o->padding, padded_w = in->dim[2] + 2 * (int64_t)o->padding;
-    if (padded_h < o->kernel || padded_w < o->kernel)
-        return -1;
-    w->out_h = (int)((padded_h - o->kernel) / o->stride + 1);
-    w->out_w = (int)((padded_w - o->kernel) / o->stride + 1);
-    return 0;
-}
 
 static size_t taps(const dp_window *w)
 {
@@ -54,34 +44,19 @@ static size_t positions(const dp_window *w)
     return (size_t)w->out_h * w->out_w;
 }
 
-/* The window of a configured module (its input fits, configure checked). */
-static dp_window window_of(const dp_module *m)
-{
-    dp_window w;
-    conv_window(&m->options, &m->in_shape, &w);
-    return w;
-}
-
 static int conv2d_configure(dp_module *m, const char *spec)
 {
     dp_window w;
-    char text[64];
-    dp_dims_text(&m->in_shape, text, sizeof text);
-    if (m->in_shape.ndim != 3)
-        return dp_fail(DP_EINVAL, "--model '%s': module %d (conv2d) needs images [C, H, W] but gets %s "
-                       "(image data, an .npy of [N, C, H, W], or a conv2d or pool before it)", spec, m->index, text);
-    const dp_module_options *o = &m->options;
-    if (conv_window(o, &m->in_shape, &w))
-        return dp_fail(DP_EINVAL, "--model '%s': module %d (conv2d): kernel %dx%d is larger than its input %s "
-                       "padded by %d on each side", spec, m->index, o->kernel, o->kernel, text, o->padding);
-    m->out_shape = (dp_dims){.ndim = 3, .dim = {o->out_features, w.out_h, w.out_w}};
-    return 0;
+    int status = dp_window_configure(m, spec, "kernel", &w);
+    if (!status)
+        m->out_shape = (dp_dims){.ndim = 3, .dim = {m->options.out_features, w.out_h, w.out_w}};
+    return status;
 }
 
 static size_t conv2d_size(const dp_module_options *o, const dp_dims *in, dp_dims *out, int *overflow)
 {
     dp_window w;
-    if (conv_window(o, in, &w)) { /* an unknown or unfitting input: nothing counted */
+    if (dp_window_over(o, in, &w)) { /* an unknown or unfitting input: nothing counted */
         *out = dp_dims_features(0);
         return 0;
     }
@@ -101,7 +76,7 @@ static void conv2d_describe(const dp_module *m, char *text, size_t size)
 static int conv2d_declare(dp_module *m, dp_param_table *params, dp_param_table *buffers, const char *prefix)
 {
     (void)buffers;
-    dp_window w = window_of(m);
+    dp_window w = dp_module_window(m);
     int64_t weight_shape[4] = {m->options.out_features, w.channels, w.kernel_h, w.kernel_w};
     return dp_module_declare_layer(m, params, prefix, 4, weight_shape);
 }
@@ -110,22 +85,28 @@ static int conv2d_declare(dp_module *m, dp_param_table *params, dp_param_table *
 static void conv2d_init(const dp_module *m, dp_rng *rng, size_t first, size_t count, float *params)
 {
     (void)first;
-    dp_window w = window_of(m);
+    dp_window w = dp_module_window(m);
     dp_module_init_layer(rng, params, count, taps(&w));
 }
 
 static int conv2d_allocate(dp_module *m, const dp_backend *be, int max_rows)
 {
     conv_state *s = m->state;
-    s->window = window_of(m);
-    size_t windows = (size_t)max_rows * positions(&s->window);
+    s->window = dp_module_window(m);
+    size_t sample_col = positions(&s->window) * taps(&s->window) * sizeof(float);
+    size_t fit = CHUNK_BYTES / sample_col;
+    s->chunk = fit < 1 ? 1 : fit < (size_t)max_rows ? (int)fit : max_rows;
+    size_t batch = (size_t)max_rows * positions(&s->window);
     int status = dp_module_alloc(be, (size_t)max_rows * m->out_width, DP_MEM_ACTIVATIONS, "a Conv2d's output", &m->out);
     if (!status)
-        status = dp_module_alloc(be, windows * taps(&s->window), DP_MEM_ACTIVATIONS, "a Conv2d's lowered input",
-                                 &s->col);
+        status = dp_module_alloc(be, (size_t)s->chunk * positions(&s->window) * taps(&s->window), DP_MEM_ACTIVATIONS,
+                                 "a Conv2d's lowered input", &s->col);
+    if (!status)
+        status = dp_module_alloc(be, (size_t)max_rows * m->out_width, DP_MEM_ACTIVATIONS,
+                                 "a Conv2d's output by channel", &s->t);
     if (!status && m->options.bias)
-        status = dp_module_alloc(be, positions(&s->window), DP_MEM_ACTIVATIONS, "a Conv2d's row of ones", &s->ones);
-    for (size_t p = 0; !status && s->ones && p < positions(&s->window); p++)
+        status = dp_module_alloc(be, batch, DP_MEM_ACTIVATIONS, "a Conv2d's row of ones", &s->ones);
+    for (size_t p = 0; !status && s->ones && p < batch; p++)
         be->upload(be, s->ones + p, &(float){1.0f}, sizeof(float));
     return status;
 }
@@ -136,53 +117,86 @@ static const float *bias_of(const dp_module *m, const float *weights)
                            : NULL;
 }
 
+/* The GEMM sizes of a chunk of `count` samples starting at sample `first` of `rows`. */
+typedef struct conv_chunk {
+    int first, count;
+    int taps, out, positions; /* k, out channels, P */
+    int ld_t;                 /* t's row: rows P */
+} conv_chunk;
+
+static conv_chunk chunk_at(const dp_module *m, int first, int rows)
+{
+    const conv_state *s = m->state;
+    int left = rows - first;
+    return (conv_chunk){.first = first, .count = left < s->chunk ? left : s->chunk, .taps = (int)taps(&s->window),
+                        .out = m->options.out_features, .positions = (int)positions(&s->window),
+                        .ld_t = rows * (int)positions(&s->window)};
+}
+
+/* The chunk's columns of t: [out, count P] with rows of ld_t. */
+static float *t_of(const conv_state *s, const conv_chunk *c)
+{
+    return s->t + (size_t)c->first * c->positions;
+}
+
 static int conv2d_forward(dp_module *m, const dp_nn_context *ctx, const float *x, int rows, const float **y)
 {
     conv_state *s = m->state;
     const dp_backend *be = ctx->be;
-    int k = (int)taps(&s->window), out = m->options.out_features, p = (int)positions(&s->window);
-    be->im2col(be, x, s->col, rows, &s->window);
-    for (int n = 0; n < rows; n++) {
-        float *y_n = m->out + (size_t)n * m->out_width;
-        be->gemm(be, 0, 1, out, p, k, 1.0f, m->weights, k, s->col + (size_t)n * p * k, k, 0.0f, y_n, p);
-        if (m->options.bias)
-            be->gemm(be, 0, 0, out, p, 1, 1.0f, bias_of(m, m->weights), 1, s->ones, p, 1.0f, y_n, p);
+    for (int first = 0; first < rows; first += s->chunk) {
+        conv_chunk c = chunk_at(m, first, rows);
+        be->im2col(be, x + (size_t)first * m->in_width, s->col, c.count, &s->window);
+        be->gemm(be, 0, 0, c.out, c.count * c.positions, c.taps, 1.0f, m->weights, c.taps, s->col,
+                 c.count * c.positions, 0.0f, t_of(s, &c), c.ld_t);
     }
+    int batch = rows * (int)positions(&s->window);
+    if (m->options.bias && rows)
+        be->gemm(be, 0, 0, m->options.out_features, batch, 1, 1.0f, bias_of(m, m->weights), 1, s->ones, batch, 1.0f,
+                 s->t, batch);
+    be->swap_axes(be, s->t, m->out, (size_t)m->options.out_features, (size_t)rows, positions(&s->window));
     *y = m->out;
     return 0;
 }
 
+/* Chunks run last to first: the last one's col is still the forward's. */
 static int conv2d_backward_params(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy, int rows,
                                   const dp_grad_pieces *pieces)
 {
-    (void)x;
     conv_state *s = m->state;
     const dp_backend *be = ctx->be;
-    int k = (int)taps(&s->window), out = m->options.out_features, p = (int)positions(&s->window);
-    float *bias_grad = m->grads + (size_t)out * (size_t)k;
+    int out = m->options.out_features, batch = rows * (int)positions(&s->window);
+    float *bias_grad = m->grads + (size_t)out * taps(&s->window);
     if (rows == 0 && !ctx->accumulate) /* a rank without rows contributes zeros */
         be->zero(be, m->grads, m->param_count);
-    for (int n = 0; n < rows; n++) {
-        const float *dy_n = dy + (size_t)n * m->out_width;
-        float beta = n > 0 || ctx->accumulate ? 1.0f : 0.0f;
-        be->gemm(be, 0, 0, out, k, p, 1.0f, dy_n, p, s->col + (size_t)n * p * k, k, beta, m->grads, k);
-        if (m->options.bias)
-            be->gemm(be, 0, 0, out, 1, p, 1.0f, dy_n, p, s->ones, 1, beta, bias_grad, 1);
+    be->swap_axes(be, dy, s->t, (size_t)rows, (size_t)out, positions(&s->window));
+    int last = rows == 0 ? 0 : (rows - 1) / s->chunk * s->chunk;
+    for (int first = last; rows && first >= 0; first -= s->chunk) {
+        conv_chunk c = chunk_at(m, first, rows);
+        float beta = first < last || ctx->accumulate ? 1.0f : 0.0f;
+        if (first < last)
+            be->im2col(be, x + (size_t)first * m->in_width, s->col, c.count, &s->window);
+        be->gemm(be, 0, 1, out, c.taps, c.count * c.positions, 1.0f, t_of(s, &c), c.ld_t, s->col,
+                 c.count * c.positions, beta, m->grads, c.taps);
     }
+    if (m->options.bias && rows)
+        be->gemm(be, 0, 0, out, 1, batch, 1.0f, s->t, batch, s->ones, 1, ctx->accumulate ? 1.0f : 0.0f, bias_grad, 1);
     return dp_grad_pieces_ready(pieces, m, 0, m->param_count);
 }
 
-/* After backward_params, which needed col: its gradient overwrites it. */
+/* After backward_params, which left dy in t and needed col no more: dcol overwrites it. */
 static int conv2d_backward_input(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy,
                                  float *dx, int rows, float **dx_out)
 {
     (void)x;
+    (void)dy;
     conv_state *s = m->state;
-    int k = (int)taps(&s->window), out = m->options.out_features, p = (int)positions(&s->window);
-    for (int n = 0; n < rows; n++)
-        ctx->be->gemm(ctx->be, 1, 0, p, k, out, 1.0f, dy + (size_t)n * m->out_width, p, m->weights, k, 0.0f,
-                      s->col + (size_t)n * p * k, k);
-    ctx->be->col2im(ctx->be, s->col, dx, rows, &s->window);
+    const dp_backend *be = ctx->be;
+    for (int first = 0; first < rows; first += s->chunk) {
+        conv_chunk c = chunk_at(m, first, rows);
+        be->gemm(be, 1, 0, c.taps, c.count * c.positions, c.out, 1.0f, m->weights, c.taps, t_of(s, &c), c.ld_t, 0.0f,
+                 s->col, c.count * c.positions);
+        be->col2im(be, s->col, dx + (size_t)first * m->in_width, c.count, &s->window);
+    }
     *dx_out = dx;
     return 0;
 }
@@ -192,6 +206,7 @@ static void conv2d_release(dp_module *m, const dp_backend *be)
     conv_state *s = m->state;
     be->free(be, m->out);
     be->free(be, s->col);
+    be->free(be, s->t);
     be->free(be, s->ones);
 }
 
