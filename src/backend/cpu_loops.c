@@ -14,6 +14,7 @@
 #include "src/backend/cpu_loops.h"
 #include "src/backend/kernel_math.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #ifndef DP_LOOPS_ISA
@@ -453,56 +454,96 @@ static size_t swap_axes(const dp_loop_args *a, size_t begin, size_t end)
     return 0;
 }
 
-/* The recipe's max pooling, 2x2 windows by 2: four values straight from two rows, compared in
- * dp_window_argmax's order with its rule, so the vectoriser widens it. */
+/* The recipe's max pooling, 2x2 windows by 2, on rows of 4 windows or more: 4 windows at a time
+ * in vectors of 4 lanes (GCC's vector types, which every instruction set has), a row's last 4
+ * overlapping the block before when the row is no multiple of 4. The vectoriser leaves rows of
+ * 7 or 14 windows scalar, and scalar comparisons branch on the data. */
 static int max_pool_2x2(const dp_window *w, dp_pool pool)
 {
-    return pool == DP_POOL_MAX && w->kernel_h == 2 && w->kernel_w == 2 && w->stride == 2;
+    return pool == DP_POOL_MAX && w->kernel_h == 2 && w->kernel_w == 2 && w->stride == 2 && w->out_w >= 4;
 }
 
-/* Which of a window's four values (0-3, in window order) is its first maximum. */
-static inline int first_max_of_4(float a, float b, float c, float d)
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+static inline v4f load4(const float *p)
 {
-    int best = 0;
-    float top = a;
-    if (dp_argmax_beats(b, 1, top, 0))
-        best = 1, top = b;
-    if (dp_argmax_beats(c, 2, top, best))
-        best = 2, top = c;
-    if (dp_argmax_beats(d, 3, top, best))
-        best = 3;
-    return best;
+    v4f v;
+    memcpy(&v, p, sizeof v);
+    return v;
 }
 
-static inline float max_of_4(float a, float b, float c, float d)
+static inline void store4(float *p, v4f v)
 {
-    float top = a;
-    top = dp_argmax_beats(b, 1, top, 0) ? b : top;
-    top = dp_argmax_beats(c, 1, top, 0) ? c : top; /* a later value never wins a tie */
-    return dp_argmax_beats(d, 1, top, 0) ? d : top;
+    memcpy(p, &v, sizeof v);
 }
 
-static void max_pool_2x2_plane(const float *restrict x, float *restrict y, const dp_window *w)
+/* dp_argmax_beats(v, later, best, earlier) in each lane: v is a NaN where best is not, or larger. */
+static inline v4i later_beats(v4f v, v4f best)
+{
+    return (v > best) | ((v != v) & (best == best));
+}
+
+static inline v4f select4(v4i take, v4f a, v4f b)
+{
+    return (v4f)(((v4i)a & take) | ((v4i)b & ~take));
+}
+
+/* Windows ow..ow + 3 of a row pair: a, b (top left, right), c, d (bottom), in window order. */
+typedef struct windows4 {
+    v4f a, b, c, d;
+} windows4;
+
+static inline windows4 windows_at(const float *top, const float *bottom, int ow)
+{
+    v4f t0 = load4(top + 2 * ow), t1 = load4(top + 2 * ow + 4);
+    v4f b0 = load4(bottom + 2 * ow), b1 = load4(bottom + 2 * ow + 4);
+    v4i even = {0, 2, 4, 6}, odd = {1, 3, 5, 7};
+    return (windows4){__builtin_shuffle(t0, t1, even), __builtin_shuffle(t0, t1, odd),
+                      __builtin_shuffle(b0, b1, even), __builtin_shuffle(b0, b1, odd)};
+}
+
+/* The first of ow0, ow0 + 4, ... and, for a row no multiple of 4, its last 4. */
+#define FOR_BLOCKS_OF_4(ow, out_w) \
+    for (int ow = 0, next_ = 0; next_ < (out_w); next_ = ow + 4, ow = next_ + 4 <= (out_w) ? next_ : (out_w) - 4)
+
+static void max_pool_2x2_plane(const float *x, float *y, const dp_window *w)
 {
     for (int oh = 0; oh < w->out_h; oh++, y += w->out_w) {
-        const float *restrict top = x + (size_t)2 * oh * w->width, *restrict bottom = top + w->width;
-        for (int ow = 0; ow < w->out_w; ow++)
-            y[ow] = max_of_4(top[2 * ow], top[2 * ow + 1], bottom[2 * ow], bottom[2 * ow + 1]);
+        const float *top = x + (size_t)2 * oh * w->width, *bottom = top + w->width;
+        FOR_BLOCKS_OF_4(ow, w->out_w) {
+            windows4 q = windows_at(top, bottom, ow);
+            v4f best = select4(later_beats(q.b, q.a), q.b, q.a);
+            best = select4(later_beats(q.c, best), q.c, best);
+            store4(y + ow, select4(later_beats(q.d, best), q.d, best));
+        }
     }
 }
 
 /* dx over its whole plane: each window's gradient at its first maximum (0 + g, as a sum from 0
  * gives), zeros elsewhere and in the rows and columns no window covers. */
-static void max_pool_2x2_plane_backward(const float *restrict x, const float *restrict dy, float *restrict dx,
-                                        const dp_window *w)
+static void max_pool_2x2_plane_backward(const float *x, const float *dy, float *dx, const dp_window *w)
 {
+    const v4f zero = {0.0f, 0.0f, 0.0f, 0.0f};
+    const v4i low = {0, 4, 1, 5}, high = {2, 6, 3, 7}; /* the lanes of (left, right) interleaved */
     memset(dx, 0, (size_t)w->height * w->width * sizeof *dx);
     for (int oh = 0; oh < w->out_h; oh++, dy += w->out_w) {
-        size_t top = (size_t)2 * oh * w->width, bottom = top + w->width;
-        for (int ow = 0; ow < w->out_w; ow++) {
-            size_t left = (size_t)2 * ow;
-            int best = first_max_of_4(x[top + left], x[top + left + 1], x[bottom + left], x[bottom + left + 1]);
-            dx[(best < 2 ? top : bottom) + left + (best & 1)] = dp_add(0.0f, dy[ow]);
+        const float *top = x + (size_t)2 * oh * w->width, *bottom = top + w->width;
+        float *dtop = dx + (size_t)2 * oh * w->width, *dbottom = dtop + w->width;
+        FOR_BLOCKS_OF_4(ow, w->out_w) {
+            windows4 q = windows_at(top, bottom, ow);
+            v4i take_b = later_beats(q.b, q.a);
+            v4f best = select4(take_b, q.b, q.a);
+            v4i take_c = later_beats(q.c, best);
+            v4i take_d = later_beats(q.d, select4(take_c, q.c, best));
+            v4i is_c = take_c & ~take_d, is_b = take_b & ~take_c & ~take_d, is_a = ~(take_b | take_c | take_d);
+            v4f g = load4(dy + ow) + zero;
+            v4f ga = select4(is_a, g, zero), gb = select4(is_b, g, zero);
+            v4f gc = select4(is_c, g, zero), gd = select4(take_d, g, zero);
+            store4(dtop + 2 * ow, __builtin_shuffle(ga, gb, low));
+            store4(dtop + 2 * ow + 4, __builtin_shuffle(ga, gb, high));
+            store4(dbottom + 2 * ow, __builtin_shuffle(gc, gd, low));
+            store4(dbottom + 2 * ow + 4, __builtin_shuffle(gc, gd, high));
         }
     }
 }

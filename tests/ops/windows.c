@@ -10,7 +10,7 @@
 
 /* Recipe-sized, non-square with stride 2 and padding, kernel 5, kernel 1; pooling 2x2 and an
  * overlapping 3x3 by 2 that leaves an edge out, 2x2 on odd sides (the CPU's 2x2 path, its last
- * row and column uncovered). */
+ * row and column uncovered) and on rows of 7 windows (its vectors of 4 overlapping at the end). */
 static const dp_window windows[] = {
     {.channels = 1, .height = 28, .width = 28, .kernel_h = 3, .kernel_w = 3, .stride = 1, .padding = 1},
     {.channels = 3, .height = 7, .width = 6, .kernel_h = 3, .kernel_w = 3, .stride = 2, .padding = 1},
@@ -19,6 +19,7 @@ static const dp_window windows[] = {
     {.channels = 3, .height = 8, .width = 8, .kernel_h = 2, .kernel_w = 2, .stride = 2, .padding = 0},
     {.channels = 2, .height = 7, .width = 10, .kernel_h = 3, .kernel_w = 3, .stride = 2, .padding = 0},
     {.channels = 3, .height = 7, .width = 9, .kernel_h = 2, .kernel_w = 2, .stride = 2, .padding = 0},
+    {.channels = 2, .height = 6, .width = 15, .kernel_h = 2, .kernel_w = 2, .stride = 2, .padding = 0},
 };
 
 enum { POOL_AVG = 256 };
