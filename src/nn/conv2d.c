@@ -89,6 +89,20 @@ static void conv2d_init(const dp_module *m, dp_rng *rng, size_t first, size_t co
     dp_module_init_layer(rng, params, count, taps(&w));
 }
 
+/* ones[0, n) = 1 in one copy (a device copy per float would take a second on a GPU). */
+static int upload_ones(const dp_backend *be, float *ones, size_t n)
+{
+    float *host = be->alloc_host(be, n * sizeof *host, "a Conv2d's row of ones");
+    if (!host)
+        return DP_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        host[i] = 1.0f;
+    be->upload(be, ones, host, n * sizeof *host);
+    be->synchronize(be); /* the copy may still read host when it returns */
+    be->free_host(be, host);
+    return 0;
+}
+
 static int conv2d_allocate(dp_module *m, const dp_backend *be, int max_rows)
 {
     conv_state *s = m->state;
@@ -106,9 +120,7 @@ static int conv2d_allocate(dp_module *m, const dp_backend *be, int max_rows)
                                  "a Conv2d's output by channel", &s->t);
     if (!status && m->options.bias)
         status = dp_module_alloc(be, batch, DP_MEM_ACTIVATIONS, "a Conv2d's row of ones", &s->ones);
-    for (size_t p = 0; !status && s->ones && p < batch; p++)
-        be->upload(be, s->ones + p, &(float){1.0f}, sizeof(float));
-    return status;
+    return status || !s->ones ? status : upload_ones(be, s->ones, batch);
 }
 
 static const float *bias_of(const dp_module *m, const float *weights)
