@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* col's bound: large enough for GEMMs that block well, small enough to stay in cache. */
+/* col's bound: memory that does not grow with the batch, GEMMs still wide enough to block well. */
 #define CHUNK_BYTES ((size_t)4 << 20)
 
 static const dp_module_arg conv2d_args[] = {
