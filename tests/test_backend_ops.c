@@ -40,6 +40,9 @@ static const op_shape products[] = {{0, 5, 3}, {4, 0, 3}, {5, 3, 0}, {1, 1, 1}, 
 /* Samples of one window geometry (the row's param, tests/ops/windows.c): none, one, three. */
 static const op_shape samples[] = {{0, 0, 0}, {1, 0, 0}, {3, 0, 0}, {-1, 0, 0}};
 
+/* swap_axes' outer and middle axes: channels and samples of a convolution, both ways. */
+static const op_shape swaps[] = {{0, 3, 0}, {1, 1, 0}, {3, 64, 0}, {64, 3, 0}, {32, 128, 0}, {-1, 0, 0}};
+
 /* The same bits as the reference (any NaN as any NaN). */
 static const op_tolerance bits = {0};
 /* A sum of `rows` (or k) terms in float or double, in any order. */
@@ -99,12 +102,18 @@ static const op_case cases[] = {
     {"col2im", "3 channels 7x6, stride 2, padding 1", F32, 1, samples, float_sum, &op_col2im},
     {"col2im", "k 5, padding 2", F32, 2, samples, float_sum, &op_col2im},
     {"col2im", "k 1", F32, 3, samples, float_sum, &op_col2im},
+    {"swap_axes", "runs of 1", F32, 1, matrices, bits, &op_swap_axes},
+    {"swap_axes", "runs of 196 (the recipe's second conv2d)", F32, 196, swaps, bits, &op_swap_axes},
     {"pool_forward", "max 2x2", F32, 4, samples, bits, &op_pool_forward},
     {"pool_forward", "max 3x3 stride 2", F32, 5, samples, bits, &op_pool_forward},
+    {"pool_forward", "max 2x2, odd sides", F32, 6, samples, bits, &op_pool_forward},
+    {"pool_forward", "max 2x2, rows of 7 windows", F32, 7, samples, bits, &op_pool_forward},
     {"pool_forward", "avg 2x2", F32, 4 + 256, samples, float_sum, &op_pool_forward},
     {"pool_forward", "avg 3x3 stride 2", F32, 5 + 256, samples, float_sum, &op_pool_forward},
     {"pool_backward", "max 2x2", F32, 4, samples, float_sum, &op_pool_backward},
     {"pool_backward", "max 3x3 stride 2", F32, 5, samples, float_sum, &op_pool_backward},
+    {"pool_backward", "max 2x2, odd sides", F32, 6, samples, float_sum, &op_pool_backward},
+    {"pool_backward", "max 2x2, rows of 7 windows", F32, 7, samples, float_sum, &op_pool_backward},
     {"pool_backward", "avg 2x2", F32, 4 + 256, samples, float_sum, &op_pool_backward},
     {"pool_backward", "avg 3x3 stride 2", F32, 5 + 256, samples, float_sum, &op_pool_backward},
     {"zero", "", F32, 0, matrices, bits, &op_zero},

@@ -225,6 +225,54 @@ START_TEST(maxpool_gives_ties_gradient_to_the_first_maximum)
 }
 END_TEST
 
+/* A batch larger than a chunk of col (conv2d.c's CHUNK_BYTES: here 6 samples of the second
+ * conv2d, so 9 rows run as 6 + 3, the last chunk's lowering reused by backward) equals its
+ * samples run one at a time, each a single chunk that the finite differences above check:
+ * the outputs, and every gradient summed over the samples (dy given, so the sum is exact
+ * up to rounding; the first conv2d's come through the second's input gradient). */
+START_TEST(conv_in_several_chunks_equals_one_sample_at_a_time)
+{
+    enum { BATCH = 9 };
+    dp_model_spec spec;
+    ck_assert_int_eq(dp_model_spec_parse("conv2d(4,3,padding=1),conv2d(3,5,padding=2),flatten,linear(2)", &spec), 0);
+    dp_model m;
+    ck_assert_msg(dp_model_create_owning(&m, dp_backend_cpu(), &spec, &(dp_dims){3, {2, 40, 40}}, BATCH,
+                                         DP_MODEL_OWNS_ALL) == 0, "%s", dp_last_error());
+    dp_model_init(&m, 5, m.weights, m.buffer_values, m.counters);
+    size_t inputs = (size_t)m.inputs, n = dp_params_floats(&m.params);
+    float *x = malloc(BATCH * inputs * sizeof *x), dy[BATCH * 2], batch_out[BATCH * 2];
+    float *batch_grads = malloc(n * sizeof *batch_grads);
+    dp_rng rng;
+    dp_rng_seed(&rng, 23);
+    for (size_t i = 0; i < BATCH * inputs; i++)
+        x[i] = 2.0f * dp_rng_uniform(&rng) - 1.0f;
+    for (int i = 0; i < BATCH * 2; i++)
+        dy[i] = 2.0f * dp_rng_uniform(&rng) - 1.0f;
+    dp_nn_context ctx = {.be = dp_backend_cpu(), .training = 1};
+    const float *out;
+    ck_assert_int_eq(dp_model_forward(&m, &ctx, x, BATCH, &out), 0);
+    memcpy(batch_out, out, sizeof batch_out);
+    memcpy(m.delta[0], dy, sizeof dy);
+    ck_assert_int_eq(dp_model_backward(&m, &ctx, m.delta[0], BATCH, NULL), 0);
+    memcpy(batch_grads, m.grads, n * sizeof *batch_grads);
+    for (int r = 0; r < BATCH; r++) {
+        ctx.accumulate = r > 0;
+        ck_assert_int_eq(dp_model_forward(&m, &ctx, x + (size_t)r * inputs, 1, &out), 0);
+        for (int k = 0; k < 2; k++)
+            ck_assert_msg(fabsf(out[k] - batch_out[r * 2 + k]) <= 1e-5f * (1.0f + fabsf(out[k])),
+                          "sample %d output %d: alone %.9g, in the batch %.9g", r, k, out[k], batch_out[r * 2 + k]);
+        memcpy(m.delta[0], dy + r * 2, 2 * sizeof *dy);
+        ck_assert_int_eq(dp_model_backward(&m, &ctx, m.delta[0], 1, NULL), 0);
+    }
+    for (size_t i = 0; i < n; i++)
+        ck_assert_msg(fabsf(m.grads[i] - batch_grads[i]) <= 1e-4f * (1.0f + fabsf(m.grads[i])),
+                      "parameter %zu: summed one at a time %.9g, in chunks %.9g", i, m.grads[i], batch_grads[i]);
+    free(x);
+    free(batch_grads);
+    dp_model_free(&m);
+}
+END_TEST
+
 START_TEST(shapes_and_tensors_follow_pytorch)
 {
     dp_model_spec spec;
@@ -295,6 +343,7 @@ int main(void)
     tcase_add_test(tc, conv_k5_batchnorm_avgpool_gradients_match_finite_differences);
     tcase_add_test(tc, overlapping_maxpool_and_batchnorm_gradients_match_finite_differences);
     tcase_add_test(tc, maxpool_gives_ties_gradient_to_the_first_maximum);
+    tcase_add_test(tc, conv_in_several_chunks_equals_one_sample_at_a_time);
     tcase_add_test(tc, shapes_and_tensors_follow_pytorch);
     tcase_add_test(tc, bad_shapes_name_the_module_and_the_shapes);
     suite_add_tcase(s, tc);

@@ -149,12 +149,15 @@ struct dp_backend {
      * ZeRO rank's share of a reduced gradient bucket into its gradient shard). */
     void (*accumulate)(const dp_backend *be, float *y, const float *x, size_t n, int add);
 
-    /* Convolution lowered to a GEMM: col[(r, oh, ow), (c, i, j)] = x[r, c, oh s - p + i, ow s - p + j]
-     * (0 outside the image), col [rows * out_h * out_w, channels * kernel_h * kernel_w]. */
+    /* Convolution lowered to a GEMM over all rows: col[(c, i, j), (r, oh, ow)] = x[r, c, oh s - p + i,
+     * ow s - p + j] (0 outside the image), col [channels kernel_h kernel_w, rows out_h out_w]. */
     void (*im2col)(const dp_backend *be, const float *x, float *col, int rows, const dp_window *w);
     /* Its adjoint: dx[r, c, h, w] = the sum of the col entries im2col copied from there, added
      * in window order (oh, then ow, ascending); dx overwritten. */
     void (*col2im)(const dp_backend *be, const float *col, float *dx, int rows, const dp_window *w);
+    /* y [middle, outer, inner] = x [outer, middle, inner] with its outer axes swapped: a
+     * convolution's [channels, rows, positions] GEMM result to [rows, channels, positions]. */
+    void (*swap_axes)(const dp_backend *be, const float *x, float *y, size_t outer, size_t middle, size_t inner);
     /* y [rows, channels, out_h, out_w]: each window's maximum (NaN wins, as PyTorch) or mean. */
     void (*pool_forward)(const dp_backend *be, const float *x, float *y, int rows, const dp_window *w, dp_pool pool);
     /* dx (overwritten) from dy: max passes each window's gradient to its first maximum, avg

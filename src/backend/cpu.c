@@ -282,13 +282,21 @@ static size_t window_outputs(const dp_window *w)
 static void cpu_im2col(const dp_backend *be, const float *x, float *col, int rows, const dp_window *w)
 {
     size_t per_sample = (size_t)w->out_h * w->out_w * w->channels * w->kernel_h * w->kernel_w;
-    over_samples(loops(be)->im2col, &(dp_loop_args){.x = x, .y = col, .window = w}, rows, per_sample);
+    dp_loop_args a = {.x = x, .y = col, .rows = (size_t)rows, .window = w};
+    over_samples(loops(be)->im2col, &a, rows, per_sample);
 }
 
 static void cpu_col2im(const dp_backend *be, const float *col, float *dx, int rows, const dp_window *w)
 {
     size_t per_sample = (size_t)w->out_h * w->out_w * w->channels * w->kernel_h * w->kernel_w;
-    over_samples(loops(be)->col2im, &(dp_loop_args){.x = col, .y = dx, .window = w}, rows, per_sample);
+    dp_loop_args a = {.x = col, .y = dx, .rows = (size_t)rows, .window = w};
+    over_samples(loops(be)->col2im, &a, rows, per_sample);
+}
+
+static void cpu_swap_axes(const dp_backend *be, const float *x, float *y, size_t outer, size_t middle, size_t inner)
+{
+    dp_loop_args a = {.x = x, .y = y, .rows = outer, .cols = middle, .inner = inner};
+    dp_cpu_parallel(loops(be)->swap_axes, &a, middle, grain_of(outer * inner));
 }
 
 static void cpu_pool_forward(const dp_backend *be, const float *x, float *y, int rows, const dp_window *w, dp_pool pool)
@@ -359,6 +367,7 @@ static const dp_backend cpu_backend = {
     .accumulate = cpu_accumulate,
     .im2col = cpu_im2col,
     .col2im = cpu_col2im,
+    .swap_axes = cpu_swap_axes,
     .pool_forward = cpu_pool_forward,
     .pool_backward = cpu_pool_backward,
     .column_sums = cpu_column_sums,

@@ -14,6 +14,7 @@
 #include "src/backend/cpu_loops.h"
 #include "src/backend/kernel_math.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #ifndef DP_LOOPS_ISA
@@ -346,67 +347,205 @@ static size_t mse(const dp_loop_args *a, size_t begin, size_t end)
 
 /* ---- sliding windows, over samples ---- */
 
-static size_t window_taps(const dp_window *w)
-{
-    return (size_t)w->channels * w->kernel_h * w->kernel_w;
-}
-
 static size_t window_pixels(const dp_window *w)
 {
     return (size_t)w->channels * w->height * w->width;
 }
 
-/* col [(r, oh, ow), (c, i, j)] from x [r, c, h, w]: rows. dp_im2col_value's copies, with the
- * bounds decided once per kernel row. */
+/* The windows [first, last) whose column j of the kernel lands inside the image's width. */
+static inline void inside_columns(const dp_window *w, int j, int *first, int *last)
+{
+    int before = w->padding - j, until = w->width + w->padding - j; /* ow s must reach these */
+    int lo = before <= 0 ? 0 : (before + w->stride - 1) / w->stride;
+    int hi = until <= 0 ? 0 : (until + w->stride - 1) / w->stride;
+    *first = lo < w->out_w ? lo : w->out_w;
+    *last = hi < *first ? *first : hi < w->out_w ? hi : w->out_w;
+}
+
+/* Tap (c, i, j)'s row of one sample: out[oh, ow] = plane[oh s - p + i, ow s - p + j], 0 outside. */
+static inline void im2col_tap(const float *restrict plane, float *restrict out, const dp_window *w, int i, int j)
+{
+    int first, last;
+    inside_columns(w, j, &first, &last);
+    for (int oh = 0; oh < w->out_h; oh++, out += w->out_w) {
+        int h = oh * w->stride - w->padding + i;
+        if (h < 0 || h >= w->height) {
+            memset(out, 0, (size_t)w->out_w * sizeof *out);
+            continue;
+        }
+        const float *restrict row = plane + (size_t)h * w->width;
+        int shift = j - w->padding; /* the pixel under window ow is row[ow s + shift] */
+        for (int ow = 0; ow < first; ow++)
+            out[ow] = 0.0f;
+        if (w->stride == 1)
+            memcpy(out + first, row + first + shift, (size_t)(last - first) * sizeof *out);
+        else
+            for (int ow = first; ow < last; ow++)
+                out[ow] = row[ow * w->stride + shift];
+        for (int ow = last; ow < w->out_w; ow++)
+            out[ow] = 0.0f;
+    }
+}
+
+/* col [(c, i, j), (r, oh, ow)] from x [r, c, h, w] (a->rows samples in all): samples. */
 static size_t im2col(const dp_loop_args *a, size_t begin, size_t end)
 {
     const dp_window *w = a->window;
-    size_t taps = window_taps(w), positions = (size_t)w->out_h * w->out_w;
+    size_t positions = (size_t)w->out_h * w->out_w, ld = a->rows * positions;
     for (size_t r = begin; r < end; r++) {
-        const float *x = a->x + r * window_pixels(w);
-        float *col = a->y + r * positions * taps;
-        for (int oh = 0; oh < w->out_h; oh++)
-            for (int ow = 0; ow < w->out_w; ow++) {
-                int left = ow * w->stride - w->padding;
-                for (int c = 0; c < w->channels; c++)
-                    for (int i = 0; i < w->kernel_h; i++, col += w->kernel_w) {
-                        int h = oh * w->stride - w->padding + i, inside = h >= 0 && h < w->height;
-                        const float *row = x + ((size_t)c * w->height + (size_t)(inside ? h : 0)) * w->width;
-                        for (int j = 0; j < w->kernel_w; j++) {
-                            int v = left + j;
-                            col[j] = inside && v >= 0 && v < w->width ? row[v] : 0.0f;
-                        }
-                    }
-            }
+        float *col = a->y + r * positions;
+        for (int c = 0; c < w->channels; c++) {
+            const float *plane = a->x + (r * w->channels + c) * (size_t)w->height * w->width;
+            for (int i = 0; i < w->kernel_h; i++)
+                for (int j = 0; j < w->kernel_w; j++, col += ld)
+                    im2col_tap(plane, col, w, i, j);
+        }
     }
     return 0;
 }
 
-/* dx [r, c, h, w] from col (in x): rows. Scattered window by window in ascending order, so each
- * pixel adds its entries in dp_col2im_value's order (the GPU gathers them) without its divisions. */
+/* plane[oh s - p + i, ow s - p + j] += tap (c, i, j)'s row, where inside. */
+static inline void col2im_tap(const float *restrict in, float *restrict plane, const dp_window *w, int i, int j)
+{
+    int first, last;
+    inside_columns(w, j, &first, &last);
+    for (int oh = 0; oh < w->out_h; oh++, in += w->out_w) {
+        int h = oh * w->stride - w->padding + i;
+        if (h < 0 || h >= w->height)
+            continue;
+        float *restrict row = plane + (size_t)h * w->width;
+        int shift = j - w->padding;
+        if (w->stride == 1)
+            for (int ow = first; ow < last; ow++)
+                row[ow + shift] = dp_add(row[ow + shift], in[ow]);
+        else
+            for (int ow = first; ow < last; ow++)
+                row[ow * w->stride + shift] = dp_add(row[ow * w->stride + shift], in[ow]);
+    }
+}
+
+/* dx [r, c, h, w] (y) from col (x, a->rows samples in all): samples. The taps run backwards, so
+ * each pixel adds its entries in window order, dp_col2im_value's (the GPU gathers them). */
 static size_t col2im(const dp_loop_args *a, size_t begin, size_t end)
 {
     const dp_window *w = a->window;
-    size_t col_floats = (size_t)w->out_h * w->out_w * window_taps(w);
+    size_t positions = (size_t)w->out_h * w->out_w, ld = a->rows * positions, plane_floats = (size_t)w->height * w->width;
     for (size_t r = begin; r < end; r++) {
-        const float *col = a->x + r * col_floats;
         float *dx = a->y + r * window_pixels(w);
         memset(dx, 0, window_pixels(w) * sizeof *dx);
-        for (int oh = 0; oh < w->out_h; oh++)
-            for (int ow = 0; ow < w->out_w; ow++)
-                for (int c = 0; c < w->channels; c++)
-                    for (int i = 0; i < w->kernel_h; i++) {
-                        int h = oh * w->stride - w->padding + i;
-                        for (int j = 0; j < w->kernel_w; j++, col++) {
-                            int v = ow * w->stride - w->padding + j;
-                            if (h >= 0 && h < w->height && v >= 0 && v < w->width) {
-                                float *at = dx + ((size_t)c * w->height + h) * w->width + v;
-                                *at = dp_add(*at, *col);
-                            }
-                        }
-                    }
+        for (int c = 0; c < w->channels; c++)
+            for (int i = w->kernel_h - 1; i >= 0; i--)
+                for (int j = w->kernel_w - 1; j >= 0; j--) {
+                    size_t tap = ((size_t)c * w->kernel_h + i) * w->kernel_w + j;
+                    col2im_tap(a->x + tap * ld + r * positions, dx + c * plane_floats, w, i, j);
+                }
     }
     return 0;
+}
+
+/* y [middle, outer, inner] from x [outer, middle, inner] (a->rows outer, a->cols middle): y's
+ * blocks of the middle axis. */
+static size_t swap_axes(const dp_loop_args *a, size_t begin, size_t end)
+{
+    size_t inner = a->inner;
+    for (size_t m = begin; m < end; m++)
+        for (size_t o = 0; o < a->rows; o++)
+            memcpy(a->y + (m * a->rows + o) * inner, a->x + (o * a->cols + m) * inner, inner * sizeof *a->y);
+    return 0;
+}
+
+/* The recipe's max pooling, 2x2 windows by 2, on rows of 4 windows or more: 4 windows at a time
+ * in vectors of 4 lanes (GCC's vector types, which every instruction set has), a row's last 4
+ * overlapping the block before when the row is no multiple of 4. The vectoriser leaves rows of
+ * 7 or 14 windows scalar, and scalar comparisons branch on the data. */
+static int max_pool_2x2(const dp_window *w, dp_pool pool)
+{
+    return pool == DP_POOL_MAX && w->kernel_h == 2 && w->kernel_w == 2 && w->stride == 2 && w->out_w >= 4;
+}
+
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+
+static inline v4f load4(const float *p)
+{
+    v4f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+static inline void store4(float *p, v4f v)
+{
+    memcpy(p, &v, sizeof v);
+}
+
+/* dp_argmax_beats(v, later, best, earlier) in each lane: v is a NaN where best is not, or larger. */
+static inline v4i later_beats(v4f v, v4f best)
+{
+    return (v > best) | ((v != v) & (best == best));
+}
+
+static inline v4f select4(v4i take, v4f a, v4f b)
+{
+    return (v4f)(((v4i)a & take) | ((v4i)b & ~take));
+}
+
+/* Windows ow..ow + 3 of a row pair: a, b (top left, right), c, d (bottom), in window order. */
+typedef struct windows4 {
+    v4f a, b, c, d;
+} windows4;
+
+static inline windows4 windows_at(const float *top, const float *bottom, int ow)
+{
+    v4f t0 = load4(top + 2 * ow), t1 = load4(top + 2 * ow + 4);
+    v4f b0 = load4(bottom + 2 * ow), b1 = load4(bottom + 2 * ow + 4);
+    v4i even = {0, 2, 4, 6}, odd = {1, 3, 5, 7};
+    return (windows4){__builtin_shuffle(t0, t1, even), __builtin_shuffle(t0, t1, odd),
+                      __builtin_shuffle(b0, b1, even), __builtin_shuffle(b0, b1, odd)};
+}
+
+/* The first of ow0, ow0 + 4, ... and, for a row no multiple of 4, its last 4. */
+#define FOR_BLOCKS_OF_4(ow, out_w) \
+    for (int ow = 0, next_ = 0; next_ < (out_w); next_ = ow + 4, ow = next_ + 4 <= (out_w) ? next_ : (out_w) - 4)
+
+static void max_pool_2x2_plane(const float *x, float *y, const dp_window *w)
+{
+    for (int oh = 0; oh < w->out_h; oh++, y += w->out_w) {
+        const float *top = x + (size_t)2 * oh * w->width, *bottom = top + w->width;
+        FOR_BLOCKS_OF_4(ow, w->out_w) {
+            windows4 q = windows_at(top, bottom, ow);
+            v4f best = select4(later_beats(q.b, q.a), q.b, q.a);
+            best = select4(later_beats(q.c, best), q.c, best);
+            store4(y + ow, select4(later_beats(q.d, best), q.d, best));
+        }
+    }
+}
+
+/* dx over its whole plane: each window's gradient at its first maximum (0 + g, as a sum from 0
+ * gives), zeros elsewhere and in the rows and columns no window covers. */
+static void max_pool_2x2_plane_backward(const float *x, const float *dy, float *dx, const dp_window *w)
+{
+    const v4f zero = {0.0f, 0.0f, 0.0f, 0.0f};
+    const v4i low = {0, 4, 1, 5}, high = {2, 6, 3, 7}; /* the lanes of (left, right) interleaved */
+    memset(dx, 0, (size_t)w->height * w->width * sizeof *dx);
+    for (int oh = 0; oh < w->out_h; oh++, dy += w->out_w) {
+        const float *top = x + (size_t)2 * oh * w->width, *bottom = top + w->width;
+        float *dtop = dx + (size_t)2 * oh * w->width, *dbottom = dtop + w->width;
+        FOR_BLOCKS_OF_4(ow, w->out_w) {
+            windows4 q = windows_at(top, bottom, ow);
+            v4i take_b = later_beats(q.b, q.a);
+            v4f best = select4(take_b, q.b, q.a);
+            v4i take_c = later_beats(q.c, best);
+            v4i take_d = later_beats(q.d, select4(take_c, q.c, best));
+            v4i is_c = take_c & ~take_d, is_b = take_b & ~take_c & ~take_d, is_a = ~(take_b | take_c | take_d);
+            v4f g = load4(dy + ow) + zero;
+            v4f ga = select4(is_a, g, zero), gb = select4(is_b, g, zero);
+            v4f gc = select4(is_c, g, zero), gd = select4(take_d, g, zero);
+            store4(dtop + 2 * ow, __builtin_shuffle(ga, gb, low));
+            store4(dtop + 2 * ow + 4, __builtin_shuffle(ga, gb, high));
+            store4(dbottom + 2 * ow, __builtin_shuffle(gc, gd, low));
+            store4(dbottom + 2 * ow + 4, __builtin_shuffle(gc, gd, high));
+        }
+    }
 }
 
 /* y [r, c, oh, ow] from x [r, c, h, w]: rows. */
@@ -418,6 +557,10 @@ static size_t pool_forward(const dp_loop_args *a, size_t begin, size_t end)
         for (int c = 0; c < w->channels; c++) {
             const float *x = a->x + (r * w->channels + c) * plane;
             float *y = a->y + (r * w->channels + c) * (size_t)w->out_h * w->out_w;
+            if (max_pool_2x2(w, a->pool)) {
+                max_pool_2x2_plane(x, y, w);
+                continue;
+            }
             for (int oh = 0; oh < w->out_h; oh++)
                 for (int ow = 0; ow < w->out_w; ow++)
                     *y++ = dp_pool_value(x, w, oh, ow, a->pool);
@@ -437,6 +580,10 @@ static size_t pool_backward(const dp_loop_args *a, size_t begin, size_t end)
             size_t at = r * w->channels + c;
             const float *x = a->x + at * plane, *dy = a->other + at * out_plane;
             float *dx = a->y + at * plane;
+            if (max_pool_2x2(w, a->pool)) {
+                max_pool_2x2_plane_backward(x, dy, dx, w);
+                continue;
+            }
             memset(dx, 0, plane * sizeof *dx);
             for (int oh = 0; oh < w->out_h; oh++)
                 for (int ow = 0; ow < w->out_w; ow++) {
@@ -484,6 +631,7 @@ const dp_cpu_loops DP_LOOPS_NAME(DP_LOOPS_ISA) = {
     .adamw_step = adamw_step,
     .im2col = im2col,
     .col2im = col2im,
+    .swap_axes = swap_axes,
     .pool_forward = pool_forward,
     .pool_backward = pool_backward,
 };

@@ -33,6 +33,7 @@ typedef struct dp_loop_args {
     /* the sliding-window operations */
     const dp_window *window;
     dp_pool pool;
+    size_t inner; /* swap_axes: the run of floats that moves whole */
 } dp_loop_args;
 
 /* One part of an operation; returns the non-finite values it counted (0 where it counts none). */
@@ -61,6 +62,7 @@ typedef struct dp_cpu_loops {
     dp_loop_fn adamw_step;        /* elements */
     dp_loop_fn im2col;            /* rows (samples) */
     dp_loop_fn col2im;            /* rows (samples) */
+    dp_loop_fn swap_axes;         /* blocks of the middle axis */
     dp_loop_fn pool_forward;      /* rows (samples) */
     dp_loop_fn pool_backward;     /* rows (samples) */
 } dp_cpu_loops;

@@ -392,6 +392,11 @@ static void cuda_col2im(const dp_backend *be, const float *col, float *dx, int r
     MUST(LAUNCH(ctx_of(be), dp_cuda_col2im, col, dx, rows, w));
 }
 
+static void cuda_swap_axes(const dp_backend *be, const float *x, float *y, size_t outer, size_t middle, size_t inner)
+{
+    MUST(LAUNCH(ctx_of(be), dp_cuda_swap_axes, x, y, outer, middle, inner));
+}
+
 static void cuda_pool_forward(const dp_backend *be, const float *x, float *y, int rows, const dp_window *w,
                               dp_pool pool)
 {
@@ -486,6 +491,7 @@ static const dp_backend cuda_operations = {
     .adamw_step = cuda_adamw_step,
     .im2col = cuda_im2col,
     .col2im = cuda_col2im,
+    .swap_axes = cuda_swap_axes,
     .pool_forward = cuda_pool_forward,
     .pool_backward = cuda_pool_backward,
     .synchronize = cuda_synchronize,

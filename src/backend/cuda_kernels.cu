@@ -197,6 +197,11 @@ __global__ void col2im_kernel(dp_shape s, const float *col, float *dx, int rows,
     dp_col2im_thread(col, dx, rows, &w, span_x(s));
 }
 
+__global__ void swap_axes_kernel(dp_shape s, const float *x, float *y, size_t outer, size_t middle, size_t inner)
+{
+    dp_swap_axes_thread(x, y, outer, middle, inner, span_x(s));
+}
+
 __global__ void pool_forward_kernel(dp_shape s, const float *x, float *y, int rows, dp_window w, dp_pool pool)
 {
     dp_pool_forward_thread(x, y, rows, &w, pool, span_x(s));
@@ -362,6 +367,13 @@ extern "C" cudaError_t dp_cuda_col2im(cudaStream_t stream, const float *col, flo
 {
     size_t n = (size_t)rows * dp_window_image(w);
     LAUNCH(n, dp_shape_flat(n), col2im_kernel, col, dx, rows, *w);
+}
+
+extern "C" cudaError_t dp_cuda_swap_axes(cudaStream_t stream, const float *x, float *y, size_t outer, size_t middle,
+                                          size_t inner)
+{
+    size_t n = outer * middle * inner;
+    LAUNCH(n, dp_shape_flat(n), swap_axes_kernel, x, y, outer, middle, inner);
 }
 
 extern "C" cudaError_t dp_cuda_pool_forward(cudaStream_t stream, const float *x, float *y, int rows, const dp_window *w, dp_pool pool)

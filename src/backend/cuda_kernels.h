@@ -30,6 +30,7 @@ cudaError_t dp_cuda_dropout_forward(cudaStream_t stream, float *y, const float *
 cudaError_t dp_cuda_multiply(cudaStream_t stream, float *y, const float *x, const float *mask, size_t n);
 cudaError_t dp_cuda_im2col(cudaStream_t stream, const float *x, float *col, int rows, const dp_window *w);
 cudaError_t dp_cuda_col2im(cudaStream_t stream, const float *col, float *dx, int rows, const dp_window *w);
+cudaError_t dp_cuda_swap_axes(cudaStream_t stream, const float *x, float *y, size_t outer, size_t middle, size_t inner);
 cudaError_t dp_cuda_pool_forward(cudaStream_t stream, const float *x, float *y, int rows, const dp_window *w,
                                  dp_pool pool);
 cudaError_t dp_cuda_pool_backward(cudaStream_t stream, const float *x, const float *dy, float *dx, int rows,

@@ -271,25 +271,30 @@ static inline DP_HD size_t dp_window_taps(const dp_window *w)
     return (size_t)w->channels * w->kernel_h * w->kernel_w;
 }
 
-/* The elements of a sample: its image (dp_window_image), its outputs per channel plane
- * (dp_window_plane_out), its lowered windows (dp_window_col). */
+/* The elements of a sample: its image (dp_window_image), its windows (dp_window_positions), its
+ * columns of col (dp_window_col). */
 static inline DP_HD size_t dp_window_image(const dp_window *w)
 {
     return (size_t)w->channels * w->height * w->width;
 }
 
-static inline DP_HD size_t dp_window_col(const dp_window *w)
+static inline DP_HD size_t dp_window_positions(const dp_window *w)
 {
-    return (size_t)w->out_h * w->out_w * dp_window_taps(w);
+    return (size_t)w->out_h * w->out_w;
 }
 
-/* col element k: sample, window, tap. */
+static inline DP_HD size_t dp_window_col(const dp_window *w)
+{
+    return dp_window_positions(w) * dp_window_taps(w);
+}
+
+/* col element k: tap, then sample and window (col [taps, rows positions]). */
 static inline DP_HD void dp_im2col_thread(const float *x, float *col, int rows, const dp_window *w, dp_span i)
 {
-    size_t taps = dp_window_taps(w), n = (size_t)rows * dp_window_col(w), square = (size_t)w->kernel_h * w->kernel_w;
+    size_t positions = dp_window_positions(w), ld = (size_t)rows * positions;
+    size_t n = ld * dp_window_taps(w), square = (size_t)w->kernel_h * w->kernel_w;
     for (size_t k = i.first; k < n; k += i.step) {
-        size_t tap = k % taps, window = k / taps, positions = (size_t)w->out_h * w->out_w;
-        size_t sample = window / positions, p = window % positions, ij = tap % square;
+        size_t tap = k / ld, sample = k % ld / positions, p = k % positions, ij = tap % square;
         col[k] = dp_im2col_value(x + sample * dp_window_image(w), w, (int)(p / w->out_w), (int)(p % w->out_w),
                                  (int)(tap / square), (int)(ij / w->kernel_w), (int)(ij % w->kernel_w));
     }
@@ -299,10 +304,22 @@ static inline DP_HD void dp_im2col_thread(const float *x, float *col, int rows, 
 static inline DP_HD void dp_col2im_thread(const float *col, float *dx, int rows, const dp_window *w, dp_span i)
 {
     size_t image = dp_window_image(w), plane = (size_t)w->height * w->width, n = (size_t)rows * image;
+    size_t positions = dp_window_positions(w);
     for (size_t k = i.first; k < n; k += i.step) {
         size_t sample = k / image, at = k % image, q = at % plane;
-        dx[k] = dp_col2im_value(col + sample * dp_window_col(w), w, (int)(at / plane), (int)(q / w->width),
-                                (int)(q % w->width));
+        dx[k] = dp_col2im_value(col + sample * positions, (size_t)rows * positions, w, (int)(at / plane),
+                                (int)(q / w->width), (int)(q % w->width));
+    }
+}
+
+/* y element k of y [middle, outer, inner] from x [outer, middle, inner]. */
+static inline DP_HD void dp_swap_axes_thread(const float *x, float *y, size_t outer, size_t middle, size_t inner,
+                                             dp_span i)
+{
+    size_t n = outer * middle * inner;
+    for (size_t k = i.first; k < n; k += i.step) {
+        size_t q = k % inner, o = k / inner % outer, m = k / inner / outer;
+        y[k] = x[(o * middle + m) * inner + q];
     }
 }
 

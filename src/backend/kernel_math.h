@@ -296,18 +296,19 @@ static inline DP_HD float dp_im2col_value(const float *x, const dp_window *w, in
     return inside ? x[((size_t)c * w->height + h) * w->width + v] : 0.0f;
 }
 
-/* col2im at pixel (c, h, v) of one sample: its col entries summed in window order. */
-static inline DP_HD float dp_col2im_value(const float *col, const dp_window *w, int c, int h, int v)
+/* col2im at pixel (c, h, v) of one sample: its col entries summed in window order. col points at
+ * the sample's first window in tap row 0; tap rows are ld floats apart. */
+static inline DP_HD float dp_col2im_value(const float *col, size_t ld, const dp_window *w, int c, int h, int v)
 {
     int oh0, oh1, ow0, ow1;
     dp_window_cover(h, w->out_h, w->kernel_h, w->stride, w->padding, &oh0, &oh1);
     dp_window_cover(v, w->out_w, w->kernel_w, w->stride, w->padding, &ow0, &ow1);
-    size_t taps = (size_t)w->channels * w->kernel_h * w->kernel_w;
     float sum = 0.0f;
     for (int oh = oh0; oh <= oh1; oh++)
         for (int ow = ow0; ow <= ow1; ow++) {
             int i = h + w->padding - oh * w->stride, j = v + w->padding - ow * w->stride;
-            sum = dp_add(sum, col[((size_t)oh * w->out_w + ow) * taps + ((size_t)c * w->kernel_h + i) * w->kernel_w + j]);
+            size_t tap = ((size_t)c * w->kernel_h + i) * w->kernel_w + j;
+            sum = dp_add(sum, col[tap * ld + (size_t)oh * w->out_w + ow]);
         }
     return sum;
 }

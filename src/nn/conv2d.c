@@ -1,9 +1,13 @@
 /* nn.Conv2d on [C, H, W] samples, square kernels, weight [out, in, k, k] as PyTorch stores it.
- * Lowered to GEMMs: im2col makes a row of the C k k taps under each of a sample's P windows,
- * col [P, C k k] per sample, and W col^T is that sample's output [out, P] in PyTorch's layout;
- * the bias adds as a rank-1 product with a row of ones. Backward: dW (+)= dy col, db (+)= dy
- * ones, dcol = dy^T W, which col2im folds back into the image. Every buffer is sized for
- * max_rows before the first step. */
+ * Lowered to one GEMM per chunk of samples: im2col makes col [C k k, R P] of a chunk's R samples
+ * (each of their P windows a column), and W col is the chunk's output [out, R P], written into
+ * t, the whole batch's output with channels first [out, rows, P]; one swap of t's outer axes
+ * gives PyTorch's layout [rows, out, P], and the bias adds as a rank-1 product with a row of ones.
+ * Backward swaps dy into t once, then per chunk: dW (+)= t col^T, db (+)= t ones, dcol = W^T t,
+ * which col2im folds back into the chunk's images. A chunk's col is at most CHUNK_BYTES (at least
+ * one sample), so batches of any size use bounded memory; every buffer is sized before the first
+ * step, and the step allocates nothing. Under a ZeRO budget the weight is read in blocks of
+ * out-channel rows (dp_param_pieces), each a band of t's rows. */
 #include "src/nn/module.h"
 
 #include "dp/error.h"
@@ -11,6 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+/* col's bound: memory that does not grow with the batch, GEMMs still wide enough to block well. */
+#define CHUNK_BYTES ((size_t)4 << 20)
 
 static const dp_module_arg conv2d_args[] = {
     {"out", DP_ARG_INT, offsetof(dp_module_options, out_features), 1, 1 << 20, 0, 1, "output channels"},
@@ -22,27 +29,13 @@ static const dp_module_arg conv2d_args[] = {
 
 typedef struct conv_state {
     dp_window window; /* set by allocate */
-    float *col;  /* forward: the lowered input; backward: its gradient */
-    float *ones; /* P ones: the bias as a rank-1 product */
+    int chunk;        /* samples per col */
+    int max_rows;     /* the rows allocate sized for, the same on every rank */
+    int col_holds;    /* the first sample of the chunk col holds, -1 for none */
+    float *col;       /* a chunk's lowered input [C k k, chunk P]; backward: its gradient */
+    float *t;         /* the output, then dy, with channels first: [out, rows, P] */
+    float *ones;      /* rows P ones: the bias as a rank-1 product */
 } conv_state;
-
-/* The window of options o over image `in`; 0, or -1 when the kernel does not fit the padded
- * image (out_h or out_w would be < 1). */
-static int conv_window(const dp_module_options *o, const dp_dims *in, dp_window *w)
-{
-    *w = (dp_window){.kernel_h = o->kernel, .kernel_w = o->kernel, .stride = o->stride, .padding = o->padding};
-    if (in->ndim != 3)
-        return -1;
-    w->channels = (int)in->dim[0];
-    w->height = (int)in->dim[1];
-    w->width = (int)in->dim[2];
-    int64_t padded_h = in->dim[1] + 2 * (int64_t)o->padding, padded_w = in->dim[2] + 2 * (int64_t)o->padding;
-    if (padded_h < o->kernel || padded_w < o->kernel)
-        return -1;
-    w->out_h = (int)((padded_h - o->kernel) / o->stride + 1);
-    w->out_w = (int)((padded_w - o->kernel) / o->stride + 1);
-    return 0;
-}
 
 static size_t taps(const dp_window *w)
 {
@@ -54,34 +47,19 @@ static size_t positions(const dp_window *w)
     return (size_t)w->out_h * w->out_w;
 }
 
-/* The window of a configured module (its input fits, configure checked). */
-static dp_window window_of(const dp_module *m)
-{
-    dp_window w;
-    conv_window(&m->options, &m->in_shape, &w);
-    return w;
-}
-
 static int conv2d_configure(dp_module *m, const char *spec)
 {
     dp_window w;
-    char text[64];
-    dp_dims_text(&m->in_shape, text, sizeof text);
-    if (m->in_shape.ndim != 3)
-        return dp_fail(DP_EINVAL, "--model '%s': module %d (conv2d) needs images [C, H, W] but gets %s "
-                       "(image data, an .npy of [N, C, H, W], or a conv2d or pool before it)", spec, m->index, text);
-    const dp_module_options *o = &m->options;
-    if (conv_window(o, &m->in_shape, &w))
-        return dp_fail(DP_EINVAL, "--model '%s': module %d (conv2d): kernel %dx%d is larger than its input %s "
-                       "padded by %d on each side", spec, m->index, o->kernel, o->kernel, text, o->padding);
-    m->out_shape = (dp_dims){.ndim = 3, .dim = {o->out_features, w.out_h, w.out_w}};
-    return 0;
+    int status = dp_window_configure(m, spec, "kernel", &w);
+    if (!status)
+        m->out_shape = (dp_dims){.ndim = 3, .dim = {m->options.out_features, w.out_h, w.out_w}};
+    return status;
 }
 
 static size_t conv2d_size(const dp_module_options *o, const dp_dims *in, dp_dims *out, int *overflow)
 {
     dp_window w;
-    if (conv_window(o, in, &w)) { /* an unknown or unfitting input: nothing counted */
+    if (dp_window_over(o, in, &w)) { /* an unknown or unfitting input: nothing counted */
         *out = dp_dims_features(0);
         return 0;
     }
@@ -101,7 +79,7 @@ static void conv2d_describe(const dp_module *m, char *text, size_t size)
 static int conv2d_declare(dp_module *m, dp_param_table *params, dp_param_table *buffers, const char *prefix)
 {
     (void)buffers;
-    dp_window w = window_of(m);
+    dp_window w = dp_module_window(m);
     int64_t weight_shape[4] = {m->options.out_features, w.channels, w.kernel_h, w.kernel_w};
     return dp_module_declare_layer(m, params, prefix, 4, weight_shape);
 }
@@ -110,24 +88,43 @@ static int conv2d_declare(dp_module *m, dp_param_table *params, dp_param_table *
 static void conv2d_init(const dp_module *m, dp_rng *rng, size_t first, size_t count, float *params)
 {
     (void)first;
-    dp_window w = window_of(m);
+    dp_window w = dp_module_window(m);
     dp_module_init_layer(rng, params, count, taps(&w));
+}
+
+/* ones[0, n) = 1 in one copy (a device copy per float would take a second on a GPU). */
+static int upload_ones(const dp_backend *be, float *ones, size_t n)
+{
+    float *host = be->alloc_host(be, n * sizeof *host, "a Conv2d's row of ones");
+    if (!host)
+        return DP_ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        host[i] = 1.0f;
+    be->upload(be, ones, host, n * sizeof *host);
+    be->synchronize(be); /* the copy may still read host when it returns */
+    be->free_host(be, host);
+    return 0;
 }
 
 static int conv2d_allocate(dp_module *m, const dp_backend *be, int max_rows)
 {
     conv_state *s = m->state;
-    s->window = window_of(m);
-    size_t windows = (size_t)max_rows * positions(&s->window);
+    s->window = dp_module_window(m);
+    size_t sample_col = positions(&s->window) * taps(&s->window) * sizeof(float);
+    size_t fit = CHUNK_BYTES / sample_col;
+    s->chunk = fit < 1 ? 1 : fit < (size_t)max_rows ? (int)fit : max_rows;
+    s->max_rows = max_rows;
+    size_t batch = (size_t)max_rows * positions(&s->window);
     int status = dp_module_alloc(be, (size_t)max_rows * m->out_width, DP_MEM_ACTIVATIONS, "a Conv2d's output", &m->out);
     if (!status)
-        status = dp_module_alloc(be, windows * taps(&s->window), DP_MEM_ACTIVATIONS, "a Conv2d's lowered input",
-                                 &s->col);
+        status = dp_module_alloc(be, (size_t)s->chunk * positions(&s->window) * taps(&s->window), DP_MEM_ACTIVATIONS,
+                                 "a Conv2d's lowered input", &s->col);
+    if (!status)
+        status = dp_module_alloc(be, (size_t)max_rows * m->out_width, DP_MEM_ACTIVATIONS,
+                                 "a Conv2d's output by channel", &s->t);
     if (!status && m->options.bias)
-        status = dp_module_alloc(be, positions(&s->window), DP_MEM_ACTIVATIONS, "a Conv2d's row of ones", &s->ones);
-    for (size_t p = 0; !status && s->ones && p < positions(&s->window); p++)
-        be->upload(be, s->ones + p, &(float){1.0f}, sizeof(float));
-    return status;
+        status = dp_module_alloc(be, batch, DP_MEM_ACTIVATIONS, "a Conv2d's row of ones", &s->ones);
+    return status || !s->ones ? status : upload_ones(be, s->ones, batch);
 }
 
 static const float *bias_of(const dp_module *m, const float *weights)
@@ -136,77 +133,111 @@ static const float *bias_of(const dp_module *m, const float *weights)
                            : NULL;
 }
 
-/* Each sample's output channels from a bias (backend memory) of out_features floats. */
-static void add_bias(dp_module *m, const dp_backend *be, const float *bias, int rows)
+/* The GEMM sizes of a chunk of `count` samples starting at sample `first` of `rows`. */
+typedef struct conv_chunk {
+    int first, count;
+    int taps, out, positions; /* k, out channels, P */
+    int ld_t;                 /* t's row: rows P */
+} conv_chunk;
+
+static conv_chunk chunk_at(const dp_module *m, int first, int rows)
+{
+    const conv_state *s = m->state;
+    int left = rows - first;
+    return (conv_chunk){.first = first, .count = left < s->chunk ? left : s->chunk, .taps = (int)taps(&s->window),
+                        .out = m->options.out_features, .positions = (int)positions(&s->window),
+                        .ld_t = rows * (int)positions(&s->window)};
+}
+
+/* The chunk's columns of t's output channel `channel`: [out - channel, count P] with rows of ld_t. */
+static float *t_of(const conv_state *s, const conv_chunk *c, size_t channel)
+{
+    return s->t + channel * (size_t)c->ld_t + (size_t)c->first * c->positions;
+}
+
+/* col holds the chunk's lowered input: lowered again only when it holds another's. */
+static void lower(dp_module *m, const dp_backend *be, const float *x, const conv_chunk *c)
 {
     conv_state *s = m->state;
-    int out = m->options.out_features, p = (int)positions(&s->window);
-    for (int n = 0; n < rows; n++)
-        be->gemm(be, 0, 0, out, p, 1, 1.0f, bias, 1, s->ones, p, 1.0f, m->out + (size_t)n * m->out_width, p);
+    if (s->col_holds == c->first)
+        return;
+    be->im2col(be, x + (size_t)c->first * m->in_width, s->col, c->count, &s->window);
+    s->col_holds = c->first;
+}
+
+/* t's output channels [first, end) = w (their weight rows) col, chunk by chunk. */
+static void forward_rows(dp_module *m, const dp_backend *be, const float *x, int rows, const float *w, size_t first,
+                         size_t end)
+{
+    conv_state *s = m->state;
+    for (int at = 0; at < rows; at += s->chunk) {
+        conv_chunk c = chunk_at(m, at, rows);
+        lower(m, be, x, &c);
+        be->gemm(be, 0, 0, (int)(end - first), c.count * c.positions, c.taps, 1.0f, w, c.taps, s->col,
+                 c.count * c.positions, 0.0f, t_of(s, &c, first), c.ld_t);
+    }
 }
 
 /* Under a ZeRO budget the weight is read in blocks of out-channel rows (ascending offsets, as
- * the strategy prefetches them): each sample's output channels [first, end) from its rows. */
-static int forward_in_pieces(dp_module *m, const dp_nn_context *ctx, int rows)
+ * the strategy prefetches them), the same blocks on every rank whatever its rows; a block's
+ * rows lower each chunk again unless col still holds it. */
+static int forward_in_pieces(dp_module *m, const dp_nn_context *ctx, const float *x, int rows, const float **bias)
 {
-    conv_state *s = m->state;
-    const dp_backend *be = ctx->be;
-    size_t k = taps(&s->window), p = positions(&s->window), out = (size_t)m->options.out_features;
+    size_t k = taps(&((conv_state *)m->state)->window), out = (size_t)m->options.out_features;
     size_t per = dp_module_rows_per_block(m, m->param_pieces->max_floats), first, end;
     int status = 0;
     for (size_t j = dp_module_row_blocks(m, per); !status && j-- > 0;) {
         const float *w;
         dp_module_block_rows(m, per, j, &first, &end);
-        if ((status = dp_module_fetch(m, first * k, (end - first) * k, &w)))
-            break;
-        for (int n = 0; n < rows; n++)
-            be->gemm(be, 0, 1, (int)(end - first), (int)p, (int)k, 1.0f, w, (int)k, s->col + (size_t)n * p * k, (int)k,
-                     0.0f, m->out + (size_t)n * m->out_width + first * p, (int)p);
+        if (!(status = dp_module_fetch(m, first * k, (end - first) * k, &w)))
+            forward_rows(m, ctx->be, x, rows, w, first, end);
     }
-    const float *bias;
-    if (!status && m->options.bias && !(status = dp_module_fetch(m, out * k, out, &bias)))
-        add_bias(m, be, bias, rows);
-    return status;
+    return status || !m->options.bias ? status : dp_module_fetch(m, out * k, out, bias);
 }
 
 static int conv2d_forward(dp_module *m, const dp_nn_context *ctx, const float *x, int rows, const float **y)
 {
     conv_state *s = m->state;
     const dp_backend *be = ctx->be;
-    int k = (int)taps(&s->window), out = m->options.out_features, p = (int)positions(&s->window);
-    be->im2col(be, x, s->col, rows, &s->window);
-    *y = m->out;
+    const float *bias = bias_of(m, m->weights);
+    int status = 0;
+    s->col_holds = -1; /* a new input */
     if (dp_module_fetches(m))
-        return forward_in_pieces(m, ctx, rows);
-    for (int n = 0; n < rows; n++)
-        be->gemm(be, 0, 1, out, p, k, 1.0f, m->weights, k, s->col + (size_t)n * p * k, k, 0.0f,
-                 m->out + (size_t)n * m->out_width, p);
-    if (m->options.bias)
-        add_bias(m, be, bias_of(m, m->weights), rows);
-    return 0;
+        status = forward_in_pieces(m, ctx, x, rows, &bias);
+    else
+        forward_rows(m, be, x, rows, m->weights, 0, (size_t)m->options.out_features);
+    int batch = rows * (int)positions(&s->window);
+    if (!status && bias && rows)
+        be->gemm(be, 0, 0, m->options.out_features, batch, 1, 1.0f, bias, 1, s->ones, batch, 1.0f, s->t, batch);
+    if (!status)
+        be->swap_axes(be, s->t, m->out, (size_t)m->options.out_features, (size_t)rows, positions(&s->window));
+    *y = m->out;
+    return status;
 }
 
-/* db (+)= each sample's output-channel sums of dY, then dW (+)= dY_n col_n summed over the
- * samples, in blocks of out-channel rows when pieces are wanted, the last first (Linear's
- * order); each piece reported as it is final. */
+/* dy swapped into t once; db (+)= t ones, then dW (+)= t col^T in blocks of out-channel rows
+ * when pieces are wanted, the last first (Linear's order), each piece reported as it is final.
+ * Chunks run last to first: the last one's col is still the forward's. */
 static int conv2d_backward_params(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy, int rows,
                                   const dp_grad_pieces *pieces)
 {
-    (void)x;
     conv_state *s = m->state;
     const dp_backend *be = ctx->be;
-    size_t k = taps(&s->window), p = positions(&s->window), out = (size_t)m->options.out_features;
+    size_t k = taps(&s->window), out = (size_t)m->options.out_features;
+    int batch = rows * (int)positions(&s->window);
     float *into;
     int status = 0;
+    be->swap_axes(be, dy, s->t, (size_t)rows, out, positions(&s->window));
     if (m->options.bias && !(status = dp_grad_pieces_place(pieces, m, out * k, out, &into))) {
-        if (rows == 0 && !ctx->accumulate) /* a rank without rows contributes zeros */
+        if (rows)
+            be->gemm(be, 0, 0, (int)out, 1, batch, 1.0f, s->t, batch, s->ones, 1, ctx->accumulate ? 1.0f : 0.0f,
+                     into, 1);
+        else if (!ctx->accumulate) /* a rank without rows contributes zeros */
             be->zero(be, into, out);
-        for (int n = 0; n < rows; n++)
-            be->gemm(be, 0, 0, (int)out, 1, (int)p, 1.0f, dy + (size_t)n * m->out_width, (int)p, s->ones, 1,
-                     n > 0 || ctx->accumulate ? 1.0f : 0.0f, into, 1);
         status = dp_grad_pieces_ready(pieces, m, out * k, out);
     }
     size_t per = dp_module_rows_per_block(m, pieces->max_floats), first, end;
+    int last = rows == 0 ? 0 : (rows - 1) / s->chunk * s->chunk;
     for (size_t j = 0; !status && j < dp_module_row_blocks(m, per); j++) {
         dp_module_block_rows(m, per, j, &first, &end);
         size_t at = first * k, count = (end - first) * k;
@@ -214,47 +245,47 @@ static int conv2d_backward_params(dp_module *m, const dp_nn_context *ctx, const 
             break;
         if (rows == 0 && !ctx->accumulate)
             be->zero(be, into, count);
-        for (int n = 0; n < rows; n++)
-            be->gemm(be, 0, 0, (int)(end - first), (int)k, (int)p, 1.0f, dy + (size_t)n * m->out_width + first * p,
-                     (int)p, s->col + (size_t)n * p * k, (int)k, n > 0 || ctx->accumulate ? 1.0f : 0.0f, into, (int)k);
+        for (int c_first = last; rows && c_first >= 0; c_first -= s->chunk) {
+            conv_chunk c = chunk_at(m, c_first, rows);
+            lower(m, be, x, &c);
+            be->gemm(be, 0, 1, (int)(end - first), c.taps, c.count * c.positions, 1.0f, t_of(s, &c, first), c.ld_t,
+                     s->col, c.count * c.positions, c_first < last || ctx->accumulate ? 1.0f : 0.0f, into, c.taps);
+        }
         status = dp_grad_pieces_ready(pieces, m, at, count);
     }
     return status;
 }
 
-/* col_n = dY_n^T W as a sum over W's blocks of out-channel rows, the last first (backward's order). */
-static int input_grad_in_pieces(dp_module *m, const dp_nn_context *ctx, const float *dy, int rows)
-{
-    conv_state *s = m->state;
-    size_t k = taps(&s->window), p = positions(&s->window);
-    size_t per = dp_module_rows_per_block(m, m->param_pieces->max_floats), first, end;
-    int status = 0;
-    for (size_t j = 0; !status && j < dp_module_row_blocks(m, per); j++) {
-        const float *w;
-        dp_module_block_rows(m, per, j, &first, &end);
-        if ((status = dp_module_fetch(m, first * k, (end - first) * k, &w)))
-            break;
-        for (int n = 0; n < rows; n++)
-            ctx->be->gemm(ctx->be, 1, 0, (int)p, (int)k, (int)(end - first), 1.0f,
-                          dy + (size_t)n * m->out_width + first * p, (int)p, w, (int)k, j ? 1.0f : 0.0f,
-                          s->col + (size_t)n * p * k, (int)k);
-    }
-    return status;
-}
-
-/* After backward_params, which needed col: its gradient overwrites it. */
+/* dcol = W^T t for the chunk, from W whole or summed over its blocks of out-channel rows, the
+ * last first (backward's order); then col2im folds it into the chunk's images. Under a budget
+ * every rank fetches the blocks for every chunk of max_rows (chunks beyond its rows compute
+ * nothing), so the ranks' gathers match whatever their rows. */
 static int conv2d_backward_input(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy,
                                  float *dx, int rows, float **dx_out)
 {
     (void)x;
+    (void)dy; /* backward_params left it in t */
     conv_state *s = m->state;
-    int k = (int)taps(&s->window), out = m->options.out_features, p = (int)positions(&s->window);
-    int status = dp_module_fetches(m) ? input_grad_in_pieces(m, ctx, dy, rows) : 0;
-    for (int n = 0; !dp_module_fetches(m) && n < rows; n++)
-        ctx->be->gemm(ctx->be, 1, 0, p, k, out, 1.0f, dy + (size_t)n * m->out_width, p, m->weights, k, 0.0f,
-                      s->col + (size_t)n * p * k, k);
-    if (!status)
-        ctx->be->col2im(ctx->be, s->col, dx, rows, &s->window);
+    const dp_backend *be = ctx->be;
+    int pieces = dp_module_fetches(m), status = 0;
+    size_t k = taps(&s->window), per = pieces ? dp_module_rows_per_block(m, m->param_pieces->max_floats) : 0;
+    size_t blocks = pieces ? dp_module_row_blocks(m, per) : 1, first = 0, end = (size_t)m->options.out_features;
+    s->col_holds = -1; /* dcol overwrites it */
+    for (int at = 0; !status && at < (pieces ? s->max_rows : rows); at += s->chunk) {
+        conv_chunk c = chunk_at(m, at, rows);
+        for (size_t j = 0; !status && j < blocks; j++) {
+            const float *w = m->weights;
+            if (pieces) {
+                dp_module_block_rows(m, per, j, &first, &end);
+                status = dp_module_fetch(m, first * k, (end - first) * k, &w);
+            }
+            if (!status && c.count > 0)
+                be->gemm(be, 1, 0, c.taps, c.count * c.positions, (int)(end - first), 1.0f, w, c.taps,
+                         t_of(s, &c, first), c.ld_t, j ? 1.0f : 0.0f, s->col, c.count * c.positions);
+        }
+        if (!status && c.count > 0)
+            be->col2im(be, s->col, dx + (size_t)at * m->in_width, c.count, &s->window);
+    }
     *dx_out = dx;
     return status;
 }
@@ -264,6 +295,7 @@ static void conv2d_release(dp_module *m, const dp_backend *be)
     conv_state *s = m->state;
     be->free(be, m->out);
     be->free(be, s->col);
+    be->free(be, s->t);
     be->free(be, s->ones);
 }
 

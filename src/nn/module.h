@@ -132,6 +132,15 @@ int dp_module_declare_layer(dp_module *m, dp_param_table *params, const char *pr
  * +-1/sqrt(fan_in), one draw each. */
 void dp_module_init_layer(dp_rng *rng, float *params, size_t count, size_t fan_in);
 
+/* The window of a conv2d's or pooling's options o over one sample's image `in` (window.c): 0,
+ * or -1 when `in` is not [C, H, W] or the kernel does not fit it padded. */
+int dp_window_over(const dp_module_options *o, const dp_dims *in, dp_window *w);
+/* The window of a configured module (its input fits: configure checked). */
+dp_window dp_module_window(const dp_module *m);
+/* configure's checks: m's input is an image and its `noun` ("kernel", "window") fits; the
+ * errors name spec, the module and the shapes. */
+int dp_window_configure(dp_module *m, const char *spec, const char *noun, dp_window *w);
+
 /* Allocates count floats of backend memory of kind for what, or records DP_ENOMEM. */
 int dp_module_alloc(const dp_backend *be, size_t count, dp_memory_kind kind, const char *what, float **out);
 

@@ -3,8 +3,6 @@
  * floor mode). Max pooling's gradient goes to each window's first maximum, as PyTorch's. */
 #include "src/nn/module.h"
 
-#include "dp/error.h"
-
 #include <stddef.h>
 #include <stdio.h>
 
@@ -19,55 +17,27 @@ static dp_pool pool_kind(const dp_module *m)
     return m->type == &dp_module_maxpool ? DP_POOL_MAX : DP_POOL_AVG;
 }
 
-/* The window of options o over image `in`; -1 when it is not an image or the window does not fit. */
-static int pool_window(const dp_module_options *o, const dp_dims *in, dp_window *w)
-{
-    int stride = o->stride ? o->stride : o->kernel;
-    *w = (dp_window){.kernel_h = o->kernel, .kernel_w = o->kernel, .stride = stride};
-    if (in->ndim != 3 || in->dim[1] < o->kernel || in->dim[2] < o->kernel)
-        return -1;
-    w->channels = (int)in->dim[0];
-    w->height = (int)in->dim[1];
-    w->width = (int)in->dim[2];
-    w->out_h = (w->height - o->kernel) / stride + 1;
-    w->out_w = (w->width - o->kernel) / stride + 1;
-    return 0;
-}
-
-static dp_window window_of(const dp_module *m)
-{
-    dp_window w;
-    pool_window(&m->options, &m->in_shape, &w);
-    return w;
-}
-
 static int pool_configure(dp_module *m, const char *spec)
 {
     dp_window w;
-    char text[64];
-    dp_dims_text(&m->in_shape, text, sizeof text);
-    if (m->in_shape.ndim != 3)
-        return dp_fail(DP_EINVAL, "--model '%s': module %d (%s) needs images [C, H, W] but gets %s", spec, m->index,
-                       m->type->name, text);
-    if (pool_window(&m->options, &m->in_shape, &w))
-        return dp_fail(DP_EINVAL, "--model '%s': module %d (%s): window %dx%d is larger than its input %s", spec,
-                       m->index, m->type->name, m->options.kernel, m->options.kernel, text);
-    m->out_shape = (dp_dims){.ndim = 3, .dim = {w.channels, w.out_h, w.out_w}};
-    return 0;
+    int status = dp_window_configure(m, spec, "window", &w);
+    if (!status)
+        m->out_shape = (dp_dims){.ndim = 3, .dim = {w.channels, w.out_h, w.out_w}};
+    return status;
 }
 
 static size_t pool_size(const dp_module_options *o, const dp_dims *in, dp_dims *out, int *overflow)
 {
     (void)overflow;
     dp_window w;
-    *out = pool_window(o, in, &w) ? dp_dims_features(0)
-                                  : (dp_dims){.ndim = 3, .dim = {w.channels, w.out_h, w.out_w}};
+    *out = dp_window_over(o, in, &w) ? dp_dims_features(0)
+                                     : (dp_dims){.ndim = 3, .dim = {w.channels, w.out_h, w.out_w}};
     return 0;
 }
 
 static void pool_describe(const dp_module *m, char *text, size_t size)
 {
-    dp_window w = window_of(m);
+    dp_window w = dp_module_window(m);
     snprintf(text, size, "(%dx%d, stride %d)", w.kernel_h, w.kernel_w, w.stride);
 }
 
@@ -79,7 +49,7 @@ static int pool_allocate(dp_module *m, const dp_backend *be, int max_rows)
 
 static int pool_forward(dp_module *m, const dp_nn_context *ctx, const float *x, int rows, const float **y)
 {
-    dp_window w = window_of(m);
+    dp_window w = dp_module_window(m);
     ctx->be->pool_forward(ctx->be, x, m->out, rows, &w, pool_kind(m));
     *y = m->out;
     return 0;
@@ -88,7 +58,7 @@ static int pool_forward(dp_module *m, const dp_nn_context *ctx, const float *x, 
 static int pool_backward_input(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy, float *dx,
                                int rows, float **dx_out)
 {
-    dp_window w = window_of(m);
+    dp_window w = dp_module_window(m);
     ctx->be->pool_backward(ctx->be, x, dy, dx, rows, &w, pool_kind(m));
     *dx_out = dx;
     return 0;

@@ -496,6 +496,34 @@ cudaError_t dp_cuda_col2im(cudaStream_t stream, const float *col, float *dx, int
     return QUEUE(run_col2im, a, "col2im_kernel");
 }
 
+/* swap_axes: x [outer, middle, inner] -> y [middle, outer, inner]. */
+typedef struct swap_args {
+    dp_shape s;
+    const float *x;
+    float *y;
+    size_t outer, middle, inner;
+} swap_args;
+
+static void run_swap_axes(void *raw)
+{
+    swap_args *a = raw;
+    size_t bytes = floats(a->outer * a->middle * a->inner);
+    if (!fakecuda_need(a->x, bytes, "x") || !fakecuda_need(a->y, bytes, "y"))
+        return;
+    for (unsigned b = 0; b < a->s.grid_x; b++)
+        for (unsigned t = 0; t < a->s.block_x; t++)
+            dp_swap_axes_thread(a->x, a->y, a->outer, a->middle, a->inner, dp_span_x(a->s, b, t));
+}
+
+cudaError_t dp_cuda_swap_axes(cudaStream_t stream, const float *x, float *y, size_t outer, size_t middle, size_t inner)
+{
+    size_t n = outer * middle * inner;
+    if (n == 0)
+        return cudaSuccess;
+    swap_args a = {.s = dp_shape_flat(n), .x = x, .y = y, .outer = outer, .middle = middle, .inner = inner};
+    return QUEUE(run_swap_axes, a, "swap_axes_kernel");
+}
+
 cudaError_t dp_cuda_pool_forward(cudaStream_t stream, const float *x, float *y, int rows, const dp_window *w, dp_pool pool)
 {
     size_t n = (size_t)rows * w->channels * w->out_h * w->out_w;

@@ -141,6 +141,6 @@ extern const op_impl op_bn_normalize, op_bn_backward_input, op_bn_param_grads, o
 extern const op_impl op_softmax_xent, op_mse, op_count_nonfinite;
 extern const op_impl op_sgd_step, op_adamw_step;
 extern const op_impl op_gemm;
-extern const op_impl op_im2col, op_col2im, op_pool_forward, op_pool_backward;
+extern const op_impl op_im2col, op_col2im, op_swap_axes, op_pool_forward, op_pool_backward;
 
 #endif

@@ -9,7 +9,8 @@
 #include <stdlib.h>
 
 /* Recipe-sized, non-square with stride 2 and padding, kernel 5, kernel 1; pooling 2x2 and an
- * overlapping 3x3 by 2 that leaves an edge out. */
+ * overlapping 3x3 by 2 that leaves an edge out, 2x2 on odd sides (the CPU's 2x2 path, its last
+ * row and column uncovered) and on rows of 7 windows (its vectors of 4 overlapping at the end). */
 static const dp_window windows[] = {
     {.channels = 1, .height = 28, .width = 28, .kernel_h = 3, .kernel_w = 3, .stride = 1, .padding = 1},
     {.channels = 3, .height = 7, .width = 6, .kernel_h = 3, .kernel_w = 3, .stride = 2, .padding = 1},
@@ -17,6 +18,8 @@ static const dp_window windows[] = {
     {.channels = 4, .height = 5, .width = 5, .kernel_h = 1, .kernel_w = 1, .stride = 1, .padding = 0},
     {.channels = 3, .height = 8, .width = 8, .kernel_h = 2, .kernel_w = 2, .stride = 2, .padding = 0},
     {.channels = 2, .height = 7, .width = 10, .kernel_h = 3, .kernel_w = 3, .stride = 2, .padding = 0},
+    {.channels = 3, .height = 7, .width = 9, .kernel_h = 2, .kernel_w = 2, .stride = 2, .padding = 0},
+    {.channels = 2, .height = 6, .width = 15, .kernel_h = 2, .kernel_w = 2, .stride = 2, .padding = 0},
 };
 
 enum { POOL_AVG = 256 };
@@ -63,7 +66,8 @@ static long tap_source(const dp_window *w, int oh, int ow, int c, int i, int j)
     return ((long)c * w->height + h) * w->width + v;
 }
 
-/* Calls visit(n, col index, image index) for every tap of every window that reads the image. */
+/* Runs body for every tap of every window of every sample, with col_at its index in col
+ * [taps, rows positions] and src its pixel's index in the sample (-1: padding). */
 #define FOR_EACH_TAP(w, rows, body)                                                                  \
     for (int n = 0; n < (rows); n++)                                                                 \
         for (int oh = 0; oh < (w).out_h; oh++)                                                       \
@@ -71,10 +75,10 @@ static long tap_source(const dp_window *w, int oh, int ow, int c, int i, int j)
                 for (int c = 0; c < (w).channels; c++)                                               \
                     for (int i = 0; i < (w).kernel_h; i++)                                           \
                         for (int j = 0; j < (w).kernel_w; j++) {                                     \
-                            size_t col_at = (size_t)n * col_floats(&(w)) +                          \
-                                            (((size_t)oh * (w).out_w + ow) * (w).channels + c) *     \
-                                                (w).kernel_h * (w).kernel_w +                        \
-                                            (size_t)i * (w).kernel_w + j;                            \
+                            size_t positions = (size_t)(w).out_h * (w).out_w;                        \
+                            size_t tap = ((size_t)c * (w).kernel_h + i) * (w).kernel_w + j;          \
+                            size_t col_at = tap * (size_t)(rows) * positions + (size_t)n * positions + \
+                                            (size_t)oh * (w).out_w + ow;                             \
                             long src = tap_source(&(w), oh, ow, c, i, j);                            \
                             body                                                                     \
                         }
@@ -254,3 +258,31 @@ static void pool_backward_reference(op_run *r)
 }
 
 const op_impl op_pool_backward = {pool_backward_prepare, pool_backward_run, pool_backward_reference};
+
+/* ---- swap_axes: x [outer, middle, inner] -> y [middle, outer, inner]; the row's shape is
+ * (outer, middle) and its param the inner run ---- */
+
+static void swap_axes_prepare(op_run *r)
+{
+    size_t n = op_elements(r) * (size_t)r->param;
+    op_input_f32(r, n, FILL_HOSTILE, 1.0f);
+    op_output_f32(r, n, FILL_HOSTILE, 1.0f, SAME_BITS_EVERYWHERE);
+}
+
+static void swap_axes_run(const dp_backend *be, op_run *r)
+{
+    be->swap_axes(be, OP_DEV(r, 0), OP_DEV(r, 1), (size_t)r->shape.rows, (size_t)r->shape.cols, (size_t)r->param);
+}
+
+static void swap_axes_reference(op_run *r)
+{
+    const float *x = OP_HOST(r, 0);
+    float *y = OP_HOST(r, 1);
+    size_t outer = (size_t)r->shape.rows, middle = (size_t)r->shape.cols, inner = (size_t)r->param;
+    for (size_t o = 0; o < outer; o++)
+        for (size_t m = 0; m < middle; m++)
+            for (size_t q = 0; q < inner; q++)
+                y[(m * outer + o) * inner + q] = x[(o * middle + m) * inner + q];
+}
+
+const op_impl op_swap_axes = {swap_axes_prepare, swap_axes_run, swap_axes_reference};
