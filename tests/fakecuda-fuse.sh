@@ -60,8 +60,9 @@ dp_check_outcome "a --fuse off resume of a fused run" ok $? "$dir/resume" "not b
 # shellcheck disable=SC2086
 dp_mpirun 60 1 "$fake/dp_worker" $data $mlp --fuse sometimes >"$dir/bad" 2>&1
 dp_check_outcome "--fuse sometimes" fail $? "$dir/bad" "--fuse"
+cpu_data=$(echo "$data" | sed 's/--device cuda/--device cpu/')
 # shellcheck disable=SC2086
-dp_mpirun 60 1 "$fake/dp_worker" $(echo "$data" | sed 's/--device cuda/--device cpu/') $mlp --fuse off >"$dir/cpu" 2>&1
+dp_mpirun 60 1 "$fake/dp_worker" $cpu_data $mlp --fuse off >"$dir/cpu" 2>&1
 dp_check_outcome "--fuse off on the CPU" fail $? "$dir/cpu" "--fuse off applies to GPUs, but --device is cpu"
 echo "$cases cases, $failures failed"
 [ "$failures" -eq 0 ]
