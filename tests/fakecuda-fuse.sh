@@ -3,8 +3,8 @@
 # --fuse auto and --fuse off to the same bits (the fake's cuBLASLt applies each epilogue to
 # cuBLAS's product with the kernels' arithmetic), at fp32, tf32 and bf16, on 1 and 2 ranks, with
 # a ReLU before dropout (no ReLU backward to fuse there), gradient accumulation (the bias
-# gradient of a later micro-batch adds) and ZeRO-2 (gradients placed piece by piece); and the
-# option's errors. Exits 77 where not built.
+# gradient of a later micro-batch adds) and ZeRO-2 (gradients placed piece by piece); a resume
+# under --fuse off says the compute changed; and the option's errors. Exits 77 where not built.
 . "$srcdir/tests/common.sh"
 fake="$top_builddir/tests/fakecuda"
 [ -x "$fake/test_epilogues" ] || { echo "fake CUDA tests not built"; exit 77; }
@@ -49,11 +49,20 @@ for precision in fp32 tf32 bf16; do
 done
 same "mlp-zero2-w2" 2 $mlp --zero 2 --bucket-mb 0.001
 
+# A checkpoint records --fuse off in its compute: on a GPU the kernels add in another order.
+# shellcheck disable=SC2086
+FAKECUDA_DEVICES=fakeA dp_mpirun 120 1 "$fake/dp_worker" $data $mlp --steps 6 --checkpoint-dir "$dir/ck" >"$dir/ck.out" 2>&1 ||
+    dp_fail_case "6 fused steps with a checkpoint" "$dir/ck.out"
+# shellcheck disable=SC2086
+FAKECUDA_DEVICES=fakeA dp_mpirun 120 1 "$fake/dp_worker" $data $mlp --resume "$dir/ck" --fuse off >"$dir/resume" 2>&1
+dp_check_outcome "a --fuse off resume of a fused run" ok $? "$dir/resume" "not bit-exactly, because these settings changed: compute cuda -> cuda, --fuse off"
+
 # shellcheck disable=SC2086
 dp_mpirun 60 1 "$fake/dp_worker" $data $mlp --fuse sometimes >"$dir/bad" 2>&1
 dp_check_outcome "--fuse sometimes" fail $? "$dir/bad" "--fuse"
+cpu_data=$(echo "$data" | sed 's/--device cuda/--device cpu/')
 # shellcheck disable=SC2086
-dp_mpirun 60 1 "$fake/dp_worker" $(echo "$data" | sed 's/--device cuda/--device cpu/') $mlp --fuse off >"$dir/cpu" 2>&1
+dp_mpirun 60 1 "$fake/dp_worker" $cpu_data $mlp --fuse off >"$dir/cpu" 2>&1
 dp_check_outcome "--fuse off on the CPU" fail $? "$dir/cpu" "--fuse off applies to GPUs, but --device is cpu"
 echo "$cases cases, $failures failed"
 [ "$failures" -eq 0 ]
