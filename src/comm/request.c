@@ -236,8 +236,6 @@ static int check_args(const dp_request_args *a, int part)
     return 0;
 }
 
-
-
 /* tag < 0: the next of the start sequence. */
 static void fill(dp_request *q, const dp_request_args *a, const struct dp_algorithm *algorithm, int blocking,
                  int tag)
