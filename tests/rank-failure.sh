@@ -108,10 +108,10 @@ training="the all-reduce of (the gradient|bucket [0-9]+) \(.*\)|a metrics all-re
 freeze frozen-2 2 "$training"
 freeze frozen-0 0 "$training"
 # Local SGD between its averagings (every 2000 steps; the first checkpoint at 2000, the epoch's
-# end at 4166): the preemption agreement at each step's end is the only collective, so the
-# ranks left wait there for the frozen one.
-freeze agreement-2 2 "the preemption agreement \(.*\)" --data synthetic:200000,64,10 --layers 64,64,10 --batch 48 \
-    --average-every 2000 --checkpoint-every 2000 --steps 100000
+# end, with its evaluation of a 30-row test set, at 4166): the preemption agreement at each
+# step's end is the only collective, so the ranks left wait there for the frozen one.
+freeze agreement-2 2 "the preemption agreement \(.*\)" --data synthetic:200000,64,10 --test-data synthetic:30,64,10 \
+    --layers 64,64,10 --batch 48 --average-every 2000 --checkpoint-every 2000 --steps 100000
 
 echo "rank failure: $((5 - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]
