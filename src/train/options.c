@@ -263,7 +263,8 @@ void dp_options_print_help(FILE *out)
                  "needs flatten (as nn.Flatten), a linear on the data itself flattens it. A CNN for Fashion-MNIST "
                  "(bench/RESULTS.md):\n  --model 'conv2d(32,3,padding=1,bias=0),batchnorm,relu,maxpool(2),"
                  "conv2d(64,3,padding=1,bias=0),batchnorm,relu,maxpool(2),flatten,linear(128),relu,dropout(0.3),"
-                 "linear(10)' --sync-bn --optimizer adamw --lr 0.002 --lr-schedule cosine --epochs 15 --batch 128\n");
+                 "linear(10)' --sync-bn --optimizer adamw --lr 0.002 --weight-decay 0.05 --lr-schedule cosine --epochs 15 "
+                 "--batch 128\n");
     fprintf(out, "All-reduce algorithms: %s\n", dp_comm_algorithm_names());
     if (*dp_comm_gpu_algorithm_names())
         fprintf(out, "On GPU memory only (--device cuda): %s\n", dp_comm_gpu_algorithm_names());
