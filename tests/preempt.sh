@@ -106,13 +106,21 @@ resume_matches term
 # During a checkpoint write: rank 0 is stopped while its temporary exists (its name ends in
 # the writer's pid), signalled (USR1 to it, TERM to rank 1) and continued; the interrupted
 # write must complete and resume bit-exactly, and the run stops after a later step.
-train during-write --checkpoint-every 1 --keep 4
-interrupted=
-while [ -z "$interrupted" ] && wait_for "$dir/during-write/step-*.safetensors.tmp.*"; do
-    writer=${found##*.}
-    kill -STOP "$writer"
-    # The write may have finished between the look and the stop: then catch the next one.
-    if [ -e "$found" ]; then interrupted=${found%%.tmp.*}; else kill -CONT "$writer"; fi
+# Each write lasts about a millisecond, so on a loaded machine the look can miss all 60: the run
+# is then repeated (up to 5 times) until one is caught; a caught write must still pass.
+for attempt in 1 2 3 4 5; do
+    rm -rf "$dir/during-write" "$dir/during-write.safetensors"
+    train during-write --checkpoint-every 1 --keep 4
+    interrupted=
+    while [ -z "$interrupted" ] && wait_for "$dir/during-write/step-*.safetensors.tmp.*"; do
+        writer=${found##*.}
+        kill -STOP "$writer"
+        # The write may have finished between the look and the stop: then catch the next one.
+        if [ -e "$found" ]; then interrupted=${found%%.tmp.*}; else kill -CONT "$writer"; fi
+    done
+    [ -z "$interrupted" ] || break
+    finish
+    echo "note during-write: attempt $attempt caught no write in progress; again"
 done
 kill -USR1 "$writer"
 kill -TERM "$(rank_pid 1)"
