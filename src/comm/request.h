@@ -212,7 +212,7 @@ void dp_request_count_bytes(dp_request *q, size_t elements, int modelled);
 /* The elements the ring sends for q: the volume mpi and nccl are counted at. */
 size_t dp_request_ring_elements(const dp_request *q);
 
-/* dst[i] += src[i]: float32's sum (dp_elements' F32 add), in the order every hand-written
+/* dst[i] += src[i] (elements.c): float32's sum (dp_elements' F32 add), in the order every hand-written
  * algorithm forms it. */
 void dp_add_floats(float *restrict dst, const float *restrict src, size_t count);
 

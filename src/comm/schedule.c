@@ -11,21 +11,6 @@
 
 #include <string.h>
 
-/* A fixed inner trip count: GCC vectorizes it at -O2, whose cost model skips loops that would
- * need a scalar remainder (measured here: 2x the scalar loop). Each element is one addition,
- * so the result is the same bits either way. */
-enum { ADD_LANES = 16 };
-
-void dp_add_floats(float *restrict dst, const float *restrict src, size_t count)
-{
-    size_t bulk = count - count % ADD_LANES;
-    for (size_t i = 0; i < bulk; i += ADD_LANES)
-        for (size_t k = 0; k < ADD_LANES; k++)
-            dst[i + k] += src[i + k];
-    for (size_t i = bulk; i < count; i++)
-        dst[i] += src[i];
-}
-
 /* The next round of q's phases into q->next; has_next = 0 once every phase is over. */
 static void plan_next(dp_request *q)
 {
