@@ -17,6 +17,11 @@
 #                                   cpu against PyTorch on the CPU) on every core for W = 1, 4
 #                                   and the core count, batch 2048 (CPU_MODELS, CPU_WORLDS,
 #                                   REPEATS change that): cpu-results.md
+#   scripts/gpu-check.sh accuracy   the demo (10 epochs) and the README's BatchNorm recipe (30
+#                                   epochs) on Fashion-MNIST at every precision, and the demo
+#                                   replayed from a CUDA graph: test accuracy and training time
+#                                   against FP32's (GPU_CHECK_DATA names the data, default
+#                                   fashion-mnist; an IDX directory carried there works)
 #   scripts/gpu-check.sh [all]      tests, bench and sanitize in turn (where no time limit applies)
 #
 # Options: --device cpu runs the flow on the CPU backend with small models (a dry run without
@@ -38,11 +43,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build="${GPU_CHECK_BUILD:-$root/build-gpu}"
 carry="$root/.gpu-carry"
 deps="${GPU_CHECK_DEPS:-/opt/dptrain-deps}"
-usage="usage: scripts/gpu-check.sh [tests|bench|sanitize|cpu|all] [--device cuda|cpu] [--steps N] [--full-check] [--skip-tests] [--skip-bench]"
+usage="usage: scripts/gpu-check.sh [tests|bench|sanitize|cpu|accuracy|all] [--device cuda|cpu] [--steps N] [--full-check] [--skip-tests] [--skip-bench]"
 phase=all steps=60 device=cuda run_tests=1 run_bench=1 full_check=0
 while [ $# -gt 0 ]; do
     case $1 in
-    tests | bench | sanitize | cpu | all) phase=$1 ;;
+    tests | bench | sanitize | cpu | accuracy | all) phase=$1 ;;
     --skip-tests) run_tests=0 ;;
     --skip-bench) run_bench=0 ;;
     --full-check) full_check=1 ;;
@@ -407,6 +412,42 @@ run_cpu_throughput() {
         "$root/scripts/throughput.sh" --cores "$cores" --batch 2048 $worlds | tee "$out/cpu-results.md"
 }
 
+# One Fashion-MNIST run: NAME, then dp_worker's options; appends the row "NAME | acc | seconds".
+train_to_accuracy() {
+    local name=$1 log="$build/accuracy-${1//[ ,()]/-}"
+    shift
+    local worker=(mpirun -np 1 "$obj/dp_worker" --device "$device" --data "${GPU_CHECK_DATA:-fashion-mnist}" --log-every 0 "$@")
+    say "$name: ${worker[*]}"
+    "${worker[@]}" >"$log" 2>&1 || { tail -n 20 "$log"; die "dp_worker failed"; }
+    local acc seconds
+    acc=$(sed -n 's/^summary:.*accuracy \([0-9.]*\)%.*/\1/p' "$log")
+    seconds=$(sed -n 's/^summary: .* samples in \([0-9.]*\) s .*/\1/p' "$log")
+    [ -n "$acc" ] && [ -n "$seconds" ] || die "could not read the accuracy of $name ($log)"
+    echo "$name|$acc|$seconds" >>"$build/accuracy.rows"
+}
+
+# The demo and the README's BatchNorm recipe at each precision (issue 19: bf16 within 0.3 pp of FP32).
+run_accuracy() {
+    local precisions=(fp32 tf32 bf16) recipe="linear(1024,bias=0),batchnorm,relu,dropout(0.3),linear(512,bias=0),batchnorm,relu,dropout(0.3),linear(10)"
+    [ "$device" = cpu ] && precisions=(fp32)
+    rm -f "$build/accuracy.rows"
+    for precision in "${precisions[@]}"; do
+        train_to_accuracy "demo, 10 epochs, $precision" --layers 784,256,256,10 --epochs 10 --precision "$precision"
+        [ "$device" = cpu ] || train_to_accuracy "demo, 10 epochs, $precision, CUDA graph" --layers 784,256,256,10 --epochs 10 --precision "$precision" --cuda-graph on
+        train_to_accuracy "BatchNorm recipe, 30 epochs, $precision" --model "$recipe" --sync-bn --optimizer adamw --lr 1e-3 \
+            --weight-decay 0.05 --epochs 30 --lr-schedule cosine --precision "$precision"
+    done
+    {
+        echo "Fashion-MNIST on one rank, $([ "$device" = cuda ] && nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1 || echo CPU), $(date -u '+%Y-%m-%d'); command: scripts/gpu-check.sh accuracy"
+        echo
+        echo "| run | test accuracy | against the same run at fp32 | training seconds |"
+        echo "|---|---|---|---|"
+        awk -F'|' '{ key = $1; sub(/, (fp32|tf32|bf16)/, "", key); if ($1 ~ /, fp32/) base[key] = $2
+                     d = (key in base) ? sprintf("%+.2f pp", $2 - base[key]) : "-"
+                     printf "| %s | %.2f%% | %s | %.2f |\n", $1, $2, d, $3 }' "$build/accuracy.rows"
+    } | tee "$out/accuracy.md"
+}
+
 use_carried_packages
 check_tools
 set_launch_agent
@@ -421,6 +462,7 @@ tests) run_gpu_tests || status=1 ;;
 bench) run_benchmarks ;;
 sanitize) run_sanitizers || status=1 ;;
 cpu) run_cpu_throughput || status=1 ;;
+accuracy) run_accuracy ;;
 all)
     [ "$run_tests" = 0 ] || run_gpu_tests || status=1
     [ "$run_bench" = 0 ] || run_benchmarks
