@@ -64,5 +64,16 @@ cpu_data=$(echo "$data" | sed 's/--device cuda/--device cpu/')
 # shellcheck disable=SC2086
 dp_mpirun 60 1 "$fake/dp_worker" $cpu_data $mlp --fuse off >"$dir/cpu" 2>&1
 dp_check_outcome "--fuse off on the CPU" fail $? "$dir/cpu" "--fuse off applies to GPUs, but --device is cpu"
+
+# dp_gemm_bench times the fused GEMMs too: a step's 5 GEMMs, as on the CPU, 2 with an epilogue.
+FAKECUDA_DEVICES=fakeA dp_mpirun 60 1 "$fake/dp_gemm_bench" --device cuda --layers 64,48,16 --batch 40 --repeat 2 >"$dir/bench" 2>&1
+shapes=$(awk '$1 ~ /^[0-9]+$/ { printf "%s %s %s %s %s;", $2, $3, $4, $5, $6 }' "$dir/bench")
+fused=$(grep -c '^  [0-9].*  + ' "$dir/bench")
+cases=$((cases + 1))
+if [ "$shapes" = "N T 40 48 64;N T 40 16 48;T N 16 48 40;N N 40 48 16;T N 48 64 40;" ] && [ "$fused" -ge 2 ]; then
+    echo "ok   dp_gemm_bench on a GPU times the fused GEMMs ($fused of 5 with an epilogue)"
+else
+    dp_fail_case "dp_gemm_bench's GEMMs on a GPU: '$shapes', $fused fused" "$dir/bench"
+fi
 echo "$cases cases, $failures failed"
 [ "$failures" -eq 0 ]

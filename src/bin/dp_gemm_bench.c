@@ -28,25 +28,52 @@ static const dp_backend *real;
 static int repeat, timing, gemm_count;
 static double total_ms, total_flop;
 
-/* be is the timed copy of real: its state is real's, so real's operations serve it. */
-static void timed_gemm(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-                       int lda, const float *b, int ldb, float beta, float *c, int ldc)
+/* One GEMM of the step, plain (epilogue NULL) or with the epilogue dp_worker fuses into it. */
+static void real_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                      const float *b, int ldb, float beta, float *c, int ldc, const dp_gemm_epilogue *epilogue)
 {
-    (void)be;
-    if (!timing) {
+    if (epilogue)
+        real->gemm_fused(real, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
+    else
         real->gemm(real, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* Runs a GEMM, or while timing runs it `repeat` times alone and prints its line. */
+static void time_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
+                      const float *b, int ldb, float beta, float *c, int ldc, const dp_gemm_epilogue *epilogue)
+{
+    if (!timing) {
+        real_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
         return;
     }
     real->synchronize(real);
     double started = MPI_Wtime();
     for (int i = 0; i < repeat; i++)
-        real->gemm(real, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        real_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
     real->synchronize(real);
     double ms = 1e3 * (MPI_Wtime() - started) / repeat, flop = 2.0 * m * n * k;
-    printf("  %-4d %c %c  %7d %7d %7d  %9.3f  %8.2f\n", ++gemm_count, trans_a ? 'T' : 'N',
-           trans_b ? 'T' : 'N', m, n, k, ms, flop / ms * 1e-9);
+    printf("  %-4d %c %c  %7d %7d %7d  %9.3f  %8.2f%s%s\n", ++gemm_count, trans_a ? 'T' : 'N',
+           trans_b ? 'T' : 'N', m, n, k, ms, flop / ms * 1e-9, epilogue ? "  + " : "",
+           epilogue ? dp_epilogue_ops[epilogue->kind] : "");
     total_ms += ms;
     total_flop += flop;
+}
+
+/* be is the timed copy of real: its state is real's, so real's operations serve it. */
+static void timed_gemm(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                       int lda, const float *b, int ldb, float beta, float *c, int ldc)
+{
+    (void)be;
+    time_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL);
+}
+
+/* The fused GEMMs (cuBLASLt epilogues) are the step's GEMMs too: timed with their epilogue. */
+static void timed_gemm_fused(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                             const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc,
+                             const dp_gemm_epilogue *epilogue)
+{
+    (void)be;
+    time_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
 }
 
 static void usage(FILE *out)
@@ -162,6 +189,8 @@ static int run(const bench_options *o)
 {
     dp_backend timed = *real;
     timed.gemm = timed_gemm;
+    if (real->gemm_fused)
+        timed.gemm_fused = timed_gemm_fused;
     dp_model model;
     int status = dp_model_create(&model, &timed, &o->spec, o->spec.inputs, o->batch);
     if (status)
