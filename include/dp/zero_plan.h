@@ -8,6 +8,14 @@
 
 #include <stddef.h>
 
+/* A working slot holds its bucket or unit at the offset it has in the flat buffers modulo 256
+ * bytes, so a GEMM's operands there have DDP's alignment: cuBLAS picks its kernels, and so the
+ * bits, by the pointers' alignment. Each slot is that much larger than what it holds. */
+#define DP_ZERO_SLOT_ALIGN_FLOATS 64
+
+/* The floats a working slot for n floats takes (0: unknown stays 0). */
+size_t dp_zero_slot_floats(size_t n);
+
 typedef struct dp_zero_plan_input {
     size_t params;           /* Psi: trainable parameters */
     int world, rank;         /* whose shard: sizes differ by at most one (rank 0's is the largest) */

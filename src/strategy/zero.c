@@ -17,6 +17,7 @@
 #include "src/strategy/zero.h"
 
 #include "dp/error.h"
+#include "dp/zero_plan.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -50,6 +51,12 @@ static int alloc_host_copy(const dp_strategy *d, size_t n, const char *what, flo
     return *out ? 0 : DP_ENOMEM;
 }
 
+/* Where a slot's contents start: at `offset` (in the flat buffers) modulo the alignment. */
+static float *aligned_like(float *base, size_t offset)
+{
+    return base + offset % DP_ZERO_SLOT_ALIGN_FLOATS;
+}
+
 int dp_zero_grad_slots(const dp_strategy *d)
 {
     return d->config.overlap && d->nbuckets > 1 ? ZERO_GRAD_SLOTS : 1;
@@ -72,8 +79,8 @@ static int open_grad_slots(dp_strategy *d, struct dp_zero *z)
     int status = alloc_floats(d, shard, DP_MEM_GRADIENTS, "the gradient shard", &z->grad_shard);
     for (int i = 0; !status && i < z->grad_slots; i++) {
         z->grads[i].bucket = -1;
-        status = alloc_floats(d, z->bucket_floats, DP_MEM_WORKING, "a gradient bucket's working buffer",
-                              &z->grads[i].data);
+        status = alloc_floats(d, dp_zero_slot_floats(z->bucket_floats), DP_MEM_WORKING,
+                              "a gradient bucket's working buffer", &z->grads[i].base);
         if (!status)
             status = alloc_host_copy(d, z->bucket_floats, "a gradient bucket's staging buffer", &z->grads[i].host);
     }
@@ -86,8 +93,8 @@ static int open_gather_slots(dp_strategy *d, struct dp_zero *z)
     z->gather_slots = dp_zero_gather_slots(d);
     for (int i = 0; !status && i < z->gather_slots; i++) {
         z->gathers[i].unit = -1;
-        status = alloc_floats(d, z->unit_floats, DP_MEM_WORKING, "a module's gathered parameters",
-                              &z->gathers[i].data);
+        status = alloc_floats(d, dp_zero_slot_floats(z->unit_floats), DP_MEM_WORKING, "a module's gathered parameters",
+                              &z->gathers[i].base);
         if (!status)
             status = alloc_host_copy(d, z->unit_floats, "gathered parameters' staging buffer", &z->gathers[i].host);
     }
@@ -119,12 +126,12 @@ static void zero_close(dp_strategy *d)
     for (int i = 0; i < z->gather_slots; i++) {
         if (z->gathers[i].request) /* a prefetch still in flight: the comm layer must be idle */
             dp_request_wait(&z->gathers[i].request);
-        be->free(be, z->gathers[i].data);
+        be->free(be, z->gathers[i].base);
         if (z->gathers[i].host)
             be->free_host(be, z->gathers[i].host);
     }
     for (int i = 0; i < z->grad_slots; i++) {
-        be->free(be, z->grads[i].data);
+        be->free(be, z->grads[i].base);
         if (z->grads[i].host)
             be->free_host(be, z->grads[i].host);
     }
@@ -188,6 +195,7 @@ static int acquire_slot(dp_strategy *d, int bucket)
         }
         if (free_slot >= 0) {
             z->grads[free_slot].bucket = bucket;
+            z->grads[free_slot].data = aligned_like(z->grads[free_slot].base, d->buckets[bucket].offset);
             z->slot_of[bucket] = free_slot;
         } else {
             status = dp_strategy_wait_bucket(d, &d->buckets[z->grads[oldest].bucket]);
@@ -301,6 +309,7 @@ static int start_gather(dp_strategy *d, zero_gather_slot *g, int unit)
     dp_range mine = dp_zero_overlap(z->shard, offset, count);
     size_t n = dp_range_size(mine);
     const float *source = z->param_shard + (mine.begin - z->shard.begin);
+    g->data = aligned_like(g->base, offset);
     float *buf = g->host ? g->host : g->data;
     if (n && g->host)
         be->download(be, g->host + (mine.begin - offset), source, n * sizeof(float));

@@ -14,14 +14,17 @@ enum { ZERO_GRAD_SLOTS = 2, ZERO_GATHER_SLOTS = 2 };
 /* Working memory for one bucket's gradients: backward writes them, its reduce-scatter runs
  * on them, this rank's part is then added into the gradient shard. */
 typedef struct zero_grad_slot {
-    float *data;   /* backend memory: the largest bucket */
+    float *base;   /* backend memory: the largest bucket's slot (dp_zero_slot_floats) */
+    float *data;   /* where the bucket it holds starts: base + its offset modulo the alignment */
     float *host;   /* its host copy when collectives need host memory (staged) */
     int bucket;    /* the bucket it holds; -1: free */
 } zero_grad_slot;
 
 /* Working memory for one unit's gathered parameters (stage 3): a module's, or a block of its rows. */
 typedef struct zero_gather_slot {
-    float *data, *host;   /* the largest unit's parameters; host: staged copy */
+    float *base;          /* backend memory: the largest unit's slot (dp_zero_slot_floats) */
+    float *data, *host;   /* where the unit it holds starts (base + its offset modulo the
+                           * alignment); host: staged copy */
     int unit;             /* whose parameters it holds or is receiving; -1: none */
     dp_request *request;  /* its all-gather while in flight */
     double started_at;

@@ -7,6 +7,11 @@
 
 #include "dp/partition.h"
 
+size_t dp_zero_slot_floats(size_t n)
+{
+    return n ? n + DP_ZERO_SLOT_ALIGN_FLOATS : 0;
+}
+
 dp_zero_plan dp_zero_predict(const dp_zero_plan_input *in, int stage)
 {
     double all = (double)in->params;
@@ -17,8 +22,8 @@ dp_zero_plan dp_zero_predict(const dp_zero_plan_input *in, int stage)
         .optimizer = (stage >= 1 ? shard : all) * in->state_bytes,
     };
     if (stage >= 2)
-        p.working += (double)in->grad_slots * (double)in->bucket_floats * in->grad_bytes;
+        p.working += (double)in->grad_slots * (double)dp_zero_slot_floats(in->bucket_floats) * in->grad_bytes;
     if (stage >= 3)
-        p.working += (double)in->gather_slots * (double)in->unit_floats * in->param_bytes;
+        p.working += (double)in->gather_slots * (double)dp_zero_slot_floats(in->unit_floats) * in->param_bytes;
     return p;
 }
