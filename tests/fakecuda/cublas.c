@@ -111,13 +111,17 @@ int fakecuda_gemm_run(const fakecuda_gemm *g)
         !fakecuda_need(g->b, fakecuda_span_bytes(b_rows, b_cols, g->ldb), g->b_name) ||
         !fakecuda_need(g->c, fakecuda_span_bytes(g->m, g->n, g->ldc), g->c_name))
         return 0;
+    /* cuBLAS picks its kernel by the operands' alignment, and its kernels round differently:
+     * operands not all 256-byte aligned (the most cuBLASLt keys on) are summed in float here (another kernel), so code that
+     * expects the same bits from differently aligned copies fails on the fake as on a GPU. */
+    int aligned = (((uintptr_t)g->a | (uintptr_t)g->b | (uintptr_t)g->c) & 255u) == 0;
     for (int j = 0; j < g->n; j++)
         for (int i = 0; i < g->m; i++) {
             double sum = 0.0;
             for (int p = 0; p < g->k; p++) {
                 float a = g->input(g->trans_a ? g->a[(size_t)i * g->lda + p] : g->a[(size_t)p * g->lda + i]);
                 float b = g->input(g->trans_b ? g->b[(size_t)p * g->ldb + j] : g->b[(size_t)j * g->ldb + p]);
-                sum += (double)a * b;
+                sum = aligned ? sum + (double)a * b : (double)(float)(sum + (double)(a * b));
             }
             float *c = &g->c[(size_t)j * g->ldc + i];
             /* beta 0: C is written, never read (it may hold NaN). */
