@@ -36,7 +36,9 @@
 # scripts/gpu-prepare.sh on a Debian machine with apt and carry the .gpu-carry folder it fills
 # (Debian packages, the source tarball, compute-sanitizer); this script unpacks it beside the
 # system. GPU_CHECK_BUILD (default build-gpu) is where it builds; GPU_CHECK_DEPS (default
-# /opt/dptrain-deps) where the carried packages go.
+# /opt/dptrain-deps) where the carried packages go. For a short call: GPU_CHECK_TESTS names the
+# tests phase's tests instead of its list; GPU_CHECK_FUSION=0 and GPU_CHECK_CNN=0 leave the
+# bench phase's --fuse table and CNN rows out.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -130,12 +132,13 @@ set_launch_agent() {
     command -v ssh >/dev/null || command -v rsh >/dev/null || export OMPI_MCA_plm_rsh_agent=false
 }
 
-# The source tree with a generated configure: the checkout, autoreconf'd if need be, or the
-# tarball gpu-prepare.sh carried.
+# The source tree with a generated configure: the checkout, autoreconf'd if need be (with
+# libtool: an autoreconf without it writes a configure that fails), or the tarball
+# gpu-prepare.sh carried.
 find_source() {
     if [ -x "$root/configure" ]; then
         src="$root"
-    elif command -v autoreconf >/dev/null; then
+    elif command -v autoreconf >/dev/null && command -v libtoolize >/dev/null; then
         (cd "$root" && autoreconf -fi >/dev/null) || die "autoreconf failed"
         src="$root"
     else
@@ -178,7 +181,7 @@ build_dptrain() {
 
 run_gpu_tests() {
     local tests="tests/device.sh tests/gemm-bench.sh tests/test_backend_ops tests/gpu.sh tests/gpu-train-w2.sh tests/gpu-graph.sh tests/ptx-check.sh"
-    tests="$tests tests/test_kernel_math tests/fakecuda.sh tests/fakecuda-train-w2.sh tests/fakecuda-binding.sh"
+    tests="${GPU_CHECK_TESTS:-$tests tests/test_kernel_math tests/fakecuda.sh tests/fakecuda-train-w2.sh tests/fakecuda-binding.sh}"
     local status=0
     say "make check ($([ "$full_check" = 1 ] && echo "all tests" || echo "$tests"))"
     if [ "$full_check" = 1 ]; then
@@ -348,7 +351,7 @@ compare_cnn() {
     [ -n "$rate" ] && [ -n "$torch_rate" ] || die "could not read the results of the CNN $precision (logs: $log.*)"
     awk -v batch="$batch" -v p="$precision" -v r="$rate" -v t="$torch_rate" 'BEGIN {
         ms = 1e3 * batch / r; tms = 1e3 * batch / t; ratio = r / t
-        printf "| CNN (README recipe) on [1, 28, 28] | %d | %s | %.3f | %.0f | %.3f | %.0f | %.2fx %s | - | - |\n",
+        printf "| CNN (README recipe) on [1, 28, 28] | %d | %s | %.3f | %.0f | %.3f | %.0f | - | %.2fx %s | - | - |\n",
                batch, p, ms, r, tms, t, ratio, (ratio >= 1.0 ? "(met)" : "(NOT met)") }' >>"$build/rows.md"
 }
 
@@ -366,7 +369,7 @@ run_benchmarks() {
     while [ $# -gt 0 ]; do
         for precision in "${precisions[@]}"; do
             compare "$1" "$2" "$3" "$4" "$precision"
-            [ "$device" = cpu ] || compare_fusion "$1" "$2" "$3" "$4" "$precision"
+            [ "$device" = cpu ] || [ "${GPU_CHECK_FUSION:-1}" = 0 ] || compare_fusion "$1" "$2" "$3" "$4" "$precision"
         done
         shift 4
     done
@@ -374,7 +377,7 @@ run_benchmarks() {
     if [ "$device" = cuda ]; then
         for precision in "${precisions[@]}"; do compare "demo" "784,256,256,10" xent 256 "$precision" on; done
     fi
-    for precision in "${precisions[@]}"; do compare_cnn 128 "$precision"; done
+    [ "${GPU_CHECK_CNN:-1}" = 0 ] || for precision in "${precisions[@]}"; do compare_cnn 128 "$precision"; done
     local gpu torch_version commit
     gpu=$([ "$device" = cuda ] && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -n 1 || echo "CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2)")
     torch_version=$(LD_LIBRARY_PATH="$system_ld_path" python3 -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda)')
