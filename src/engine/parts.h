@@ -20,8 +20,11 @@ void dp_engine_update_pass(dp_engine *e);
 int dp_engine_update_check(dp_engine *e, float lr);
 
 /* step.c: this rank's slices of the step's micro-batches through forward, loss and backward,
- * between the strategy's hooks. */
+ * between the strategy's hooks; --exact's fixed shards instead, each handed to the strategy's
+ * exact sum; a span of the step shown to the observer (--trace, the timeline). */
 int dp_engine_micro_batches(dp_engine *e, dp_range step, const dp_row_source *source, dp_step_stats *stats);
+int dp_engine_exact_shards(dp_engine *e, dp_range step, const dp_row_source *source, dp_step_stats *stats);
+void dp_engine_observe_span(const dp_engine *e, const char *name, const char *category, double begin, double end);
 
 /* graph.c (--cuda-graph): whether graphs replay full steps, decided at build (on where
  * unsupported fails naming why); whether `step` runs from the graph (a full step, after one
