@@ -1,7 +1,7 @@
 # --data-on-device on the fake CUDA runtime: the training and test sets held in GPU memory and
 # each micro-batch's rows gathered there train to the bits of rows read on the host and
 # uploaded (off), for class labels and float targets, synthetic and .npy data, 1 and 2 ranks,
-# --accum 2, and with --cuda-graph on (whose replays must read each step's new rows: the same
+# --accum 2, --exact's shards, and with --cuda-graph on (whose replays must read each step's new rows: the same
 # bits and the same 29 launches); evaluation reads the held test set in place (the same test
 # losses). The held bytes are counted as "data". on where the sets do not fit the GPU's free
 # memory (a small FAKECUDA_MEMORY) fails naming the size and the limit and writes nothing;
@@ -74,6 +74,8 @@ for np in 1 2; do
     same "npy-targets-$np" ".npy targets (mse), $np rank(s)" "$np" $targets --cuda-graph off
     # shellcheck disable=SC2086
     same "accum-$np" "--accum 2, AdamW, $np rank(s)" "$np" $labels --accum 2 --optimizer adamw --cuda-graph off
+    # shellcheck disable=SC2086
+    same "exact-$np" "--exact (shards of 8 rows), $np rank(s)" "$np" $synthetic --exact --exact-shard 8 --cuda-graph off
 done
 
 # A replayed graph reads the rows gathered for its step: the eager bits, 29 launches for 30 full steps.
