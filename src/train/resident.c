@@ -12,7 +12,7 @@
 #include <stdio.h>
 
 /* auto holds the sets when they take at most 1/AUTO_SHARE of the GPU's memory: Fashion-MNIST's
- * 206 MiB is 0.3% of an 80 GiB H100, and the widest example (8192 features x 4096 rows) keeps
+ * 210 MiB is 0.3% of an 80 GiB H100, and the widest example (8192 features x 4096 rows) keeps
  * its model, activations and cuBLAS's workspace in a few GiB, so a quarter leaves any model
  * that trained before its room while sets of a quarter of the GPU are the only ones declined. */
 #define AUTO_SHARE 4
