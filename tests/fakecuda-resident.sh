@@ -7,7 +7,7 @@
 # memory (a small FAKECUDA_MEMORY) fails naming the size and the limit and writes nothing;
 # auto declines sets over a quarter of the GPU and says so; on with the CPU backend is an
 # error. A checkpoint written with the rows on the host resumes with them on the device to the
-# same bits. Exits 77 where not built.
+# same bits; --memory-plan states the sets' size. Exits 77 where not built.
 . "$srcdir/tests/common.sh"
 fake="$top_builddir/tests/fakecuda/dp_worker"
 [ -x "$fake" ] || { echo "fake CUDA tests not built"; exit 77; }
@@ -123,11 +123,16 @@ dp_check_outcome "--data-on-device auto, sets over a quarter of the GPU" ok $? "
 # shellcheck disable=SC2086
 FAKECUDA_MEMORY=$((80 << 20)) run quarter 1 on $quarter
 dp_check_outcome "--data-on-device on, sets over a quarter of the GPU that fit its free memory" ok $? \
-    "$dir/quarter-on" "data on device: on: 30.14 MiB held in GPU memory"
+    "$dir/quarter-on" "data on device: on: 30.14 MiB (training set 24.80 MiB, test set 4.96 MiB, the epoch's order 0.38 MiB) held in GPU memory"
 # auto on a GPU of the default 80 GiB: held.
 # shellcheck disable=SC2086
 run small 1 auto $synthetic --steps 2
 dp_check_outcome "--data-on-device auto, small sets" ok $? "$dir/small-auto" "data on device: on (auto): "
+
+# --memory-plan says what the sets would take on a GPU (no GPU needed).
+dp_mpirun 60 1 "$top_builddir/dp_worker" --memory-plan --data synthetic:40000,64,3 --layers 64,16,3 >"$dir/plan" 2>&1
+dp_check_outcome "--memory-plan" ok $? "$dir/plan" \
+    "data held on a GPU (--data-on-device), every rank alike: 12.05 MiB (training set 9.92 MiB, test set 1.98 MiB"
 
 # The CPU backend: on is an error, named or chosen by --device auto without a GPU.
 dp_mpirun 60 1 "$top_builddir/dp_worker" --data synthetic:310,8,3 --layers 8,16,3 --steps 2 --device cpu \

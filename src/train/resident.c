@@ -11,12 +11,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* auto holds the sets when they take at most 1/AUTO_SHARE of the GPU's memory: Fashion-MNIST's
- * 210 MiB is 0.3% of an 80 GiB H100, and the widest example (8192 features x 4096 rows) keeps
- * its model, activations and cuBLAS's workspace in a few GiB, so a quarter leaves any model
- * that trained before its room while sets of a quarter of the GPU are the only ones declined. */
-#define AUTO_SHARE 4
-
 static double mib(size_t bytes)
 {
     return (double)bytes / (1 << 20);
@@ -32,6 +26,15 @@ static size_t set_bytes(const dp_dataset *data)
 size_t dp_resident_bytes(const dp_dataset *train, const dp_dataset *test)
 {
     return set_bytes(train) + (test ? set_bytes(test) : 0) + train->count * sizeof(int32_t);
+}
+
+void dp_resident_describe(const dp_dataset *train, const dp_dataset *test, char *text, size_t size)
+{
+    char held[64] = "";
+    if (test)
+        snprintf(held, sizeof held, ", test set %.2f MiB", mib(set_bytes(test)));
+    snprintf(text, size, "%.2f MiB (training set %.2f MiB%s, the epoch's order %.2f MiB)",
+             mib(dp_resident_bytes(train, test)), mib(set_bytes(train)), held, mib(train->count * sizeof(int32_t)));
 }
 
 /* Why the sets stay on the host (a phrase), or NULL when they are held on the device; on
@@ -58,14 +61,14 @@ static const char *decide(const dp_batches *b, dp_data_placement placement, size
         dp_memory_usage held = dp_memory_usage_now();
         size_t headroom = held.limit > held.total ? held.limit - held.total : 0;
         size_t room = held.limit && headroom < free_bytes ? headroom : free_bytes;
-        if (bytes <= room && (placement == DP_DATA_ON || bytes <= total / AUTO_SHARE))
+        if (bytes <= room && (placement == DP_DATA_ON || bytes <= total / DP_RESIDENT_AUTO_SHARE))
             return NULL;
         if (bytes > room)
             snprintf(why, size, "the sets take %.2f MiB but the GPU has %.2f MiB free of %.2f MiB%s", mib(bytes),
                      mib(room), mib(total), room < free_bytes ? " under --max-memory-mb" : "");
         else
             snprintf(why, size, "the sets take %.2f MiB, more than auto's 1/%d of the GPU's %.2f MiB (on holds them "
-                     "where they fit its free memory)", mib(bytes), AUTO_SHARE, mib(total));
+                     "where they fit its free memory)", mib(bytes), DP_RESIDENT_AUTO_SHARE, mib(total));
     }
     if (placement == DP_DATA_ON)
         *status = dp_fail(DP_EINVAL, "--data-on-device on: %s (training data %s%s%s)", why, b->train->description,
@@ -128,12 +131,10 @@ int dp_resident_open(dp_batches *b, dp_data_placement placement)
         return status;
     if (b->test && (status = upload_set(b, b->test, &b->test_set, "the test set")))
         return status;
-    char test[64] = "";
-    if (b->test)
-        snprintf(test, sizeof test, ", test set %.2f MiB", mib(set_bytes(b->test)));
-    snprintf(b->placement, sizeof b->placement, "on%s: %.2f MiB held in GPU memory (training set %.2f MiB%s, the "
-             "epoch's order %.2f MiB); each micro-batch's rows are gathered there", placement == DP_DATA_AUTO ?
-             " (auto)" : "", mib(bytes), mib(set_bytes(b->train)), test, mib(b->train->count * sizeof(int32_t)));
+    char held[192];
+    dp_resident_describe(b->train, b->test, held, sizeof held);
+    snprintf(b->placement, sizeof b->placement, "on%s: %s held in GPU memory; each micro-batch's rows are gathered "
+             "there", placement == DP_DATA_AUTO ? " (auto)" : "", held);
     return 0;
 }
 
