@@ -173,8 +173,7 @@ int dp_resident_train_rows(dp_batches *b, size_t begin, size_t end, dp_rows *row
         be->gather_rows(be, b->labels, b->train_set.labels, index, n, 1);
     else
         be->gather_rows(be, b->targets, b->train_set.targets, index, n, data->outputs);
-    *rows = (dp_rows){.x = b->x, .labels = data->labels ? b->labels : NULL, .targets = data->labels ? NULL : b->targets,
-                      .count = n};
+    *rows = dp_batches_rows(b, data, (size_t)n);
     return 0;
 }
 
