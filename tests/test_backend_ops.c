@@ -118,6 +118,8 @@ static const op_case cases[] = {
     {"pool_backward", "avg 3x3 stride 2", F32, 5 + 256, samples, float_sum, &op_pool_backward},
     {"zero", "", F32, 0, matrices, bits, &op_zero},
     {"upload, download", "through alloc_host", F32, 0, matrices, bits, &op_copies},
+    {"gather_rows", "float rows", F32, 0, matrices, bits, &op_gather_rows},
+    {"gather_rows", "int32 words (labels)", I32, 1, matrices, bits, &op_gather_rows},
 };
 enum { CASES = sizeof cases / sizeof *cases };
 

@@ -233,6 +233,14 @@ struct dp_backend {
     int (*timer_mark)(const dp_backend *be);
     double (*timer_seconds)(const dp_backend *be, int from, int to);
     void (*timer_reset)(const dp_backend *be);
+
+    /* ---- the training data held in backend memory (src/train/resident.c) ---- */
+    /* Row r of dst = row index[r] of src, rows of `words` 4-byte words (float features, int32
+     * labels or float targets alike): a micro-batch's rows picked from a whole dataset in
+     * backend memory; index is backend memory, so it takes no host wait. */
+    void (*gather_rows)(const dp_backend *be, void *dst, const void *src, const int32_t *index, int rows, int words);
+    /* The device's free and total memory in bytes; NULL where backend memory is host memory. */
+    void (*memory_info)(const dp_backend *be, size_t *free_bytes, size_t *total_bytes);
 };
 
 /* The timestamps a backend's timer holds at once (a step's module passes and an anchor). */

@@ -21,6 +21,11 @@ typedef enum dp_loss_choice { DP_LOSS_AUTO, DP_LOSS_CHOICE_XENT, DP_LOSS_CHOICE_
 /* --precision's names, by dp_precision. */
 extern const char *const dp_precision_names[DP_PRECISIONS];
 
+/* --data-on-device: the training and test sets held whole in a device backend's memory, each
+ * step's rows gathered there (on), read on the host and uploaded per micro-batch (off), or on
+ * where they fit auto's share of the GPU's memory (auto). */
+typedef enum dp_data_placement { DP_DATA_OFF, DP_DATA_ON, DP_DATA_AUTO } dp_data_placement;
+
 typedef struct dp_options {
     char data[DP_PATH_MAX];
     char test_data[DP_PATH_MAX];  /* "" : the test split of --data where it has one */
@@ -69,6 +74,7 @@ typedef struct dp_options {
     dp_cuda_aware cuda_aware;     /* whether MPI is handed GPU memory */
     int unfused;                  /* --fuse off: no GEMM epilogues, the passes as kernels of their own */
     dp_graph_mode cuda_graph;     /* --cuda-graph: full steps replayed from a captured graph */
+    dp_data_placement data_on_device; /* --data-on-device: the datasets held in GPU memory (src/train/resident.c) */
     char save_path[DP_PATH_MAX];
     char init_path[DP_PATH_MAX];
     char checkpoint_dir[DP_PATH_MAX];

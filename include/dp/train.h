@@ -38,6 +38,10 @@ typedef struct dp_train_result {
     long preempted_step;       /* the step every rank stopped after, checkpointed */
 } dp_train_result;
 
+/* --data and its test set (--test-data, or --data's own test split; *has_test 0 when neither
+ * exists), opened as the loss asks: float targets for --loss mse. */
+int dp_train_open_datasets(const dp_options *o, dp_dataset *train, dp_dataset *test, int *has_test);
+
 /* The model's input width: what --layers starts with, or a --model spec's training data width. */
 int dp_train_model_inputs(const dp_options *o, const dp_dataset *train);
 

@@ -312,6 +312,13 @@ static void cpu_pool_backward(const dp_backend *be, const float *x, const float 
     over_samples(loops(be)->pool_backward, &a, rows, window_outputs(w) * w->kernel_h * w->kernel_w);
 }
 
+/* 4-byte words copied whole: floats and int32 labels alike. */
+static void cpu_gather_rows(const dp_backend *be, void *dst, const void *src, const int32_t *index, int rows, int words)
+{
+    dp_loop_args a = {.y = dst, .x = src, .index = index, .cols = (size_t)words};
+    over_rows(loops(be)->gather_rows, &a, rows);
+}
+
 /* Every operation has finished when it returns. */
 static void cpu_synchronize(const dp_backend *be)
 {
@@ -383,6 +390,7 @@ static const dp_backend cpu_backend = {
     .adamw_step = cpu_adamw_step,
     .synchronize = cpu_synchronize,
     .describe = cpu_describe,
+    .gather_rows = cpu_gather_rows,
 };
 
 const dp_backend *dp_backend_cpu(void)

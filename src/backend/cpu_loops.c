@@ -454,6 +454,15 @@ static size_t swap_axes(const dp_loop_args *a, size_t begin, size_t end)
     return 0;
 }
 
+/* Rows of y are rows a->index[r] of x, a->cols 4-byte words each (bytes moved whole). */
+static size_t gather_rows(const dp_loop_args *a, size_t begin, size_t end)
+{
+    size_t words = a->cols;
+    for (size_t r = begin; r < end; r++)
+        memcpy(a->y + r * words, a->x + (size_t)a->index[r] * words, words * sizeof *a->y);
+    return 0;
+}
+
 /* The recipe's max pooling, 2x2 windows by 2, on rows of 4 windows or more: 4 windows at a time
  * in vectors of 4 lanes (GCC's vector types, which every instruction set has), a row's last 4
  * overlapping the block before when the row is no multiple of 4. The vectoriser leaves rows of
@@ -634,4 +643,5 @@ const dp_cpu_loops DP_LOOPS_NAME(DP_LOOPS_ISA) = {
     .swap_axes = swap_axes,
     .pool_forward = pool_forward,
     .pool_backward = pool_backward,
+    .gather_rows = gather_rows,
 };

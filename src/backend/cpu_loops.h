@@ -34,6 +34,7 @@ typedef struct dp_loop_args {
     const dp_window *window;
     dp_pool pool;
     size_t inner; /* swap_axes: the run of floats that moves whole */
+    const int32_t *index; /* gather_rows: each row's row of x (rows of cols 4-byte words) */
 } dp_loop_args;
 
 /* One part of an operation; returns the non-finite values it counted (0 where it counts none). */
@@ -65,6 +66,7 @@ typedef struct dp_cpu_loops {
     dp_loop_fn swap_axes;         /* blocks of the middle axis */
     dp_loop_fn pool_forward;      /* rows (samples) */
     dp_loop_fn pool_backward;     /* rows (samples) */
+    dp_loop_fn gather_rows;       /* rows */
 } dp_cpu_loops;
 
 /* The best loops this CPU runs (the first call decides). */

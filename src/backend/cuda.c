@@ -457,6 +457,18 @@ static void cuda_timer_reset(const dp_backend *be)
     ctx_of(be)->timer_used = 0;
 }
 
+/* ---- the training data held on the GPU (src/train/resident.c) ---- */
+
+static void cuda_gather_rows(const dp_backend *be, void *dst, const void *src, const int32_t *index, int rows, int words)
+{
+    MUST(LAUNCH(ctx_of(be), dp_cuda_gather_rows, dst, src, index, rows, words));
+}
+
+static void cuda_memory_info(const dp_backend *be, size_t *free_bytes, size_t *total_bytes)
+{
+    MUST(CUDA_CALL(ctx_of(be), cudaMemGetInfo(free_bytes, total_bytes)));
+}
+
 static const dp_backend cuda_operations = {
     .name = "cuda",
     .host_memory = 0,
@@ -503,6 +515,8 @@ static const dp_backend cuda_operations = {
     .timer_mark = cuda_timer_mark,
     .timer_seconds = cuda_timer_seconds,
     .timer_reset = cuda_timer_reset,
+    .gather_rows = cuda_gather_rows,
+    .memory_info = cuda_memory_info,
 };
 
 static int cuda_gpu_count(void)

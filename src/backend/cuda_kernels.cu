@@ -478,3 +478,22 @@ extern "C" cudaError_t dp_cuda_adamw_step(cudaStream_t stream, float *params, fl
     adamw_step_kernel<<<grid_of(s), block_of(s), 0, stream>>>(s, params, grads, exp_avg, exp_avg_sq, n, k, partials);
     return add_partials(stream, s, partials, NULL, nonfinite, 1.0);
 }
+
+/* ---- the training data held on the device (src/train/resident.c) ---- */
+
+namespace {
+
+__global__ void gather_rows_kernel(dp_shape s, uint32_t *dst, const uint32_t *src, const int32_t *index, int rows,
+                                   int words)
+{
+    dp_gather_rows_thread(dst, src, index, rows, words, span_y(s), span_x(s));
+}
+
+} // namespace
+
+extern "C" cudaError_t dp_cuda_gather_rows(cudaStream_t stream, void *dst, const void *src, const int32_t *index,
+                                           int rows, int words)
+{
+    LAUNCH((size_t)rows * words, dp_shape_rows(rows, words), gather_rows_kernel, (uint32_t *)dst,
+           (const uint32_t *)src, index, rows, words);
+}

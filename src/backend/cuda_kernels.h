@@ -70,6 +70,11 @@ cudaError_t dp_cuda_adamw_step(cudaStream_t stream, float *params, float *grads,
                                size_t n, const dp_adamw_coefs *k, dp_cuda_partial *partials,
                                double *nonfinite);
 
+/* ---- the training data held on the device (src/train/resident.c) ---- */
+/* gather_rows of include/dp/backend.h: dst row r = src row index[r], `words` 4-byte words a row. */
+cudaError_t dp_cuda_gather_rows(cudaStream_t stream, void *dst, const void *src, const int32_t *index, int rows,
+                                int words);
+
 #ifdef __cplusplus
 }
 #endif

@@ -446,4 +446,18 @@ static inline DP_HD void dp_xent_lane_grads(const float *z, int cols, int lane, 
         dz[c] = dp_xent_grad(z[c], top, exp_sum, c == label);
 }
 
+/* ---- the training data held on the device: gather_rows ---- */
+
+/* Row r of dst = row index[r] of src, `words` 4-byte words a row (offsets in 64 bits: a
+ * dataset may pass 2^31 words); launched on dp_shape_rows(rows, words). */
+static inline DP_HD void dp_gather_rows_thread(uint32_t *dst, const uint32_t *src, const int32_t *index, int rows,
+                                               int words, dp_span row, dp_span col)
+{
+    for (size_t r = row.first; r < (size_t)rows; r += row.step) {
+        const uint32_t *from = src + (size_t)index[r] * (size_t)words;
+        for (size_t c = col.first; c < (size_t)words; c += col.step)
+            dst[r * (size_t)words + c] = from[c];
+    }
+}
+
 #endif

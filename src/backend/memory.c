@@ -25,6 +25,7 @@ static const char *const kind_names[DP_MEM_KINDS] = {
     [DP_MEM_PARAMETERS] = "parameters", [DP_MEM_GRADIENTS] = "gradients",
     [DP_MEM_OPTIMIZER] = "optimizer state", [DP_MEM_WORKING] = "working buffers",
     [DP_MEM_BUFFERS] = "running statistics", [DP_MEM_ACTIVATIONS] = "activations",
+    [DP_MEM_DATA] = "data",
     [DP_MEM_COMM] = "collective scratch", [DP_MEM_OTHER] = "other",
 };
 
@@ -49,11 +50,11 @@ int dp_memory_admit(size_t bytes, dp_memory_kind kind, const char *what)
     pthread_mutex_unlock(&lock);
     return dp_fail(DP_ENOMEM, "--max-memory-mb %g: %.2f MiB of %s for %s would bring this rank to %.2f "
                    "MiB of backend memory (it holds %.2f MiB: parameters %.2f, gradients %.2f, optimizer "
-                   "state %.2f, working buffers %.2f, activations %.2f, collective scratch %.2f)",
+                   "state %.2f, working buffers %.2f, activations %.2f, data %.2f, collective scratch %.2f)",
                    mib(limit), mib(bytes), dp_memory_kind_name(kind), what, mib(held + bytes), mib(held),
                    mib(now.bytes[DP_MEM_PARAMETERS]), mib(now.bytes[DP_MEM_GRADIENTS]),
                    mib(now.bytes[DP_MEM_OPTIMIZER]), mib(now.bytes[DP_MEM_WORKING]),
-                   mib(now.bytes[DP_MEM_ACTIVATIONS]), mib(now.bytes[DP_MEM_COMM]));
+                   mib(now.bytes[DP_MEM_ACTIVATIONS]), mib(now.bytes[DP_MEM_DATA]), mib(now.bytes[DP_MEM_COMM]));
 }
 
 static void add(dp_memory_kind kind, size_t bytes, int sign)

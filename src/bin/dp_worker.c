@@ -51,22 +51,6 @@ static void abort_on_usage_error(int rank)
     abort_job(rank, EXIT_USAGE);
 }
 
-static int open_datasets(const dp_options *o, dp_dataset *train, dp_dataset *test, int *has_test)
-{
-    int regression = o->loss == DP_LOSS_CHOICE_MSE;
-    int status = dp_dataset_open(o->data, 0, regression, o->seed, train);
-    if (status)
-        return dp_fail_context(status, "--data %s", o->data);
-    *has_test = o->test_data[0] || dp_dataset_has_test_split(o->data);
-    if (!*has_test)
-        return 0;
-    if (o->test_data[0] && (status = dp_dataset_open(o->test_data, 1, regression, o->seed, test)))
-        return dp_fail_context(status, "--test-data %s", o->test_data);
-    if (!o->test_data[0] && (status = dp_dataset_open(o->data, 1, regression, o->seed, test)))
-        return dp_fail_context(status, "--data %s (its test split)", o->data);
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     /* OpenBLAS's kernels are chosen when it loads: a generic core is corrected by running again. */
@@ -135,7 +119,7 @@ int main(int argc, char **argv)
     /* A preemption while the data load must not end the rank: the run answers it. */
     if (dp_train_catch_preemption(&o))
         abort_job(rank, EXIT_RUN_FAILED);
-    if (open_datasets(&o, &train, &test, &has_test) ||
+    if (dp_train_open_datasets(&o, &train, &test, &has_test) ||
         dp_train(&o, &train, has_test ? &test : NULL, &comm, &result, 0))
         abort_job(rank, EXIT_RUN_FAILED);
     dp_dataset_free(&train);

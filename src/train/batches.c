@@ -1,7 +1,7 @@
 /* How samples reach the backend: every micro-batch reads only this rank's rows through the
  * dataset's reader (dp_dataset_read_rows), straight into the batch buffers on a host backend,
- * or into page-locked host staging then one upload per buffer on a device. Nothing holds a
- * whole dataset in backend memory. */
+ * or into page-locked host staging then one upload per buffer on a device; or, with the sets
+ * held in a device's memory (--data-on-device, resident.c), gathers them there. */
 #include "src/train/trainer.h"
 
 #include "dp/error.h"
@@ -9,9 +9,10 @@
 #include <stdlib.h>
 
 int dp_batches_open(dp_batches *b, const dp_backend *be, const dp_dataset *train, const dp_dataset *test,
-                    const dp_sampler *sampler, int max_rows, int outputs)
+                    const dp_sampler *sampler, int max_rows, int outputs, dp_data_placement placement)
 {
-    *b = (dp_batches){.be = be, .train = train, .test = test, .sampler = sampler};
+    *b = (dp_batches){.be = be, .train = train, .test = test, .sampler = sampler, .rows = (size_t)max_rows,
+                      .order_epoch = -1};
     /* A test set has the training data's width: both were checked against the model's. */
     size_t rows = (size_t)max_rows, width = (size_t)train->dim;
     b->x = be->alloc(be, rows * width * sizeof(float), DP_MEM_ACTIVATIONS, "the input batch");
@@ -21,11 +22,11 @@ int dp_batches_open(dp_batches *b, const dp_backend *be, const dp_dataset *train
     if (!b->x || !b->labels || !b->targets || !b->row_index)
         return DP_ENOMEM;
     if (be->host_memory)
-        return 0;
+        return dp_resident_open(b, placement);
     b->stage_x = be->alloc_host(be, rows * width * sizeof(float), "the input batch's staging");
     b->stage_labels = be->alloc_host(be, rows * sizeof(int32_t), "the label batch's staging");
     b->stage_targets = be->alloc_host(be, rows * (size_t)outputs * sizeof(float), "the target batch's staging");
-    return b->stage_x && b->stage_labels && b->stage_targets ? 0 : DP_ENOMEM;
+    return b->stage_x && b->stage_labels && b->stage_targets ? dp_resident_open(b, placement) : DP_ENOMEM;
 }
 
 void dp_batches_close(dp_batches *b)
@@ -33,6 +34,7 @@ void dp_batches_close(dp_batches *b)
     const dp_backend *be = b->be;
     if (!be)
         return;
+    dp_resident_close(b);
     be->free(be, b->x);
     be->free(be, b->labels);
     be->free(be, b->targets);
@@ -44,6 +46,12 @@ void dp_batches_close(dp_batches *b)
         be->free_host(be, b->stage_targets);
     free(b->row_index);
     *b = (dp_batches){0};
+}
+
+dp_rows dp_batches_rows(const dp_batches *b, const dp_dataset *data, size_t n)
+{
+    return (dp_rows){.x = b->x, .labels = data->labels ? b->labels : NULL, .targets = data->labels ? NULL : b->targets,
+                     .count = (int)n};
 }
 
 /* Reads rows index[0..n) of data into the batch buffers and says where they are. */
@@ -60,14 +68,15 @@ static int read_rows(dp_batches *b, const dp_dataset *data, const size_t *index,
         else
             be->upload(be, b->targets, b->stage_targets, n * (size_t)data->outputs * sizeof(float));
     }
-    *out = (dp_rows){.x = b->x, .labels = data->labels ? b->labels : NULL, .targets = data->labels ? NULL : b->targets,
-                     .count = (int)n};
+    *out = dp_batches_rows(b, data, n);
     return status;
 }
 
 static int gather(void *arg, size_t begin, size_t end, dp_rows *rows)
 {
     dp_batches *b = arg;
+    if (b->resident)
+        return dp_resident_train_rows(b, begin, end, rows);
     return read_rows(b, b->train, b->sampler->order + begin, end - begin, rows);
 }
 
@@ -78,6 +87,10 @@ dp_row_source dp_batches_source(dp_batches *b)
 
 int dp_batches_read_test(dp_batches *b, size_t begin, size_t end, dp_rows *rows)
 {
+    if (b->resident) {
+        dp_resident_test_rows(b, begin, end, rows);
+        return 0;
+    }
     for (size_t i = begin; i < end; i++)
         b->row_index[i - begin] = i;
     return read_rows(b, b->test, b->row_index, end - begin, rows);

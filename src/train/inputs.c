@@ -1,4 +1,4 @@
-/* What the run reads, checked before it is used: the data must fit the model and the loss, a
+/* What the run reads, opened and checked before it is used: the data must fit the model and the loss, a
  * test set judged by the training set's loss must have the same kind of targets, and starting
  * weights must be finite. */
 #include "src/train/trainer.h"
@@ -35,6 +35,22 @@ static int spec_outputs(const dp_model_spec *spec, int inputs)
         if (spec->modules[i].options.out_features > 0)
             outputs = spec->modules[i].options.out_features;
     return outputs;
+}
+
+int dp_train_open_datasets(const dp_options *o, dp_dataset *train, dp_dataset *test, int *has_test)
+{
+    int regression = o->loss == DP_LOSS_CHOICE_MSE;
+    int status = dp_dataset_open(o->data, 0, regression, o->seed, train);
+    if (status)
+        return dp_fail_context(status, "--data %s", o->data);
+    *has_test = o->test_data[0] || dp_dataset_has_test_split(o->data);
+    if (!*has_test)
+        return 0;
+    if (o->test_data[0] && (status = dp_dataset_open(o->test_data, 1, regression, o->seed, test)))
+        return dp_fail_context(status, "--test-data %s", o->test_data);
+    if (!o->test_data[0] && (status = dp_dataset_open(o->data, 1, regression, o->seed, test)))
+        return dp_fail_context(status, "--data %s (its test split)", o->data);
+    return 0;
 }
 
 int dp_train_model_inputs(const dp_options *o, const dp_dataset *train)

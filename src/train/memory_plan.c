@@ -9,6 +9,7 @@
 #include "dp/nn.h"
 #include "dp/optim.h"
 #include "dp/zero_plan.h"
+#include "src/train/trainer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -119,6 +120,24 @@ static int model_activations(const dp_options *o, int world, size_t *bytes)
     return 0;
 }
 
+/* What --data-on-device would hold on each rank's GPU; data that cannot be opened is said, not fatal:
+ * the rest of the plan needs none. */
+static void print_data(const dp_options *o)
+{
+    dp_dataset train = {0}, test = {0};
+    int has_test = 0;
+    if (dp_train_open_datasets(o, &train, &test, &has_test)) {
+        printf("data held on a GPU (--data-on-device): not planned: %s\n", dp_last_error());
+    } else {
+        char held[192];
+        dp_resident_describe(&train, has_test ? &test : NULL, held, sizeof held);
+        printf("data held on a GPU (--data-on-device), every rank alike: %s; auto holds it where that is at most "
+               "1/%d of the GPU's memory\n", held, DP_RESIDENT_AUTO_SHARE);
+    }
+    dp_dataset_free(&train);
+    dp_dataset_free(&test);
+}
+
 static void print_notes(const dp_zero_plan_input *in, int known_layout, double unit, const char *unit_name)
 {
     printf("where these differ from the documents' table (70B parameters, 8 GPUs: DDP 840, ZeRO-1 350, ZeRO-2 210, "
@@ -189,6 +208,7 @@ int dp_memory_plan_print(const dp_options *o, int world)
         printf("activations per rank, every stage alike (module outputs, their gradients, conv2d's lowered inputs, "
                "BatchNorm's normalised inputs): %.1f %s for --batch %ld over %d ranks\n", activations / unit, unit_name,
                o->batch, in.world);
+    print_data(o);
     print_notes(&in, known_layout, unit, unit_name);
     fflush(stdout);
     return 0;

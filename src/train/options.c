@@ -24,7 +24,7 @@ enum option_id {
     OPT_PREDICT, OPT_OUTPUT, OPT_PREDICT_CLASSES, OPT_BUCKET_MB, OPT_NO_OVERLAP, OPT_PROGRESS_THREAD, OPT_TRACE, OPT_METRICS,
     OPT_ZERO, OPT_ZERO_LIVE_MB, OPT_MAX_MEMORY_MB, OPT_CHECKPOINT_SHARDS, OPT_PREEMPT_SIGNAL, OPT_MEMORY_PLAN, OPT_PARAMS, OPT_WORLD, OPT_PRECISION,
     OPT_AVERAGE_EVERY, OPT_EXACT, OPT_EXACT_SHARD, OPT_GRAD_DTYPE,
-    OPT_FUSE,
+    OPT_FUSE, OPT_DATA_ON_DEVICE,
     OPT_HELP, OPT_VERSION
 };
 
@@ -165,6 +165,10 @@ static const struct option_doc option_docs[] = {
      "replay full training steps from one captured CUDA graph (one launch instead of every kernel); auto: "
      "where no step needs the host inside it (one rank, DDP, no BatchNorm or Dropout, no --accum, "
      "--on-nan skip or --trace; the banner says why not), on: an error where it cannot"},
+    {{"data-on-device", required_argument, NULL, OPT_DATA_ON_DEVICE}, "auto|on|off", "auto",
+     "GPU: hold the training and test sets in GPU memory, uploaded once, and gather each step's rows there "
+     "(on; an error where they do not fit the GPU's free memory), read and upload every micro-batch's rows "
+     "from the host (off), or on where they take at most a quarter of the GPU's memory (auto)"},
     {{"save", required_argument, NULL, OPT_SAVE}, "FILE", "none",
      "write the final parameters as safetensors (PyTorch names and layouts)"},
     {{"init", required_argument, NULL, OPT_INIT}, "FILE", "none",
@@ -238,6 +242,7 @@ void dp_options_defaults(dp_options *o)
     o->device = DP_DEVICE_AUTO;
     o->cuda_aware = DP_CUDA_AWARE_AUTO;
     o->cuda_graph = DP_GRAPH_AUTO;
+    o->data_on_device = DP_DATA_AUTO;
 }
 
 void dp_options_print_help(FILE *out)
@@ -313,6 +318,7 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
     static const char *const cuda_aware_modes[] = {"auto", "on", "off"};
     static const char *const fuse_modes[] = {"auto", "off"};
     static const char *const graph_modes[] = {[DP_GRAPH_OFF] = "off", [DP_GRAPH_ON] = "on", [DP_GRAPH_AUTO] = "auto"};
+    static const char *const placements[] = {[DP_DATA_OFF] = "off", [DP_DATA_ON] = "on", [DP_DATA_AUTO] = "auto"};
     static const char *const optimizers[] = {[DP_OPTIMIZER_SGD] = "sgd", [DP_OPTIMIZER_ADAMW] = "adamw"};
     static const char *const zero_stages[] = {"0", "1", "2", "3"};
     int status, choice;
@@ -429,6 +435,10 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
     case OPT_CUDA_GRAPH:
         status = dp_option_choice(name, arg, graph_modes, 3, &choice);
         o->cuda_graph = (dp_graph_mode)choice;
+        return status;
+    case OPT_DATA_ON_DEVICE:
+        status = dp_option_choice(name, arg, placements, 3, &choice);
+        o->data_on_device = (dp_data_placement)choice;
         return status;
     case OPT_CUDA_AWARE:
         status = dp_option_choice(name, arg, cuda_aware_modes, 3, &choice);
@@ -616,7 +626,8 @@ static int check_combination(dp_options *o, int world, const int *seen)
                          : o->share_gpu ? "--share-gpu"
                          : o->cuda_aware == DP_CUDA_AWARE_ON ? "--cuda-aware on"
                          : o->unfused ? "--fuse off"
-                         : o->cuda_graph == DP_GRAPH_ON ? "--cuda-graph on" : NULL;
+                         : o->cuda_graph == DP_GRAPH_ON ? "--cuda-graph on"
+                         : o->data_on_device == DP_DATA_ON ? "--data-on-device on" : NULL;
     if (o->device == DP_DEVICE_CPU && gpu_only)
         return dp_fail(DP_EINVAL, "%s applies to GPUs, but --device is cpu", gpu_only);
     return dp_options_check_limits(o, world);

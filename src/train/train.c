@@ -134,7 +134,7 @@ static int allocate_buffers(trainer *t)
         status = dp_sampler_init(&t->sampler, t->train->count, dp_rng_mix(t->o->seed, 0x5a3));
     if (!status)
         status = dp_batches_open(&t->batches, t->engine.be, t->train, t->test, &t->sampler, t->max_rows,
-                                 t->engine.model.outputs);
+                                 t->engine.model.outputs, t->o->data_on_device);
     if (!status) {
         t->eval_totals = dp_engine_new_totals(&t->engine, "the evaluation totals");
         status = t->eval_totals ? 0 : DP_ENOMEM;
@@ -409,7 +409,7 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
         dp_report_banner(o, comm, &t.plan, &t.engine.model, &t.engine.opt, &t.engine.strategy, t.engine.be->describe(t.engine.be),
                          dp_engine_gradient_path(&t.engine), train, test);
     if (!status && comm->rank == 0 && !o->quiet && !t.engine.be->host_memory)
-        printf("cuda graph: %s\n", dp_engine_graph_describe(&t.engine));
+        printf("cuda graph: %s\ndata on device: %s\n", dp_engine_graph_describe(&t.engine), t.batches.placement);
     if (!status)
         status = dp_trainer_start_state(&t);
     if (!status)

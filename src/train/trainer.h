@@ -18,8 +18,16 @@
 #include "src/train/report.h"
 #include "src/train/trace.h"
 
+/* resident.c: a dataset held whole in backend memory (--data-on-device). */
+typedef struct dp_resident_set {
+    float *x;                      /* [N, dim] features */
+    int32_t *labels;               /* [N] class labels, or NULL */
+    float *targets;                /* [N, outputs] regression targets, or NULL */
+} dp_resident_set;
+
 /* batches.c: one micro-batch's rows read through the datasets' readers into backend memory
- * (the engine's dp_row_source), and the test set's rows for evaluation. */
+ * (the engine's dp_row_source), and the test set's rows for evaluation; with the sets held on
+ * the device (resident.c), the rows gathered there instead. */
 typedef struct dp_batches {
     const dp_backend *be;
     const dp_dataset *train, *test;
@@ -29,6 +37,13 @@ typedef struct dp_batches {
     float *stage_x, *stage_targets; /* a device backend: page-locked host rows read for one batch */
     int32_t *stage_labels;         /* (NULL on a host backend, which reads into x and the rest) */
     size_t *row_index;             /* evaluation's contiguous rows as the reader's index list */
+    size_t rows;                   /* rows the batch buffers and their staging hold (max_rows) */
+    int resident;                  /* the sets are held in backend memory (resident.c) */
+    dp_resident_set train_set, test_set;
+    int32_t *order;                /* backend memory: the epoch's order, the gathers' row indices */
+    int32_t *stage_order;          /* page-locked host memory it is uploaded from */
+    long order_epoch;              /* the sampler's epoch `order` holds; -1: none yet */
+    char placement[512];           /* where the rows live, for the banner */
 } dp_batches;
 
 /* A step's module passes timed by the backend's timer (timer_mark slots), turned into spans
@@ -106,14 +121,36 @@ int dp_trainer_metrics_average(trainer *t, long step, double divergence);
 int dp_trainer_close_metrics(trainer *t, const dp_train_result *result);
 
 /* batches.c: room for max_rows rows of a micro-batch (targets: `outputs` per row); a test set
- * must have the training set's width. */
+ * must have the training set's width. On a device backend, `placement` decides whether the
+ * sets are held in its memory (resident.c). */
 int dp_batches_open(dp_batches *b, const dp_backend *be, const dp_dataset *train, const dp_dataset *test,
-                    const dp_sampler *sampler, int max_rows, int outputs);
+                    const dp_sampler *sampler, int max_rows, int outputs, dp_data_placement placement);
 void dp_batches_close(dp_batches *b);
 /* The engine's row source: the training samples at epoch positions [begin, end). */
 dp_row_source dp_batches_source(dp_batches *b);
+/* The batch buffers holding n rows of data: features, and its labels or its targets. */
+dp_rows dp_batches_rows(const dp_batches *b, const dp_dataset *data, size_t n);
 /* The test set's rows [begin, end) (at most max_rows) read into the batch buffers. */
 int dp_batches_read_test(dp_batches *b, size_t begin, size_t end, dp_rows *rows);
+
+/* resident.c: --data-on-device. */
+/* auto holds the sets when they take at most 1/DP_RESIDENT_AUTO_SHARE of the GPU's memory:
+ * Fashion-MNIST's 210 MiB is 0.3% of an 80 GiB H100, and the widest example (8192 features x
+ * 4096 rows) keeps its model, activations and cuBLAS's workspace in a few GiB, so a quarter
+ * leaves any model that trained before its room; only sets of a quarter of the GPU are declined. */
+#define DP_RESIDENT_AUTO_SHARE 4
+/* Backend memory the sets take held whole: features, labels or targets, the epoch's order. */
+size_t dp_resident_bytes(const dp_dataset *train, const dp_dataset *test);
+/* "X MiB (training set A MiB, test set B MiB, the epoch's order C MiB)": what holding them takes. */
+void dp_resident_describe(const dp_dataset *train, const dp_dataset *test, char *text, size_t size);
+/* Decides by `placement` whether b's sets are held on its device (b->placement says so and
+ * why) and, if so, uploads them through the batch staging. */
+int dp_resident_open(dp_batches *b, dp_data_placement placement);
+void dp_resident_close(dp_batches *b);
+/* The training samples at epoch positions [begin, end), gathered on the device. */
+int dp_resident_train_rows(dp_batches *b, size_t begin, size_t end, dp_rows *rows);
+/* The test set's rows [begin, end) where they are held (no copy). */
+void dp_resident_test_rows(const dp_batches *b, size_t begin, size_t end, dp_rows *rows);
 
 /* state.c */
 int dp_trainer_allocate_host_copies(trainer *t); /* once the model, strategy and optimizer exist */

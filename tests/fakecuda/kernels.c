@@ -755,3 +755,41 @@ cudaError_t dp_cuda_adamw_step(cudaStream_t stream, float *params, float *grads,
                    .s1 = exp_avg, .s2 = exp_avg_sq, .k = k};
     return n == 0 ? cudaSuccess : queue_step(stream, run_adamw_step, &a, "adamw_step_kernel", nonfinite);
 }
+
+/* ---- the training data held on the device (src/train/resident.c) ---- */
+
+typedef struct gather_args {
+    dp_shape s;
+    uint32_t *dst;
+    const uint32_t *src;
+    const int32_t *index;
+    int rows, words;
+} gather_args;
+
+/* Each row read must lie in device memory: an index past the held dataset faults as on a GPU. */
+static void run_gather_rows(void *raw)
+{
+    gather_args *a = raw;
+    size_t row_bytes = (size_t)a->words * sizeof *a->dst;
+    if (!fakecuda_need(a->dst, (size_t)a->rows * row_bytes, "dst") ||
+        !fakecuda_need(a->index, (size_t)a->rows * sizeof *a->index, "index"))
+        return;
+    for (int r = 0; r < a->rows; r++)
+        if (!fakecuda_need(a->src + (size_t)a->index[r] * (size_t)a->words, row_bytes, "a source row"))
+            return;
+    for (unsigned by = 0; by < a->s.grid_y; by++)
+        for (unsigned bx = 0; bx < a->s.grid_x; bx++)
+            for (unsigned ty = 0; ty < a->s.block_y; ty++)
+                for (unsigned tx = 0; tx < a->s.block_x; tx++)
+                    dp_gather_rows_thread(a->dst, a->src, a->index, a->rows, a->words, dp_span_y(a->s, by, ty),
+                                          dp_span_x(a->s, bx, tx));
+}
+
+cudaError_t dp_cuda_gather_rows(cudaStream_t stream, void *dst, const void *src, const int32_t *index, int rows,
+                                int words)
+{
+    if (rows == 0 || words == 0)
+        return cudaSuccess;
+    gather_args a = {dp_shape_rows(rows, words), dst, src, index, rows, words};
+    return QUEUE(run_gather_rows, a, "gather_rows_kernel");
+}

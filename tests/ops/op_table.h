@@ -134,7 +134,7 @@ static inline float op_round(double v)
 
 extern const op_impl op_bias_act_forward, op_relu_forward, op_relu_backward, op_multiply, op_multiply_in_place,
     op_accumulate, op_dropout_forward;
-extern const op_impl op_zero, op_copies;
+extern const op_impl op_zero, op_copies, op_gather_rows;
 extern const op_impl op_bias_grad, op_column_sums;
 extern const op_impl op_bn_normalize, op_bn_backward_input, op_bn_param_grads, op_bn_update_running,
     op_inverse_std;
