@@ -1,0 +1,33 @@
+/* --precision bf16 on the CUDA backend: where a GEMM's two operands are rounded to bfloat16
+ * before cuBLAS or cuBLASLt reads them (cuda_operands.c). */
+#ifndef DP_BACKEND_CUDA_OPERANDS_H
+#define DP_BACKEND_CUDA_OPERANDS_H
+
+#include "dp/backend.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One device buffer per context holding the bf16 copies of the current GEMM's A and B. */
+typedef struct dp_cuda_bf16_operands {
+    const dp_backend *be; /* the context: its alloc charges the buffer to the counter */
+    int rank;
+    uint16_t *base;       /* A's copy, then B's from the next 256-byte boundary */
+    size_t elements;      /* its size */
+} dp_cuda_bf16_operands;
+
+/* Elements a row-major operand of rows x cols with leading dimension ld spans (0 when empty):
+ * its copy keeps ld, so the GEMM's arguments stay as they are. */
+size_t dp_gemm_operand_span(int rows, int cols, int ld);
+
+/* Places copies of a_elements and b_elements in the buffer, growing it (after the stream's work,
+ * which may still read it) when it is smaller. Inside a CUDA graph capture nothing may be
+ * allocated: `capturing` with a buffer too small is an error (the eager warm-up step before a
+ * capture runs the same GEMMs, so it has grown the buffer already). */
+int dp_cuda_bf16_operands_place(dp_cuda_bf16_operands *o, int capturing, size_t a_elements, size_t b_elements,
+                                uint16_t **a, uint16_t **b);
+
+/* Frees the buffer; with report, a failure is recorded and returned. */
+int dp_cuda_bf16_operands_release(dp_cuda_bf16_operands *o, int report);
+
+#endif
