@@ -12,7 +12,8 @@
  * sees (names become their UUIDs; unset: none, as without a GPU), FAKECUDA_MEMORY=BYTES their
  * memory (default 80 GiB), FAKECUDA_CHECK_LEAKS=1 fails the process (exit 3) when device or
  * page-locked memory or a cuBLAS handle is left at exit, CUDA_LAUNCH_BLOCKING=1 runs work as
- * soon as it is queued, FAKECUDA_COUNT_LAUNCHES=1 reports the graph launches at exit. */
+ * soon as it is queued, FAKECUDA_COUNT_LAUNCHES=1 reports the graph launches at exit,
+ * FAKECUDA_COUNT_GEMMS=1 the GEMM calls by operand type (cublas.c). */
 #ifndef DP_FAKECUDA_H
 #define DP_FAKECUDA_H
 
