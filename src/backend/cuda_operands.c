@@ -2,7 +2,8 @@
  * that are bf16 in memory (CUDA_R_16BF; FP32 operands at the FAST_16BF compute type ran at TF32's
  * speed on an H200), so each GEMM's A and B are rounded (nearest even) into this buffer first,
  * C stays FP32. The buffer grows to the largest GEMM the run makes, on the eager steps before
- * any CUDA graph capture, and is charged to the allocation counter. */
+ * any CUDA graph capture (one a graph uses is kept, not freed, when evaluation grows it), and
+ * is charged to the allocation counter. */
 #include "config.h"
 
 #include "src/backend/cuda_operands.h"
@@ -12,6 +13,7 @@
 #include "src/backend/fatal.h"
 
 #include <cuda_runtime_api.h>
+#include <stdlib.h>
 
 /* cuBLAS and cuBLASLt pick their fastest kernels for 256-byte aligned operands. */
 #define ALIGN_ELEMENTS ((size_t)128)
@@ -21,15 +23,29 @@ size_t dp_gemm_operand_span(int rows, int cols, int ld)
     return rows > 0 && cols > 0 ? (size_t)(rows - 1) * (size_t)ld + (size_t)cols : 0;
 }
 
+/* Keeps the buffer a graph's GEMMs use until the context closes. */
+static int keep(dp_cuda_bf16_operands *o)
+{
+    uint16_t **kept = realloc(o->kept, (o->kept_count + 1) * sizeof *kept);
+    if (!kept)
+        return dp_fail(DP_ENOMEM, "rank %d: no host memory to keep a CUDA graph's bf16 operand buffer", o->rank);
+    o->kept = kept;
+    o->kept[o->kept_count++] = o->base;
+    return 0;
+}
+
 static int grow(dp_cuda_bf16_operands *o, size_t elements)
 {
     const dp_backend *be = o->be;
-    if (o->base) {
+    if (o->base && o->captured) {
+        TRY(keep(o));
+    } else if (o->base) {
         be->synchronize(be); /* earlier GEMMs may still read the old copies */
         be->free(be, o->base);
-        o->base = NULL;
-        o->elements = 0;
     }
+    o->base = NULL;
+    o->elements = 0;
+    o->captured = 0;
     o->base = be->alloc(be, elements * sizeof *o->base, DP_MEM_OTHER, "the bf16 copies of a GEMM's operands");
     if (!o->base)
         return DP_ENOMEM;
@@ -50,22 +66,35 @@ int dp_cuda_bf16_operands_place(dp_cuda_bf16_operands *o, int capturing, size_t 
                            needed * sizeof *o->base, o->elements * sizeof *o->base);
         TRY(grow(o, needed));
     }
+    o->captured |= capturing;
     *a = o->base;
     *b = o->base + b_offset;
     return 0;
 }
 
-int dp_cuda_bf16_operands_release(dp_cuda_bf16_operands *o, int report)
+static int release(const dp_cuda_bf16_operands *o, uint16_t *buffer, int report)
 {
-    if (!o->base)
+    if (!buffer)
         return 0;
-    dp_memory_release(o->base);
-    cudaError_t e = cudaFree(o->base);
-    o->base = NULL;
+    dp_memory_release(buffer);
+    cudaError_t e = cudaFree(buffer);
     if (e == cudaSuccess)
         return 0;
     (void)cudaGetLastError();
     return report ? dp_fail(DP_EDEVICE, "cudaFree(the bf16 copies of GEMM operands) failed on rank %d: %s", o->rank,
                             cudaGetErrorString(e))
                   : 0;
+}
+
+int dp_cuda_bf16_operands_release(dp_cuda_bf16_operands *o, int report)
+{
+    int status = release(o, o->base, report);
+    for (size_t i = 0; i < o->kept_count; i++) {
+        int freed = release(o, o->kept[i], report && !status);
+        if (!status)
+            status = freed;
+    }
+    free(o->kept);
+    *o = (dp_cuda_bf16_operands){.be = o->be, .rank = o->rank};
+    return status;
 }

@@ -14,20 +14,24 @@ typedef struct dp_cuda_bf16_operands {
     int rank;
     uint16_t *base;       /* A's copy, then B's from the next 256-byte boundary */
     size_t elements;      /* its size */
+    int captured;         /* a CUDA graph's GEMMs use base: it must outlive the graph */
+    uint16_t **kept;      /* earlier buffers graphs use, freed with the context */
+    size_t kept_count;
 } dp_cuda_bf16_operands;
 
 /* Elements a row-major operand of rows x cols with leading dimension ld spans (0 when empty):
  * its copy keeps ld, so the GEMM's arguments stay as they are. */
 size_t dp_gemm_operand_span(int rows, int cols, int ld);
 
-/* Places copies of a_elements and b_elements in the buffer, growing it (after the stream's work,
- * which may still read it) when it is smaller. Inside a CUDA graph capture nothing may be
- * allocated: `capturing` with a buffer too small is an error (the eager warm-up step before a
- * capture runs the same GEMMs, so it has grown the buffer already). */
+/* Places copies of a_elements and b_elements in the buffer, growing it when it is smaller: the
+ * old one is freed after the stream's work, which may still read it, or kept while the context
+ * lives if a capture used it (a graph replays GEMMs on it, evaluation may grow it later). Inside
+ * a capture nothing may be allocated: `capturing` with a buffer too small is an error (the
+ * eager warm-up step before a capture runs the same GEMMs, so it has grown the buffer already). */
 int dp_cuda_bf16_operands_place(dp_cuda_bf16_operands *o, int capturing, size_t a_elements, size_t b_elements,
                                 uint16_t **a, uint16_t **b);
 
-/* Frees the buffer; with report, a failure is recorded and returned. */
+/* Frees the buffers; with report, the first failure is recorded and returned. */
 int dp_cuda_bf16_operands_release(dp_cuda_bf16_operands *o, int report);
 
 #endif
