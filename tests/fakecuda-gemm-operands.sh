@@ -2,7 +2,8 @@
 # FP32 ones: the fake CUDA runtime counts every GEMM call by its operands' type
 # (FAKECUDA_COUNT_GEMMS=1), and at bf16 none may be float32, at fp32 and tf32 none bf16, fused
 # or not, from a CUDA graph (the copies' buffer grown before the capture: the fake refuses an
-# allocation inside one) and under ZeRO-3 on 2 ranks. The banner says which operands, and at
+# allocation inside one; evaluation growing it later must keep the graph's) and under ZeRO-3 on
+# 2 ranks. The banner says which operands, and at
 # bf16 the bias gradient is not fused (BGRADB would sum the bf16 copy). Exits 77 where not built.
 . "$srcdir/tests/common.sh"
 fake="$top_builddir/tests/fakecuda"
@@ -39,6 +40,15 @@ for precision in fp32 tf32 bf16; do
 done
 run bf16-graph 1 bf16 --cuda-graph on
 run bf16-zero3-w2 2 bf16 --zero 3
+
+# A graph replays its GEMMs on the operand buffer it was captured with; evaluation's 256-row
+# chunks then need a larger one: the old buffer must stay (the fake keeps freed addresses unused
+# while a graph exists, so a replay on a freed buffer faults). Same bits as without the graph.
+long="--data synthetic:2400,8,3 --steps 150"
+run bf16-graph-eval 1 bf16 $long --cuda-graph on --save "$dir/graph.safetensors"
+run bf16-eager-eval 1 bf16 $long --cuda-graph off --save "$dir/eager.safetensors"
+dp_check_same_bits "bf16: a graph replayed after evaluation grew the operand buffer equals eager steps" \
+    "$dir/graph.safetensors" "$dir/eager.safetensors"
 
 cases=$((cases + 1))
 if grep -q "bf16 tensor-core (bf16 operands, FP32 accumulation and outputs) GEMMs, cuBLASLt epilogues: bias, relu, relu_mask, drelu;" \

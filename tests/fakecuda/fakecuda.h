@@ -72,6 +72,11 @@ void fakecuda_unlock(void);
 int fakecuda_device_count(void);
 int fakecuda_current_device(void);
 
+/* Graphs instantiated and not yet destroyed (graph.c counts them). While any is, cudaFree keeps
+ * the freed addresses unused (runtime.c), so a replay of captured work on freed memory faults
+ * instead of finding a newer allocation there; the last one destroyed releases them. */
+void fakecuda_graph_execs(int delta);
+
 /* For the leak check and the fake's own tests: live device allocations; handles (cuBLAS,
  * streams, events) made and freed. */
 size_t fakecuda_live_device_allocations(void);
