@@ -272,12 +272,14 @@ int dp_cuda_lt_matmul(dp_cuda_lt *lt, int trans_a, int trans_b, int m, int n, in
 }
 
 /* Whether cuBLASLt runs each epilogue at this precision, asked once for a Linear's shape with
- * the least alignment (4 bytes; a mask is its own allocation), so any call may use it: with its
- * vector and, where cuBLASLt has another epilogue for that (a ReLU without bias), without. One
- * that would sum a bf16 operand is declined without asking, so the bias gradient stays FP32's. */
+ * the least alignment (4 bytes; a mask is its own allocation; bf16 operands are copies at
+ * 256-byte boundaries), so any call may use it: with its vector and, where cuBLASLt has another
+ * epilogue for that (a ReLU without bias), without. One that would sum a bf16 operand is
+ * declined without asking, so the bias gradient stays FP32's. */
 static int probe(dp_cuda_lt *lt)
 {
     float *any = (float *)((char *)lt->workspace + sizeof(float));
+    const void *operand = lt->setup.operands == CUDA_R_32F ? (const void *)any : lt->workspace;
     for (int kind = 0; kind < DP_EPILOGUES; kind++) {
         if (epilogues[kind].sums_operand && lt->setup.operands != CUDA_R_32F) {
             snprintf(lt->why[kind], sizeof lt->why[kind], "with bf16 operands %s would sum the bf16 copy of the "
@@ -291,8 +293,8 @@ static int probe(dp_cuda_lt *lt)
         for (int v = 0; found && v < variants; v++) {
             dp_gemm_epilogue e = {.kind = kind, .bias = v ? NULL : any, .bias_grad = v ? NULL : any,
                                   .mask = lt->workspace, .mask_ld = dp_relu_mask_ld(64)};
-            plan_key key = key_of(epilogues[kind].trans_a, epilogues[kind].trans_b, 64, 64, 64, any, 64, any, 64,
-                                  0.0f, any, 64, &e);
+            plan_key key = key_of(epilogues[kind].trans_a, epilogues[kind].trans_b, 64, 64, 64, operand, 64,
+                                  operand, 64, 0.0f, any, 64, &e);
             plan *p = NULL;
             TRY(plan_for(lt, &key, &e, &p, &found));
         }
