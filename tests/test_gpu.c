@@ -1,6 +1,7 @@
 /* The CUDA backend on a GPU; exits 77 (skipped) where none is visible or CUDA was not built.
  * What the backend test table (tests/test_backend_ops.c: every operation against its
- * reference and the CPU) does not cover: TF32 GEMMs close to FP32, a failing cuBLAS call
+ * reference and the CPU) does not cover: TF32 GEMMs close to FP32, bf16 GEMMs as FP32 arithmetic
+ * on the rounded inputs (padded rows too), a failing cuBLAS call
  * reported with call, file and rank, and 50 training steps on the GPU against the CPU from
  * the same --init file and data (within 1e-4 relative; on as many ranks as it is started
  * with). Run by tests/gpu.sh on a GPU, and linked with the fake CUDA runtime by
@@ -71,15 +72,30 @@ static void *from_gpu(const void *dev, size_t bytes)
     return host;
 }
 
-/* C = alpha op(A) op(B) + beta C on both backends, op(A) [m, k], op(B) [k, n]. */
-static double gemm_error(int trans_a, int trans_b, int m, int n, int k, float beta, uint64_t seed)
+/* The floats rounded to bf16 (nearest even), in place. */
+static void round_to_bf16(float *x, size_t n)
 {
-    int lda = trans_a ? m : k, ldb = trans_b ? k : n;
-    float *a = random_floats((size_t)m * k, seed, 1.0f), *b = random_floats((size_t)k * n, seed + 1, 1.0f);
+    for (size_t i = 0; i < n; i++)
+        x[i] = dp_bf16_to_float(dp_bf16_from_float(x[i]));
+}
+
+/* C = alpha op(A) op(B) + beta C on both backends, op(A) [m, k], op(B) [k, n], A's and B's rows
+ * `pad` floats longer than they are wide; the CPU's reference from bf16-rounded A and B where
+ * asked. */
+static double gemm_error_of(int trans_a, int trans_b, int m, int n, int k, float beta, uint64_t seed, int pad,
+                            int bf16_reference)
+{
+    int lda = (trans_a ? m : k) + pad, ldb = (trans_b ? k : n) + pad;
+    size_t a_floats = (size_t)(trans_a ? k : m) * lda, b_floats = (size_t)(trans_b ? n : k) * ldb;
+    float *a = random_floats(a_floats, seed, 1.0f), *b = random_floats(b_floats, seed + 1, 1.0f);
     float *c = random_floats((size_t)m * n, seed + 2, 1.0f);
     size_t c_bytes = (size_t)m * n * sizeof(float);
-    float *da = to_gpu(a, (size_t)m * k * sizeof(float)), *db = to_gpu(b, (size_t)k * n * sizeof(float));
+    float *da = to_gpu(a, a_floats * sizeof(float)), *db = to_gpu(b, b_floats * sizeof(float));
     float *dc = to_gpu(c, c_bytes);
+    if (bf16_reference) {
+        round_to_bf16(a, a_floats);
+        round_to_bf16(b, b_floats);
+    }
     cpu->gemm(cpu, trans_a, trans_b, m, n, k, 0.75f, a, lda, b, ldb, beta, c, n);
     gpu->gemm(gpu, trans_a, trans_b, m, n, k, 0.75f, da, lda, db, ldb, beta, dc, n);
     float *from_device = from_gpu(dc, c_bytes);
@@ -92,6 +108,11 @@ static double gemm_error(int trans_a, int trans_b, int m, int n, int k, float be
     free(c);
     free(from_device);
     return error;
+}
+
+static double gemm_error(int trans_a, int trans_b, int m, int n, int k, float beta, uint64_t seed)
+{
+    return gemm_error_of(trans_a, trans_b, m, n, k, beta, seed, 0, 0);
 }
 
 START_TEST(tf32_gemm_stays_close_to_fp32)
@@ -117,6 +138,21 @@ START_TEST(bf16_gemm_stays_close_to_fp32_and_rounds_its_inputs)
         double error = gemm_error(t & 1, t >> 1, 96, 80, 512, 0.5f, 11 + t);
         ck_assert_msg(error < 2e-2 && error > 1e-5, "bf16 gemm %c%c: relative error %g", t & 1 ? 'T' : 'N',
                       t >> 1 ? 'T' : 'N', error);
+    }
+}
+END_TEST
+
+/* A bf16 GEMM is FP32 arithmetic on the bf16-rounded inputs: against the CPU's sgemm of those
+ * it differs by the order of the FP32 sums alone, also where rows are longer than the matrix
+ * (the bf16 copies of the operands keep their leading dimensions). */
+START_TEST(bf16_gemm_is_fp32_arithmetic_on_rounded_inputs)
+{
+    dp_backend_close(gpu);
+    open_gpu(DP_PRECISION_BF16);
+    for (int t = 0; t < 4; t++) {
+        double error = gemm_error_of(t & 1, t >> 1, 96, 80, 512, 0.5f, 31 + t, 5, 1);
+        ck_assert_msg(error < 1e-5, "bf16 gemm %c%c against FP32 of the rounded inputs: relative error %g",
+                      t & 1 ? 'T' : 'N', t >> 1 ? 'T' : 'N', error);
     }
 }
 END_TEST
@@ -257,6 +293,7 @@ int main(int argc, char **argv)
     tcase_add_checked_fixture(kernels, setup, teardown);
     tcase_add_test(kernels, tf32_gemm_stays_close_to_fp32);
     tcase_add_test(kernels, bf16_gemm_stays_close_to_fp32_and_rounds_its_inputs);
+    tcase_add_test(kernels, bf16_gemm_is_fp32_arithmetic_on_rounded_inputs);
     tcase_add_test(kernels, failed_cublas_call_is_named_with_file_and_rank);
     suite_add_tcase(s, kernels);
     TCase *training = tcase_create("training");

@@ -10,6 +10,7 @@
 #include "dp/error.h"
 #include "src/backend/cuda_kernels.h"
 #include "src/backend/cuda_lt.h"
+#include "src/backend/cuda_operands.h"
 #include "src/backend/device.h"
 #include "src/backend/fatal.h"
 
@@ -25,7 +26,9 @@ typedef struct cuda_context {
     int check_launches;             /* CUDA_LAUNCH_BLOCKING=1: synchronise after every kernel */
     dp_cublas_api blas_api;         /* cuBLAS, opened with the backend (cublas_api.h) */
     cublasHandle_t blas;
-    cublasComputeType_t compute;    /* --precision: FP32 exact, or TF32 / bf16 inputs on tensor cores */
+    cublasComputeType_t compute;    /* --precision: FP32 exact, TF32 inputs, or FP32 for bf16 operands */
+    cudaDataType operands;          /* A's and B's elements: CUDA_R_32F, or CUDA_R_16BF copies (bf16) */
+    dp_cuda_bf16_operands bf16;     /* where the bf16 copies are made */
     dp_cuda_lt *lt;                 /* the fused GEMMs (cuda_lt.c) */
     cudaStream_t stream;            /* where every operation queues */
     dp_cuda_partial *partials;      /* DP_MAX_PARTIALS reduction results, device */
@@ -175,17 +178,39 @@ static void cuda_zero(const dp_backend *be, float *x, size_t n)
         MUST(CUDA_CALL(c, cudaMemsetAsync(x, 0, n * sizeof *x, c->stream)));
 }
 
+/* A GEMM's operands as cuBLAS reads them: the caller's floats, or at bf16 their copies rounded
+ * to nearest even, each spanning what its leading dimension does (6 bytes moved per element:
+ * 4 read, 2 written; the GEMM then reads 2 instead of 4). */
+static void gemm_operands(cuda_context *c, int trans_a, int trans_b, int m, int n, int k, const float *a, int lda,
+                          const float *b, int ldb, const void **a_out, const void **b_out)
+{
+    *a_out = a;
+    *b_out = b;
+    if (c->operands == CUDA_R_32F)
+        return;
+    size_t a_span = dp_gemm_operand_span(trans_a ? k : m, trans_a ? m : k, lda);
+    size_t b_span = dp_gemm_operand_span(trans_b ? n : k, trans_b ? k : n, ldb);
+    uint16_t *a16 = NULL, *b16 = NULL;
+    MUST(dp_cuda_bf16_operands_place(&c->bf16, c->capturing, a_span, b_span, &a16, &b16));
+    MUST(LAUNCH(c, dp_cuda_to_bf16, a16, a, a_span));
+    MUST(LAUNCH(c, dp_cuda_to_bf16, b16, b, b_span));
+    *a_out = a16;
+    *b_out = b16;
+}
+
 static void cuda_gemm(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                       int lda, const float *b, int ldb, float beta, float *out, int ldc)
 {
-    const cuda_context *c = ctx_of(be);
+    cuda_context *c = ctx_of(be);
     if (m == 0 || n == 0)
         return;
+    const void *a_in, *b_in;
+    gemm_operands(c, trans_a, trans_b, m, n, k, a, lda, b, ldb, &a_in, &b_in);
     /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS reads each
      * row-major matrix as its transpose, so swapping the operands (flags unchanged) needs no copy. */
     MUST(BLAS_CALL(c, "cublasGemmEx",
                    c->blas_api.gemm_ex(c->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                       n, m, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, out,
+                                       n, m, k, &alpha, b_in, c->operands, ldb, a_in, c->operands, lda, &beta, out,
                                        CUDA_R_32F, ldc, c->compute, CUBLAS_GEMM_DEFAULT)));
     if (c->check_launches)
         MUST(launch_status(c, cudaSuccess, "cublasGemmEx's kernels", __FILE__, __LINE__));
@@ -195,8 +220,11 @@ static void cuda_gemm_fused(const dp_backend *be, int trans_a, int trans_b, int 
                             const float *a, int lda, const float *b, int ldb, float beta, float *out, int ldc,
                             const dp_gemm_epilogue *epilogue)
 {
-    const cuda_context *c = ctx_of(be);
-    MUST(dp_cuda_lt_matmul(c->lt, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, out, ldc, epilogue));
+    cuda_context *c = ctx_of(be);
+    const void *a_in = a, *b_in = b;
+    if (m > 0 && n > 0 && k > 0)
+        gemm_operands(c, trans_a, trans_b, m, n, k, a, lda, b, ldb, &a_in, &b_in);
+    MUST(dp_cuda_lt_matmul(c->lt, trans_a, trans_b, m, n, k, alpha, a_in, lda, b_in, ldb, beta, out, ldc, epilogue));
     if (c->check_launches)
         MUST(launch_status(c, cudaSuccess, "cublasLtMatmul's kernels", __FILE__, __LINE__));
 }
@@ -414,8 +442,8 @@ static const char *cuda_describe(const dp_backend *be)
     return ctx_of(be)->description;
 }
 
-/* Every operation computes in float32; GEMMs also read their FP32 operands as bf16 (cuBLAS's
- * FAST_16BF compute: bf16 tensor cores, FP32 accumulation, no bf16 copies in memory). */
+/* Every operation computes in float32; GEMMs also take bf16 (their operands rounded into bf16
+ * copies for bf16 tensor cores, FP32 accumulation and outputs). */
 static int cuda_supports(const dp_backend *be, const char *op, dp_dtype dtype, char *why, size_t size)
 {
     if (strncmp(op, "gemm_fused/", 11) == 0)
@@ -564,14 +592,19 @@ static int bind_device(cuda_context *c, const dp_backend_request *request)
     return 0;
 }
 
-/* --precision's cuBLAS compute type and its words for the banner (FP32 and its two roundings). */
+/* --precision's cuBLAS compute type, the GEMMs' operand type and the banner's words. bf16 needs
+ * bf16 operands in memory: FP32 operands at CUBLAS_COMPUTE_32F_FAST_16BF ran at TF32's speed on
+ * an H200. A/B CUDA_R_16BF, C CUDA_R_32F at CUBLAS_COMPUTE_32F is a combination cublasGemmEx and
+ * cublasLtMatmul list; the same inputs, rounded alike, with FP32 accumulation as FAST_16BF. */
 static const struct {
     cublasComputeType_t compute;
+    cudaDataType operands;
     const char *words;
 } precisions[] = {
-    [DP_PRECISION_FP32] = {CUBLAS_COMPUTE_32F, "exact FP32"},
-    [DP_PRECISION_TF32] = {CUBLAS_COMPUTE_32F_FAST_TF32, "TF32 tensor-core"},
-    [DP_PRECISION_BF16] = {CUBLAS_COMPUTE_32F_FAST_16BF, "bf16 tensor-core (FP32 accumulation)"},
+    [DP_PRECISION_FP32] = {CUBLAS_COMPUTE_32F, CUDA_R_32F, "exact FP32"},
+    [DP_PRECISION_TF32] = {CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F, "TF32 tensor-core"},
+    [DP_PRECISION_BF16] = {CUBLAS_COMPUTE_32F, CUDA_R_16BF,
+                           "bf16 tensor-core (bf16 operands, FP32 accumulation and outputs)"},
 };
 
 static int describe_device(cuda_context *c, const dp_backend_request *request)
@@ -601,8 +634,10 @@ static int create_resources(cuda_context *c, const dp_backend_request *request)
     TRY(CUDA_CALL(c, cudaMalloc((void **)&c->partials, DP_MAX_PARTIALS * sizeof *c->partials)));
     TRY(CUDA_CALL(c, cudaMallocHost((void **)&c->host_partials, DP_MAX_PARTIALS * sizeof *c->host_partials)));
     c->compute = precisions[request->precision].compute;
-    dp_cuda_lt_setup lt = {.be = &c->be, .stream = c->stream, .compute = c->compute, .unfused = request->unfused,
-                           .rank = request->rank, .device = c->device};
+    c->operands = precisions[request->precision].operands;
+    c->bf16 = (dp_cuda_bf16_operands){.be = &c->be, .rank = request->rank};
+    dp_cuda_lt_setup lt = {.be = &c->be, .stream = c->stream, .compute = c->compute, .operands = c->operands,
+                           .unfused = request->unfused, .rank = request->rank, .device = c->device};
     TRY(dp_cuda_lt_open(&lt, &c->lt));
     return describe_device(c, request);
 }
@@ -613,6 +648,9 @@ static int create_resources(cuda_context *c, const dp_backend_request *request)
 static int release_context(cuda_context *c, int report)
 {
     int status = dp_cuda_lt_close(c->lt, report);
+    int freed_copies = dp_cuda_bf16_operands_release(&c->bf16, report);
+    if (!status)
+        status = freed_copies;
     if (c->blas) {
         cublasStatus_t s = c->blas_api.destroy(c->blas);
         if (report && !status)

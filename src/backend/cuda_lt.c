@@ -2,7 +2,9 @@
  * the ReLU and writes its mask, applies a ReLU's backward from that mask, or sums the bias
  * gradient, in the GEMM's own kernel. Row-major operands swap as in cuda.c's gemm (cuBLAS
  * reads a row-major matrix as its transpose), so our op(A) is cuBLASLt's op(B): the bias
- * gradient of a weight GEMM dW = dY^T X is its BGRADB. Each shape's descriptors and algorithm
+ * gradient of a weight GEMM dW = dY^T X is its BGRADB. At --precision bf16 the operands come
+ * as bf16 copies (cuda_operands.c; layouts CUDA_R_16BF, compute 32F), C, D and the vectors FP32.
+ * Each shape's descriptors and algorithm
  * are found once (the heuristic costs more than the call) and kept; one workspace per context,
  * charged to the allocation counter. make check runs this file against the fake cuBLASLt of
  * tests/fakecuda/cublaslt.c. */
@@ -25,17 +27,22 @@
 /* Shapes kept with their algorithm: a model's GEMMs, a shorter last batch and evaluation's. */
 #define PLANS 64
 
-/* Each epilogue as cuBLASLt names it, with and without a bias (or bias gradient) vector, and
- * the transposes a Linear calls it with (the probe at open asks for those). */
+/* Each epilogue as cuBLASLt names it, with and without a bias (or bias gradient) vector, the
+ * transposes a Linear calls it with (the probe at open asks for those), and whether it sums an
+ * operand: with bf16 operands that sum would be of the bf16 copies. The vectors stay FP32 at
+ * every precision: cuBLASLt's bias and bias gradient take D's (C's) type, FP32 here
+ * (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE and BIAS_POINTER in cublasLt.h), and the ReLU's aux is a
+ * bit mask whatever the types. */
 static const struct {
     cublasLtEpilogue_t with_vector, without_vector;
     int trans_a, trans_b;
+    int sums_operand;
 } epilogues[DP_EPILOGUES] = {
-    [DP_EPILOGUE_BIAS] = {CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_DEFAULT, 0, 1},
-    [DP_EPILOGUE_RELU] = {CUBLASLT_EPILOGUE_RELU_BIAS, CUBLASLT_EPILOGUE_RELU, 0, 1},
-    [DP_EPILOGUE_RELU_MASK] = {CUBLASLT_EPILOGUE_RELU_AUX_BIAS, CUBLASLT_EPILOGUE_RELU_AUX, 0, 1},
-    [DP_EPILOGUE_DRELU] = {CUBLASLT_EPILOGUE_DRELU, CUBLASLT_EPILOGUE_DRELU, 0, 0},
-    [DP_EPILOGUE_BIAS_GRAD] = {CUBLASLT_EPILOGUE_BGRADB, CUBLASLT_EPILOGUE_BGRADB, 1, 0},
+    [DP_EPILOGUE_BIAS] = {CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_DEFAULT, 0, 1, 0},
+    [DP_EPILOGUE_RELU] = {CUBLASLT_EPILOGUE_RELU_BIAS, CUBLASLT_EPILOGUE_RELU, 0, 1, 0},
+    [DP_EPILOGUE_RELU_MASK] = {CUBLASLT_EPILOGUE_RELU_AUX_BIAS, CUBLASLT_EPILOGUE_RELU_AUX, 0, 1, 0},
+    [DP_EPILOGUE_DRELU] = {CUBLASLT_EPILOGUE_DRELU, CUBLASLT_EPILOGUE_DRELU, 0, 0, 0},
+    [DP_EPILOGUE_BIAS_GRAD] = {CUBLASLT_EPILOGUE_BGRADB, CUBLASLT_EPILOGUE_BGRADB, 1, 0, 1},
 };
 
 /* What decides a plan: the shape, the epilogue, and the alignments its algorithm may assume
@@ -137,10 +144,10 @@ static int describe_operation(dp_cuda_lt *lt, plan *p, const plan_key *key)
                     api->desc_set(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &mask_ld, sizeof mask_ld)));
     /* Column-major as cuBLASLt stores them: A is our b, B our a, C our c transposed. */
     TRY(LT_CALL(lt, "cublasLtMatrixLayoutCreate(A)",
-                api->layout_create(&p->a, CUDA_R_32F, (uint64_t)(key->trans_b ? key->k : key->n),
+                api->layout_create(&p->a, lt->setup.operands, (uint64_t)(key->trans_b ? key->k : key->n),
                                    (uint64_t)(key->trans_b ? key->n : key->k), key->ldb)));
     TRY(LT_CALL(lt, "cublasLtMatrixLayoutCreate(B)",
-                api->layout_create(&p->b, CUDA_R_32F, (uint64_t)(key->trans_a ? key->m : key->k),
+                api->layout_create(&p->b, lt->setup.operands, (uint64_t)(key->trans_a ? key->m : key->k),
                                    (uint64_t)(key->trans_a ? key->k : key->m), key->lda)));
     return LT_CALL(lt, "cublasLtMatrixLayoutCreate(C)",
                    api->layout_create(&p->c, CUDA_R_32F, (uint64_t)key->n, (uint64_t)key->m, key->ldc));
@@ -181,7 +188,7 @@ static int choose_algorithm(dp_cuda_lt *lt, plan *p, int *found)
     return status;
 }
 
-static plan_key key_of(int trans_a, int trans_b, int m, int n, int k, const float *a, int lda, const float *b, int ldb,
+static plan_key key_of(int trans_a, int trans_b, int m, int n, int k, const void *a, int lda, const void *b, int ldb,
                        float beta, const float *c, int ldc, const dp_gemm_epilogue *e)
 {
     const void *vector = vector_of(e);
@@ -240,8 +247,8 @@ static int empty_product(dp_cuda_lt *lt, int m, int n, float beta, float *c, int
                    lt->setup.rank, lt->setup.device, cudaGetErrorString(err));
 }
 
-int dp_cuda_lt_matmul(dp_cuda_lt *lt, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-                      int lda, const float *b, int ldb, float beta, float *c, int ldc, const dp_gemm_epilogue *e)
+int dp_cuda_lt_matmul(dp_cuda_lt *lt, int trans_a, int trans_b, int m, int n, int k, float alpha, const void *a,
+                      int lda, const void *b, int ldb, float beta, float *c, int ldc, const dp_gemm_epilogue *e)
 {
     if (!lt->supported[e->kind])
         return dp_fail(DP_EINVAL, "%s was asked for, but this context declines it: %s", dp_epilogue_ops[e->kind],
@@ -265,12 +272,20 @@ int dp_cuda_lt_matmul(dp_cuda_lt *lt, int trans_a, int trans_b, int m, int n, in
 }
 
 /* Whether cuBLASLt runs each epilogue at this precision, asked once for a Linear's shape with
- * the least alignment (4 bytes; a mask is its own allocation), so any call may use it: with its
- * vector and, where cuBLASLt has another epilogue for that (a ReLU without bias), without. */
+ * the least alignment (4 bytes; a mask is its own allocation; bf16 operands are copies at
+ * 256-byte boundaries), so any call may use it: with its vector and, where cuBLASLt has another
+ * epilogue for that (a ReLU without bias), without. One that would sum a bf16 operand is
+ * declined without asking, so the bias gradient stays FP32's. */
 static int probe(dp_cuda_lt *lt)
 {
     float *any = (float *)((char *)lt->workspace + sizeof(float));
+    const void *operand = lt->setup.operands == CUDA_R_32F ? (const void *)any : lt->workspace;
     for (int kind = 0; kind < DP_EPILOGUES; kind++) {
+        if (epilogues[kind].sums_operand && lt->setup.operands != CUDA_R_32F) {
+            snprintf(lt->why[kind], sizeof lt->why[kind], "with bf16 operands %s would sum the bf16 copy of the "
+                     "gradient; the unfused pass sums it in FP32", dp_epilogue_ops[kind]);
+            continue;
+        }
         int found = 1, variants = epilogues[kind].without_vector != epilogues[kind].with_vector &&
                                           epilogues[kind].without_vector != CUBLASLT_EPILOGUE_DEFAULT
                                       ? 2
@@ -278,8 +293,8 @@ static int probe(dp_cuda_lt *lt)
         for (int v = 0; found && v < variants; v++) {
             dp_gemm_epilogue e = {.kind = kind, .bias = v ? NULL : any, .bias_grad = v ? NULL : any,
                                   .mask = lt->workspace, .mask_ld = dp_relu_mask_ld(64)};
-            plan_key key = key_of(epilogues[kind].trans_a, epilogues[kind].trans_b, 64, 64, 64, any, 64, any, 64,
-                                  0.0f, any, 64, &e);
+            plan_key key = key_of(epilogues[kind].trans_a, epilogues[kind].trans_b, 64, 64, 64, operand, 64,
+                                  operand, 64, 0.0f, any, 64, &e);
             plan *p = NULL;
             TRY(plan_for(lt, &key, &e, &p, &found));
         }

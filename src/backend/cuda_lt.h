@@ -14,6 +14,7 @@ typedef struct dp_cuda_lt_setup {
     const dp_backend *be; /* the context: its alloc charges the workspace to the counter */
     cudaStream_t stream;
     cublasComputeType_t compute;
+    cudaDataType operands; /* A's and B's elements: CUDA_R_32F, or CUDA_R_16BF copies (C stays FP32) */
     int unfused;          /* --fuse off: every epilogue declined, nothing loaded */
     int rank, device;
 } dp_cuda_lt_setup;
@@ -28,8 +29,9 @@ int dp_cuda_lt_close(dp_cuda_lt *lt, int report);
 int dp_cuda_lt_supports(const dp_cuda_lt *lt, const char *op, char *why, size_t size);
 /* The epilogues it fuses, or why none, for the banner. */
 void dp_cuda_lt_describe(const dp_cuda_lt *lt, char *text, size_t size);
-/* gemm_fused's arguments as the backend table has them; 0 or the recorded error. */
-int dp_cuda_lt_matmul(dp_cuda_lt *lt, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
-                      int lda, const float *b, int ldb, float beta, float *c, int ldc, const dp_gemm_epilogue *e);
+/* gemm_fused's arguments as the backend table has them, a and b of the setup's operand type;
+ * 0 or the recorded error. */
+int dp_cuda_lt_matmul(dp_cuda_lt *lt, int trans_a, int trans_b, int m, int n, int k, float alpha, const void *a,
+                      int lda, const void *b, int ldb, float beta, float *c, int ldc, const dp_gemm_epilogue *e);
 
 #endif

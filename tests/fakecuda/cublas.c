@@ -1,16 +1,21 @@
 /* The fake cuBLAS: handles and cublasGemmEx as a column-major reference. Arguments are checked
  * when called, as cuBLAS does (and with its status codes); the product runs on the queue, so
  * its result is visible only after a synchronisation point. FP32 products are summed in
- * double; TF32 compute rounds the inputs to 10 mantissa bits first, as the tensor cores do. */
+ * double; TF32 compute rounds the inputs to 10 mantissa bits first, as the tensor cores do;
+ * bf16 operands (CUDA_R_16BF) are widened exactly, so they give FAST_16BF's products of the
+ * floats they were rounded from. */
 #include "tests/fakecuda/fakecuda.h"
 #include "tests/fakecuda/gemm.h"
 
 #include "src/backend/cublas_api.h"
+#include "src/backend/kernel_math.h"
 
 #include <cublas_v2.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { HANDLE_MAGIC = 0x0b1a5 };
 
@@ -98,29 +103,79 @@ float (*fakecuda_gemm_input(cublasComputeType_t compute))(float)
     return compute == CUBLAS_COMPUTE_32F_FAST_TF32 ? to_tf32 : compute == CUBLAS_COMPUTE_32F_FAST_16BF ? to_bf16 : exact;
 }
 
-size_t fakecuda_span_bytes(int rows, int cols, int ld)
+int fakecuda_gemm_types(const char *call, cudaDataType a, cudaDataType b, cudaDataType c,
+                        cublasComputeType_t compute)
 {
-    return rows && cols ? ((size_t)(cols - 1) * ld + rows) * sizeof(float) : 0;
+    int fp32 = a == CUDA_R_32F && b == CUDA_R_32F &&
+               (compute == CUBLAS_COMPUTE_32F || compute == CUBLAS_COMPUTE_32F_PEDANTIC ||
+                compute == CUBLAS_COMPUTE_32F_FAST_TF32 || compute == CUBLAS_COMPUTE_32F_FAST_16BF);
+    int bf16 = a == CUDA_R_16BF && b == CUDA_R_16BF &&
+               (compute == CUBLAS_COMPUTE_32F || compute == CUBLAS_COMPUTE_32F_PEDANTIC);
+    if ((fp32 || bf16) && c == CUDA_R_32F)
+        return 1;
+    fakecuda_complain("%s: only float32 operands at FP32/TF32/bf16 compute, or bf16 operands at FP32 compute, "
+                      "with a float32 output are faked (A %d, B %d, C %d, compute %d)",
+                      call, (int)a, (int)b, (int)c, (int)compute);
+    return 0;
+}
+
+float fakecuda_operand(cudaDataType type, const void *base, size_t i)
+{
+    return type == CUDA_R_16BF ? dp_bf16_value(((const uint16_t *)base)[i]) : ((const float *)base)[i];
+}
+
+size_t fakecuda_span_bytes(cudaDataType type, int rows, int cols, int ld)
+{
+    size_t element = type == CUDA_R_16BF ? sizeof(uint16_t) : sizeof(float);
+    return rows && cols ? ((size_t)(cols - 1) * ld + rows) * element : 0;
+}
+
+/* The calls counted by fakecuda_count_gemm, and the process that reports them. */
+static long gemms_fp32, gemms_bf16;
+static pid_t counting;
+
+static void report_gemms(void)
+{
+    if (getpid() == counting)
+        fprintf(stderr, "fakecuda: GEMM operands: %ld float32, %ld bfloat16\n", gemms_fp32, gemms_bf16);
+}
+
+void fakecuda_count_gemm(cudaDataType operands)
+{
+    fakecuda_lock();
+    const char *count = getenv("FAKECUDA_COUNT_GEMMS");
+    if (!counting && count && strcmp(count, "1") == 0) {
+        counting = getpid();
+        atexit(report_gemms);
+    }
+    if (operands == CUDA_R_16BF)
+        gemms_bf16++;
+    else
+        gemms_fp32++;
+    fakecuda_unlock();
 }
 
 int fakecuda_gemm_run(const fakecuda_gemm *g)
 {
     int a_rows = g->trans_a ? g->k : g->m, a_cols = g->trans_a ? g->m : g->k;
     int b_rows = g->trans_b ? g->n : g->k, b_cols = g->trans_b ? g->k : g->n;
-    if (!fakecuda_need(g->a, fakecuda_span_bytes(a_rows, a_cols, g->lda), g->a_name) ||
-        !fakecuda_need(g->b, fakecuda_span_bytes(b_rows, b_cols, g->ldb), g->b_name) ||
-        !fakecuda_need(g->c, fakecuda_span_bytes(g->m, g->n, g->ldc), g->c_name))
+    if (!fakecuda_need(g->a, fakecuda_span_bytes(g->operands, a_rows, a_cols, g->lda), g->a_name) ||
+        !fakecuda_need(g->b, fakecuda_span_bytes(g->operands, b_rows, b_cols, g->ldb), g->b_name) ||
+        !fakecuda_need(g->c, fakecuda_span_bytes(CUDA_R_32F, g->m, g->n, g->ldc), g->c_name))
         return 0;
     /* cuBLAS picks its kernel by the operands' alignment, and its kernels round differently:
-     * operands not all 256-byte aligned (the most cuBLASLt keys on) are summed in float here (another kernel), so code that
-     * expects the same bits from differently aligned copies fails on the fake as on a GPU. */
+     * operands not all 256-byte aligned (the most cuBLASLt keys on) are summed in float here
+     * (another kernel), so code that expects the same bits from differently aligned copies
+     * fails on the fake as on a GPU. */
     int aligned = (((uintptr_t)g->a | (uintptr_t)g->b | (uintptr_t)g->c) & 255u) == 0;
     for (int j = 0; j < g->n; j++)
         for (int i = 0; i < g->m; i++) {
             double sum = 0.0;
             for (int p = 0; p < g->k; p++) {
-                float a = g->input(g->trans_a ? g->a[(size_t)i * g->lda + p] : g->a[(size_t)p * g->lda + i]);
-                float b = g->input(g->trans_b ? g->b[(size_t)p * g->ldb + j] : g->b[(size_t)j * g->ldb + p]);
+                size_t at_a = g->trans_a ? (size_t)i * g->lda + p : (size_t)p * g->lda + i;
+                size_t at_b = g->trans_b ? (size_t)p * g->ldb + j : (size_t)j * g->ldb + p;
+                float a = g->input(fakecuda_operand(g->operands, g->a, at_a));
+                float b = g->input(fakecuda_operand(g->operands, g->b, at_b));
                 sum = aligned ? sum + (double)a * b : (double)(float)(sum + (double)(a * b));
             }
             float *c = &g->c[(size_t)j * g->ldc + i];
@@ -155,18 +210,20 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
                           ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, lda, ldb, ldc);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
-    if (Atype != CUDA_R_32F || Btype != CUDA_R_32F || Ctype != CUDA_R_32F ||
-        (computeType != CUBLAS_COMPUTE_32F && computeType != CUBLAS_COMPUTE_32F_PEDANTIC &&
-         computeType != CUBLAS_COMPUTE_32F_FAST_TF32 && computeType != CUBLAS_COMPUTE_32F_FAST_16BF) ||
-        (algo != CUBLAS_GEMM_DEFAULT && algo != CUBLAS_GEMM_DEFAULT_TENSOR_OP)) {
-        fakecuda_complain("cublasGemmEx: only float32 operands, FP32/TF32/bf16 compute and the default algorithm are faked");
+    if (!fakecuda_gemm_types("cublasGemmEx", Atype, Btype, Ctype, computeType))
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    if (algo != CUBLAS_GEMM_DEFAULT && algo != CUBLAS_GEMM_DEFAULT_TENSOR_OP) {
+        fakecuda_complain("cublasGemmEx: only the default algorithm is faked");
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
+    fakecuda_count_gemm(Atype);
     if (m == 0 || n == 0)
         return CUBLAS_STATUS_SUCCESS;
     /* The default pointer mode: alpha and beta are host values, read now. */
-    fakecuda_gemm g = {ta, tb, m, n, k, lda, ldb, ldc, fakecuda_gemm_input(computeType), *(const float *)alpha,
-                       *(const float *)beta, A, B, C, "cublasGemmEx's A", "cublasGemmEx's B", "cublasGemmEx's C"};
+    fakecuda_gemm g = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc,
+                       .operands = Atype, .input = fakecuda_gemm_input(computeType), .alpha = *(const float *)alpha,
+                       .beta = *(const float *)beta, .a = A, .b = B, .c = C, .a_name = "cublasGemmEx's A",
+                       .b_name = "cublasGemmEx's B", .c_name = "cublasGemmEx's C"};
     return fakecuda_enqueue_on(handle->stream, run_gemm, &g, sizeof g, "cublasGemmEx", NULL) == cudaSuccess ? CUBLAS_STATUS_SUCCESS
                                                                                    : CUBLAS_STATUS_EXECUTION_FAILED;
 }

@@ -4,7 +4,8 @@
  * when called, as cuBLASLt does (with its status codes); the product is the fake cuBLAS's
  * reference (gemm.h: inputs rounded as the compute type reads them, sums in double) and the
  * epilogue is applied to its float result with the arithmetic of the unfused kernels
- * (kernel_math.h), so a fused GEMM equals GEMM + kernel to the bit. An algorithm remembers the
+ * (kernel_math.h), so a fused GEMM equals GEMM + kernel to the bit. Operands are float32 or
+ * bf16 (the bias gradient of B then sums B's bf16 values, as cuBLASLt can only see those). An algorithm remembers the
  * alignments it was chosen for, and cublasLtMatmul refuses pointers aligned less. Every
  * handle and descriptor counts for FAKECUDA_CHECK_LEAKS. FAKECUDA_LT_DECLINE=NAME,... (bias,
  * relu_bias, relu_aux_bias, drelu, bgradb, ...) plays a cuBLASLt without those epilogues. */
@@ -190,8 +191,9 @@ cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *layout, cudaDa
                                           uint64_t cols, int64_t ld)
 {
     *layout = NULL;
-    if (type != CUDA_R_32F || ld < (int64_t)(rows > 1 ? rows : 1) || rows > INT32_MAX || cols > INT32_MAX) {
-        fakecuda_complain("cublasLtMatrixLayoutCreate(rows %llu, cols %llu, ld %lld): only float32 with ld >= rows",
+    if ((type != CUDA_R_32F && type != CUDA_R_16BF) || ld < (int64_t)(rows > 1 ? rows : 1) || rows > INT32_MAX ||
+        cols > INT32_MAX) {
+        fakecuda_complain("cublasLtMatrixLayoutCreate(rows %llu, cols %llu, ld %lld): only float32 or bf16 with ld >= rows",
                           (unsigned long long)rows, (unsigned long long)cols, (long long)ld);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
@@ -264,6 +266,8 @@ static cublasStatus_t check_call(const fake_desc *d, const fake_layout *a, const
                           (unsigned long long)b->cols, (unsigned long long)c->rows, (unsigned long long)c->cols);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
+    if (!fakecuda_gemm_types("cublasLtMatmul", a->type, b->type, c->type, d->compute) || dl->type != c->type)
+        return CUBLAS_STATUS_NOT_SUPPORTED;
     int f = faked_index(d->epilogue);
     if (f < 0 || declined(faked[f].name))
         return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -274,9 +278,10 @@ static cublasStatus_t check_call(const fake_desc *d, const fake_layout *a, const
                           (long long)d->aux_ld);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
-    call->g = (fakecuda_gemm){ta, tb, (int)m, (int)n, (int)k, (int)a->ld, (int)b->ld, (int)c->ld,
-                              fakecuda_gemm_input(d->compute), 0.0f, 0.0f, NULL, NULL, NULL,
-                              "cublasLtMatmul's A", "cublasLtMatmul's B", "cublasLtMatmul's C"};
+    call->g = (fakecuda_gemm){.trans_a = ta, .trans_b = tb, .m = (int)m, .n = (int)n, .k = (int)k, .lda = (int)a->ld,
+                              .ldb = (int)b->ld, .ldc = (int)c->ld, .operands = a->type,
+                              .input = fakecuda_gemm_input(d->compute), .a_name = "cublasLtMatmul's A",
+                              .b_name = "cublasLtMatmul's B", .c_name = "cublasLtMatmul's C"};
     call->faked = f;
     call->vector = d->vector;
     call->aux = (unsigned char *)d->aux;
@@ -335,7 +340,8 @@ static void apply_epilogue(const lt_call *call)
         for (int lane = 0; lane < DP_ROW_TILE; lane++) {
             lanes[lane] = 0.0f;
             for (int p = lane; p < g->k; p += DP_ROW_TILE)
-                lanes[lane] = dp_add(lanes[lane], g->trans_b ? g->b[(size_t)p * g->ldb + j] : g->b[(size_t)j * g->ldb + p]);
+                lanes[lane] = dp_add(lanes[lane], fakecuda_operand(g->operands, g->b, g->trans_b ? (size_t)p * g->ldb + j
+                                                                                             : (size_t)j * g->ldb + p));
         }
         ((float *)call->vector)[j] = dp_bias_grad_merge(lanes, 1);
     }
@@ -387,6 +393,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                               i, (unsigned long long)alignment_of(pointers[i]), (unsigned long long)algo->data[1 + i]);
             return CUBLAS_STATUS_INVALID_VALUE;
         }
+    fakecuda_count_gemm(call.g.operands);
     if (call.g.m == 0 || call.g.n == 0)
         return CUBLAS_STATUS_SUCCESS;
     /* The default pointer mode: alpha and beta are host values, read now. */

@@ -12,7 +12,8 @@
  * sees (names become their UUIDs; unset: none, as without a GPU), FAKECUDA_MEMORY=BYTES their
  * memory (default 80 GiB), FAKECUDA_CHECK_LEAKS=1 fails the process (exit 3) when device or
  * page-locked memory or a cuBLAS handle is left at exit, CUDA_LAUNCH_BLOCKING=1 runs work as
- * soon as it is queued, FAKECUDA_COUNT_LAUNCHES=1 reports the graph launches at exit. */
+ * soon as it is queued, FAKECUDA_COUNT_LAUNCHES=1 reports the graph launches at exit,
+ * FAKECUDA_COUNT_GEMMS=1 the GEMM calls by operand type (cublas.c). */
 #ifndef DP_FAKECUDA_H
 #define DP_FAKECUDA_H
 
@@ -70,6 +71,11 @@ void fakecuda_unlock(void);
 /* Visible devices (FAKECUDA_DEVICES, read anew each call) and the current one. */
 int fakecuda_device_count(void);
 int fakecuda_current_device(void);
+
+/* Graphs instantiated and not yet destroyed (graph.c counts them). While any is, cudaFree keeps
+ * the freed addresses unused (runtime.c), so a replay of captured work on freed memory faults
+ * instead of finding a newer allocation there; the last one destroyed releases them. */
+void fakecuda_graph_execs(int delta);
 
 /* For the leak check and the fake's own tests: live device allocations; handles (cuBLAS,
  * streams, events) made and freed. */

@@ -8,9 +8,10 @@
 
 typedef struct fakecuda_gemm {
     int trans_a, trans_b, m, n, k, lda, ldb, ldc;
+    cudaDataType operands; /* A's and B's elements: CUDA_R_32F or CUDA_R_16BF */
     float (*input)(float); /* how the compute type reads an operand: exact, TF32 or bf16 */
     float alpha, beta;
-    const float *a, *b;
+    const void *a, *b;
     float *c;
     const char *a_name, *b_name, *c_name; /* for fault reports */
 } fakecuda_gemm;
@@ -22,7 +23,19 @@ int fakecuda_gemm_run(const fakecuda_gemm *g);
 /* How the compute type reads FP32 operands: exactly, or rounded to TF32's or bf16's mantissa. */
 float (*fakecuda_gemm_input(cublasComputeType_t compute))(float);
 
-/* Bytes a column-major operand with `rows` x `cols` and leading dimension ld spans. */
-size_t fakecuda_span_bytes(int rows, int cols, int ld);
+/* Whether cuBLAS computes with these types, as its GEMMs list them: FP32 operands at any FP32
+ * compute, or bf16 operands (both) at plain FP32 compute; the output FP32 (a complaint if not). */
+int fakecuda_gemm_types(const char *call, cudaDataType a, cudaDataType b, cudaDataType c,
+                        cublasComputeType_t compute);
+
+/* Element i of an operand of `type` (FP32, or bf16 widened exactly) as a float. */
+float fakecuda_operand(cudaDataType type, const void *base, size_t i);
+
+/* Bytes a column-major matrix of `type` with `rows` x `cols` and leading dimension ld spans. */
+size_t fakecuda_span_bytes(cudaDataType type, int rows, int cols, int ld);
+
+/* FAKECUDA_COUNT_GEMMS=1: each GEMM call (cuBLAS's or cuBLASLt's) counted by its operands'
+ * type, reported on stderr at exit, so a test can tell which operands a precision sends. */
+void fakecuda_count_gemm(cudaDataType operands);
 
 #endif

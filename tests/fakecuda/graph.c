@@ -108,6 +108,7 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t g, unsigned 
         memcpy(x->work, g->work, g->count * sizeof *x->work);
     x->count = g->count;
     fakecuda_count_handle(1);
+    fakecuda_graph_execs(1);
     *exec = x;
     return fakecuda_sticky();
 }
@@ -142,5 +143,6 @@ cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x)
     free(x->work);
     free(x);
     fakecuda_count_handle(-1);
+    fakecuda_graph_execs(-1);
     return fakecuda_sticky();
 }

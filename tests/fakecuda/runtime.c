@@ -1,7 +1,8 @@
 /* The fake CUDA runtime (fakecuda.h): the libcudart calls dptrain makes, on the host, but for
  * streams and events (queue.c). Device memory is its own mapping, PROT_NONE except while
  * queued work runs; copies are queued work, and cudaMemcpy and cudaFree are synchronisation
- * points as in the real runtime. */
+ * points as in the real runtime. Device memory freed while a CUDA graph is instantiated keeps
+ * its addresses unused until no graph is left, so a replay that still uses it faults. */
 #define _GNU_SOURCE
 #include "tests/fakecuda/fakecuda.h"
 
@@ -29,6 +30,8 @@ typedef struct block {
 
 static struct {
     block *blocks;
+    block *quarantine; /* device blocks freed while a graph was instantiated: addresses kept unused */
+    long graph_execs;
     size_t device_bytes;
     int current;
     cudaError_t last;
@@ -200,18 +203,25 @@ static size_t page_size(void)
     return (size_t)sysconf(_SC_PAGESIZE);
 }
 
-static block *find_block(const void *ptr, size_t bytes)
+static block *find_in(block *list, const void *ptr, size_t bytes)
 {
     const char *p = ptr;
-    for (block *b = fake.blocks; b; b = b->next)
+    for (block *b = list; b; b = b->next)
         if (p >= b->base && p < b->base + (b->bytes ? b->bytes : 1) && bytes <= (size_t)(b->base + b->bytes - p))
             return b;
     return NULL;
 }
 
+static block *find_block(const void *ptr, size_t bytes)
+{
+    return find_in(fake.blocks, ptr, bytes);
+}
+
 static const char *kind_of(const void *ptr)
 {
     block *b = find_block(ptr, 0);
+    if (!b && find_in(fake.quarantine, ptr, 0))
+        return "device memory freed while a CUDA graph was instantiated";
     return !b ? "pageable host memory" : b->kind == DEVICE_MEMORY ? "device memory" : "page-locked host memory";
 }
 
@@ -294,8 +304,14 @@ static cudaError_t release(void *ptr, enum block_kind kind, const char *call)
             *link = b->next;
             if (kind == DEVICE_MEMORY)
                 fake.device_bytes -= b->bytes;
-            munmap(b->map, b->map_bytes);
-            free(b);
+            if (kind == DEVICE_MEMORY && fake.graph_execs > 0 &&
+                mmap(b->map, b->map_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+                b->next = fake.quarantine; /* its pages dropped, its addresses held */
+                fake.quarantine = b;
+            } else {
+                munmap(b->map, b->map_bytes);
+                free(b);
+            }
             fakecuda_unlock();
             return result(cudaSuccess);
         }
@@ -378,6 +394,19 @@ int fakecuda_need(const void *ptr, size_t bytes, const char *what)
                       kind_of(ptr));
     fakecuda_fault();
     return 0;
+}
+
+void fakecuda_graph_execs(int delta)
+{
+    fakecuda_lock();
+    fake.graph_execs += delta;
+    while (fake.graph_execs == 0 && fake.quarantine) {
+        block *b = fake.quarantine;
+        fake.quarantine = b->next;
+        munmap(b->map, b->map_bytes);
+        free(b);
+    }
+    fakecuda_unlock();
 }
 
 size_t fakecuda_live_device_allocations(void)
