@@ -74,7 +74,7 @@ START_TEST(the_bound_holds_at_its_worst_case)
         double scratch[DP_EXACT_PIECES * N]; /* to_digits works in its accumulator */
         memcpy(scratch, acc, sizeof scratch);
         dp_exact_to_digits(scratch, N, ranks, 0, digits, d);
-        dp_exact_from_digits(d, N, digits, scratch, back);
+        dp_exact_from_digits(d, N, digits, back);
         ck_assert_mem_eq(back, out, sizeof out);
         free(d);
     }
@@ -95,7 +95,7 @@ START_TEST(values_out_of_range_make_the_sum_nan)
     int count = dp_exact_max_digits(2);
     float *digits = malloc((size_t)count * 4 * sizeof *digits), back[4];
     dp_exact_to_digits(acc, 4, 2, 0, count, digits);
-    dp_exact_from_digits(digits, 4, count, acc, back);
+    dp_exact_from_digits(digits, 4, count, back);
     free(digits);
     ck_assert(isnan(back[0]) && back[3] == 1.0f);
 }
@@ -163,7 +163,7 @@ START_TEST(any_split_over_ranks_and_any_order_give_the_reference_bits)
                 backward[j] += mine[(size_t)(ranks - 1 - r) * size + j];
             }
         ck_assert_mem_eq(forward, backward, size * sizeof *forward);
-        dp_exact_from_digits(forward, VALUES, digits, acc, out);
+        dp_exact_from_digits(forward, VALUES, digits, out);
         ck_assert_msg(memcmp(out, expected, sizeof out) == 0, "%d ranks differ from the reference", ranks);
         free(mine);
         free(forward);
@@ -171,6 +171,34 @@ START_TEST(any_split_over_ranks_and_any_order_give_the_reference_bits)
     }
     free(acc);
     free(table);
+}
+END_TEST
+
+/* The pass that makes the first digits and finds the sums' size, over more elements than its
+ * chunks and not a multiple of them: the digits, accumulator and size of the separate passes. */
+START_TEST(first_digits_in_one_pass_are_the_separate_passes)
+{
+    enum { N = 1500, TERMS_ADDED = 3, RANKS = 3 };
+    uint64_t state = 777;
+    double *apart = malloc(DP_EXACT_PIECES * N * sizeof *apart), *fused = malloc(DP_EXACT_PIECES * N * sizeof *fused);
+    float values[N];
+    for (int t = 0; t < TERMS_ADDED; t++) {
+        for (int i = 0; i < N; i++)
+            values[i] = random_value(&state);
+        dp_exact_add(apart, values, N, t == 0);
+    }
+    memcpy(fused, apart, DP_EXACT_PIECES * N * sizeof *apart);
+    int digits = dp_exact_max_digits(RANKS);
+    float *separate = malloc((size_t)digits * N * sizeof *separate), *together = malloc((size_t)digits * N * sizeof *together);
+    int bits = dp_exact_magnitude_bits(apart, N);
+    dp_exact_to_digits(apart, N, RANKS, 0, digits, separate);
+    ck_assert_int_eq(dp_exact_first_digits(fused, N, RANKS, digits, together), bits);
+    ck_assert_mem_eq(together, separate, (size_t)digits * N * sizeof *together);
+    ck_assert_mem_eq(fused, apart, DP_EXACT_PIECES * N * sizeof *apart);
+    free(apart);
+    free(fused);
+    free(separate);
+    free(together);
 }
 END_TEST
 
@@ -200,6 +228,7 @@ int main(void)
     tcase_add_test(tc, values_out_of_range_make_the_sum_nan);
     tcase_add_test(tc, digits_of_w_ranks_add_exactly_in_floats);
     tcase_add_test(tc, any_split_over_ranks_and_any_order_give_the_reference_bits);
+    tcase_add_test(tc, first_digits_in_one_pass_are_the_separate_passes);
     tcase_add_test(tc, rounded_loss_sums_add_exactly_in_any_order);
     suite_add_tcase(s, tc);
     return dp_test_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;

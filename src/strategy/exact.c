@@ -87,10 +87,9 @@ static int exact_add_shard(dp_strategy *d)
     return 0;
 }
 
-/* Digits this rank's sums need (all of them where one is not finite: its size is unknown). */
-static int digits_needed(const dp_exact *x, size_t total, int ranks)
+/* Digits sums of `bits` bits need (all of them where one is not finite: its size is unknown). */
+static int digits_needed(const dp_exact *x, int bits, int ranks)
 {
-    int bits = dp_exact_magnitude_bits(x->acc, total);
     int digits = bits < 0 ? x->max_digits : dp_exact_digits_for(bits, ranks);
     return digits < x->max_digits ? digits : x->max_digits;
 }
@@ -115,8 +114,7 @@ static int sum_digits(dp_strategy *d, float *out)
     int ranks = d->comm->size, sent = x->digits, status;
     float *needs = x->message, *digits = x->message + x->max_digits;
     memset(needs, 0, (size_t)x->max_digits * sizeof *needs);
-    needs[digits_needed(x, total, ranks) - 1] = 1.0f;
-    dp_exact_to_digits(x->acc, total, ranks, 0, sent, digits);
+    needs[digits_needed(x, dp_exact_first_digits(x->acc, total, ranks, sent, digits), ranks) - 1] = 1.0f;
     if ((status = sum_over_ranks(d, x->message, (size_t)x->max_digits + (size_t)sent * total)))
         return status;
     int needed = x->max_digits;
@@ -127,7 +125,7 @@ static int sum_digits(dp_strategy *d, float *out)
         if ((status = sum_over_ranks(d, digits + (size_t)sent * total, (size_t)(needed - sent) * total)))
             return status;
     }
-    dp_exact_from_digits(digits, total, needed > sent ? needed : sent, x->acc, out);
+    dp_exact_from_digits(digits, total, needed > sent ? needed : sent, out);
     x->digits = needed;
     return 0;
 }

@@ -96,17 +96,23 @@ int dp_exact_max_digits(int ranks)
     return dp_exact_digits_for(46 + DP_EXACT_FRACTION_BITS, ranks);
 }
 
-WIDEST_VECTORS int dp_exact_magnitude_bits(const double *acc, size_t n)
+/* The bit pattern of the largest |high| + |low| of n elements and `largest` (a pattern too):
+ * non-negative doubles order as their bit patterns, with inf and NaN above every finite one,
+ * so an integer maximum, which vectorises (a test per element would leave the loop). */
+PER_ELEMENT uint64_t largest_size(const double *high, const double *low, size_t n, uint64_t largest)
 {
-    /* Non-negative doubles order as their bit patterns, with inf and NaN above every finite
-     * one: an integer maximum, which vectorises (a test per element would leave the loop). */
-    uint64_t largest_bits = 0;
     for (size_t i = 0; i < n; i++) {
-        double size = fabs(acc[i]) + fabs(acc[n + i]);
+        double size = fabs(high[i]) + fabs(low[i]);
         uint64_t bits;
         memcpy(&bits, &size, sizeof bits);
-        largest_bits = bits > largest_bits ? bits : largest_bits;
+        largest = bits > largest ? bits : largest;
     }
+    return largest;
+}
+
+/* dp_exact_magnitude_bits of the largest size's bit pattern. */
+static int magnitude_bits(uint64_t largest_bits)
+{
     double largest;
     memcpy(&largest, &largest_bits, sizeof largest);
     if (!isfinite(largest))
@@ -116,54 +122,79 @@ WIDEST_VECTORS int dp_exact_magnitude_bits(const double *acc, size_t n)
     return largest > 0.0 ? exponent + 1 + DP_EXACT_FRACTION_BITS : 0;
 }
 
-WIDEST_VECTORS void dp_exact_to_digits(double *acc, size_t n, int ranks, int first, int digits, float *out)
+WIDEST_VECTORS int dp_exact_magnitude_bits(const double *acc, size_t n)
 {
-    int b = dp_exact_digit_bits(ranks);
-    double *restrict whole = acc, *restrict fraction = acc + n;
-    for (size_t begin = 0; begin < n; begin += CHUNK) {
-        size_t end = begin + CHUNK < n ? begin + CHUNK : n;
-        /* Through locals: stores through pointers into the arrays kept this loop scalar. */
-        if (first == 0) {
-            for (size_t i = begin; i < end; i++) {
-                double w, f;
-                accumulated_sum(whole[i], fraction[i], &w, &f);
-                whole[i] = w;
-                fraction[i] = f;
-            }
+    return magnitude_bits(largest_size(acc, acc + n, n, 0));
+}
+
+/* Digits [first, digits) of the sums of elements [begin, begin + n) of an accumulator of
+ * `total` (whole and fraction already at begin), into out (digit k at out + k total + begin). */
+PER_ELEMENT void chunk_digits(double *restrict whole, double *restrict fraction, size_t begin, size_t n,
+                              size_t total, int b, int first, int digits, float *out)
+{
+    /* Through locals: stores through pointers into the arrays kept this loop scalar. */
+    if (first == 0) {
+        for (size_t i = 0; i < n; i++) {
+            double w, f;
+            accumulated_sum(whole[i], fraction[i], &w, &f);
+            whole[i] = w;
+            fraction[i] = f;
         }
-        /* Lowest digit first: what is left of the sum is whole + fraction, both multiples of
-         * the digit's unit; the digit is the remainder to the next unit, at most half of it. */
-        for (int k = first; k < digits; k++) {
-            double next = ldexp(1.0, b * (k + 1) - DP_EXACT_FRACTION_BITS);
-            float *restrict digit = out + (size_t)k * n;
-            for (size_t i = begin; i < end; i++) {
-                double whole_part = next <= 1.0 ? whole[i] : round_to(whole[i], next);
-                double rest = (whole[i] - whole_part) + fraction[i];
-                double carry = round_to(rest, next);
-                digit[i] = (float)(rest - carry); /* exact: at most 2^(b-1) units */
-                whole[i] = whole_part;
-                fraction[i] = carry;
-            }
+    }
+    /* Lowest digit first: what is left of the sum is whole + fraction, both multiples of the
+     * digit's unit; the digit is the remainder to the next unit, at most half of it. */
+    for (int k = first; k < digits; k++) {
+        double next = ldexp(1.0, b * (k + 1) - DP_EXACT_FRACTION_BITS);
+        float *restrict digit = out + (size_t)k * total + begin;
+        for (size_t i = 0; i < n; i++) {
+            double whole_part = next <= 1.0 ? whole[i] : round_to(whole[i], next);
+            double rest = (whole[i] - whole_part) + fraction[i];
+            double carry = round_to(rest, next);
+            digit[i] = (float)(rest - carry); /* exact: at most 2^(b-1) units */
+            whole[i] = whole_part;
+            fraction[i] = carry;
         }
     }
 }
 
-WIDEST_VECTORS void dp_exact_from_digits(const float *digits_in, size_t n, int digits, double *scratch, float *out)
+WIDEST_VECTORS void dp_exact_to_digits(double *acc, size_t n, int ranks, int first, int digits, float *out)
 {
-    double *restrict whole = scratch, *restrict fraction = scratch + n;
+    int b = dp_exact_digit_bits(ranks);
     for (size_t begin = 0; begin < n; begin += CHUNK) {
-        size_t end = begin + CHUNK < n ? begin + CHUNK : n;
+        size_t count = begin + CHUNK < n ? CHUNK : n - begin;
+        chunk_digits(acc + begin, acc + n + begin, begin, count, n, b, first, digits, out);
+    }
+}
+
+WIDEST_VECTORS int dp_exact_first_digits(double *acc, size_t n, int ranks, int digits, float *out)
+{
+    int b = dp_exact_digit_bits(ranks);
+    uint64_t largest = 0;
+    for (size_t begin = 0; begin < n; begin += CHUNK) {
+        size_t count = begin + CHUNK < n ? CHUNK : n - begin;
+        double *high = acc + begin, *low = acc + n + begin; /* the chunk stays in the L1 cache */
+        largest = largest_size(high, low, count, largest);
+        chunk_digits(high, low, begin, count, n, b, 0, digits, out);
+    }
+    return magnitude_bits(largest);
+}
+
+WIDEST_VECTORS void dp_exact_from_digits(const float *digits_in, size_t n, int digits, float *out)
+{
+    double whole[CHUNK], fraction[CHUNK]; /* a chunk's sums, in the L1 cache: no pass over memory */
+    for (size_t begin = 0; begin < n; begin += CHUNK) {
+        size_t count = begin + CHUNK < n ? CHUNK : n - begin;
         for (int k = 0; k < digits; k++) {
-            const float *restrict digit = digits_in + (size_t)k * n;
-            for (size_t i = begin; i < end; i++) { /* the first digit adds to 0: no zeroing pass */
+            const float *restrict digit = digits_in + (size_t)k * n + begin;
+            for (size_t i = 0; i < count; i++) { /* the first digit adds to 0: no zeroing pass */
                 double integer = round_to(digit[i], 1.0);
                 whole[i] = (k == 0 ? 0.0 : whole[i]) + integer;
                 fraction[i] = (k == 0 ? 0.0 : fraction[i]) + (digit[i] - integer);
             }
         }
-        for (size_t i = begin; i < end; i++) {
+        for (size_t i = 0; i < count; i++) {
             canonical(&whole[i], &fraction[i]);
-            out[i] = to_float(whole[i], fraction[i]);
+            out[begin + i] = to_float(whole[i], fraction[i]);
         }
     }
 }

@@ -44,9 +44,11 @@ int dp_exact_digits_for(int bits, int ranks);
  * from K on give what one call from 0 gives; a sum that is not finite becomes NaN in every
  * digit. acc holds what is left of the sums between calls: zero it before adding again. */
 void dp_exact_to_digits(double *acc, size_t n, int ranks, int first, int digits, float *out);
-/* Digits summed over the ranks back to values: each the exact sum's float (canonical form).
- * scratch: 2 n doubles (an accumulator's memory will do). */
-void dp_exact_from_digits(const float *digits_in, size_t n, int digits, double *scratch, float *out);
+/* dp_exact_magnitude_bits and dp_exact_to_digits from 0 to `digits` in one pass over acc, chunk
+ * by chunk: the same digits and accumulator; the magnitude returned. */
+int dp_exact_first_digits(double *acc, size_t n, int ranks, int digits, float *out);
+/* Digits summed over the ranks back to values: each the exact sum's float (canonical form). */
+void dp_exact_from_digits(const float *digits_in, size_t n, int digits, float *out);
 /* One rank's accumulator straight to values, bitwise what the digits would give. */
 void dp_exact_to_floats(const double *acc, size_t n, float *out);
 
