@@ -115,9 +115,11 @@ static int linear_forward(dp_module *m, const dp_nn_context *ctx, const float *x
 }
 
 /* dW = dY^T X with db, dY's column sums, in the GEMM's epilogue; the bias reported first, as
- * the separate pass does. Only where both are overwritten whole in the module's own gradients:
- * the epilogue overwrites db, and a placing strategy (ZeRO-2/3) takes each piece's memory in
- * backward order, the bias before the weight, which one GEMM writing both cannot follow. */
+ * the separate pass does. Only where both are overwritten whole (the epilogue overwrites db)
+ * and the layer is one block, its bias included: a placing strategy (ZeRO-2/3 under a budget)
+ * has then bound the module's gradients to its bucket's memory before backward, so the same
+ * GEMM serves DDP and ZeRO alike (cuBLASLt sums db in its own order: a separate pass would
+ * change the bits on a GPU). */
 static int fused_param_grads(dp_module *m, const dp_nn_context *ctx, const float *x, const float *dy, int rows,
                              const dp_grad_pieces *pieces)
 {
@@ -141,7 +143,8 @@ static int linear_backward_params(dp_module *m, const dp_nn_context *ctx, const 
     if (m->absorbs_next && !(m->fused & DP_FUSE_MASK))
         be->relu_backward(be, dy, m->out, (size_t)rows * out);
     size_t per = dp_module_rows_per_block(m, pieces->max_floats), first, end;
-    if ((m->fused & DP_FUSE_BIAS_GRAD) && !ctx->accumulate && !pieces->place && dp_module_row_blocks(m, per) == 1)
+    if ((m->fused & DP_FUSE_BIAS_GRAD) && !ctx->accumulate && dp_module_row_blocks(m, per) == 1 &&
+        (!pieces->place || m->param_count <= pieces->max_floats))
         return fused_param_grads(m, ctx, x, dy, rows, pieces);
     /* db (+)= column sums of dY: the end of the slice, where backward-order buckets begin. */
     if (m->options.bias && !(status = dp_grad_pieces_place(pieces, m, weight, (size_t)out, &into))) {
