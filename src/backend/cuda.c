@@ -3,104 +3,19 @@
  * of its own (non-blocking, so other streams' work, NCCL's included, orders itself with
  * events rather than by the legacy stream's implicit waits), cuBLAS's handle bound to that
  * stream, the reductions' scratch and --trace's events. Operations run in issue order on the
- * stream; upload, download and synchronize wait for it. make check runs this file against the
- * fake CUDA runtime of tests/fakecuda/. */
+ * stream; upload, download and synchronize wait for it. This file is the operations; the
+ * context's lifetime is cuda_context.c's. make check runs both against the fake CUDA runtime
+ * of tests/fakecuda/. */
 #include "config.h"
 
+#include "src/backend/cuda_context.h"
+
 #include "dp/error.h"
-#include "src/backend/cuda_kernels.h"
-#include "src/backend/cuda_lt.h"
-#include "src/backend/cuda_operands.h"
-#include "src/backend/device.h"
 #include "src/backend/fatal.h"
 
-#include "src/backend/cublas_api.h"
-#include <cuda_runtime_api.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct cuda_context {
-    dp_backend be;                  /* the operations; be.state points back here */
-    int rank, device, gpus;
-    int check_launches;             /* CUDA_LAUNCH_BLOCKING=1: synchronise after every kernel */
-    dp_cublas_api blas_api;         /* cuBLAS, opened with the backend (cublas_api.h) */
-    cublasHandle_t blas;
-    cublasComputeType_t compute;    /* --precision: FP32 exact, TF32 inputs, or FP32 for bf16 operands */
-    cudaDataType operands;          /* A's and B's elements: CUDA_R_32F, or CUDA_R_16BF copies (bf16) */
-    dp_cuda_bf16_operands bf16;     /* where the bf16 copies are made */
-    dp_cuda_lt *lt;                 /* the fused GEMMs (cuda_lt.c) */
-    cudaStream_t stream;            /* where every operation queues */
-    dp_cuda_partial *partials;      /* DP_MAX_PARTIALS reduction results, device */
-    dp_cuda_partial *host_partials; /* where they are read back, page-locked */
-    cudaEvent_t timer[DP_TIMER_SLOTS]; /* --trace's timestamps, created when first needed */
-    int timer_used;
-    int capturing;                  /* the stream records a graph: timer marks become its own records */
-    int capture_timer;              /* the first timer slot of the capture's marks */
-    char description[1024];
-} cuda_context;
-
-static cuda_context *ctx_of(const dp_backend *be)
-{
-    return be->state;
-}
-
-static const char *visible_devices(void)
-{
-    const char *list = getenv("CUDA_VISIBLE_DEVICES");
-    return list ? list : "(unset)";
-}
-
-/* Errors a kernel raises while it runs: sticky, and reported by whichever call comes next. */
-static int kernel_fault(cudaError_t e)
-{
-    static const cudaError_t faults[] = {cudaErrorIllegalAddress, cudaErrorLaunchFailure, cudaErrorMisalignedAddress,
-                                         cudaErrorIllegalInstruction, cudaErrorInvalidAddressSpace, cudaErrorInvalidPc,
-                                         cudaErrorHardwareStackError, cudaErrorAssert, cudaErrorLaunchTimeout};
-    for (size_t i = 0; i < sizeof faults / sizeof *faults; i++)
-        if (e == faults[i])
-            return 1;
-    return 0;
-}
-
-/* 0, or the error of a failed call recorded with the call, file, line, rank and CUDA's message;
- * CUDA's last error is cleared so that the next launch check is not blamed for this one. */
-static int cuda_status(const cuda_context *c, cudaError_t e, const char *call, const char *file, int line)
-{
-    if (e == cudaSuccess)
-        return 0;
-    (void)cudaGetLastError();
-    const char *hint = kernel_fault(e) && !c->check_launches
-                           ? " (a kernel's fault, reported by the next call: it may come from any earlier kernel; "
-                             "rerun with CUDA_LAUNCH_BLOCKING=1 to stop at the kernel that faulted)"
-                           : "";
-    return dp_fail(DP_EDEVICE, "%s failed at %s:%d on rank %d (GPU %d): %s: %s%s", call, file, line,
-                   c->rank, c->device, cudaGetErrorName(e), cudaGetErrorString(e), hint);
-}
-
-/* A kernel launch's status; with CUDA_LAUNCH_BLOCKING=1 also its completion, so a fault is
- * named after the kernel that raised it. */
-static int launch_status(const cuda_context *c, cudaError_t e, const char *call, const char *file, int line)
-{
-    if (e == cudaSuccess && c->check_launches)
-        e = cudaStreamSynchronize(c->stream);
-    return cuda_status(c, e, call, file, line);
-}
-
-static int blas_status(const cuda_context *c, cublasStatus_t s, const char *call, const char *file, int line)
-{
-    if (s == CUBLAS_STATUS_SUCCESS)
-        return 0;
-    return dp_fail(DP_EDEVICE, "%s failed at %s:%d on rank %d (GPU %d): %s", call, file, line,
-                   c->rank, c->device, c->blas_api.status_string(s));
-}
-
-/* c is the context whose rank and GPU the message names. */
-#define CUDA_CALL(c, call) cuda_status((c), (call), #call, __FILE__, __LINE__)
-/* call goes through the loaded table; name is cuBLAS's, for the message. */
-#define BLAS_CALL(c, name, call) blas_status((c), (call), name, __FILE__, __LINE__)
-/* A launcher of cuda_kernels.h on c's stream. */
-#define LAUNCH(c, launcher, ...) launch_status((c), launcher((c)->stream, __VA_ARGS__), #launcher, __FILE__, __LINE__)
 
 static void *cuda_alloc(const dp_backend *be, size_t bytes, dp_memory_kind kind, const char *what)
 {
@@ -213,7 +128,7 @@ static void cuda_gemm(const dp_backend *be, int trans_a, int trans_b, int m, int
                                        n, m, k, &alpha, b_in, c->operands, ldb, a_in, c->operands, lda, &beta, out,
                                        CUDA_R_32F, ldc, c->compute, CUBLAS_GEMM_DEFAULT)));
     if (c->check_launches)
-        MUST(launch_status(c, cudaSuccess, "cublasGemmEx's kernels", __FILE__, __LINE__));
+        MUST(dp_cuda_launch_status(c, cudaSuccess, "cublasGemmEx's kernels", __FILE__, __LINE__));
 }
 
 static void cuda_gemm_fused(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
@@ -226,7 +141,7 @@ static void cuda_gemm_fused(const dp_backend *be, int trans_a, int trans_b, int 
         gemm_operands(c, trans_a, trans_b, m, n, k, a, lda, b, ldb, &a_in, &b_in);
     MUST(dp_cuda_lt_matmul(c->lt, trans_a, trans_b, m, n, k, alpha, a_in, lda, b_in, ldb, beta, out, ldc, epilogue));
     if (c->check_launches)
-        MUST(launch_status(c, cudaSuccess, "cublasLtMatmul's kernels", __FILE__, __LINE__));
+        MUST(dp_cuda_launch_status(c, cudaSuccess, "cublasLtMatmul's kernels", __FILE__, __LINE__));
 }
 
 static void cuda_bias_act_forward(const dp_backend *be, float *y, const float *bias, int rows, int cols, int relu)
@@ -497,7 +412,7 @@ static void cuda_memory_info(const dp_backend *be, size_t *free_bytes, size_t *t
     MUST(CUDA_CALL(ctx_of(be), cudaMemGetInfo(free_bytes, total_bytes)));
 }
 
-static const dp_backend cuda_operations = {
+const dp_backend dp_cuda_operations = {
     .name = "cuda",
     .host_memory = 0,
     .supports = cuda_supports,
@@ -545,172 +460,4 @@ static const dp_backend cuda_operations = {
     .timer_reset = cuda_timer_reset,
     .gather_rows = cuda_gather_rows,
     .memory_info = cuda_memory_info,
-};
-
-static int cuda_gpu_count(void)
-{
-    int count = 0;
-    if (cudaGetDeviceCount(&count) == cudaSuccess)
-        return count;
-    (void)cudaGetLastError();
-    return 0;
-}
-
-static int cuda_gpu_ids(dp_gpu_id *ids, int max)
-{
-    int count = cuda_gpu_count(), found = 0;
-    struct cudaDeviceProp prop;
-    for (; found < count && found < max; found++) {
-        if (cudaGetDeviceProperties(&prop, found) != cudaSuccess) {
-            (void)cudaGetLastError();
-            break;
-        }
-        memcpy(ids[found].uuid, prop.uuid.bytes, sizeof ids[found].uuid);
-    }
-    return found;
-}
-
-static int bind_device(cuda_context *c, const dp_backend_request *request)
-{
-    cudaError_t e = cudaGetDeviceCount(&c->gpus);
-    if (e != cudaSuccess || c->gpus == 0) {
-        (void)cudaGetLastError();
-        return dp_fail(DP_EDEVICE, "--device cuda: rank %d sees no CUDA GPU (cudaGetDeviceCount: %s; CUDA_VISIBLE_DEVICES=%s)",
-                       request->rank, e != cudaSuccess ? cudaGetErrorString(e) : "0 devices", visible_devices());
-    }
-    const dp_gpu_binding *plan = request->binding;
-    if (plan && !plan->own_gpu && !request->share_gpu)
-        return dp_fail(DP_EINVAL, "--device cuda: %s (rank %d sees %d GPU%s; CUDA_VISIBLE_DEVICES=%s): start one rank per GPU, "
-                       "or add --share-gpu to let ranks take turns on a GPU",
-                       plan->text, request->rank, c->gpus, c->gpus == 1 ? "" : "s", visible_devices());
-    if (!plan && request->local_size > c->gpus && !request->share_gpu)
-        return dp_fail(DP_EINVAL, "--device cuda: %d ranks on rank %d's node but %d GPU%s visible (CUDA_VISIBLE_DEVICES=%s): "
-                       "start one rank per GPU, or add --share-gpu to let ranks take turns on a GPU",
-                       request->local_size, request->rank, c->gpus, c->gpus == 1 ? "" : "s", visible_devices());
-    c->device = plan ? plan->gpu : request->local_rank % c->gpus;
-    TRY(CUDA_CALL(c, cudaSetDevice(c->device)));
-    return 0;
-}
-
-/* --precision's cuBLAS compute type, the GEMMs' operand type and the banner's words. bf16 needs
- * bf16 operands in memory: FP32 operands at CUBLAS_COMPUTE_32F_FAST_16BF ran at TF32's speed on
- * an H200. A/B CUDA_R_16BF, C CUDA_R_32F at CUBLAS_COMPUTE_32F is a combination cublasGemmEx and
- * cublasLtMatmul list; the same inputs, rounded alike, with FP32 accumulation as FAST_16BF. */
-static const struct {
-    cublasComputeType_t compute;
-    cudaDataType operands;
-    const char *words;
-} precisions[] = {
-    [DP_PRECISION_FP32] = {CUBLAS_COMPUTE_32F, CUDA_R_32F, "exact FP32"},
-    [DP_PRECISION_TF32] = {CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F, "TF32 tensor-core"},
-    [DP_PRECISION_BF16] = {CUBLAS_COMPUTE_32F, CUDA_R_16BF,
-                           "bf16 tensor-core (bf16 operands, FP32 accumulation and outputs)"},
-};
-
-static int describe_device(cuda_context *c, const dp_backend_request *request)
-{
-    struct cudaDeviceProp prop;
-    char fused[256];
-    TRY(CUDA_CALL(c, cudaGetDeviceProperties(&prop, c->device)));
-    dp_cuda_lt_describe(c->lt, fused, sizeof fused);
-    const unsigned char *u = (const unsigned char *)prop.uuid.bytes;
-    snprintf(c->description, sizeof c->description,
-             "cuda: GPU %d of %d visible (GPU-%02x%02x%02x%02x, PCI %04x:%02x:%02x.0), %.96s (sm_%d%d, %zu GiB), %s GEMMs, %s%s%s",
-             c->device, c->gpus, u[0], u[1], u[2], u[3], (unsigned)prop.pciDomainID, (unsigned)prop.pciBusID,
-             (unsigned)prop.pciDeviceID, prop.name, prop.major, prop.minor, (size_t)(prop.totalGlobalMem >> 30),
-             precisions[request->precision].words, fused, request->binding ? "; " : "",
-             request->binding ? request->binding->text : "");
-    return 0;
-}
-
-static int create_resources(cuda_context *c, const dp_backend_request *request)
-{
-    char why[512];
-    if (dp_cublas_load(&c->blas_api, why, sizeof why))
-        return dp_fail(DP_EINVAL, "rank %d: --device cuda: cuBLAS: %s", request->rank, why);
-    TRY(CUDA_CALL(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)));
-    TRY(BLAS_CALL(c, "cublasCreate", c->blas_api.create(&c->blas)));
-    TRY(BLAS_CALL(c, "cublasSetStream", c->blas_api.set_stream(c->blas, c->stream)));
-    TRY(CUDA_CALL(c, cudaMalloc((void **)&c->partials, DP_MAX_PARTIALS * sizeof *c->partials)));
-    TRY(CUDA_CALL(c, cudaMallocHost((void **)&c->host_partials, DP_MAX_PARTIALS * sizeof *c->host_partials)));
-    c->compute = precisions[request->precision].compute;
-    c->operands = precisions[request->precision].operands;
-    c->bf16 = (dp_cuda_bf16_operands){.be = &c->be, .rank = request->rank};
-    dp_cuda_lt_setup lt = {.be = &c->be, .stream = c->stream, .compute = c->compute, .operands = c->operands,
-                           .unfused = request->unfused, .rank = request->rank, .device = c->device};
-    TRY(dp_cuda_lt_open(&lt, &c->lt));
-    return describe_device(c, request);
-}
-
-/* Releases what create_resources made and the context. With `report`, the first failure is
- * recorded and returned; without (after a failed open), failures are ignored so that the error
- * that made the open fail is the one the caller reports. */
-static int release_context(cuda_context *c, int report)
-{
-    int status = dp_cuda_lt_close(c->lt, report);
-    int freed_copies = dp_cuda_bf16_operands_release(&c->bf16, report);
-    if (!status)
-        status = freed_copies;
-    if (c->blas) {
-        cublasStatus_t s = c->blas_api.destroy(c->blas);
-        if (report && !status)
-            status = blas_status(c, s, "cublasDestroy", __FILE__, __LINE__);
-    }
-    cudaError_t freed[2] = {c->partials ? cudaFree(c->partials) : cudaSuccess,
-                            c->host_partials ? cudaFreeHost(c->host_partials) : cudaSuccess};
-    if (report && !status)
-        status = cuda_status(c, freed[0], "cudaFree(partials)", __FILE__, __LINE__);
-    if (report && !status)
-        status = cuda_status(c, freed[1], "cudaFreeHost(host_partials)", __FILE__, __LINE__);
-    for (int i = 0; i < DP_TIMER_SLOTS && c->timer[i]; i++) {
-        cudaError_t e = cudaEventDestroy(c->timer[i]);
-        if (report && !status)
-            status = cuda_status(c, e, "cudaEventDestroy(timer)", __FILE__, __LINE__);
-    }
-    if (c->stream) {
-        cudaError_t e = cudaStreamDestroy(c->stream);
-        if (report && !status)
-            status = cuda_status(c, e, "cudaStreamDestroy", __FILE__, __LINE__);
-    }
-    (void)cudaGetLastError();
-    free(c);
-    return status;
-}
-
-static int cuda_open(const dp_backend_request *request, const dp_backend **out)
-{
-    if (request->precision > DP_PRECISION_BF16)
-        return dp_fail(DP_EINVAL, "rank %d: --device cuda: GEMMs take --precision fp32, tf32 or bf16", request->rank);
-    cuda_context *c = calloc(1, sizeof *c);
-    if (!c)
-        return dp_fail(DP_ENOMEM, "rank %d: --device cuda: no host memory for the CUDA backend's context", request->rank);
-    c->be = cuda_operations;
-    c->be.state = c;
-    c->rank = request->rank;
-    c->device = -1;
-    const char *blocking = getenv("CUDA_LAUNCH_BLOCKING");
-    c->check_launches = blocking && strcmp(blocking, "1") == 0;
-    int status = bind_device(c, request);
-    if (!status)
-        status = create_resources(c, request);
-    if (status) {
-        (void)release_context(c, 0);
-        return status;
-    }
-    c->be.stream = c->stream;
-    *out = &c->be;
-    return 0;
-}
-
-static void cuda_close(const dp_backend *be)
-{
-    if (release_context(ctx_of(be), 1))
-        dp_backend_fatal();
-}
-
-const dp_device_backend dp_cuda_device = {
-    .gpu_count = cuda_gpu_count,
-    .gpu_ids = cuda_gpu_ids,
-    .open = cuda_open,
-    .close = cuda_close,
 };
