@@ -8,8 +8,10 @@
 #include "dp/error.h"
 #include "src/train/limits.h"
 
+#include <string.h>
+
 /* The option that only applies to another optimizer, if one was given. */
-static const char *foreign_optimizer_option(const dp_options *o, const int *seen)
+static const char *foreign_optimizer_option(const dp_options *o, const char *const *seen)
 {
     if (o->optimizer == DP_OPTIMIZER_SGD)
         return seen[OPT_BETAS] ? "--betas" : seen[OPT_EPS] ? "--eps" : seen[OPT_DECAY_ALL] ? "--decay-all" : NULL;
@@ -17,7 +19,7 @@ static const char *foreign_optimizer_option(const dp_options *o, const int *seen
 }
 
 /* --lr and --weight-decay default per optimizer, as PyTorch's constructors do. */
-static void apply_optimizer_defaults(dp_options *o, const int *seen)
+static void apply_optimizer_defaults(dp_options *o, const char *const *seen)
 {
     if (o->optimizer != DP_OPTIMIZER_ADAMW)
         return;
@@ -28,7 +30,7 @@ static void apply_optimizer_defaults(dp_options *o, const int *seen)
     o->momentum = 0.0f;
 }
 
-static int check_model(dp_options *o, const int *seen)
+static int check_model(dp_options *o, const char *const *seen)
 {
     if (seen[OPT_MODEL] && seen[OPT_LAYERS])
         return dp_fail(DP_EINVAL, "--model and --layers both describe the model: use one");
@@ -45,12 +47,12 @@ static const int training_only[] = {
     OPT_ZERO, OPT_ZERO_LIVE_MB, OPT_MAX_MEMORY_MB, OPT_MEMORY_PLAN, OPT_AVERAGE_EVERY, OPT_PREEMPT_SIGNAL, OPT_EXACT, OPT_EXACT_SHARD,
 };
 
-static int check_predict(const dp_options *o, const int *seen)
+static int check_predict(const dp_options *o, const char *const *seen)
 {
     for (size_t i = 0; o->predict_path[0] && i < sizeof training_only / sizeof *training_only; i++)
         if (seen[training_only[i]])
             return dp_fail(DP_EINVAL, "--%s does not apply to --predict, which runs the --init model on its inputs "
-                           "and writes --output only", dp_option_name(training_only[i]));
+                           "and writes --output only", seen[training_only[i]]);
     if (!o->predict_path[0])
         return o->output_path[0] || o->predict_classes
                    ? dp_fail(DP_EINVAL, "%s applies to --predict", o->output_path[0] ? "--output" : "--predict-classes")
@@ -63,7 +65,7 @@ static int check_predict(const dp_options *o, const int *seen)
 }
 
 /* --exact is a strategy of its own, keeping the whole model on every rank as DDP does. */
-static int check_exact(const dp_options *o, const int *seen)
+static int check_exact(const dp_options *o, const char *const *seen)
 {
     if (seen[OPT_EXACT_SHARD] && !o->exact)
         return dp_fail(DP_EINVAL, "--exact-shard %ld applies to --exact", o->exact_shard);
@@ -82,7 +84,7 @@ static int check_exact(const dp_options *o, const int *seen)
 
 /* --params, --world and --precision fp16 or mixed describe --memory-plan's table only;
  * --tf32 is --precision tf32; --checkpoint-shards needs checkpoints to shard. */
-static int check_memory_options(const dp_options *o, const int *seen)
+static int check_memory_options(const dp_options *o, const char *const *seen)
 {
     int plan_precision = o->precision == DP_PRECISION_FP16 || o->precision == DP_PRECISION_MIXED;
     const char *plan_only = seen[OPT_PARAMS] ? "--params" : seen[OPT_WORLD] ? "--world"
@@ -133,7 +135,7 @@ static int check_local_sgd(const dp_options *o)
     return 0;
 }
 
-int dp_options_check_combination(dp_options *o, int world, const int *seen)
+int dp_options_check_combination(dp_options *o, int world, const char *const *seen)
 {
     int status = check_model(o, seen);
     if (!status)
@@ -172,4 +174,9 @@ int dp_options_check_combination(dp_options *o, int world, const int *seen)
     if (o->device == DP_DEVICE_CPU && gpu_only)
         return dp_fail(DP_EINVAL, "%s applies to GPUs, but --device is cpu", gpu_only);
     return dp_options_check_limits(o, world);
+}
+
+int dp_options_resume_auto(const dp_options *o)
+{
+    return strcmp(o->resume, "auto") == 0;
 }

@@ -19,11 +19,9 @@ enum option_id {
     OPT_HELP, OPT_VERSION
 };
 
-/* The long name of option `id` ("?" for none). */
-const char *dp_option_name(int id);
-
 /* After parsing: the model spec built, optimizer defaults applied, and every combination the
- * run cannot honour refused naming the options (seen[id]: given on the command line). */
-int dp_options_check_combination(dp_options *o, int world, const int *seen);
+ * run cannot honour refused naming the options (seen[id]: the option's long name where it was
+ * given on the command line, else NULL). */
+int dp_options_check_combination(dp_options *o, int world, const char *const *seen);
 
 #endif

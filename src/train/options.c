@@ -445,14 +445,6 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
     }
 }
 
-const char *dp_option_name(int id)
-{
-    for (size_t i = 0; i < OPTION_COUNT; i++)
-        if (option_docs[i].getopt.val == id)
-            return option_docs[i].getopt.name;
-    return "?";
-}
-
 int dp_options_parse(dp_options *o, int argc, char **argv, int world, FILE *out)
 {
     struct option longopts[OPTION_COUNT + 1];
@@ -461,7 +453,7 @@ int dp_options_parse(dp_options *o, int argc, char **argv, int world, FILE *out)
     memset(&longopts[OPTION_COUNT], 0, sizeof longopts[OPTION_COUNT]);
 
     dp_options_defaults(o);
-    int seen[OPT_VERSION + 1] = {0};
+    const char *seen[OPT_VERSION + 1] = {0}; /* each given option's name */
     opterr = 0; /* our own messages name the option; getopt's would print once per rank */
     optind = 0; /* GNU getopt: a full re-initialisation, so tests can parse repeatedly */
     for (;;) {
@@ -475,7 +467,7 @@ int dp_options_parse(dp_options *o, int argc, char **argv, int world, FILE *out)
         int status = apply_option(o, id, longopts[index].name, optarg, out);
         if (status)
             return status;
-        seen[id] = 1;
+        seen[id] = longopts[index].name;
     }
     if (optind < argc)
         return dp_fail(DP_EINVAL, "'%s': unexpected argument (options start with --; see --help)", argv[optind]);
@@ -487,9 +479,4 @@ dp_optimizer_config dp_options_optimizer(const dp_options *o)
     return (dp_optimizer_config){.kind = o->optimizer, .lr = o->lr, .momentum = o->momentum,
                                  .weight_decay = o->weight_decay, .beta1 = o->beta1, .beta2 = o->beta2,
                                  .eps = o->eps, .decay_all = o->decay_all};
-}
-
-int dp_options_resume_auto(const dp_options *o)
-{
-    return strcmp(o->resume, "auto") == 0;
 }
