@@ -48,12 +48,6 @@ void dp_batches_close(dp_batches *b)
     *b = (dp_batches){0};
 }
 
-dp_rows dp_batches_rows(const dp_batches *b, const dp_dataset *data, size_t n)
-{
-    return (dp_rows){.x = b->x, .labels = data->labels ? b->labels : NULL, .targets = data->labels ? NULL : b->targets,
-                     .count = (int)n};
-}
-
 /* Reads rows index[0..n) of data into the batch buffers and says where they are. */
 static int read_rows(dp_batches *b, const dp_dataset *data, const size_t *index, size_t n, dp_rows *out)
 {

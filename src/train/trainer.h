@@ -128,8 +128,13 @@ int dp_batches_open(dp_batches *b, const dp_backend *be, const dp_dataset *train
 void dp_batches_close(dp_batches *b);
 /* The engine's row source: the training samples at epoch positions [begin, end). */
 dp_row_source dp_batches_source(dp_batches *b);
-/* The batch buffers holding n rows of data: features, and its labels or its targets. */
-dp_rows dp_batches_rows(const dp_batches *b, const dp_dataset *data, size_t n);
+/* The batch buffers holding n rows of data: features, and its labels or its targets (here,
+ * for batches.c's reads and resident.c's gathers alike). */
+static inline dp_rows dp_batches_rows(const dp_batches *b, const dp_dataset *data, size_t n)
+{
+    return (dp_rows){.x = b->x, .labels = data->labels ? b->labels : NULL, .targets = data->labels ? NULL : b->targets,
+                     .count = (int)n};
+}
 /* The test set's rows [begin, end) (at most max_rows) read into the batch buffers. */
 int dp_batches_read_test(dp_batches *b, size_t begin, size_t end, dp_rows *rows);
 
