@@ -11,7 +11,8 @@
 #                                   and --fuse off against auto (cuBLASLt epilogues): the
 #                                   tables for bench/RESULTS.md
 #   scripts/gpu-check.sh sanitize   compute-sanitizer memcheck (with leak check) and racecheck
-#                                   over test_gpu, memcheck over 2 ranks training with nccl
+#                                   over test_gpu, memcheck over test_backend_ops (every op)
+#                                   and over 2 ranks training with nccl
 #                                   (API errors raised and handled inside libnccl ignored)
 #   scripts/gpu-check.sh cpu        the host's cores: scripts/throughput.sh (dp_worker --device
 #                                   cpu against PyTorch on the CPU) on every core for W = 1, 4
@@ -244,9 +245,11 @@ run_sanitizers() {
     find_sanitizer || die "no compute-sanitizer: run scripts/gpu-prepare.sh where pip works and carry .gpu-carry"
     local status=0 train=(./dp_worker --device cuda --share-gpu --data synthetic:2048,64,10 --layers 64,128,10
                           --batch 256 --steps 20 --allreduce nccl)
-    (cd "$obj" && make -j"$(nproc)" tests/test_gpu >/dev/null 2>&1) || die "cannot build tests/test_gpu"
+    (cd "$obj" && make -j"$(nproc)" tests/test_gpu tests/test_backend_ops >/dev/null 2>&1) || die "cannot build tests/test_gpu"
     export CK_FORK=no
     sanitize test_gpu-memcheck memcheck 1 ./tests/test_gpu || status=1
+    # Every backend op (gather_rows, the bf16 operand copies' GEMMs among them) on the GPU.
+    sanitize test_backend_ops-memcheck memcheck 1 ./tests/test_backend_ops || status=1
     sanitize test_gpu-racecheck racecheck 1 ./tests/test_gpu || status=1
     NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 sanitize train-w2-nccl-memcheck memcheck 2 \
         sh -c 'NCCL_HOSTID="sanitize-$OMPI_COMM_WORLD_RANK" exec "$0" "$@"' "${train[@]}" || status=1
