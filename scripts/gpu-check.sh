@@ -39,7 +39,9 @@
 # system. GPU_CHECK_BUILD (default build-gpu) is where it builds; GPU_CHECK_DEPS (default
 # /opt/dptrain-deps) where the carried packages go. For a short call: GPU_CHECK_TESTS names the
 # tests phase's tests instead of its list; GPU_CHECK_FUSION=0 and GPU_CHECK_CNN=0 leave the
-# bench phase's --fuse table and CNN rows out.
+# bench phase's --fuse table and CNN rows out; GPU_CHECK_MODELS (a bash regex: "^wide$|demo
+# graph") keeps the bench rows whose model name matches ("demo", "4096 wide", "documents'
+# example", "wide", "demo graph") and GPU_CHECK_PRECISIONS ("BF16") the precisions named.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -360,7 +362,7 @@ compare_cnn() {
 
 run_benchmarks() {
     rm -f "$build/rows.md"
-    local precisions=(FP32 TF32 BF16)
+    local precisions=(${GPU_CHECK_PRECISIONS:-FP32 TF32 BF16}) models=${GPU_CHECK_MODELS:-.}
     if [ "$device" = cpu ]; then
         precisions=(FP32)
         set -- "small" "64,32,64" mse 256 "wide" "128,128,128,10" xent 128
@@ -370,6 +372,7 @@ run_benchmarks() {
     fi
     rm -f "$build/fusion.md"
     while [ $# -gt 0 ]; do
+        [[ $1 =~ $models ]] || { shift 4; continue; }
         for precision in "${precisions[@]}"; do
             compare "$1" "$2" "$3" "$4" "$precision"
             [ "$device" = cpu ] || [ "${GPU_CHECK_FUSION:-1}" = 0 ] || compare_fusion "$1" "$2" "$3" "$4" "$precision"
@@ -377,7 +380,7 @@ run_benchmarks() {
         shift 4
     done
     # The demo model with its steps replayed from a CUDA graph (issue 19: <= 0.10 ms per step).
-    if [ "$device" = cuda ]; then
+    if [ "$device" = cuda ] && [[ "demo graph" =~ $models ]]; then
         for precision in "${precisions[@]}"; do compare "demo" "784,256,256,10" xent 256 "$precision" on; done
     fi
     [ "${GPU_CHECK_CNN:-1}" = 0 ] || for precision in "${precisions[@]}"; do compare_cnn 128 "$precision"; done
