@@ -23,6 +23,10 @@
 #                                   replayed from a CUDA graph: test accuracy and training time
 #                                   against FP32's (GPU_CHECK_DATA names the data, default
 #                                   fashion-mnist; an IDX directory carried there works)
+#   scripts/gpu-check.sh strategies ZeRO's peak memory per rank on the GPU (784,8192,8192,8192,10,
+#                                   AdamW, W = 2 sharing it: scripts/zero-bench.sh) and --exact's
+#                                   cost against the ordinary step (the default model, W = 1, 2):
+#                                   strategies.md
 #   scripts/gpu-check.sh [all]      tests, bench and sanitize in turn (where no time limit applies)
 #
 # Options: --device cpu runs the flow on the CPU backend with small models (a dry run without
@@ -48,11 +52,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build="${GPU_CHECK_BUILD:-$root/build-gpu}"
 carry="$root/.gpu-carry"
 deps="${GPU_CHECK_DEPS:-/opt/dptrain-deps}"
-usage="usage: scripts/gpu-check.sh [tests|bench|sanitize|cpu|accuracy|all] [--device cuda|cpu] [--steps N] [--full-check] [--skip-tests] [--skip-bench]"
+usage="usage: scripts/gpu-check.sh [tests|bench|sanitize|cpu|accuracy|strategies|all] [--device cuda|cpu] [--steps N] [--full-check] [--skip-tests] [--skip-bench]"
 phase=all steps=60 device=cuda run_tests=1 run_bench=1 full_check=0
 while [ $# -gt 0 ]; do
     case $1 in
-    tests | bench | sanitize | cpu | accuracy | all) phase=$1 ;;
+    tests | bench | sanitize | cpu | accuracy | strategies | all) phase=$1 ;;
     --skip-tests) run_tests=0 ;;
     --skip-bench) run_bench=0 ;;
     --full-check) full_check=1 ;;
@@ -457,6 +461,36 @@ run_accuracy() {
     } | tee "$out/accuracy.md"
 }
 
+# The strategies on the GPU: ZeRO's peak memory per rank (issue 21's H100 row: the
+# 784,8192,8192,8192,10 MLP with AdamW, W = 2 sharing the GPU, scripts/zero-bench.sh) and what
+# --exact costs against the ordinary step (issue 22: the default model on Fashion-MNIST, W = 1
+# and 2). Appends to strategies.md.
+run_strategies() {
+    [ "$device" = cuda ] || { say "strategies: the GPU's numbers need --device cuda"; return 0; }
+    local gpu=(--device cuda --share-gpu) data=(--data "${GPU_CHECK_DATA:-fashion-mnist}")
+    {
+        echo "Strategies on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1), $(date -u '+%Y-%m-%d %H:%M UTC'); command: scripts/gpu-check.sh strategies"
+        echo
+        DP_WORKER="$obj/dp_worker" "$root/scripts/zero-bench.sh" -n 2 -r 1 -- "${gpu[@]}" --layers 784,8192,8192,8192,10 \
+            --optimizer adamw --data synthetic:4096,784,10 --batch 1024 --steps 20 || die "zero-bench.sh failed"
+        echo
+        echo "The default model (784,256,256,10, batch 256) on Fashion-MNIST, 2 epochs, steady-state samples/s:"
+        echo
+        echo "| W | ordinary | --exact | --exact / ordinary |"
+        echo "|---|---|---|---|"
+        local w rates
+        for w in 1 2; do
+            rates=()
+            for mode in "" --exact; do
+                mpirun -np "$w" "$obj/dp_worker" "${gpu[@]}" "${data[@]}" --epochs 2 --log-every 100 $mode \
+                    >"$build/strategies-exact-$w$mode.log" 2>&1 || { tail -n 20 "$build/strategies-exact-$w$mode.log"; die "dp_worker $mode failed"; }
+                rates+=("$(progress_rate "$build/strategies-exact-$w$mode.log")")
+            done
+            awk -v w="$w" -v a="${rates[0]}" -v b="${rates[1]}" 'BEGIN { printf "| %d | %.0f | %.0f | %.2fx |\n", w, a, b, b / a }'
+        done
+    } | tee -a "$out/strategies.md"
+}
+
 use_carried_packages
 check_tools
 set_launch_agent
@@ -472,6 +506,7 @@ bench) run_benchmarks ;;
 sanitize) run_sanitizers || status=1 ;;
 cpu) run_cpu_throughput || status=1 ;;
 accuracy) run_accuracy ;;
+strategies) run_strategies ;;
 all)
     [ "$run_tests" = 0 ] || run_gpu_tests || status=1
     [ "$run_bench" = 0 ] || run_benchmarks
