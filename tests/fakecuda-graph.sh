@@ -1,7 +1,8 @@
 # --cuda-graph on the fake CUDA runtime, whose graphs record a capturing stream's work and
 # queue it again at each launch: one rank trains to the same bits with and without the graph,
 # with SGD and with AdamW on a cosine schedule (the learning rate and AdamW's step change every
-# step and reach the replays through device memory), over epochs whose last batch is shorter
+# step and reach the replays through device memory), a plain MLP and one with dropout (whose
+# masks hash the step number, read from device memory too), over epochs whose last batch is shorter
 # (run eagerly), with log lines, checkpoints and evaluation between the replays. The fake counts
 # the launches, so the replays are shown to happen: every full step but the warm-up.
 # --cuda-graph on where a step cannot be captured is an error naming why and writes nothing;
@@ -16,7 +17,16 @@ trap 'rm -rf "$dir"' EXIT
 cases=0 failures=0
 # 310 rows in steps of 30: 10 full steps and a short one of 10 per epoch, 33 steps in 3 epochs;
 # 30 full steps, the first eager: 29 launches.
-base="--data synthetic:310,8,3 --layers 8,16,3 --batch 30 --epochs 3 --log-every 4 --checkpoint-every 7 --device cuda"
+base="--data synthetic:310,8,3 --batch 30 --epochs 3 --log-every 4 --checkpoint-every 7 --device cuda"
+models="mlp:8,16,3 dropout:linear(16),relu,dropout(0.2),linear(3)"
+
+# model_args MODEL: the options that pick MODEL (name:layers, or name:model spec).
+model_args() {
+    case ${1#*:} in
+    *\(*) echo "--model ${1#*:}" ;;
+    *) echo "--layers ${1#*:}" ;;
+    esac
+}
 
 # launches FILE: the graph launches the fake reported (0 when none).
 launches() {
@@ -24,38 +34,40 @@ launches() {
     echo "${n:-0}"
 }
 
-for optimizer in "sgd" "adamw --lr-schedule cosine"; do
-    name=${optimizer%% *}
-    for graph in off on; do
-        # shellcheck disable=SC2086
-        dp_mpirun 120 1 "$fake" $base --optimizer $optimizer --cuda-graph $graph --checkpoint-dir "$dir/$name-$graph.ck" \
-            --save "$dir/$name-$graph.safetensors" >"$dir/$name-$graph" 2>&1 ||
-            { echo "FAIL $name --cuda-graph $graph:"; sed 's/^/    /' "$dir/$name-$graph"; exit 1; }
+for model in $models; do
+    for optimizer in "sgd" "adamw --lr-schedule cosine"; do
+        name=${model%%:*}-${optimizer%% *}
+        for graph in off on; do
+            # shellcheck disable=SC2046,SC2086
+            dp_mpirun 120 1 "$fake" $base $(model_args "$model") --optimizer $optimizer --cuda-graph $graph --checkpoint-dir "$dir/$name-$graph.ck" \
+                --save "$dir/$name-$graph.safetensors" >"$dir/$name-$graph" 2>&1 ||
+                { echo "FAIL $name --cuda-graph $graph:"; sed 's/^/    /' "$dir/$name-$graph"; exit 1; }
+        done
+        dp_check_same_bits "$name: the same parameters with and without the graph" \
+            "$dir/$name-off.safetensors" "$dir/$name-on.safetensors"
+        cases=$((cases + 1))
+        grep -o ' loss [0-9.]*\| acc [0-9.]*%' "$dir/$name-off" >"$dir/$name-off.losses"
+        grep -o ' loss [0-9.]*\| acc [0-9.]*%' "$dir/$name-on" >"$dir/$name-on.losses"
+        if [ -s "$dir/$name-on.losses" ] && cmp -s "$dir/$name-off.losses" "$dir/$name-on.losses"; then
+            echo "ok   $name: the same losses and accuracies in every step and epoch line ($(wc -l <"$dir/$name-on.losses") values)"
+        else
+            dp_fail_case "$name: the losses differ" "$dir/$name-on"
+        fi
+        cases=$((cases + 1))
+        if [ "$(launches "$dir/$name-on")" = 29 ] && [ "$(launches "$dir/$name-off")" = 0 ] &&
+            grep -q '^cuda graph: on: ' "$dir/$name-on" && grep -q '^cuda graph: off$' "$dir/$name-off"; then
+            echo "ok   $name: 29 graph launches for the 30 full steps, none with --cuda-graph off"
+        else
+            dp_fail_case "$name: launches $(launches "$dir/$name-on") with the graph, $(launches "$dir/$name-off") without (want 29, 0)" \
+                "$dir/$name-on"
+        fi
+        cases=$((cases + 1))
+        if [ -f "$dir/$name-on.ck/step-000000028.safetensors" ]; then
+            echo "ok   $name: checkpoints between replays"
+        else
+            dp_fail_case "$name: no checkpoint at step 28" "$dir/$name-on"
+        fi
     done
-    dp_check_same_bits "$name: the same parameters with and without the graph" \
-        "$dir/$name-off.safetensors" "$dir/$name-on.safetensors"
-    cases=$((cases + 1))
-    grep -o ' loss [0-9.]*\| acc [0-9.]*%' "$dir/$name-off" >"$dir/$name-off.losses"
-    grep -o ' loss [0-9.]*\| acc [0-9.]*%' "$dir/$name-on" >"$dir/$name-on.losses"
-    if [ -s "$dir/$name-on.losses" ] && cmp -s "$dir/$name-off.losses" "$dir/$name-on.losses"; then
-        echo "ok   $name: the same losses and accuracies in every step and epoch line ($(wc -l <"$dir/$name-on.losses") values)"
-    else
-        dp_fail_case "$name: the losses differ" "$dir/$name-on"
-    fi
-    cases=$((cases + 1))
-    if [ "$(launches "$dir/$name-on")" = 29 ] && [ "$(launches "$dir/$name-off")" = 0 ] &&
-        grep -q '^cuda graph: on: ' "$dir/$name-on" && grep -q '^cuda graph: off$' "$dir/$name-off"; then
-        echo "ok   $name: 29 graph launches for the 30 full steps, none with --cuda-graph off"
-    else
-        dp_fail_case "$name: launches $(launches "$dir/$name-on") with the graph, $(launches "$dir/$name-off") without (want 29, 0)" \
-            "$dir/$name-on"
-    fi
-    cases=$((cases + 1))
-    if [ -f "$dir/$name-on.ck/step-000000028.safetensors" ]; then
-        echo "ok   $name: checkpoints between replays"
-    else
-        dp_fail_case "$name: no checkpoint at step 28" "$dir/$name-on"
-    fi
 done
 
 # A replayed step whose gradients overflow (lr 1e5 diverges at step 6, after the warm-up and the
@@ -81,8 +93,6 @@ refused() {
 }
 refused "BatchNorm" 1 "cannot be captured here: BatchNorm works out its batch statistics on the host" \
     --device cuda --model "linear(16),batchnorm,relu,linear(3)"
-refused "Dropout" 1 "Dropout's masks take the step number as a kernel argument" \
-    --device cuda --model "linear(16),relu,dropout(0.2),linear(3)"
 refused "2 ranks" 2 "2 ranks: the gradients' collectives are started and polled by the host" --device cuda --layers 8,16,3
 refused "ZeRO" 1 "the zero-1 strategy" --device cuda --layers 8,16,3 --zero 1
 refused "--accum 2" 1 "--accum 2: the micro-batches share the input buffers" --device cuda --layers 8,16,3 --accum 2

@@ -18,7 +18,8 @@ typedef struct dp_backend dp_backend;
 /* Where a dropout layer's masks come from: a hash of these and the sample and unit alone. */
 typedef struct dp_dropout_key {
     uint64_t seed;        /* the run's seed mixed with the module's index */
-    uint64_t step;        /* the optimizer step */
+    const uint64_t *step; /* the step number, in backend memory: written before each step, so a
+                           * step replayed from a CUDA graph reads its own */
     uint64_t first_sample;/* the position of row 0 among the step's samples */
     float p;              /* drop probability */
     float scale;          /* 1 / (1 - p), what kept units are multiplied by */

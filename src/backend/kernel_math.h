@@ -139,7 +139,7 @@ static inline DP_HD uint64_t dp_mix64(uint64_t z)
  * kept (scale) when >= p, else 0. */
 static inline DP_HD float dp_dropout_mask(const dp_dropout_key *k, uint64_t row, uint64_t unit)
 {
-    uint64_t h = dp_mix64(dp_mix64(dp_mix64(k->seed ^ k->step) ^ (k->first_sample + row)) ^ unit);
+    uint64_t h = dp_mix64(dp_mix64(dp_mix64(k->seed ^ *k->step) ^ (k->first_sample + row)) ^ unit);
     float u = dp_mul((float)(int32_t)(h >> 40), 1.0f / 16777216.0f); /* 24 bits: exact through int32 */
     return u >= k->p ? k->scale : 0.0f;
 }

@@ -2,8 +2,8 @@
  * backward and update are captured once on the backend's stream and launched on later full
  * steps, so the host queues one graph instead of every kernel and GEMM. What changes between
  * steps is read from backend memory written before each launch: the rows (the row source fills
- * the same buffers every step) and the optimizer's coefficients (learning rate, AdamW's step,
- * dp_engine_prepare_update). What a graph cannot replay runs eagerly: a shorter step (the
+ * the same buffers every step) and the step number (dropout's masks) and the optimizer's coefficients (learning rate,
+ * AdamW's step; dp_engine_prepare_step). What a graph cannot replay runs eagerly: a shorter step (the
  * epoch's last batch), the first full step (a warm-up, so that nothing loads inside the
  * capture); log lines, checks, checkpoints and evaluation read the device between steps, after
  * a replay as after an eager step. Steps that need the host inside them are not captured at
@@ -29,8 +29,6 @@ static const char *unsupported(const dp_engine *e, const dp_engine_config *c, ch
         snprintf(why, size, "the %s strategy (graphs replay plain DDP steps)", c->strategy);
     else if (e->model.batchnorms)
         snprintf(why, size, "BatchNorm works out its batch statistics on the host");
-    else if (e->model.step_keyed)
-        snprintf(why, size, "Dropout's masks take the step number as a kernel argument");
     else if (c->accum > 1)
         snprintf(why, size, "--accum %ld: the micro-batches share the input buffers the host fills between them", c->accum);
     else if (c->skip_nonfinite)

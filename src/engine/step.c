@@ -119,7 +119,7 @@ static int run_rows(dp_engine *e, dp_range step, dp_range rows_at, dp_nn_context
 
 static dp_nn_context training_context(const dp_engine *e)
 {
-    return (dp_nn_context){.be = e->be, .training = 1, .seed = e->seed, .step = (uint64_t)e->steps_done,
+    return (dp_nn_context){.be = e->be, .training = 1, .seed = e->seed, .step = e->step_number,
                            .sum_doubles = sum_over_ranks, .sum_arg = e->comm};
 }
 

@@ -272,7 +272,8 @@ static void run_dropout(void *raw)
 {
     rows_args *a = raw;
     size_t values = (size_t)a->rows * a->cols * sizeof(float);
-    if (fakecuda_need(a->x, values, "x") && fakecuda_need(a->y, values, "y") && fakecuda_need(a->mask, values, "mask"))
+    if (fakecuda_need(a->x, values, "x") && fakecuda_need(a->y, values, "y") && fakecuda_need(a->mask, values, "mask") &&
+        fakecuda_need(a->key.step, sizeof *a->key.step, "the step number"))
         each_row_thread(a, dropout_thread);
 }
 

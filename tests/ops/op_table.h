@@ -22,7 +22,7 @@
  * rows join the table when dp_backend takes a dtype. */
 typedef enum op_dtype { OP_DTYPE_F32, OP_DTYPE_I32 } op_dtype;
 
-typedef enum op_type { OP_F32, OP_F64, OP_I32, OP_INDEX } op_type;
+typedef enum op_type { OP_F32, OP_F64, OP_I32, OP_INDEX, OP_U64 } op_type;
 
 /* A case's size: a [rows, cols] matrix (or rows * cols elements), inner is a GEMM's k. */
 typedef struct op_shape {
