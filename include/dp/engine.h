@@ -142,6 +142,7 @@ typedef struct dp_engine {
     void *graph;                   /* the captured full step (the backend's), NULL before */
     dp_device_clock graph_clock;   /* the marks the graph's launches make on the device's timer */
     dp_rows graph_rows;            /* where the captured step reads its rows */
+    int64_t *graph_counts;         /* what each launch adds to the model's counters (BatchNorm's batches) */
     char graph_text[320];          /* --cuda-graph's state for the banner: on, or off and why */
 } dp_engine;
 

@@ -46,13 +46,22 @@ DP_ROUNDED(dp_dmul, double, *, __dmul_rn)
 DP_ROUNDED(dp_ddiv, double, /, __ddiv_rn)
 #undef DP_ROUNDED
 
-/* The correctly rounded square root. */
+/* The correctly rounded square roots. */
 static inline DP_HD float dp_sqrt(float a)
 {
 #ifdef __CUDA_ARCH__
     return __fsqrt_rn(a);
 #else
     return sqrtf(a);
+#endif
+}
+
+static inline DP_HD double dp_dsqrt(double a)
+{
+#ifdef __CUDA_ARCH__
+    return __dsqrt_rn(a);
+#else
+    return sqrt(a);
 #endif
 }
 
@@ -152,6 +161,33 @@ static inline DP_HD float dp_bn_normalized(float x, float mean, float invstd)
 static inline DP_HD float dp_bn_affine(float xhat, float gamma, float beta)
 {
     return dp_add(dp_mul(gamma, xhat), beta);
+}
+
+/* A channel's sum of its pixels' column sums, added in the pixels' order. */
+static inline DP_HD double dp_bn_channel_sum(const double *column_sums, int pixels)
+{
+    double sum = 0.0;
+    for (int q = 0; q < pixels; q++)
+        sum = dp_dadd(sum, column_sums[q]);
+    return sum;
+}
+
+/* A mean over the statistics' n values, worked out in double and rounded once. */
+static inline DP_HD float dp_bn_mean(double sum, double n)
+{
+    return (float)dp_ddiv(sum, n);
+}
+
+/* A channel's batch statistics from the sum and the sum of squares of its n values, in double:
+ * the mean, 1 / sqrt(biased variance + eps) and the unbiased variance (the running one's). */
+static inline DP_HD void dp_bn_batch_stats(double sum, double sum_squares, double n, float eps, float *mean,
+                                           float *invstd, float *var_unbiased)
+{
+    double mu = dp_ddiv(sum, n), var = dp_dsub(dp_ddiv(sum_squares, n), dp_dmul(mu, mu));
+    var = var > 0.0 ? var : 0.0;
+    *mean = (float)mu;
+    *invstd = (float)dp_ddiv(1.0, dp_dsqrt(dp_dadd(var, (double)eps)));
+    *var_unbiased = (float)dp_ddiv(dp_dmul(var, n), dp_dsub(n, 1.0));
 }
 
 /* BatchNorm's input gradient: gamma invstd (dy - mean(dy) - xhat mean(dy xhat)). */

@@ -13,6 +13,7 @@
 #include "dp/error.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Why this engine's steps cannot be captured (a phrase), or NULL when they can. */
@@ -27,8 +28,6 @@ static const char *unsupported(const dp_engine *e, const dp_engine_config *c, ch
                  "backward's modules (graphs replay one rank's steps)", e->comm->size);
     else if (strcmp(c->strategy, "ddp") != 0)
         snprintf(why, size, "the %s strategy (graphs replay plain DDP steps)", c->strategy);
-    else if (e->model.batchnorms)
-        snprintf(why, size, "BatchNorm works out its batch statistics on the host");
     else if (c->accum > 1)
         snprintf(why, size, "--accum %ld: the micro-batches share the input buffers the host fills between them", c->accum);
     else if (c->skip_nonfinite)
@@ -80,10 +79,23 @@ static int held_rows(void *arg, size_t begin, size_t end, dp_rows *rows)
     return 0;
 }
 
+/* The model's host counters (BatchNorm's num_batches_tracked) move as the captured step's
+ * passes are recorded, for its first launch; later launches add the same. */
+static size_t counter_count(const dp_engine *e)
+{
+    return e->model.buffers.totals[DP_DTYPE_I64];
+}
+
 /* Records the step on rows (in backend memory already): nothing runs until the launch. */
 static int capture(dp_engine *e, dp_range step, const dp_rows *rows, dp_step_stats *stats)
 {
     dp_row_source held = {.gather = held_rows, .arg = (void *)rows};
+    size_t counters = counter_count(e);
+    e->graph_counts = dp_calloc(counters + 1, sizeof *e->graph_counts, "a graph's counter steps");
+    if (!e->graph_counts)
+        return DP_ENOMEM;
+    for (size_t i = 0; i < counters; i++)
+        e->graph_counts[i] = -e->model.counters[i];
     int status = e->be->capture_begin(e->be);
     if (status)
         return status;
@@ -102,6 +114,8 @@ static int capture(dp_engine *e, dp_range step, const dp_rows *rows, dp_step_sta
         return dp_fail_context(status ? status : DP_EDEVICE, "--cuda-graph: the step could not be captured: ");
     }
     e->graph = graph;
+    for (size_t i = 0; i < counters; i++)
+        e->graph_counts[i] += e->model.counters[i];
     e->graph_rows = *rows;
     e->graph_clock = e->device_clock;
     *stats = (dp_step_stats){0};
@@ -126,6 +140,8 @@ int dp_engine_graph_step(dp_engine *e, dp_range step, const dp_row_source *sourc
                        e->steps_done + 1);
     } else {
         dp_optimizer_count_replayed(&e->opt); /* the capture counted its own */
+        for (size_t i = 0; i < counter_count(e); i++)
+            e->model.counters[i] += e->graph_counts[i];
         e->device_clock = e->graph_clock;     /* the launch makes the capture's marks */
     }
     e->be->graph_launch(e->be, e->graph);
@@ -142,4 +158,6 @@ void dp_engine_graph_free(dp_engine *e)
     if (e->graph)
         e->be->graph_free(e->be, e->graph);
     e->graph = NULL;
+    free(e->graph_counts);
+    e->graph_counts = NULL;
 }
