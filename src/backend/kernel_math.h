@@ -46,24 +46,17 @@ DP_ROUNDED(dp_dmul, double, *, __dmul_rn)
 DP_ROUNDED(dp_ddiv, double, /, __ddiv_rn)
 #undef DP_ROUNDED
 
-/* The correctly rounded square roots. */
-static inline DP_HD float dp_sqrt(float a)
-{
+/* The correctly rounded square roots: the GPU's intrinsic, libm's on the host (IEEE: exact). */
 #ifdef __CUDA_ARCH__
-    return __fsqrt_rn(a);
+#define DP_ROOT(name, type, host, intrinsic)                                 \
+    static inline DP_HD type name(type a) { return intrinsic(a); }
 #else
-    return sqrtf(a);
+#define DP_ROOT(name, type, host, intrinsic)                                 \
+    static inline DP_HD type name(type a) { return host(a); }
 #endif
-}
-
-static inline DP_HD double dp_dsqrt(double a)
-{
-#ifdef __CUDA_ARCH__
-    return __dsqrt_rn(a);
-#else
-    return sqrt(a);
-#endif
-}
+DP_ROOT(dp_sqrt, float, sqrtf, __fsqrt_rn)
+DP_ROOT(dp_dsqrt, double, sqrt, __dsqrt_rn)
+#undef DP_ROOT
 
 /* ---- elementwise operations ---- */
 
