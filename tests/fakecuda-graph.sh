@@ -100,8 +100,8 @@ refused "--on-nan skip" 1 "--on-nan skip decides on the host" --device cuda --la
 refused "--trace" 1 "--trace marks every module's pass" --device cuda --layers 8,16,3 --trace "$dir/trace.json"
 refused "--device cpu" 1 "--cuda-graph on applies to GPUs, but --device is cpu" --device cpu --layers 8,16,3
 CUDA_LAUNCH_BLOCKING=1 refused "CUDA_LAUNCH_BLOCKING=1" 1 "CUDA_LAUNCH_BLOCKING=1 synchronises after every kernel" --device cuda --layers 8,16,3
-# The CPU backend, chosen by --device auto without a GPU.
-dp_mpirun 120 1 "$top_builddir/dp_worker" --data synthetic:310,8,3 --layers 8,16,3 --batch 30 --steps 3 --cuda-graph on >"$dir/cpu" 2>&1
+# The CPU backend, chosen by --device auto without a GPU (hidden where the machine has one).
+CUDA_VISIBLE_DEVICES= dp_mpirun 120 1 "$top_builddir/dp_worker" --data synthetic:310,8,3 --layers 8,16,3 --batch 30 --steps 3 --cuda-graph on >"$dir/cpu" 2>&1
 dp_check_outcome "--cuda-graph on, the CPU backend" fail $? "$dir/cpu" "the cpu backend has no CUDA graphs"
 
 # auto where a step cannot be captured: trained eagerly, the banner says why.
