@@ -2,12 +2,14 @@
  * backward and update are captured once on the backend's stream and launched on later full
  * steps, so the host queues one graph instead of every kernel and GEMM. What changes between
  * steps is read from backend memory written before each launch: the rows (the row source fills
- * the same buffers every step) and the step number (dropout's masks) and the optimizer's coefficients (learning rate,
- * AdamW's step; dp_engine_prepare_step). What a graph cannot replay runs eagerly: a shorter step (the
- * epoch's last batch), the first full step (a warm-up, so that nothing loads inside the
- * capture); log lines, checks, checkpoints and evaluation read the device between steps, after
- * a replay as after an eager step. Steps that need the host inside them are not captured at
- * all: the reasons are listed in unsupported() and said by the banner (auto) or the error (on). */
+ * the same buffers every step), the step number (dropout's masks) and the optimizer's
+ * coefficients (learning rate, AdamW's step; dp_engine_prepare_step). What the host keeps of a
+ * step (BatchNorm's num_batches_tracked) each launch adds as the capture did. What a graph
+ * cannot replay runs eagerly: a shorter step (the epoch's last batch), the first full step (a
+ * warm-up, so that nothing loads inside the capture); log lines, checks, checkpoints and
+ * evaluation read the device between steps, after a replay as after an eager step. Steps that
+ * need the host inside them are not captured at all: the reasons are listed in unsupported()
+ * and said by the banner (auto) or the error (on). */
 #include "src/engine/parts.h"
 
 #include "dp/error.h"
