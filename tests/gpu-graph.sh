@@ -1,7 +1,8 @@
 # --cuda-graph on a real GPU: one rank trains to the same bits with its full steps replayed from
 # a CUDA graph as issued kernel by kernel (SGD, and AdamW on a cosine schedule, whose learning
-# rate and step reach the replays through device memory), the epochs' shorter last batches run
-# eagerly between replays; exits 77 (skip) without a GPU. tests/fakecuda-graph.sh is the same
+# rate and step reach the replays through device memory), an MLP and the README recipe's shape
+# (BatchNorm finished on the device, dropout keyed by the step number in device memory), the
+# epochs' shorter last batches run eagerly between replays; exits 77 (skip) without a GPU. tests/fakecuda-graph.sh is the same
 # check, and more, on the fake CUDA runtime.
 . "$srcdir/tests/common.sh"
 worker="$top_builddir/dp_worker"
@@ -10,17 +11,21 @@ trap 'rm -rf "$dir"' EXIT
 dp_mpirun 120 1 "$worker" --device cuda --data synthetic:64,8,3 --layers 8,16,3 --steps 1 --quiet >"$dir/probe" 2>&1 ||
     { grep -q "no CUDA GPU\|without the CUDA backend" "$dir/probe" && exit 77; cat "$dir/probe"; exit 1; }
 cases=0 failures=0
-base="--device cuda --data synthetic:3100,64,10 --layers 64,256,256,10 --batch 300 --epochs 3 --log-every 7"
-for optimizer in "sgd" "adamw --lr-schedule cosine"; do
-    name=${optimizer%% *}
-    for graph in off on; do
-        # shellcheck disable=SC2086
-        dp_mpirun 300 1 "$worker" $base --optimizer $optimizer --cuda-graph $graph --save "$dir/$name-$graph.safetensors" \
-            >"$dir/$name-$graph" 2>&1 || { echo "FAIL $name --cuda-graph $graph:"; sed 's/^/    /' "$dir/$name-$graph"; exit 1; }
+base="--device cuda --data synthetic:3100,64,10 --batch 300 --epochs 3 --log-every 7"
+for model in "mlp:--layers 64,256,256,10" \
+    "recipe:--model linear(256,bias=0),batchnorm,relu,dropout(0.2),linear(128,bias=0),batchnorm(sync=1),relu,dropout(0.2),linear(10)"; do
+    for optimizer in "sgd" "adamw --lr-schedule cosine"; do
+        name=${model%%:*}-${optimizer%% *}
+        for graph in off on; do
+            # shellcheck disable=SC2086
+            dp_mpirun 300 1 "$worker" $base ${model#*:} --optimizer $optimizer --cuda-graph $graph \
+                --save "$dir/$name-$graph.safetensors" >"$dir/$name-$graph" 2>&1 ||
+                { echo "FAIL $name --cuda-graph $graph:"; sed 's/^/    /' "$dir/$name-$graph"; exit 1; }
+        done
+        grep -q '^cuda graph: on: ' "$dir/$name-on" || dp_fail_case "$name: the banner does not say the graph is on" "$dir/$name-on"
+        dp_check_same_bits "$name: the same parameters with and without the graph" \
+            "$dir/$name-off.safetensors" "$dir/$name-on.safetensors"
     done
-    grep -q '^cuda graph: on: ' "$dir/$name-on" || dp_fail_case "$name: the banner does not say the graph is on" "$dir/$name-on"
-    dp_check_same_bits "$name: the same parameters with and without the graph" \
-        "$dir/$name-off.safetensors" "$dir/$name-on.safetensors"
 done
 echo "$cases cases, $failures failed"
 [ "$failures" -eq 0 ]

@@ -156,7 +156,7 @@ static void check_gradients(const char *spec, dp_dims image)
 {
     fixture f;
     make_fixture(&f, spec, image);
-    dp_nn_context ctx = {.be = dp_backend_cpu(), .training = 1, .seed = 3, .step = 5};
+    dp_nn_context ctx = {.be = dp_backend_cpu(), .training = 1, .seed = 3};
     const float *out;
     ck_assert_int_eq(dp_model_forward(&f.m, &ctx, f.x, ROWS, &out), 0);
     dp_model_loss(&f.m, DP_LOSS_XENT, out, f.labels, NULL, ROWS, f.m.delta[0], f.totals);

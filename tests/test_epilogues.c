@@ -229,7 +229,7 @@ static void pass(dp_model *m, const dp_backend *be, int training, int accumulate
     be->upload(be, dx, x, sizeof(float) * M_ROWS * M_INPUTS);
     be->upload(be, dlabels, labels, sizeof labels);
     be->zero(be, (float *)totals, 4);
-    dp_nn_context ctx = {.be = be, .training = training, .accumulate = accumulate, .seed = 3, .step = 1};
+    dp_nn_context ctx = {.be = be, .training = training, .accumulate = accumulate, .seed = 3};
     const float *y;
     ck_assert_int_eq(dp_model_forward(m, &ctx, dx, M_ROWS, &y), 0);
     if (training) {

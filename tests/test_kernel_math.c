@@ -36,7 +36,8 @@ static int cpu_says_argmax_is(const float *z, int cols, int label)
  * about 1 - p of the time. */
 START_TEST(dropout_masks_are_a_hash_of_sample_and_unit)
 {
-    dp_dropout_key key = {.seed = 11, .step = 3, .first_sample = 100, .p = 0.3f, .scale = 1.0f / 0.7f};
+    uint64_t step = 3, next_step = 4;
+    dp_dropout_key key = {.seed = 11, .step = &step, .first_sample = 100, .p = 0.3f, .scale = 1.0f / 0.7f};
     dp_dropout_key shifted = key;
     shifted.first_sample = 90;
     long kept = 0, total = 0;
@@ -51,7 +52,7 @@ START_TEST(dropout_masks_are_a_hash_of_sample_and_unit)
         }
     double kept_share = (double)kept / (double)total;
     ck_assert_msg(fabs(kept_share - 0.7) < 0.02, "kept %.3f of units, want about 0.7", kept_share);
-    key.step = 4;
+    key.step = &next_step;
     int differ = 0;
     for (uint64_t unit = 0; unit < 100; unit++)
         differ += dp_dropout_mask(&key, 0, unit) != dp_dropout_mask(&shifted, 10, unit);

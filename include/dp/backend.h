@@ -18,7 +18,8 @@ typedef struct dp_backend dp_backend;
 /* Where a dropout layer's masks come from: a hash of these and the sample and unit alone. */
 typedef struct dp_dropout_key {
     uint64_t seed;        /* the run's seed mixed with the module's index */
-    uint64_t step;        /* the optimizer step */
+    const uint64_t *step; /* the step number, in backend memory: written before each step, so a
+                           * step replayed from a CUDA graph reads its own */
     uint64_t first_sample;/* the position of row 0 among the step's samples */
     float p;              /* drop probability */
     float scale;          /* 1 / (1 - p), what kept units are multiplied by */
@@ -184,6 +185,21 @@ struct dp_backend {
                               const float *var_unbiased, int cols, float momentum);
     /* invstd[i] = 1 / sqrt(var[i] + eps) (BatchNorm in eval mode). */
     void (*inverse_std)(const dp_backend *be, const float *var, float *invstd, int n, float eps);
+    /* BatchNorm's statistics finished in backend memory, so a step needs no host in between (a
+     * CUDA graph replays it). Per channel: channel_sums[s, ch] = the sum over q < pixels of
+     * column_sums[s, ch pixels + q], for the two rows s of column_sums ([2, channels pixels]). */
+    void (*bn_channel_sums)(const dp_backend *be, const double *column_sums, double *channel_sums, int channels,
+                            int pixels);
+    /* From channel_sums' (sum, sum of squares) over n values each: the mean, 1 / sqrt(biased
+     * variance + eps) and the unbiased variance, per channel (kernel_math.h's dp_bn_batch_stats). */
+    void (*bn_batch_stats)(const dp_backend *be, const double *channel_sums, int channels, double n, float eps,
+                           float *mean, float *invstd, float *var_unbiased);
+    /* means[i] = (float) (sums[i] / n) (backward's means of dy and dy xhat). */
+    void (*bn_means)(const dp_backend *be, const double *sums, int count, double n, float *means);
+    /* columns[r, ch pixels + q] = per_channel[r, ch]: `count` rows of per-channel values spread over
+     * their channels' columns. */
+    void (*bn_spread)(const dp_backend *be, const float *per_channel, float *columns, int channels, int pixels,
+                      int count);
 
     /* Summed (not averaged) softmax cross-entropy over rows; dlogits = softmax - onehot
      * (skipped when NULL); totals[0] += the loss, totals[1] += rows whose argmax is the

@@ -132,6 +132,8 @@ typedef struct dp_engine {
     float *host_buffers;           /* host staging for that broadcast */
     uint64_t *rank_values;         /* one per rank: the first non-finite tensor's agreement */
     long steps_done;               /* optimizer steps taken, for the schedule and the dropout masks */
+    uint64_t *step_number;         /* backend memory: steps_done as the step's kernels read it (dropout) */
+    uint64_t *host_step_number;    /* its page-locked staging */
     long skipped_steps;            /* updates dropped by --on-nan skip */
     dp_device_clock device_clock;  /* this step's marks on the device's timer */
     double samples_since_average;  /* local-sgd: this rank's samples since the replicas last met */
@@ -140,6 +142,7 @@ typedef struct dp_engine {
     void *graph;                   /* the captured full step (the backend's), NULL before */
     dp_device_clock graph_clock;   /* the marks the graph's launches make on the device's timer */
     dp_rows graph_rows;            /* where the captured step reads its rows */
+    int64_t *graph_counts;         /* what each launch adds to the model's counters (BatchNorm's batches) */
     char graph_text[320];          /* --cuda-graph's state for the banner: on, or off and why */
 } dp_engine;
 

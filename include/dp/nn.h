@@ -25,7 +25,7 @@ typedef struct dp_nn_context {
     int training;          /* batch statistics and dropout; 0: eval mode */
     int accumulate;        /* add into the gradients; 0 overwrites (a step's first micro-batch) */
     uint64_t seed;         /* the run's seed (dropout masks) */
-    uint64_t step;         /* the optimizer step (dropout masks) */
+    const uint64_t *step;  /* the step number in backend memory (dropout masks) */
     uint64_t first_sample; /* position of row 0 among the step's samples (dropout masks) */
     int keep_running;      /* 1: BatchNorm leaves its running statistics (--exact: a step's later shards) */
     /* Sums count doubles over every rank, in place (SyncBatchNorm); NULL: this process alone. */
@@ -139,7 +139,6 @@ typedef struct dp_model {
     const float **inputs_of;   /* forward: each module's input, kept for backward */
     float *delta[2];           /* gradients w.r.t. activations, ping-pong */
     int batchnorms, sync_batchnorms;
-    int step_keyed;            /* modules whose kernels take the step number (Dropout) */
     dp_param_pieces param_pieces; /* set by whoever shards the parameters (dp_model_set_param_pieces) */
 } dp_model;
 

@@ -234,6 +234,33 @@ static void cpu_inverse_std(const dp_backend *be, const float *var, float *invst
     loops(be)->inverse_std(&(dp_loop_args){.var = var, .y = invstd, .eps = eps}, 0, (size_t)n);
 }
 
+static void cpu_bn_channel_sums(const dp_backend *be, const double *column_sums, double *channel_sums, int channels,
+                                int pixels)
+{
+    dp_loop_args a = {.in_sums = column_sums, .sums = channel_sums, .pixels = (size_t)pixels};
+    loops(be)->bn_channel_sums(&a, 0, 2 * (size_t)channels);
+}
+
+static void cpu_bn_batch_stats(const dp_backend *be, const double *channel_sums, int channels, double n, float eps,
+                               float *mean, float *invstd, float *var_unbiased)
+{
+    dp_loop_args a = {.in_sums = channel_sums, .cols = (size_t)channels, .values = n, .eps = eps, .batch_mean = mean,
+                      .batch_invstd = invstd, .batch_var = var_unbiased};
+    loops(be)->bn_batch_stats(&a, 0, (size_t)channels);
+}
+
+static void cpu_bn_means(const dp_backend *be, const double *sums, int count, double n, float *means)
+{
+    loops(be)->bn_means(&(dp_loop_args){.in_sums = sums, .values = n, .y = means}, 0, (size_t)count);
+}
+
+static void cpu_bn_spread(const dp_backend *be, const float *per_channel, float *columns, int channels, int pixels,
+                          int count)
+{
+    dp_loop_args a = {.x = per_channel, .y = columns, .pixels = (size_t)pixels};
+    loops(be)->bn_spread(&a, 0, (size_t)count * channels * pixels);
+}
+
 /* The losses add their totals in element order: one thread. */
 static void cpu_softmax_xent(const dp_backend *be, const float *logits, const int32_t *labels, int rows, int cols,
                              float *dlogits, double *totals)
@@ -383,6 +410,10 @@ static const dp_backend cpu_backend = {
     .bn_param_grads = cpu_bn_param_grads,
     .bn_update_running = cpu_bn_update_running,
     .inverse_std = cpu_inverse_std,
+    .bn_channel_sums = cpu_bn_channel_sums,
+    .bn_batch_stats = cpu_bn_batch_stats,
+    .bn_means = cpu_bn_means,
+    .bn_spread = cpu_bn_spread,
     .softmax_xent = cpu_softmax_xent,
     .mse = cpu_mse,
     .count_nonfinite = cpu_count_nonfinite,

@@ -301,6 +301,41 @@ static size_t inverse_std(const dp_loop_args *a, size_t begin, size_t end)
     return 0;
 }
 
+/* sums = each channel's pixels' in_sums added: elements of [2, channels] (row s of channel ch
+ * is element s channels + ch, its columns start at that times pixels). */
+static size_t bn_channel_sums(const dp_loop_args *a, size_t begin, size_t end)
+{
+    for (size_t k = begin; k < end; k++)
+        a->sums[k] = dp_bn_channel_sum(a->in_sums + k * a->pixels, (int)a->pixels);
+    return 0;
+}
+
+/* The batch's mean, invstd and unbiased variance from in_sums' rows over `values`: channels
+ * (cols of them). */
+static size_t bn_batch_stats(const dp_loop_args *a, size_t begin, size_t end)
+{
+    for (size_t c = begin; c < end; c++)
+        dp_bn_batch_stats(a->in_sums[c], a->in_sums[a->cols + c], a->values, a->eps, &a->batch_mean[c],
+                          &a->batch_invstd[c], &a->batch_var[c]);
+    return 0;
+}
+
+/* y = in_sums / values, rounded to float: elements. */
+static size_t bn_means(const dp_loop_args *a, size_t begin, size_t end)
+{
+    for (size_t k = begin; k < end; k++)
+        a->y[k] = dp_bn_mean(a->in_sums[k], a->values);
+    return 0;
+}
+
+/* y[k] = x[k / pixels]: elements of the spread rows. */
+static size_t bn_spread(const dp_loop_args *a, size_t begin, size_t end)
+{
+    for (size_t k = begin; k < end; k++)
+        a->y[k] = a->x[k / a->pixels];
+    return 0;
+}
+
 /* ---- the losses: totals in double, added in the order of the elements ---- */
 
 /* Softmax cross-entropy of logits x against labels; gradient into y unless NULL; sums[0] +=
@@ -633,6 +668,10 @@ const dp_cpu_loops DP_LOOPS_NAME(DP_LOOPS_ISA) = {
     .bn_param_grads = bn_param_grads,
     .bn_update_running = bn_update_running,
     .inverse_std = inverse_std,
+    .bn_channel_sums = bn_channel_sums,
+    .bn_batch_stats = bn_batch_stats,
+    .bn_means = bn_means,
+    .bn_spread = bn_spread,
     .softmax_xent = softmax_xent,
     .mse = mse,
     .count_nonfinite = count_nonfinite,

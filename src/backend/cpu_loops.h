@@ -24,6 +24,12 @@ typedef struct dp_loop_args {
     float *xhat, *running_mean, *running_var, *dgamma, *dbeta;
     float momentum, eps;
     double *sums;  /* column sums, or the loss totals */
+    /* BatchNorm's statistics: sums read (column or channel sums), the values per channel, the
+     * pixels per channel, and the per-channel results */
+    const double *in_sums;
+    double values;
+    size_t pixels;
+    float *batch_mean, *batch_invstd, *batch_var;
     const int32_t *labels;
     const dp_dropout_key *dropout;
     /* the optimizer pass */
@@ -56,6 +62,10 @@ typedef struct dp_cpu_loops {
     dp_loop_fn bn_param_grads;    /* columns */
     dp_loop_fn bn_update_running; /* columns */
     dp_loop_fn inverse_std;       /* columns */
+    dp_loop_fn bn_channel_sums;   /* elements (2 x channels) */
+    dp_loop_fn bn_batch_stats;    /* channels */
+    dp_loop_fn bn_means;          /* elements */
+    dp_loop_fn bn_spread;         /* elements */
     dp_loop_fn softmax_xent;      /* the whole matrix only: totals add up row by row */
     dp_loop_fn mse;               /* the whole matrix only: the loss adds up element by element */
     dp_loop_fn count_nonfinite;   /* elements */

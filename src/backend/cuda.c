@@ -215,6 +215,29 @@ static void cuda_inverse_std(const dp_backend *be, const float *var, float *invs
     MUST(LAUNCH(ctx_of(be), dp_cuda_inverse_std, var, invstd, n, eps));
 }
 
+static void cuda_bn_channel_sums(const dp_backend *be, const double *column_sums, double *channel_sums, int channels,
+                                 int pixels)
+{
+    MUST(LAUNCH(ctx_of(be), dp_cuda_bn_channel_sums, column_sums, channel_sums, channels, pixels));
+}
+
+static void cuda_bn_batch_stats(const dp_backend *be, const double *channel_sums, int channels, double n, float eps,
+                                float *mean, float *invstd, float *var_unbiased)
+{
+    MUST(LAUNCH(ctx_of(be), dp_cuda_bn_batch_stats, channel_sums, channels, n, eps, mean, invstd, var_unbiased));
+}
+
+static void cuda_bn_means(const dp_backend *be, const double *sums, int count, double n, float *means)
+{
+    MUST(LAUNCH(ctx_of(be), dp_cuda_bn_means, sums, count, n, means));
+}
+
+static void cuda_bn_spread(const dp_backend *be, const float *per_channel, float *columns, int channels, int pixels,
+                           int count)
+{
+    MUST(LAUNCH(ctx_of(be), dp_cuda_bn_spread, per_channel, columns, channels, pixels, count));
+}
+
 static void cuda_softmax_xent(const dp_backend *be, const float *logits, const int32_t *labels, int rows, int cols,
                               float *dlogits, double *totals)
 {
@@ -439,6 +462,10 @@ const dp_backend dp_cuda_operations = {
     .bn_param_grads = cuda_bn_param_grads,
     .bn_update_running = cuda_bn_update_running,
     .inverse_std = cuda_inverse_std,
+    .bn_channel_sums = cuda_bn_channel_sums,
+    .bn_batch_stats = cuda_bn_batch_stats,
+    .bn_means = cuda_bn_means,
+    .bn_spread = cuda_bn_spread,
     .softmax_xent = cuda_softmax_xent,
     .mse = cuda_mse,
     .count_nonfinite = cuda_count_nonfinite,

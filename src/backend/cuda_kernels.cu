@@ -154,6 +154,28 @@ __global__ void inverse_std_kernel(dp_shape s, const float *var, float *invstd, 
     dp_inverse_std_thread(var, invstd, n, eps, span_x(s));
 }
 
+__global__ void bn_channel_sums_kernel(dp_shape s, const double *column_sums, double *channel_sums, int channels,
+                                       int pixels)
+{
+    dp_bn_channel_sums_thread(column_sums, channel_sums, channels, pixels, span_x(s));
+}
+
+__global__ void bn_batch_stats_kernel(dp_shape s, const double *channel_sums, int channels, double n, float eps,
+                                      float *mean, float *invstd, float *var_unbiased)
+{
+    dp_bn_batch_stats_thread(channel_sums, channels, n, eps, mean, invstd, var_unbiased, span_x(s));
+}
+
+__global__ void bn_means_kernel(dp_shape s, const double *sums, int count, double n, float *means)
+{
+    dp_bn_means_thread(sums, count, n, means, span_x(s));
+}
+
+__global__ void bn_spread_kernel(dp_shape s, const float *per_channel, float *columns, size_t n, int pixels)
+{
+    dp_bn_spread_thread(per_channel, columns, n, pixels, span_x(s));
+}
+
 /* The coefficients come from device memory, written before the pass runs (a replayed graph's step
  * takes its own), and are read once into registers. */
 __global__ void sgd_step_kernel(dp_shape s, float *params, float *grads, float *velocity, size_t n,
@@ -427,6 +449,32 @@ extern "C" cudaError_t dp_cuda_bn_update_running(cudaStream_t stream, float *run
 extern "C" cudaError_t dp_cuda_inverse_std(cudaStream_t stream, const float *var, float *invstd, int n, float eps)
 {
     LAUNCH((size_t)n, dp_shape_flat((size_t)n), inverse_std_kernel, var, invstd, n, eps);
+}
+
+extern "C" cudaError_t dp_cuda_bn_channel_sums(cudaStream_t stream, const double *column_sums, double *channel_sums,
+                                               int channels, int pixels)
+{
+    size_t n = 2 * (size_t)channels;
+    LAUNCH(n, dp_shape_flat(n), bn_channel_sums_kernel, column_sums, channel_sums, channels, pixels);
+}
+
+extern "C" cudaError_t dp_cuda_bn_batch_stats(cudaStream_t stream, const double *channel_sums, int channels, double n,
+                                              float eps, float *mean, float *invstd, float *var_unbiased)
+{
+    LAUNCH((size_t)channels, dp_shape_flat((size_t)channels), bn_batch_stats_kernel, channel_sums, channels, n, eps,
+           mean, invstd, var_unbiased);
+}
+
+extern "C" cudaError_t dp_cuda_bn_means(cudaStream_t stream, const double *sums, int count, double n, float *means)
+{
+    LAUNCH((size_t)count, dp_shape_flat((size_t)count), bn_means_kernel, sums, count, n, means);
+}
+
+extern "C" cudaError_t dp_cuda_bn_spread(cudaStream_t stream, const float *per_channel, float *columns, int channels,
+                                         int pixels, int count)
+{
+    size_t n = (size_t)count * channels * pixels;
+    LAUNCH(n, dp_shape_flat(n), bn_spread_kernel, per_channel, columns, n, pixels);
 }
 
 extern "C" cudaError_t dp_cuda_softmax_xent(cudaStream_t stream, const float *logits, const int32_t *labels, int rows, int cols,

@@ -51,6 +51,13 @@ cudaError_t dp_cuda_bn_param_grads(cudaStream_t stream, const double *sums, int 
 cudaError_t dp_cuda_bn_update_running(cudaStream_t stream, float *running_mean, float *running_var, const float *mean,
                                       const float *var_unbiased, int cols, float momentum);
 cudaError_t dp_cuda_inverse_std(cudaStream_t stream, const float *var, float *invstd, int n, float eps);
+cudaError_t dp_cuda_bn_channel_sums(cudaStream_t stream, const double *column_sums, double *channel_sums, int channels,
+                                    int pixels);
+cudaError_t dp_cuda_bn_batch_stats(cudaStream_t stream, const double *channel_sums, int channels, double n, float eps,
+                                   float *mean, float *invstd, float *var_unbiased);
+cudaError_t dp_cuda_bn_means(cudaStream_t stream, const double *sums, int count, double n, float *means);
+cudaError_t dp_cuda_bn_spread(cudaStream_t stream, const float *per_channel, float *columns, int channels, int pixels,
+                              int count);
 
 /* The reductions leave per-block partials, then add them in a fixed tree into totals (device
  * memory), so the sums stay on the GPU: totals[0] += loss, totals[1] += correct rows. */

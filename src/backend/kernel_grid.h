@@ -208,6 +208,34 @@ static inline DP_HD void dp_inverse_std_thread(const float *var, float *invstd, 
         invstd[k] = dp_inverse_std(var[k], eps);
 }
 
+/* Row s of channel ch is element k = s channels + ch; its pixels' columns start at k pixels. */
+static inline DP_HD void dp_bn_channel_sums_thread(const double *column_sums, double *channel_sums, int channels,
+                                                   int pixels, dp_span i)
+{
+    for (size_t k = i.first; k < 2 * (size_t)channels; k += i.step)
+        channel_sums[k] = dp_bn_channel_sum(column_sums + k * (size_t)pixels, pixels);
+}
+
+static inline DP_HD void dp_bn_batch_stats_thread(const double *channel_sums, int channels, double n, float eps,
+                                                  float *mean, float *invstd, float *var_unbiased, dp_span i)
+{
+    for (size_t c = i.first; c < (size_t)channels; c += i.step)
+        dp_bn_batch_stats(channel_sums[c], channel_sums[channels + c], n, eps, &mean[c], &invstd[c], &var_unbiased[c]);
+}
+
+static inline DP_HD void dp_bn_means_thread(const double *sums, int count, double n, float *means, dp_span i)
+{
+    for (size_t k = i.first; k < (size_t)count; k += i.step)
+        means[k] = dp_bn_mean(sums[k], n);
+}
+
+/* Element k of the spread rows is (row, channel) k / pixels of the per-channel rows. */
+static inline DP_HD void dp_bn_spread_thread(const float *per_channel, float *columns, size_t n, int pixels, dp_span i)
+{
+    for (size_t k = i.first; k < n; k += i.step)
+        columns[k] = per_channel[k / (size_t)pixels];
+}
+
 static inline DP_HD void dp_relu_backward_thread(float *dy, const float *y, size_t n, dp_span i)
 {
     for (size_t k = i.first; k < n; k += i.step)

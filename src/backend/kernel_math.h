@@ -46,15 +46,17 @@ DP_ROUNDED(dp_dmul, double, *, __dmul_rn)
 DP_ROUNDED(dp_ddiv, double, /, __ddiv_rn)
 #undef DP_ROUNDED
 
-/* The correctly rounded square root. */
-static inline DP_HD float dp_sqrt(float a)
-{
+/* The correctly rounded square roots: the GPU's intrinsic, libm's on the host (IEEE: exact). */
 #ifdef __CUDA_ARCH__
-    return __fsqrt_rn(a);
+#define DP_ROOT(name, type, host, intrinsic)                                 \
+    static inline DP_HD type name(type a) { return intrinsic(a); }
 #else
-    return sqrtf(a);
+#define DP_ROOT(name, type, host, intrinsic)                                 \
+    static inline DP_HD type name(type a) { return host(a); }
 #endif
-}
+DP_ROOT(dp_sqrt, float, sqrtf, __fsqrt_rn)
+DP_ROOT(dp_dsqrt, double, sqrt, __dsqrt_rn)
+#undef DP_ROOT
 
 /* ---- elementwise operations ---- */
 
@@ -139,7 +141,7 @@ static inline DP_HD uint64_t dp_mix64(uint64_t z)
  * kept (scale) when >= p, else 0. */
 static inline DP_HD float dp_dropout_mask(const dp_dropout_key *k, uint64_t row, uint64_t unit)
 {
-    uint64_t h = dp_mix64(dp_mix64(dp_mix64(k->seed ^ k->step) ^ (k->first_sample + row)) ^ unit);
+    uint64_t h = dp_mix64(dp_mix64(dp_mix64(k->seed ^ *k->step) ^ (k->first_sample + row)) ^ unit);
     float u = dp_mul((float)(int32_t)(h >> 40), 1.0f / 16777216.0f); /* 24 bits: exact through int32 */
     return u >= k->p ? k->scale : 0.0f;
 }
@@ -152,6 +154,33 @@ static inline DP_HD float dp_bn_normalized(float x, float mean, float invstd)
 static inline DP_HD float dp_bn_affine(float xhat, float gamma, float beta)
 {
     return dp_add(dp_mul(gamma, xhat), beta);
+}
+
+/* A channel's sum of its pixels' column sums, added in the pixels' order. */
+static inline DP_HD double dp_bn_channel_sum(const double *column_sums, int pixels)
+{
+    double sum = 0.0;
+    for (int q = 0; q < pixels; q++)
+        sum = dp_dadd(sum, column_sums[q]);
+    return sum;
+}
+
+/* A mean over the statistics' n values, worked out in double and rounded once. */
+static inline DP_HD float dp_bn_mean(double sum, double n)
+{
+    return (float)dp_ddiv(sum, n);
+}
+
+/* A channel's batch statistics from the sum and the sum of squares of its n values, in double:
+ * the mean, 1 / sqrt(biased variance + eps) and the unbiased variance (the running one's). */
+static inline DP_HD void dp_bn_batch_stats(double sum, double sum_squares, double n, float eps, float *mean,
+                                           float *invstd, float *var_unbiased)
+{
+    double mu = dp_ddiv(sum, n), var = dp_dsub(dp_ddiv(sum_squares, n), dp_dmul(mu, mu));
+    var = var > 0.0 ? var : 0.0;
+    *mean = (float)mu;
+    *invstd = (float)dp_ddiv(1.0, dp_dsqrt(dp_dadd(var, (double)eps)));
+    *var_unbiased = (float)dp_ddiv(dp_dmul(var, n), dp_dsub(n, 1.0));
 }
 
 /* BatchNorm's input gradient: gamma invstd (dy - mean(dy) - xhat mean(dy xhat)). */

@@ -92,10 +92,12 @@ static int allocate_counters(dp_engine *e)
     e->train_totals = dp_engine_new_totals(e, "the loss totals");
     e->shard_totals = dp_engine_new_totals(e, "a shard's loss totals");
     e->nonfinite = be->alloc(be, sizeof(double), DP_MEM_OTHER, "the non-finite count");
+    e->step_number = be->alloc(be, sizeof *e->step_number, DP_MEM_OTHER, "the step number");
+    e->host_step_number = e->step_number ? be->alloc_host(be, sizeof *e->host_step_number, "its staging") : NULL;
     e->rank_values = dp_calloc((size_t)e->comm->size, sizeof *e->rank_values, "the ranks' first non-finite tensors");
     size_t buffers = dp_params_floats(&e->model.buffers);
     e->host_buffers = dp_alloc((buffers + 1) * sizeof(float), "the host copy of the running statistics");
-    if (!e->train_totals || !e->shard_totals || !e->nonfinite || !e->rank_values || !e->host_buffers)
+    if (!e->train_totals || !e->shard_totals || !e->nonfinite || !e->host_step_number || !e->rank_values || !e->host_buffers)
         return DP_ENOMEM;
     be->upload(be, e->nonfinite, &zero, sizeof zero);
     return 0;
@@ -166,6 +168,9 @@ void dp_engine_close(dp_engine *e)
         e->be->free(e->be, e->train_totals);
         e->be->free(e->be, e->shard_totals);
         e->be->free(e->be, e->nonfinite);
+        e->be->free(e->be, e->step_number);
+        if (e->host_step_number)
+            e->be->free_host(e->be, e->host_step_number);
         if (e->host_grads)
             e->be->free_host(e->be, e->host_grads);
         if (e->comm && e->comm->device_stream == e->be->stream)

@@ -2,17 +2,20 @@
  * backward and update are captured once on the backend's stream and launched on later full
  * steps, so the host queues one graph instead of every kernel and GEMM. What changes between
  * steps is read from backend memory written before each launch: the rows (the row source fills
- * the same buffers every step) and the optimizer's coefficients (learning rate, AdamW's step,
- * dp_engine_prepare_update). What a graph cannot replay runs eagerly: a shorter step (the
- * epoch's last batch), the first full step (a warm-up, so that nothing loads inside the
- * capture); log lines, checks, checkpoints and evaluation read the device between steps, after
- * a replay as after an eager step. Steps that need the host inside them are not captured at
- * all: the reasons are listed in unsupported() and said by the banner (auto) or the error (on). */
+ * the same buffers every step), the step number (dropout's masks) and the optimizer's
+ * coefficients (learning rate, AdamW's step; dp_engine_prepare_step). What the host keeps of a
+ * step (BatchNorm's num_batches_tracked) each launch adds as the capture did. What a graph
+ * cannot replay runs eagerly: a shorter step (the epoch's last batch), the first full step (a
+ * warm-up, so that nothing loads inside the capture); log lines, checks, checkpoints and
+ * evaluation read the device between steps, after a replay as after an eager step. Steps that
+ * need the host inside them are not captured at all: the reasons are listed in unsupported()
+ * and said by the banner (auto) or the error (on). */
 #include "src/engine/parts.h"
 
 #include "dp/error.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Why this engine's steps cannot be captured (a phrase), or NULL when they can. */
@@ -27,10 +30,6 @@ static const char *unsupported(const dp_engine *e, const dp_engine_config *c, ch
                  "backward's modules (graphs replay one rank's steps)", e->comm->size);
     else if (strcmp(c->strategy, "ddp") != 0)
         snprintf(why, size, "the %s strategy (graphs replay plain DDP steps)", c->strategy);
-    else if (e->model.batchnorms)
-        snprintf(why, size, "BatchNorm works out its batch statistics on the host");
-    else if (e->model.step_keyed)
-        snprintf(why, size, "Dropout's masks take the step number as a kernel argument");
     else if (c->accum > 1)
         snprintf(why, size, "--accum %ld: the micro-batches share the input buffers the host fills between them", c->accum);
     else if (c->skip_nonfinite)
@@ -82,10 +81,23 @@ static int held_rows(void *arg, size_t begin, size_t end, dp_rows *rows)
     return 0;
 }
 
+/* The model's host counters (BatchNorm's num_batches_tracked) move as the captured step's
+ * passes are recorded, for its first launch; later launches add the same. */
+static size_t counter_count(const dp_engine *e)
+{
+    return e->model.buffers.totals[DP_DTYPE_I64];
+}
+
 /* Records the step on rows (in backend memory already): nothing runs until the launch. */
 static int capture(dp_engine *e, dp_range step, const dp_rows *rows, dp_step_stats *stats)
 {
     dp_row_source held = {.gather = held_rows, .arg = (void *)rows};
+    size_t counters = counter_count(e);
+    e->graph_counts = dp_calloc(counters + 1, sizeof *e->graph_counts, "a graph's counter steps");
+    if (!e->graph_counts)
+        return DP_ENOMEM;
+    for (size_t i = 0; i < counters; i++)
+        e->graph_counts[i] = -e->model.counters[i];
     int status = e->be->capture_begin(e->be);
     if (status)
         return status;
@@ -104,6 +116,8 @@ static int capture(dp_engine *e, dp_range step, const dp_rows *rows, dp_step_sta
         return dp_fail_context(status ? status : DP_EDEVICE, "--cuda-graph: the step could not be captured: ");
     }
     e->graph = graph;
+    for (size_t i = 0; i < counters; i++)
+        e->graph_counts[i] += e->model.counters[i];
     e->graph_rows = *rows;
     e->graph_clock = e->device_clock;
     *stats = (dp_step_stats){0};
@@ -128,6 +142,8 @@ int dp_engine_graph_step(dp_engine *e, dp_range step, const dp_row_source *sourc
                        e->steps_done + 1);
     } else {
         dp_optimizer_count_replayed(&e->opt); /* the capture counted its own */
+        for (size_t i = 0; i < counter_count(e); i++)
+            e->model.counters[i] += e->graph_counts[i];
         e->device_clock = e->graph_clock;     /* the launch makes the capture's marks */
     }
     e->be->graph_launch(e->be, e->graph);
@@ -144,4 +160,6 @@ void dp_engine_graph_free(dp_engine *e)
     if (e->graph)
         e->be->graph_free(e->be, e->graph);
     e->graph = NULL;
+    free(e->graph_counts);
+    e->graph_counts = NULL;
 }

@@ -10,11 +10,11 @@ dp_strategy_buffers dp_engine_gradient_buffers(dp_engine *e);
 /* update.c: finishes the gradient (grad_scale: 1 / global sample count) and updates: one fused
  * pass with --on-nan abort, a counting pass first with --on-nan skip. A non-finite gradient
  * fails naming the step and the first tensor (abort), or drops the update (skip); the decision
- * is the same on every rank because the reduced gradient is. prepare_update writes the step's
- * coefficients to backend memory before any of its work is queued (a replayed graph's update
- * reads them there); update runs the passes and checks; a graph captures update_pass (--on-nan
+ * is the same on every rank because the reduced gradient is. prepare_step writes what changes
+ * from step to step (the step number, the optimizer's coefficients) to backend memory before
+ * any of the step's work is queued (a replayed graph reads them there); update runs the passes and checks; a graph captures update_pass (--on-nan
  * abort's one pass) and its replays are followed by update_check. */
-void dp_engine_prepare_update(dp_engine *e, float grad_scale, float lr);
+void dp_engine_prepare_step(dp_engine *e, float grad_scale, float lr);
 int dp_engine_update(dp_engine *e, float lr);
 void dp_engine_update_pass(dp_engine *e);
 int dp_engine_update_check(dp_engine *e, float lr);

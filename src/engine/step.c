@@ -117,10 +117,11 @@ static int run_rows(dp_engine *e, dp_range step, dp_range rows_at, dp_nn_context
     return status;
 }
 
+/* One rank has nothing to sum SyncBatchNorm's statistics with: its step waits for no host. */
 static dp_nn_context training_context(const dp_engine *e)
 {
-    return (dp_nn_context){.be = e->be, .training = 1, .seed = e->seed, .step = (uint64_t)e->steps_done,
-                           .sum_doubles = sum_over_ranks, .sum_arg = e->comm};
+    return (dp_nn_context){.be = e->be, .training = 1, .seed = e->seed, .step = e->step_number,
+                           .sum_doubles = e->comm->size > 1 ? sum_over_ranks : NULL, .sum_arg = e->comm};
 }
 
 /* This rank's slice of the micro-batch [micro, micro_end) of `step`. Only the step's last

@@ -81,7 +81,7 @@ int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, flo
         double rows = rank_rows(e, step);
         scale = rows > 0.0 ? 1.0f / (float)rows : 0.0f;
     }
-    dp_engine_prepare_update(e, scale, lr);
+    dp_engine_prepare_step(e, scale, lr);
     double reduce_done = started;
     int status = dp_engine_graph_takes(e, step) ? dp_engine_graph_step(e, step, source, lr, stats, &reduce_done)
                                                 : run_eagerly(e, step, source, lr, stats, &reduce_done);

@@ -55,8 +55,10 @@ static int parameters_overflowed(dp_engine *e, const float *params, double bad, 
                                      "Stopping", e->steps_done + 1, bad, first ? first : "(none found)", (double)lr);
 }
 
-void dp_engine_prepare_update(dp_engine *e, float grad_scale, float lr)
+void dp_engine_prepare_step(dp_engine *e, float grad_scale, float lr)
 {
+    *e->host_step_number = (uint64_t)e->steps_done;
+    e->be->upload_queued(e->be, e->step_number, e->host_step_number, sizeof *e->step_number);
     /* --on-nan skip scales in its counting pass, so its applying pass scales by 1. */
     dp_optimizer_prepare(&e->opt, grad_scale, e->skip_nonfinite ? 1.0f : grad_scale, lr);
 }

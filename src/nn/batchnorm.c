@@ -5,9 +5,11 @@
  * column sums over ranks too, so W ranks compute exactly what one rank computes on the whole
  * batch. Running statistics follow PyTorch: momentum 0.1, unbiased variance, num_batches_tracked
  * counting training forwards. Eval mode normalises with the running statistics. The backend
- * sums each column of [rows, C H W] in double; the host adds a channel's H W columns, works out
- * the per-channel statistics (a few numbers per channel) and spreads them over the channel's
- * columns, which the backend applies to every element: images need no transposes. */
+ * sums each column of [rows, C H W] in double, adds a channel's H W columns, works out the
+ * per-channel statistics (a few numbers per channel, kernel_math.h's arithmetic) and spreads
+ * them over the channel's columns, which it applies to every element: images need no
+ * transposes, and on one rank the host waits for nothing, so a CUDA graph replays the step.
+ * SyncBatchNorm on several ranks sums the channel sums over them through the host. */
 #include "src/nn/module.h"
 
 #include "dp/error.h"
@@ -30,19 +32,20 @@ static const dp_module_arg batchnorm_args[] = {
 /* What a BatchNorm keeps between its passes. */
 typedef struct bn_state {
     float *xhat;                 /* the normalised input */
-    double *sums;                /* column sums (backend memory, 2 x width), or per channel (2 x C) */
-    double *host_sums;           /* their host copy, + the row count */
-    double *channel_sums;        /* per channel (2 x C), + the values per channel (host) */
-    float *coefs, *host_coefs;   /* per-column coefficients (COEF_ROWS x width), then per channel */
-    float *host_channel;         /* one per-channel row read from the device (C floats) */
+    double *sums;                /* column sums (backend memory, 2 x width) */
+    double *channel_sums;        /* per channel (backend memory, 2 x C) */
+    double *host_sums;           /* their host copy summed over ranks (SyncBatchNorm), + the count */
+    float *coefs;                /* per-column coefficients (COEF_ROWS x width), then per channel */
     double values_seen;          /* values per channel the statistics came from (every rank's when sync) */
 } bn_state;
 
-/* The per-column coefficient rows in host_coefs and coefs, each `width` floats (a channel's
- * value repeated over its columns), then the per-channel rows, C floats each. */
+/* The per-column coefficient rows in coefs, each `width` floats (a channel's value repeated
+ * over its columns), then the per-channel rows, C floats each, in the order of the column rows
+ * they spread into. */
 enum bn_coef { COEF_MEAN, COEF_INVSTD, COEF_GAMMA, COEF_BETA, COEF_MEAN_DY, COEF_MEAN_DY_XHAT, COEF_ROWS };
-enum bn_channel_coef { CHANNEL_MEAN, CHANNEL_VAR_UNBIASED, CHANNEL_INVSTD, CHANNEL_ROWS };
-/* host_sums and channel_sums: the two column-sum rows, then the count. */
+enum bn_channel_coef { CHANNEL_MEAN, CHANNEL_INVSTD, CHANNEL_MEAN_DY, CHANNEL_MEAN_DY_XHAT, CHANNEL_VAR_UNBIASED,
+                       CHANNEL_ROWS };
+/* The column and channel sums: of a, then of a b. */
 enum { SUM_ROWS = 2 };
 
 /* The features normalised: an image's channels, or every element of a sample. */
@@ -144,61 +147,46 @@ static int batchnorm_allocate(dp_module *m, const dp_backend *be, int max_rows)
     if (status)
         return status;
     s->sums = be->alloc(be, SUM_ROWS * w * sizeof(double), DP_MEM_ACTIVATIONS, "a BatchNorm's column sums");
-    s->host_sums = dp_alloc(SUM_ROWS * w * sizeof(double), "a BatchNorm's column sums");
-    s->channel_sums = dp_alloc((SUM_ROWS * c + 1) * sizeof(double), "a BatchNorm's channel sums");
-    s->host_coefs = dp_alloc(coefs * sizeof(float), "a BatchNorm's coefficients");
-    s->host_channel = dp_alloc(c * sizeof(float), "a BatchNorm's per-channel values");
-    return s->sums && s->host_sums && s->channel_sums && s->host_coefs && s->host_channel ? 0 : DP_ENOMEM;
+    s->channel_sums = be->alloc(be, SUM_ROWS * c * sizeof(double), DP_MEM_ACTIVATIONS, "a BatchNorm's channel sums");
+    s->host_sums = dp_alloc((SUM_ROWS * c + 1) * sizeof(double), "a BatchNorm's channel sums");
+    return s->sums && s->channel_sums && s->host_sums ? 0 : DP_ENOMEM;
 }
 
-/* The column sums of (a, b) over this rank's rows, added per channel into channel_sums (the
- * count of values per channel after them); with over_ranks, summed over ranks when sync. */
-static int gather_sums(dp_module *m, const dp_nn_context *ctx, const float *a, const float *b, int rows,
-                       int over_ranks)
+/* SyncBatchNorm on several ranks: channel_sums summed over them through the host, with the
+ * count of values per channel in *values when values is given. */
+static int sum_over_ranks(dp_module *m, const dp_nn_context *ctx, double *values)
 {
     bn_state *s = m->state;
     const dp_backend *be = ctx->be;
-    size_t w = (size_t)m->in_width, c = (size_t)channels(m), p = (size_t)pixels(m);
-    be->column_sums(be, a, b, rows, (int)w, s->sums);
-    be->download(be, s->host_sums, s->sums, SUM_ROWS * w * sizeof(double));
-    for (size_t row = 0; row < SUM_ROWS; row++)
-        for (size_t ch = 0; ch < c; ch++) {
-            double sum = 0.0;
-            for (size_t q = 0; q < p; q++)
-                sum += s->host_sums[row * w + ch * p + q];
-            s->channel_sums[row * c + ch] = sum;
-        }
-    s->channel_sums[SUM_ROWS * c] = (double)rows * (double)p;
-    if (!over_ranks || !m->options.sync || !ctx->sum_doubles)
-        return 0;
-    return ctx->sum_doubles(ctx->sum_arg, s->channel_sums, (int)(SUM_ROWS * c) + 1);
+    size_t count = SUM_ROWS * (size_t)channels(m);
+    be->download(be, s->host_sums, s->channel_sums, count * sizeof(double));
+    s->host_sums[count] = values ? *values : 0.0;
+    int status = ctx->sum_doubles(ctx->sum_arg, s->host_sums, (int)count + (values != NULL));
+    if (status)
+        return status;
+    be->upload(be, s->channel_sums, s->host_sums, count * sizeof(double));
+    if (values)
+        *values = s->host_sums[count];
+    return 0;
 }
 
-/* Spreads per-channel values over each channel's columns into row `row` of host_coefs. */
-static void spread(dp_module *m, enum bn_coef row, const float *per_channel)
+/* The per-channel sums of (a, a b) over this rank's rows into channel_sums, *values the values
+ * per channel they came from; with over_ranks, summed over ranks when sync. */
+static int gather_sums(dp_module *m, const dp_nn_context *ctx, const float *a, const float *b, int rows,
+                       int over_ranks, double *values)
 {
     bn_state *s = m->state;
-    int c = channels(m), p = pixels(m);
-    float *to = coef(s->host_coefs, m, row);
-    for (int ch = 0; ch < c; ch++)
-        for (int q = 0; q < p; q++)
-            to[ch * p + q] = per_channel[ch];
+    const dp_backend *be = ctx->be;
+    be->column_sums(be, a, b, rows, m->in_width, s->sums);
+    be->bn_channel_sums(be, s->sums, s->channel_sums, channels(m), pixels(m));
+    *values = (double)rows * (double)pixels(m);
+    return over_ranks && m->options.sync && ctx->sum_doubles ? sum_over_ranks(m, ctx, values) : 0;
 }
 
-/* Uploads host_coefs' rows [first, first + count) (per column). */
-static void upload_rows(dp_module *m, const dp_backend *be, enum bn_coef first, int count)
+/* `count` per-channel rows of backend memory spread over their channels' columns from row `row`. */
+static void spread(dp_module *m, const dp_backend *be, const float *per_channel, enum bn_coef row, int count)
 {
-    bn_state *s = m->state;
-    be->upload(be, coef(s->coefs, m, first), coef(s->host_coefs, m, first),
-               (size_t)count * m->in_width * sizeof(float));
-}
-
-/* C floats of backend memory (gamma, beta, running statistics) spread into row `row`. */
-static void spread_from(dp_module *m, const dp_backend *be, const float *from, enum bn_coef row)
-{
-    bn_state *s = m->state;
-    be->download(be, s->host_channel, from, (size_t)channels(m) * sizeof(float));
-    spread(m, row, s->host_channel);
+    be->bn_spread(be, per_channel, coef(((bn_state *)m->state)->coefs, m, row), channels(m), pixels(m), count);
 }
 
 static int forward_train(dp_module *m, const dp_nn_context *ctx, const float *x, int rows)
@@ -206,10 +194,10 @@ static int forward_train(dp_module *m, const dp_nn_context *ctx, const float *x,
     bn_state *s = m->state;
     const dp_backend *be = ctx->be;
     int c = channels(m);
-    int status = gather_sums(m, ctx, x, x, rows, 1);
+    double n;
+    int status = gather_sums(m, ctx, x, x, rows, 1, &n);
     if (status)
         return status;
-    double n = s->channel_sums[SUM_ROWS * c];
     s->values_seen = n;
     /* No rows anywhere: nothing to normalise, no statistics to learn from. */
     if (n == 0)
@@ -218,33 +206,22 @@ static int forward_train(dp_module *m, const dp_nn_context *ctx, const float *x,
         return dp_fail(DP_EINVAL, "BatchNorm layers.%d: %.0f value%s per feature in a training batch; "
                        "its statistics need at least 2 (PyTorch refuses this too)",
                        m->name_index, n, n == 1 ? "" : "s");
-    float *mean = channel_coef(s->host_coefs, m, CHANNEL_MEAN);
-    float *unbiased = channel_coef(s->host_coefs, m, CHANNEL_VAR_UNBIASED);
-    float *invstd = channel_coef(s->host_coefs, m, CHANNEL_INVSTD);
-    for (int i = 0; i < c; i++) {
-        double mu = s->channel_sums[i] / n, var = s->channel_sums[c + i] / n - mu * mu;
-        var = var > 0.0 ? var : 0.0;
-        mean[i] = (float)mu;
-        invstd[i] = (float)(1.0 / sqrt(var + m->options.eps));
-        unbiased[i] = (float)(var * n / (n - 1.0));
-    }
-    spread(m, COEF_MEAN, mean);
-    spread(m, COEF_INVSTD, invstd);
-    spread_from(m, be, m->weights, COEF_GAMMA);
-    spread_from(m, be, m->weights + c, COEF_BETA);
-    upload_rows(m, be, COEF_MEAN, COEF_MEAN_DY);
-    be->upload(be, channel_coef(s->coefs, m, CHANNEL_MEAN), mean, 2 * (size_t)c * sizeof(float));
+    float *mean = channel_coef(s->coefs, m, CHANNEL_MEAN);
+    float *unbiased = channel_coef(s->coefs, m, CHANNEL_VAR_UNBIASED);
+    be->bn_batch_stats(be, s->channel_sums, c, n, m->options.eps, mean, channel_coef(s->coefs, m, CHANNEL_INVSTD),
+                       unbiased);
+    spread(m, be, mean, COEF_MEAN, 2);         /* the mean and invstd */
+    spread(m, be, m->weights, COEF_GAMMA, 2);  /* gamma and beta */
     be->bn_normalize(be, x, s->xhat, m->out, rows, m->in_width, coef(s->coefs, m, COEF_MEAN),
                      coef(s->coefs, m, COEF_INVSTD), coef(s->coefs, m, COEF_GAMMA), coef(s->coefs, m, COEF_BETA));
     if (ctx->keep_running)
         return 0;
-    be->bn_update_running(be, m->buffers, m->buffers + c, channel_coef(s->coefs, m, CHANNEL_MEAN),
-                          channel_coef(s->coefs, m, CHANNEL_VAR_UNBIASED), c, m->options.momentum);
+    be->bn_update_running(be, m->buffers, m->buffers + c, mean, unbiased, c, m->options.momentum);
     m->counters[0]++;
     return 0;
 }
 
-/* The running statistics: invstd from the running variance on the device, then spread. */
+/* The running statistics: invstd from the running variance, then spread. */
 static void forward_eval(dp_module *m, const dp_nn_context *ctx, const float *x, int rows)
 {
     bn_state *s = m->state;
@@ -252,11 +229,9 @@ static void forward_eval(dp_module *m, const dp_nn_context *ctx, const float *x,
     int c = channels(m);
     float *invstd = channel_coef(s->coefs, m, CHANNEL_INVSTD);
     be->inverse_std(be, m->buffers + c, invstd, c, m->options.eps);
-    spread_from(m, be, invstd, COEF_INVSTD);
-    spread_from(m, be, m->buffers, COEF_MEAN);
-    spread_from(m, be, m->weights, COEF_GAMMA);
-    spread_from(m, be, m->weights + c, COEF_BETA);
-    upload_rows(m, be, COEF_MEAN, COEF_MEAN_DY);
+    spread(m, be, m->buffers, COEF_MEAN, 1);
+    spread(m, be, invstd, COEF_INVSTD, 1);
+    spread(m, be, m->weights, COEF_GAMMA, 2);
     be->bn_normalize(be, x, NULL, m->out, rows, m->in_width, coef(s->coefs, m, COEF_MEAN),
                      coef(s->coefs, m, COEF_INVSTD), coef(s->coefs, m, COEF_GAMMA), coef(s->coefs, m, COEF_BETA));
 }
@@ -271,8 +246,8 @@ static int batchnorm_forward(dp_module *m, const dp_nn_context *ctx, const float
     return forward_train(m, ctx, x, rows);
 }
 
-/* dgamma (+)= sum dy xhat, dbeta (+)= sum dy, over this rank's rows (DDP sums them over ranks):
- * the per-channel sums go back to the device for the backend's pass. */
+/* dgamma (+)= sum dy xhat, dbeta (+)= sum dy, over this rank's rows (DDP sums them over ranks),
+ * from the channel sums. */
 static int batchnorm_backward_params(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy, int rows,
                                      const dp_grad_pieces *pieces)
 {
@@ -280,33 +255,31 @@ static int batchnorm_backward_params(dp_module *m, const dp_nn_context *ctx, con
     (void)x;
     const dp_backend *be = ctx->be;
     int c = channels(m);
-    gather_sums(m, ctx, dy, s->xhat, rows, 0); /* backward_input sums them over ranks */
-    be->upload(be, s->sums, s->channel_sums, SUM_ROWS * (size_t)c * sizeof(double));
-    be->bn_param_grads(be, s->sums, c, m->grads, m->grads + c, ctx->accumulate);
+    double values;
+    gather_sums(m, ctx, dy, s->xhat, rows, 0, &values); /* backward_input sums them over ranks */
+    be->bn_param_grads(be, s->channel_sums, c, m->grads, m->grads + c, ctx->accumulate);
     return dp_grad_pieces_ready(pieces, m, 0, m->param_count);
 }
 
 /* dx = gamma invstd (dy - mean(dy) - xhat mean(dy xhat)), means over the statistics' values;
- * after backward_params, which left this rank's channel sums of (dy, dy xhat) on the host. */
+ * after backward_params, which left this rank's channel sums of (dy, dy xhat). */
 static int batchnorm_backward_input(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy,
                                     float *dx, int rows, float **dx_out)
 {
     bn_state *s = m->state;
     (void)x;
-    int c = channels(m);
     const dp_backend *be = ctx->be;
     if (m->options.sync && ctx->sum_doubles) {
-        int status = ctx->sum_doubles(ctx->sum_arg, s->channel_sums, SUM_ROWS * c);
+        int status = sum_over_ranks(m, ctx, NULL);
         if (status)
             return status;
     }
     /* No values anywhere: forward normalised nothing, so no means either (the 0-row case). */
-    for (int row = 0; row < SUM_ROWS && s->values_seen > 0; row++) {
-        for (int i = 0; i < c; i++)
-            s->host_channel[i] = (float)(s->channel_sums[row * c + i] / s->values_seen);
-        spread(m, (enum bn_coef)(COEF_MEAN_DY + row), s->host_channel);
+    if (s->values_seen > 0) {
+        float *means = channel_coef(s->coefs, m, CHANNEL_MEAN_DY);
+        be->bn_means(be, s->channel_sums, SUM_ROWS * channels(m), s->values_seen, means);
+        spread(m, be, means, COEF_MEAN_DY, 2); /* the means of dy and dy xhat */
     }
-    upload_rows(m, be, COEF_MEAN_DY, 2);
     be->bn_backward_input(be, dy, s->xhat, dx, rows, m->in_width, coef(s->coefs, m, COEF_GAMMA),
                           coef(s->coefs, m, COEF_INVSTD), coef(s->coefs, m, COEF_MEAN_DY),
                           coef(s->coefs, m, COEF_MEAN_DY_XHAT));
@@ -321,10 +294,8 @@ static void batchnorm_release(dp_module *m, const dp_backend *be)
     be->free(be, s->xhat);
     be->free(be, s->coefs);
     be->free(be, s->sums);
+    be->free(be, s->channel_sums);
     free(s->host_sums);
-    free(s->channel_sums);
-    free(s->host_channel);
-    free(s->host_coefs);
 }
 
 const dp_module_type dp_module_batchnorm = {

@@ -87,7 +87,6 @@ const dp_module_type dp_module_dropout = {
     .nargs = DP_COUNT(dropout_args),
     .defaults = {.p = 0.5f},
     .state_size = sizeof(dropout_state),
-    .step_keyed = 1,
     .describe = dropout_describe,
     .configure = dropout_configure,
     .allocate = dropout_allocate,

@@ -76,7 +76,6 @@ typedef struct dp_module_type {
     dp_module_options defaults;
     size_t state_size;  /* bytes of per-instance state the type keeps in dp_module.state */
     int normalizes;     /* a normalisation layer: follows a layer, needs 2 rows per statistic */
-    int step_keyed;     /* its kernels take the step number as an argument (dropout's masks) */
     int structural;     /* its options decide which tensors exist (checkpoints must match them) */
     int spatial;        /* keeps images as images: a linear after it needs a flatten between */
     int needs_features; /* takes [F] features: refuses a spatial module's images unflattened */

@@ -123,7 +123,6 @@ static int configure_modules(dp_model *m)
         }
         m->batchnorms += mod->type->normalizes;
         m->sync_batchnorms += mod->type->normalizes && mod->options.sync;
-        m->step_keyed += mod->type->step_keyed;
     }
     m->outputs = (int)dp_dims_numel(&shape);
     return 0;

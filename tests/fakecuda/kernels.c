@@ -272,7 +272,8 @@ static void run_dropout(void *raw)
 {
     rows_args *a = raw;
     size_t values = (size_t)a->rows * a->cols * sizeof(float);
-    if (fakecuda_need(a->x, values, "x") && fakecuda_need(a->y, values, "y") && fakecuda_need(a->mask, values, "mask"))
+    if (fakecuda_need(a->x, values, "x") && fakecuda_need(a->y, values, "y") && fakecuda_need(a->mask, values, "mask") &&
+        fakecuda_need(a->key.step, sizeof *a->key.step, "the step number"))
         each_row_thread(a, dropout_thread);
 }
 
@@ -406,6 +407,120 @@ cudaError_t dp_cuda_inverse_std(cudaStream_t stream, const float *var, float *in
         return cudaSuccess;
     columns_args a = {.s = dp_shape_flat((size_t)n), .var = var, .first = invstd, .cols = n, .eps = eps};
     return QUEUE(run_inverse_std, a, "inverse_std_kernel");
+}
+
+/* BatchNorm's statistics kernels: flat launches over one argument block. */
+typedef struct bn_stats_args {
+    dp_shape s;
+    const double *sums;
+    double *channel_sums;
+    const float *per_channel;
+    float *first, *second, *third;
+    int channels, pixels, count;
+    size_t n;
+    double values;
+    float eps;
+} bn_stats_args;
+
+/* Every thread of the flat shape, calling thread(a, span). */
+static void each_flat_thread(bn_stats_args *a, void (*thread)(bn_stats_args *, dp_span))
+{
+    for (unsigned b = 0; b < a->s.grid_x; b++)
+        for (unsigned t = 0; t < a->s.block_x; t++)
+            thread(a, dp_span_x(a->s, b, t));
+}
+
+static void bn_channel_sums_thread(bn_stats_args *a, dp_span i)
+{
+    dp_bn_channel_sums_thread(a->sums, a->channel_sums, a->channels, a->pixels, i);
+}
+
+static void run_bn_channel_sums(void *raw)
+{
+    bn_stats_args *a = raw;
+    size_t channel_bytes = 2 * (size_t)a->channels * sizeof(double);
+    if (fakecuda_need(a->sums, channel_bytes * (size_t)a->pixels, "column sums") &&
+        fakecuda_need(a->channel_sums, channel_bytes, "channel sums"))
+        each_flat_thread(a, bn_channel_sums_thread);
+}
+
+cudaError_t dp_cuda_bn_channel_sums(cudaStream_t stream, const double *column_sums, double *channel_sums, int channels,
+                                    int pixels)
+{
+    if (channels == 0)
+        return cudaSuccess;
+    bn_stats_args a = {.s = dp_shape_flat(2 * (size_t)channels), .sums = column_sums, .channel_sums = channel_sums,
+                       .channels = channels, .pixels = pixels};
+    return QUEUE(run_bn_channel_sums, a, "bn_channel_sums_kernel");
+}
+
+static void bn_batch_stats_thread(bn_stats_args *a, dp_span i)
+{
+    dp_bn_batch_stats_thread(a->sums, a->channels, a->values, a->eps, a->first, a->second, a->third, i);
+}
+
+static void run_bn_batch_stats(void *raw)
+{
+    bn_stats_args *a = raw;
+    size_t bytes = (size_t)a->channels * sizeof(float);
+    if (fakecuda_need(a->sums, 2 * (size_t)a->channels * sizeof(double), "channel sums") &&
+        fakecuda_need(a->first, bytes, "mean") && fakecuda_need(a->second, bytes, "invstd") &&
+        fakecuda_need(a->third, bytes, "var_unbiased"))
+        each_flat_thread(a, bn_batch_stats_thread);
+}
+
+cudaError_t dp_cuda_bn_batch_stats(cudaStream_t stream, const double *channel_sums, int channels, double n, float eps,
+                                   float *mean, float *invstd, float *var_unbiased)
+{
+    if (channels == 0)
+        return cudaSuccess;
+    bn_stats_args a = {.s = dp_shape_flat((size_t)channels), .sums = channel_sums, .channels = channels, .values = n,
+                       .eps = eps, .first = mean, .second = invstd, .third = var_unbiased};
+    return QUEUE(run_bn_batch_stats, a, "bn_batch_stats_kernel");
+}
+
+static void bn_means_thread(bn_stats_args *a, dp_span i)
+{
+    dp_bn_means_thread(a->sums, a->count, a->values, a->first, i);
+}
+
+static void run_bn_means(void *raw)
+{
+    bn_stats_args *a = raw;
+    if (fakecuda_need(a->sums, (size_t)a->count * sizeof(double), "sums") &&
+        fakecuda_need(a->first, (size_t)a->count * sizeof(float), "means"))
+        each_flat_thread(a, bn_means_thread);
+}
+
+cudaError_t dp_cuda_bn_means(cudaStream_t stream, const double *sums, int count, double n, float *means)
+{
+    if (count == 0)
+        return cudaSuccess;
+    bn_stats_args a = {.s = dp_shape_flat((size_t)count), .sums = sums, .count = count, .values = n, .first = means};
+    return QUEUE(run_bn_means, a, "bn_means_kernel");
+}
+
+static void bn_spread_thread(bn_stats_args *a, dp_span i)
+{
+    dp_bn_spread_thread(a->per_channel, a->first, a->n, a->pixels, i);
+}
+
+static void run_bn_spread(void *raw)
+{
+    bn_stats_args *a = raw;
+    if (fakecuda_need(a->per_channel, a->n / (size_t)a->pixels * sizeof(float), "per-channel values") &&
+        fakecuda_need(a->first, a->n * sizeof(float), "columns"))
+        each_flat_thread(a, bn_spread_thread);
+}
+
+cudaError_t dp_cuda_bn_spread(cudaStream_t stream, const float *per_channel, float *columns, int channels, int pixels,
+                              int count)
+{
+    size_t n = (size_t)count * channels * pixels;
+    if (n == 0)
+        return cudaSuccess;
+    bn_stats_args a = {.s = dp_shape_flat(n), .per_channel = per_channel, .first = columns, .n = n, .pixels = pixels};
+    return QUEUE(run_bn_spread, a, "bn_spread_kernel");
 }
 
 /* The sliding-window kernels: one flat launch each, over one argument block. */

@@ -1,6 +1,7 @@
 /* BatchNorm's operations: normalize (training keeps x-hat, eval does not), the input gradient,
- * the parameter gradients from column sums, the running statistics and the inverse standard
- * deviation, in the roundings each one's formula states (include/dp/backend.h). Elementwise:
+ * the parameter gradients from column sums, the running statistics, the inverse standard
+ * deviation, and the batch statistics finished in backend memory (channel sums, the mean,
+ * invstd and unbiased variance, backward's means, the spread over columns), in the roundings each one's formula states (include/dp/backend.h). Elementwise:
  * every backend gives the reference's bits. */
 #include "tests/ops/op_table.h"
 
@@ -176,3 +177,131 @@ static void inverse_std_reference(op_run *r)
 }
 
 const op_impl op_inverse_std = {inverse_std_prepare, inverse_std_run, inverse_std_reference};
+
+/* ---- bn_channel_sums: column sums [2, channels pixels] (shape: rows channels, cols pixels) ---- */
+
+/* Finite doubles of mixed signs, with a NaN and an infinity here and there. */
+static double *hostile_doubles(op_run *r, size_t n)
+{
+    double *x = op_input(r, OP_F64, n);
+    for (size_t i = 0; i < n; i++)
+        x[i] = i % 11 == 5 ? (i % 2 ? NAN : INFINITY) : 1e3 * (2.0 * dp_rng_uniform(&r->rng) - 1.0) / 3.0;
+    return x;
+}
+
+static void channel_sums_prepare(op_run *r)
+{
+    hostile_doubles(r, 2 * op_elements(r));
+    op_output(r, OP_F64, 2 * (size_t)r->shape.rows, SAME_BITS_EVERYWHERE);
+}
+
+static void channel_sums_run(const dp_backend *be, op_run *r)
+{
+    be->bn_channel_sums(be, OP_DEV(r, 0), OP_DEV(r, 1), r->shape.rows, r->shape.cols);
+}
+
+/* Each channel's pixels added in order from 0. */
+static void channel_sums_reference(op_run *r)
+{
+    const double *columns = OP_HOST(r, 0);
+    double *sums = OP_HOST(r, 1);
+    size_t pixels = (size_t)r->shape.cols;
+    for (size_t k = 0; k < 2 * (size_t)r->shape.rows; k++) {
+        sums[k] = 0.0;
+        for (size_t q = 0; q < pixels; q++)
+            sums[k] += columns[k * pixels + q];
+    }
+}
+
+const op_impl op_bn_channel_sums = {channel_sums_prepare, channel_sums_run, channel_sums_reference};
+
+/* ---- bn_batch_stats: channel sums [2 cols] over param values; mean, invstd, unbiased var ---- */
+
+static const float batch_stats_eps = 1e-5f;
+
+static void batch_stats_prepare(op_run *r)
+{
+    size_t cols = (size_t)r->shape.cols;
+    double *sums = op_input(r, OP_F64, 2 * cols);
+    double n = (double)r->param;
+    for (size_t c = 0; c < cols; c++) {
+        double mean = 2.0 * dp_rng_uniform(&r->rng) - 1.0, spread = dp_rng_uniform(&r->rng);
+        sums[c] = mean * n;
+        /* every fifth channel constant: a variance that cancels to 0 or just below */
+        sums[cols + c] = n * (mean * mean + (c % 5 == 2 ? 0.0 : spread));
+    }
+    for (int i = 0; i < 3; i++)
+        op_output(r, OP_F32, cols, SAME_BITS_EVERYWHERE);
+}
+
+static void batch_stats_run(const dp_backend *be, op_run *r)
+{
+    be->bn_batch_stats(be, OP_DEV(r, 0), r->shape.cols, (double)r->param, batch_stats_eps, OP_DEV(r, 1), OP_DEV(r, 2),
+                       OP_DEV(r, 3));
+}
+
+/* The biased variance E[x^2] - mean^2 (0 where it rounds below), in double, each result rounded once. */
+static void batch_stats_reference(op_run *r)
+{
+    const double *sums = OP_HOST(r, 0);
+    float *mean = OP_HOST(r, 1), *invstd = OP_HOST(r, 2), *unbiased = OP_HOST(r, 3);
+    size_t cols = (size_t)r->shape.cols;
+    double n = (double)r->param;
+    for (size_t c = 0; c < cols; c++) {
+        double mu = sums[c] / n, var = fmax(sums[cols + c] / n - mu * mu, 0.0);
+        mean[c] = (float)mu;
+        invstd[c] = (float)(1.0 / sqrt(var + (double)batch_stats_eps));
+        unbiased[c] = (float)(var * n / (n - 1.0));
+    }
+}
+
+const op_impl op_bn_batch_stats = {batch_stats_prepare, batch_stats_run, batch_stats_reference};
+
+/* ---- bn_means: sums [cols] over param values, as floats ---- */
+
+static void means_prepare(op_run *r)
+{
+    hostile_doubles(r, (size_t)r->shape.cols);
+    op_output(r, OP_F32, (size_t)r->shape.cols, SAME_BITS_EVERYWHERE);
+}
+
+static void means_run(const dp_backend *be, op_run *r)
+{
+    be->bn_means(be, OP_DEV(r, 0), r->shape.cols, (double)r->param, OP_DEV(r, 1));
+}
+
+static void means_reference(op_run *r)
+{
+    const double *sums = OP_HOST(r, 0);
+    float *means = OP_HOST(r, 1);
+    for (int i = 0; i < r->shape.cols; i++)
+        means[i] = (float)(sums[i] / (double)r->param);
+}
+
+const op_impl op_bn_means = {means_prepare, means_run, means_reference};
+
+/* ---- bn_spread: param rows of per-channel values (shape: rows channels, cols pixels) ---- */
+
+static void spread_prepare(op_run *r)
+{
+    op_input_f32(r, (size_t)r->param * r->shape.rows, FILL_HOSTILE, 1.0f);
+    op_output(r, OP_F32, (size_t)r->param * op_elements(r), SAME_BITS_EVERYWHERE);
+}
+
+static void spread_run(const dp_backend *be, op_run *r)
+{
+    be->bn_spread(be, OP_DEV(r, 0), OP_DEV(r, 1), r->shape.rows, r->shape.cols, r->param);
+}
+
+static void spread_reference(op_run *r)
+{
+    const float *per_channel = OP_HOST(r, 0);
+    float *columns = OP_HOST(r, 1);
+    size_t channels = (size_t)r->shape.rows, pixels = (size_t)r->shape.cols;
+    for (size_t row = 0; row < (size_t)r->param; row++)
+        for (size_t ch = 0; ch < channels; ch++)
+            for (size_t q = 0; q < pixels; q++)
+                columns[(row * channels + ch) * pixels + q] = per_channel[row * channels + ch];
+}
+
+const op_impl op_bn_spread = {spread_prepare, spread_run, spread_reference};

@@ -135,10 +135,12 @@ const op_impl op_accumulate = {in_place_prepare, accumulate_run, accumulate_refe
 
 /* ---- dropout_forward: param is the drop probability in percent ---- */
 
-static dp_dropout_key dropout_key(const op_run *r)
+/* The key, its step number at `step` (operand 3: backend memory to the op, host memory to the
+ * reference). */
+static dp_dropout_key dropout_key(const op_run *r, const uint64_t *step)
 {
     float p = (float)r->param / 100.0f;
-    return (dp_dropout_key){.seed = 9, .step = 4, .first_sample = 123, .p = p, .scale = 1.0f / (1.0f - p)};
+    return (dp_dropout_key){.seed = 9, .step = step, .first_sample = 123, .p = p, .scale = 1.0f / (1.0f - p)};
 }
 
 static void dropout_prepare(op_run *r)
@@ -147,18 +149,19 @@ static void dropout_prepare(op_run *r)
     op_input_f32(r, n, FILL_HOSTILE, 2.0f);
     op_output(r, OP_F32, n, SAME_BITS_EVERYWHERE);
     op_output(r, OP_F32, n, SAME_BITS_EVERYWHERE);
+    *(uint64_t *)op_input(r, OP_U64, 1) = 4;
 }
 
 static void dropout_run(const dp_backend *be, op_run *r)
 {
-    dp_dropout_key key = dropout_key(r);
+    dp_dropout_key key = dropout_key(r, OP_DEV(r, 3));
     be->dropout_forward(be, OP_DEV(r, 1), OP_DEV(r, 0), OP_DEV(r, 2), r->shape.rows, r->shape.cols, &key);
 }
 
 /* The mask is the hash's by definition (its statistics: tests/test_kernel_math.c). */
 static void dropout_reference(op_run *r)
 {
-    dp_dropout_key key = dropout_key(r);
+    dp_dropout_key key = dropout_key(r, OP_HOST(r, 3));
     const float *x = OP_HOST(r, 0);
     float *y = OP_HOST(r, 1), *mask = OP_HOST(r, 2);
     size_t cols = (size_t)r->shape.cols;

@@ -13,7 +13,8 @@
 static const char *const dtype_name[] = {[OP_DTYPE_F32] = "f32", [OP_DTYPE_I32] = "i32"};
 
 static const size_t type_size[] = {[OP_F32] = sizeof(float), [OP_F64] = sizeof(double),
-                                   [OP_I32] = sizeof(int32_t), [OP_INDEX] = sizeof(size_t)};
+                                   [OP_I32] = sizeof(int32_t), [OP_INDEX] = sizeof(size_t),
+                                   [OP_U64] = sizeof(uint64_t)};
 
 static void *checked_calloc(size_t count, size_t size)
 {
@@ -119,6 +120,8 @@ static double value_at(const op_operand *o, const void *data, size_t i)
         return ((const int32_t *)data)[i];
     case OP_INDEX:
         return (double)((const size_t *)data)[i];
+    case OP_U64:
+        return (double)((const uint64_t *)data)[i];
     }
     return 0.0;
 }

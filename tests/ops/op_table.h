@@ -22,7 +22,7 @@
  * rows join the table when dp_backend takes a dtype. */
 typedef enum op_dtype { OP_DTYPE_F32, OP_DTYPE_I32 } op_dtype;
 
-typedef enum op_type { OP_F32, OP_F64, OP_I32, OP_INDEX } op_type;
+typedef enum op_type { OP_F32, OP_F64, OP_I32, OP_INDEX, OP_U64 } op_type;
 
 /* A case's size: a [rows, cols] matrix (or rows * cols elements), inner is a GEMM's k. */
 typedef struct op_shape {
@@ -137,7 +137,7 @@ extern const op_impl op_bias_act_forward, op_relu_forward, op_relu_backward, op_
 extern const op_impl op_zero, op_copies, op_gather_rows;
 extern const op_impl op_bias_grad, op_column_sums;
 extern const op_impl op_bn_normalize, op_bn_backward_input, op_bn_param_grads, op_bn_update_running,
-    op_inverse_std;
+    op_inverse_std, op_bn_channel_sums, op_bn_batch_stats, op_bn_means, op_bn_spread;
 extern const op_impl op_softmax_xent, op_mse, op_count_nonfinite;
 extern const op_impl op_sgd_step, op_adamw_step;
 extern const op_impl op_gemm;
