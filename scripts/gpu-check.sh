@@ -45,7 +45,8 @@
 # tests phase's tests instead of its list; GPU_CHECK_FUSION=0 and GPU_CHECK_CNN=0 leave the
 # bench phase's --fuse table and CNN rows out; GPU_CHECK_MODELS (a bash regex: "^wide$|demo
 # graph") keeps the bench rows whose model name matches ("demo", "4096 wide", "documents'
-# example", "wide", "demo graph") and GPU_CHECK_PRECISIONS ("BF16") the precisions named.
+# example", "wide", "demo graph") and GPU_CHECK_PRECISIONS ("BF16") the precisions named, in
+# the bench and accuracy phases.
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -441,7 +442,7 @@ train_to_accuracy() {
 
 # The demo and the README's BatchNorm recipe at each precision (issue 19: bf16 within 0.3 pp of FP32).
 run_accuracy() {
-    local precisions=(fp32 tf32 bf16) recipe="linear(1024,bias=0),batchnorm,relu,dropout(0.3),linear(512,bias=0),batchnorm,relu,dropout(0.3),linear(10)"
+    local precisions=($(echo "${GPU_CHECK_PRECISIONS:-fp32 tf32 bf16}" | tr 'A-Z' 'a-z')) recipe="linear(1024,bias=0),batchnorm,relu,dropout(0.3),linear(512,bias=0),batchnorm,relu,dropout(0.3),linear(10)"
     [ "$device" = cpu ] && precisions=(fp32)
     rm -f "$build/accuracy.rows"
     for precision in "${precisions[@]}"; do
