@@ -6,6 +6,7 @@
 #include "src/train/preempt.h"
 #include "tests/testutil.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,52 @@ START_TEST(cuda_graph_is_applied_and_checked)
     expect_error(1, bad, "--cuda-graph 'sometimes': must be one of off, on, auto");
     const char *cpu[] = {"--cuda-graph", "on", "--device", "cpu", NULL};
     expect_error(1, cpu, "--cuda-graph on applies to GPUs, but --device is cpu");
+}
+END_TEST
+
+/* Every name of every option that picks one of a list sets its field to that name's value
+ * (the choices are one table in options.c: a row's list or field out of step shows here). */
+START_TEST(every_choice_sets_its_field)
+{
+#define ROW(option, name, member, value) {option, name, offsetof(dp_options, member), value}
+    static const struct {
+        const char *option, *name;
+        size_t field;
+        int value;
+    } rows[] = {
+        ROW("--loss", "auto", loss, DP_LOSS_AUTO), ROW("--loss", "xent", loss, DP_LOSS_CHOICE_XENT),
+        ROW("--loss", "mse", loss, DP_LOSS_CHOICE_MSE),
+        ROW("--optimizer", "sgd", optimizer, DP_OPTIMIZER_SGD), ROW("--optimizer", "adamw", optimizer, DP_OPTIMIZER_ADAMW),
+        ROW("--lr-schedule", "constant", lr_schedule, DP_LR_CONSTANT),
+        ROW("--lr-schedule", "cosine", lr_schedule, DP_LR_COSINE),
+        ROW("--zero", "0", zero, 0), ROW("--zero", "1", zero, 1), ROW("--zero", "2", zero, 2), ROW("--zero", "3", zero, 3),
+        ROW("--precision", "fp32", precision, DP_PRECISION_FP32), ROW("--precision", "tf32", precision, DP_PRECISION_TF32),
+        ROW("--precision", "bf16", precision, DP_PRECISION_BF16), ROW("--precision", "fp16", precision, DP_PRECISION_FP16),
+        ROW("--precision", "mixed", precision, DP_PRECISION_MIXED),
+        ROW("--on-nan", "abort", skip_nonfinite, 0), ROW("--on-nan", "skip", skip_nonfinite, 1),
+        ROW("--device", "cpu", device, DP_DEVICE_CPU), ROW("--device", "cuda", device, DP_DEVICE_CUDA),
+        ROW("--device", "auto", device, DP_DEVICE_AUTO),
+        ROW("--cuda-aware", "auto", cuda_aware, DP_CUDA_AWARE_AUTO), ROW("--cuda-aware", "on", cuda_aware, DP_CUDA_AWARE_ON),
+        ROW("--cuda-aware", "off", cuda_aware, DP_CUDA_AWARE_OFF),
+        ROW("--fuse", "auto", unfused, 0), ROW("--fuse", "off", unfused, 1),
+        ROW("--cuda-graph", "off", cuda_graph, DP_GRAPH_OFF), ROW("--cuda-graph", "on", cuda_graph, DP_GRAPH_ON),
+        ROW("--cuda-graph", "auto", cuda_graph, DP_GRAPH_AUTO),
+        ROW("--data-on-device", "off", data_on_device, DP_DATA_OFF),
+        ROW("--data-on-device", "on", data_on_device, DP_DATA_ON),
+        ROW("--data-on-device", "auto", data_on_device, DP_DATA_AUTO),
+    };
+#undef ROW
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        dp_options o;
+        /* --memory-plan: fp16 and mixed are its precisions only. */
+        int plan = strcmp(rows[i].name, "fp16") == 0 || strcmp(rows[i].name, "mixed") == 0;
+        const char *args[] = {rows[i].option, rows[i].name, plan ? "--memory-plan" : NULL, NULL};
+        ck_assert_msg(parse(&o, 2, args) == DP_OPTIONS_RUN, "%s %s: %s", rows[i].option, rows[i].name, dp_last_error());
+        int value;
+        memcpy(&value, (const char *)&o + rows[i].field, sizeof value);
+        ck_assert_msg(value == rows[i].value, "%s %s set %d, want %d", rows[i].option, rows[i].name, value,
+                      rows[i].value);
+    }
 }
 END_TEST
 
@@ -403,6 +450,7 @@ int main(void)
     tcase_add_test(tc, model_and_adamw_options_are_applied);
     tcase_add_test(tc, zero_and_memory_options_are_applied_and_checked);
     tcase_add_test(tc, cuda_graph_is_applied_and_checked);
+    tcase_add_test(tc, every_choice_sets_its_field);
     tcase_add_test(tc, average_every_is_applied_and_checked);
     tcase_add_test(tc, grad_dtype_is_applied_and_checked);
     tcase_add_test(tc, model_optimizer_and_predict_mistakes_are_named);

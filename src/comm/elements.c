@@ -67,44 +67,50 @@ int dp_bf16_sum_create(MPI_Op *op)
     return 0;
 }
 
-/* Runs of up to LANES elements from element i, through local copies: the same bytes are
- * read as one type and written as the other. */
-static void narrow_run(char *bytes, size_t i, size_t n)
+/* LANES elements of either width: a run is read as one and written as the other. */
+typedef union lanes {
+    float f32[LANES];
+    uint16_t bf16[LANES];
+} lanes;
+
+static void narrow_lanes(const lanes *in, lanes *out)
 {
-    float x[LANES] = {0};
-    uint16_t h[LANES];
-    memcpy(x, bytes + i * sizeof *x, n * sizeof *x);
     for (size_t k = 0; k < LANES; k++)
-        h[k] = dp_bf16_bits(x[k]);
-    memcpy(bytes + i * sizeof *h, h, n * sizeof *h);
+        out->bf16[k] = dp_bf16_bits(in->f32[k]);
 }
 
-static void widen_run(char *bytes, size_t i, size_t n)
+static void widen_lanes(const lanes *in, lanes *out)
 {
-    uint16_t h[LANES] = {0};
-    float x[LANES];
-    memcpy(h, bytes + i * sizeof *h, n * sizeof *h);
     for (size_t k = 0; k < LANES; k++)
-        x[k] = dp_bf16_value(h[k]);
-    memcpy(bytes + i * sizeof *x, x, n * sizeof *x);
+        out->f32[k] = dp_bf16_value(in->bf16[k]);
 }
 
-/* In place, front to back: a run's bf16 values land below the floats of every later run. */
+/* In place, in runs of up to LANES elements through local copies (the same bytes are read as
+ * one width and written as the other). Narrowing goes front to back: a run's bf16 values land
+ * below the floats of every later run; widening back to front: a run's floats land above the
+ * bf16 values of every earlier run. */
+static void convert(char *bytes, size_t count, size_t from_size, size_t to_size,
+                    void (*convert_lanes)(const lanes *, lanes *))
+{
+    size_t runs = (count + LANES - 1) / LANES;
+    for (size_t r = 0; r < runs; r++) {
+        size_t i = (to_size < from_size ? r : runs - 1 - r) * LANES;
+        size_t n = count - i < LANES ? count - i : LANES;
+        lanes in = {{0}}, out;
+        memcpy(&in, bytes + i * from_size, n * from_size);
+        convert_lanes(&in, &out);
+        memcpy(bytes + i * to_size, &out, n * to_size);
+    }
+}
+
 static void narrow(void *buf, size_t count)
 {
-    size_t bulk = count - count % LANES;
-    for (size_t i = 0; i < bulk; i += LANES)
-        narrow_run(buf, i, LANES);
-    narrow_run(buf, bulk, count - bulk);
+    convert(buf, count, sizeof(float), sizeof(uint16_t), narrow_lanes);
 }
 
-/* In place, back to front: a run's floats land above the bf16 values of every earlier run. */
 static void widen(void *buf, size_t count)
 {
-    size_t bulk = count - count % LANES;
-    widen_run(buf, bulk, count - bulk);
-    for (size_t i = bulk; i > 0; i -= LANES)
-        widen_run(buf, i - LANES, LANES);
+    convert(buf, count, sizeof(uint16_t), sizeof(float), widen_lanes);
 }
 
 /* I64 has no entry (size 0): requests refuse it. */

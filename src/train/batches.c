@@ -1,7 +1,7 @@
 /* How samples reach the backend: every micro-batch reads only this rank's rows through the
  * dataset's reader (dp_dataset_read_rows), straight into the batch buffers on a host backend,
- * or into page-locked host staging then one upload per buffer on a device; or, with the sets
- * held in a device's memory (--data-on-device, resident.c), gathers them there. */
+ * or into page-locked host staging then one upload per buffer on a device (staging.c); or,
+ * with the sets held in a device's memory (--data-on-device, resident.c), gathers them there. */
 #include "src/train/trainer.h"
 
 #include "dp/error.h"
@@ -21,12 +21,8 @@ int dp_batches_open(dp_batches *b, const dp_backend *be, const dp_dataset *train
     b->row_index = dp_alloc(rows * sizeof *b->row_index, "the evaluation's row indices");
     if (!b->x || !b->labels || !b->targets || !b->row_index)
         return DP_ENOMEM;
-    if (be->host_memory)
-        return dp_resident_open(b, placement);
-    b->stage_x = be->alloc_host(be, rows * width * sizeof(float), "the input batch's staging");
-    b->stage_labels = be->alloc_host(be, rows * sizeof(int32_t), "the label batch's staging");
-    b->stage_targets = be->alloc_host(be, rows * (size_t)outputs * sizeof(float), "the target batch's staging");
-    return b->stage_x && b->stage_labels && b->stage_targets ? dp_resident_open(b, placement) : DP_ENOMEM;
+    int status = be->host_memory ? 0 : dp_staging_open(&b->stage, be, rows, width, (size_t)outputs);
+    return status ? status : dp_resident_open(b, placement);
 }
 
 void dp_batches_close(dp_batches *b)
@@ -38,12 +34,7 @@ void dp_batches_close(dp_batches *b)
     be->free(be, b->x);
     be->free(be, b->labels);
     be->free(be, b->targets);
-    if (b->stage_x)
-        be->free_host(be, b->stage_x);
-    if (b->stage_labels)
-        be->free_host(be, b->stage_labels);
-    if (b->stage_targets)
-        be->free_host(be, b->stage_targets);
+    dp_staging_close(&b->stage, be);
     free(b->row_index);
     *b = (dp_batches){0};
 }
@@ -55,12 +46,9 @@ static int read_rows(dp_batches *b, const dp_dataset *data, const size_t *index,
     int status = 0;
     if (be->host_memory) {
         status = dp_dataset_read_rows(data, index, n, b->x, b->labels, b->targets);
-    } else if (!(status = dp_dataset_read_rows(data, index, n, b->stage_x, b->stage_labels, b->stage_targets))) {
-        be->upload(be, b->x, b->stage_x, n * (size_t)data->dim * sizeof(float));
-        if (data->labels)
-            be->upload(be, b->labels, b->stage_labels, n * sizeof(int32_t));
-        else
-            be->upload(be, b->targets, b->stage_targets, n * (size_t)data->outputs * sizeof(float));
+    } else {
+        dp_row_buffers batch = {.x = b->x, .labels = b->labels, .targets = b->targets};
+        status = dp_staging_upload(be, &b->stage, data, index, n, &batch, 0);
     }
     *out = dp_batches_rows(b, data, n);
     return status;

@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -294,30 +295,70 @@ const char *const dp_precision_names[DP_PRECISIONS] = {[DP_PRECISION_FP32] = "fp
                                                       [DP_PRECISION_BF16] = "bf16", [DP_PRECISION_FP16] = "fp16",
                                                       [DP_PRECISION_MIXED] = "mixed"};
 
+static const char *const losses[] = {[DP_LOSS_AUTO] = "auto", [DP_LOSS_CHOICE_XENT] = "xent",
+                                     [DP_LOSS_CHOICE_MSE] = "mse"};
+static const char *const schedules[] = {[DP_LR_CONSTANT] = "constant", [DP_LR_COSINE] = "cosine"};
+static const char *const nan_policies[] = {"abort", "skip"}; /* skip_nonfinite */
+static const char *const devices[] = {[DP_DEVICE_CPU] = "cpu", [DP_DEVICE_CUDA] = "cuda", [DP_DEVICE_AUTO] = "auto"};
+static const char *const cuda_aware_modes[] = {[DP_CUDA_AWARE_AUTO] = "auto", [DP_CUDA_AWARE_ON] = "on",
+                                               [DP_CUDA_AWARE_OFF] = "off"};
+static const char *const fuse_modes[] = {"auto", "off"}; /* unfused */
+static const char *const graph_modes[] = {[DP_GRAPH_OFF] = "off", [DP_GRAPH_ON] = "on", [DP_GRAPH_AUTO] = "auto"};
+static const char *const placements[] = {[DP_DATA_OFF] = "off", [DP_DATA_ON] = "on", [DP_DATA_AUTO] = "auto"};
+static const char *const optimizers[] = {[DP_OPTIMIZER_SGD] = "sgd", [DP_OPTIMIZER_ADAMW] = "adamw"};
+static const char *const zero_stages[] = {"0", "1", "2", "3"};
+
+/* An option that names one of a list: the name's index is stored in an int-sized field. */
+struct choice_option {
+    const char *const *names; /* NULL: the option is not a choice */
+    int count;
+    size_t field; /* offsetof the field in dp_options */
+};
+
+#define CHOICE(id, list, member) [id] = {list, (int)(sizeof list / sizeof *list), offsetof(dp_options, member)}
+static const struct choice_option choice_options[OPT_VERSION + 1] = {
+    CHOICE(OPT_LOSS, losses, loss),
+    CHOICE(OPT_OPTIMIZER, optimizers, optimizer),
+    CHOICE(OPT_LR_SCHEDULE, schedules, lr_schedule),
+    CHOICE(OPT_ZERO, zero_stages, zero),
+    CHOICE(OPT_PRECISION, dp_precision_names, precision),
+    CHOICE(OPT_ON_NAN, nan_policies, skip_nonfinite),
+    CHOICE(OPT_DEVICE, devices, device),
+    CHOICE(OPT_CUDA_AWARE, cuda_aware_modes, cuda_aware),
+    CHOICE(OPT_FUSE, fuse_modes, unfused),
+    CHOICE(OPT_CUDA_GRAPH, graph_modes, cuda_graph),
+    CHOICE(OPT_DATA_ON_DEVICE, placements, data_on_device),
+};
+#undef CHOICE
+/* A choice is copied into its field as an int's bytes: an enum field has int's size, and a
+ * non-negative value has the same bytes in int and unsigned int, whichever the enum is. */
+_Static_assert(sizeof(dp_loss_choice) == sizeof(int) && sizeof(dp_optimizer_kind) == sizeof(int) &&
+                   sizeof(dp_lr_schedule) == sizeof(int) && sizeof(dp_precision) == sizeof(int) &&
+                   sizeof(dp_device) == sizeof(int) && sizeof(dp_cuda_aware) == sizeof(int) &&
+                   sizeof(dp_graph_mode) == sizeof(int) && sizeof(dp_data_placement) == sizeof(int),
+               "choice_options stores every choice as an int");
+
+/* A choice option's value: the index of its name, into its field. */
+static int apply_choice(dp_options *o, const struct choice_option *c, const char *name, const char *arg)
+{
+    int choice, status = dp_option_choice(name, arg, c->names, c->count, &choice);
+    if (!status)
+        memcpy((char *)o + c->field, &choice, sizeof choice);
+    return status;
+}
+
 /* Applies one option's value; returns DP_OPTIONS_EXIT for --help/--version. */
 static int apply_option(dp_options *o, int id, const char *name, const char *arg, FILE *out)
 {
-    static const char *const losses[] = {"auto", "xent", "mse"};
-    static const char *const schedules[] = {"constant", "cosine"};
-    static const char *const nan_policies[] = {"abort", "skip"};
-    static const char *const devices[] = {"cpu", "cuda", "auto"};
-    static const char *const cuda_aware_modes[] = {"auto", "on", "off"};
-    static const char *const fuse_modes[] = {"auto", "off"};
-    static const char *const graph_modes[] = {[DP_GRAPH_OFF] = "off", [DP_GRAPH_ON] = "on", [DP_GRAPH_AUTO] = "auto"};
-    static const char *const placements[] = {[DP_DATA_OFF] = "off", [DP_DATA_ON] = "on", [DP_DATA_AUTO] = "auto"};
-    static const char *const optimizers[] = {[DP_OPTIMIZER_SGD] = "sgd", [DP_OPTIMIZER_ADAMW] = "adamw"};
-    static const char *const zero_stages[] = {"0", "1", "2", "3"};
-    int status, choice;
+    if (choice_options[id].names)
+        return apply_choice(o, &choice_options[id], name, arg);
+    int status;
     switch (id) {
     case OPT_DATA: return dp_option_text(name, arg, o->data, sizeof o->data);
     case OPT_TEST_DATA: return dp_option_text(name, arg, o->test_data, sizeof o->test_data);
     case OPT_LAYERS: return dp_option_text(name, arg, o->layers_spec, sizeof o->layers_spec);
     case OPT_MODEL: return dp_option_text(name, arg, o->model_text, sizeof o->model_text);
     case OPT_SYNC_BN: o->sync_bn = 1; return 0;
-    case OPT_OPTIMIZER:
-        status = dp_option_choice(name, arg, optimizers, 2, &choice);
-        o->optimizer = (dp_optimizer_kind)choice;
-        return status;
     case OPT_BETAS: return parse_betas(arg, o);
     case OPT_EPS: return dp_option_float(name, arg, 1, &o->eps);
     case OPT_DECAY_ALL: o->decay_all = 1; return 0;
@@ -338,10 +379,6 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
             return 0;
         }
         return dp_option_long(name, arg, 0, &o->progress_us);
-    case OPT_ZERO:
-        status = dp_option_choice(name, arg, zero_stages, 4, &choice);
-        o->zero = choice;
-        return status;
     case OPT_ZERO_LIVE_MB:
         o->zero_live_mb = strcmp(arg, "auto") == 0 ? -1.0 : 0.0;
         if (strcmp(arg, "auto") == 0 || strcmp(arg, "unlimited") == 0)
@@ -357,20 +394,8 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
     case OPT_MEMORY_PLAN: o->memory_plan = 1; return 0;
     case OPT_PARAMS: return dp_option_count(name, arg, &o->plan_params);
     case OPT_WORLD: return dp_option_long(name, arg, 1, &o->plan_world);
-    case OPT_PRECISION:
-        status = dp_option_choice(name, arg, dp_precision_names, DP_PRECISIONS, &choice);
-        o->precision = (dp_precision)choice;
-        return status;
     case OPT_TRACE: return dp_option_text(name, arg, o->trace_path, sizeof o->trace_path);
     case OPT_METRICS: return dp_option_text(name, arg, o->metrics_path, sizeof o->metrics_path);
-    case OPT_LOSS:
-        status = dp_option_choice(name, arg, losses, 3, &choice);
-        o->loss = (dp_loss_choice)choice;
-        return status;
-    case OPT_LR_SCHEDULE:
-        status = dp_option_choice(name, arg, schedules, 2, &choice);
-        o->lr_schedule = (dp_lr_schedule)choice;
-        return status;
     case OPT_BATCH: return dp_option_long(name, arg, 1, &o->batch);
     case OPT_ACCUM: return dp_option_long(name, arg, 1, &o->accum);
     case OPT_LR: return dp_option_float(name, arg, 1, &o->lr);
@@ -407,33 +432,9 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
         return status;
     }
     case OPT_CHECK_REPLICAS: return dp_option_long(name, arg, 0, &o->check_replicas);
-    case OPT_ON_NAN:
-        status = dp_option_choice(name, arg, nan_policies, 2, &choice);
-        o->skip_nonfinite = choice;
-        return status;
     case OPT_DEBUG_CORRUPT: return parse_corruption(arg, o);
-    case OPT_DEVICE:
-        status = dp_option_choice(name, arg, devices, 3, &choice);
-        o->device = (dp_device)choice;
-        return status;
     case OPT_SHARE_GPU: o->share_gpu = 1; return 0;
     case OPT_TF32: o->precision = DP_PRECISION_TF32; return 0;
-    case OPT_CUDA_GRAPH:
-        status = dp_option_choice(name, arg, graph_modes, 3, &choice);
-        o->cuda_graph = (dp_graph_mode)choice;
-        return status;
-    case OPT_DATA_ON_DEVICE:
-        status = dp_option_choice(name, arg, placements, 3, &choice);
-        o->data_on_device = (dp_data_placement)choice;
-        return status;
-    case OPT_CUDA_AWARE:
-        status = dp_option_choice(name, arg, cuda_aware_modes, 3, &choice);
-        o->cuda_aware = (dp_cuda_aware)choice;
-        return status;
-    case OPT_FUSE:
-        status = dp_option_choice(name, arg, fuse_modes, 2, &choice);
-        o->unfused = choice == 1;
-        return status;
     case OPT_HELP:
         if (out)
             dp_options_print_help(out);

@@ -77,7 +77,7 @@ static const char *decide(const dp_batches *b, dp_data_placement placement, size
 }
 
 /* data's rows, features and labels or targets, into set (allocated here) through the staging. */
-static int upload_set(dp_batches *b, const dp_dataset *data, dp_resident_set *set, const char *what)
+static int upload_set(dp_batches *b, const dp_dataset *data, dp_row_buffers *set, const char *what)
 {
     const dp_backend *be = b->be;
     size_t dim = (size_t)data->dim, outputs = (size_t)data->outputs;
@@ -96,14 +96,9 @@ static int upload_set(dp_batches *b, const dp_dataset *data, dp_resident_set *se
         size_t n = begin + chunk < data->count ? chunk : data->count - begin;
         for (size_t i = 0; i < n; i++)
             b->row_index[i] = begin + i;
-        int status = dp_dataset_read_rows(data, b->row_index, n, b->stage_x, b->stage_labels, b->stage_targets);
+        int status = dp_staging_upload(be, &b->stage, data, b->row_index, n, set, begin);
         if (status)
             return status;
-        be->upload(be, set->x + begin * dim, b->stage_x, n * dim * sizeof(float));
-        if (data->labels)
-            be->upload(be, set->labels + begin, b->stage_labels, n * sizeof(int32_t));
-        else
-            be->upload(be, set->targets + begin * outputs, b->stage_targets, n * outputs * sizeof(float));
     }
     return 0;
 }
@@ -179,7 +174,7 @@ int dp_resident_train_rows(dp_batches *b, size_t begin, size_t end, dp_rows *row
 
 void dp_resident_test_rows(const dp_batches *b, size_t begin, size_t end, dp_rows *rows)
 {
-    const dp_resident_set *set = &b->test_set;
+    const dp_row_buffers *set = &b->test_set;
     const dp_dataset *data = b->test;
     *rows = (dp_rows){.x = set->x + begin * (size_t)data->dim,
                       .labels = set->labels ? set->labels + begin : NULL,

@@ -16,14 +16,8 @@
 #include "dp/watchdog.h"
 #include "src/train/preempt.h"
 #include "src/train/report.h"
+#include "src/train/staging.h"
 #include "src/train/trace.h"
-
-/* resident.c: a dataset held whole in backend memory (--data-on-device). */
-typedef struct dp_resident_set {
-    float *x;                      /* [N, dim] features */
-    int32_t *labels;               /* [N] class labels, or NULL */
-    float *targets;                /* [N, outputs] regression targets, or NULL */
-} dp_resident_set;
 
 /* batches.c: one micro-batch's rows read through the datasets' readers into backend memory
  * (the engine's dp_row_source), and the test set's rows for evaluation; with the sets held on
@@ -34,12 +28,12 @@ typedef struct dp_batches {
     const dp_sampler *sampler;     /* the epoch's order */
     float *x, *targets;            /* one micro-batch's rows in backend memory */
     int32_t *labels;
-    float *stage_x, *stage_targets; /* a device backend: page-locked host rows read for one batch */
-    int32_t *stage_labels;         /* (NULL on a host backend, which reads into x and the rest) */
+    dp_row_buffers stage;          /* a device backend: page-locked host rows read for one batch
+                                      (NULL on a host backend, which reads into x and the rest) */
     size_t *row_index;             /* evaluation's contiguous rows as the reader's index list */
     size_t rows;                   /* rows the batch buffers and their staging hold (max_rows) */
     int resident;                  /* the sets are held in backend memory (resident.c) */
-    dp_resident_set train_set, test_set;
+    dp_row_buffers train_set, test_set; /* the sets held whole in backend memory (resident.c) */
     int32_t *order;                /* backend memory: the epoch's order, the gathers' row indices */
     int32_t *stage_order;          /* page-locked host memory it is uploaded from */
     long order_epoch;              /* the sampler's epoch `order` holds; -1: none yet */
