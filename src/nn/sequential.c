@@ -1,5 +1,6 @@
 /* The sequential model: modules in order over shared flat buffers, each module's pass on its
  * own (the engine runs them between its strategy's hooks) or the whole model at once. */
+#include "src/nn/linear_operands.h"
 #include "src/nn/module.h"
 
 #include "dp/error.h"
@@ -248,6 +249,15 @@ int dp_model_create_owning(dp_model *m, const dp_backend *be, const dp_model_spe
     if (status)
         dp_model_free(m);
     return status;
+}
+
+size_t dp_model_rounded_operand_bytes(const dp_model *m)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < m->count; i++)
+        if (m->modules[i].type == &dp_module_linear)
+            bytes += dp_linear_operands_bytes(m->modules[i].in_width, m->modules[i].out_width, m->max_rows);
+    return bytes;
 }
 
 void dp_model_module_rows(const dp_model *m, int module, size_t *row, size_t *rows)
