@@ -258,6 +258,7 @@ const dp_module_type dp_module_linear = {
     .weight_rows = 1,
     .fuses = 1,
     .state_size = sizeof(dp_linear_operands),
+    .rounded_operand_bytes = dp_linear_operands_bytes,
     .needs_features = 1,
     .size = linear_size,
     .describe = linear_describe,

@@ -29,10 +29,10 @@ static void capacities(int in, int out, int max_rows, size_t values[DP_HELDS])
     values[DP_HELD_DY] = (size_t)max_rows * (size_t)out;
 }
 
-size_t dp_linear_operands_bytes(int in, int out, int max_rows)
+size_t dp_linear_operands_bytes(const dp_module *m, int max_rows)
 {
     size_t values[DP_HELDS], total = 0;
-    capacities(in, out, max_rows, values);
+    capacities(m->in_width, m->out_width, max_rows, values);
     for (int i = 0; i < DP_HELDS; i++)
         total += aligned(values[i]);
     return total * 2;
@@ -42,7 +42,7 @@ static int allocate(dp_linear_operands *o, const dp_module *m, const dp_backend 
 {
     size_t values[DP_HELDS];
     capacities(m->in_width, m->out_width, o->max_rows, values);
-    unsigned char *base = be->alloc(be, dp_linear_operands_bytes(m->in_width, m->out_width, o->max_rows),
+    unsigned char *base = be->alloc(be, dp_linear_operands_bytes(m, o->max_rows),
                                     DP_MEM_ACTIVATIONS, "a Linear's bf16 copies of its input, weight and output gradient");
     if (!base)
         return DP_ENOMEM;

@@ -30,8 +30,8 @@ typedef struct dp_linear_operands {
  * bf16 and m reads its weight whole (a weight fetched in pieces, ZeRO-3's, is rounded per GEMM). */
 int dp_linear_operands_used(const dp_module *m, const dp_backend *be);
 
-/* Backend memory of the copies of a Linear of in x out features for max_rows rows. */
-size_t dp_linear_operands_bytes(int in, int out, int max_rows);
+/* Backend memory of the copies of Linear m for max_rows rows (its rounded_operand_bytes). */
+size_t dp_linear_operands_bytes(const dp_module *m, int max_rows);
 
 /* Rounds x (n values) into copy `which`, allocating the copies at their first use (an eager
  * step's, before any CUDA graph capture), and returns it held; NULL with the error recorded. */

@@ -1,6 +1,5 @@
 /* The sequential model: modules in order over shared flat buffers, each module's pass on its
  * own (the engine runs them between its strategy's hooks) or the whole model at once. */
-#include "src/nn/linear_operands.h"
 #include "src/nn/module.h"
 
 #include "dp/error.h"
@@ -255,8 +254,8 @@ size_t dp_model_rounded_operand_bytes(const dp_model *m)
 {
     size_t bytes = 0;
     for (int i = 0; i < m->count; i++)
-        if (m->modules[i].type == &dp_module_linear)
-            bytes += dp_linear_operands_bytes(m->modules[i].in_width, m->modules[i].out_width, m->max_rows);
+        if (m->modules[i].type->rounded_operand_bytes)
+            bytes += m->modules[i].type->rounded_operand_bytes(&m->modules[i], m->max_rows);
     return bytes;
 }
 
