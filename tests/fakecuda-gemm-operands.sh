@@ -4,7 +4,11 @@
 # or not, from a CUDA graph (the copies' buffer grown before the capture: the fake refuses an
 # allocation inside one; evaluation growing it later must keep the graph's) and under ZeRO-3 on
 # 2 ranks. The banner says which operands, and at
-# bf16 the bias gradient is not fused (BGRADB would sum the bf16 copy). Exits 77 where not built.
+# bf16 the bias gradient is not fused (BGRADB would sum the bf16 copy). At bf16 a Linear rounds
+# X, W and dY once per micro-batch for its three GEMMs: the fake's count of bf16 rounding
+# launches per micro-batch is 3 a layer (9 for 8,16,16,3), where each GEMM rounding its own
+# two operands made 16 (the first layer computes no input gradient). tests/test_gpu.c checks
+# that the held copies give per-GEMM rounding's bits. Exits 77 where not built.
 . "$srcdir/tests/common.sh"
 fake="$top_builddir/tests/fakecuda"
 [ -x "$fake/dp_worker" ] || { echo "fake CUDA tests not built"; exit 77; }
@@ -49,6 +53,26 @@ run bf16-graph-eval 1 bf16 $long --cuda-graph on --save "$dir/graph.safetensors"
 run bf16-eager-eval 1 bf16 $long --cuda-graph off --save "$dir/eager.safetensors"
 dp_check_same_bits "bf16: a graph replayed after evaluation grew the operand buffer equals eager steps" \
     "$dir/graph.safetensors" "$dir/eager.safetensors"
+
+# The roundings of 2 steps: the count of 4 steps less that of 2 (an epoch is 10 steps, 5 with
+# --accum 2, so both runs evaluate once, at the end).
+roundings() {
+    sed -n 's/^fakecuda: bf16 roundings: \([0-9]*\) launches, [0-9]* values$/\1/p' "$dir/$1"
+}
+for accum in 1 2; do
+    for steps in 2 4; do
+        run "rounds-$steps-accum$accum" 1 bf16 --steps "$steps" --accum "$accum" --cuda-graph off
+    done
+    cases=$((cases + 1))
+    two=$(roundings "rounds-2-accum$accum") four=$(roundings "rounds-4-accum$accum")
+    extra=$(( ${four:-0} - ${two:-0} ))
+    if [ -n "$two" ] && [ -n "$four" ] && [ "$extra" -eq $((2 * accum * 9)) ]; then
+        echo "ok   --accum $accum: 9 bf16 roundings per micro-batch for 3 Linears ($two after 2 steps, $four after 4)"
+    else
+        dp_fail_case "--accum $accum: $extra bf16 roundings in 2 steps, want $((2 * accum * 9)) ($two after 2 steps, $four after 4)" \
+            "$dir/rounds-4-accum$accum"
+    fi
+done
 
 cases=$((cases + 1))
 if grep -q "bf16 tensor-core (bf16 operands, FP32 accumulation and outputs) GEMMs, cuBLASLt epilogues: bias, relu, relu_mask, drelu;" \

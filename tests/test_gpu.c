@@ -1,7 +1,8 @@
 /* The CUDA backend on a GPU; exits 77 (skipped) where none is visible or CUDA was not built.
  * What the backend test table (tests/test_backend_ops.c: every operation against its
  * reference and the CPU) does not cover: TF32 GEMMs close to FP32, bf16 GEMMs as FP32 arithmetic
- * on the rounded inputs (padded rows too), a failing cuBLAS call
+ * on the rounded inputs (padded rows too), a Linear's bf16 operands rounded once giving the
+ * bits per-GEMM rounding gives, a failing cuBLAS call
  * reported with call, file and rank, and 50 training steps on the GPU against the CPU from
  * the same --init file and data (within 1e-4 relative; on as many ranks as it is started
  * with). Run by tests/gpu.sh on a GPU, and linked with the fake CUDA runtime by
@@ -157,6 +158,104 @@ START_TEST(bf16_gemm_is_fp32_arithmetic_on_rounded_inputs)
 }
 END_TEST
 
+enum { HELD_FEATURES = 20, HELD_CLASSES = 5, HELD_ROWS = 48, HELD_MICRO_BATCHES = 2 };
+
+/* One training step's gradients of `model` on backend be, from the given parameters: forward,
+ * loss and backward over two micro-batches of fixed inputs, the second accumulating. */
+static float *step_gradients(const dp_backend *be, const dp_model_spec *spec, const float *params, size_t *n)
+{
+    dp_model m;
+    ck_assert_msg(dp_model_create(&m, be, spec, HELD_FEATURES, HELD_ROWS) == 0, "%s", dp_last_error());
+    *n = dp_params_floats(&m.params);
+    size_t buffers = dp_params_floats(&m.buffers);
+    float *initial_buffers = calloc(buffers + 1, sizeof(float)), *unused = malloc(*n * sizeof(float));
+    ck_assert_ptr_nonnull(initial_buffers);
+    ck_assert_ptr_nonnull(unused);
+    dp_model_init(&m, 1, unused, initial_buffers, m.counters);
+    be->upload(be, m.weights, params, *n * sizeof(float));
+    be->upload(be, m.buffer_values, initial_buffers, buffers * sizeof(float));
+    float *x = random_floats((size_t)HELD_ROWS * HELD_FEATURES, 23, 1.0f);
+    int32_t labels[HELD_ROWS];
+    for (int r = 0; r < HELD_ROWS; r++)
+        labels[r] = (r * 7) % HELD_CLASSES;
+    float *x_dev = be->alloc(be, sizeof(float) * HELD_ROWS * HELD_FEATURES, DP_MEM_OTHER, "test rows");
+    int32_t *labels_dev = be->alloc(be, sizeof labels, DP_MEM_OTHER, "test labels");
+    double *totals = be->alloc(be, 2 * sizeof(double), DP_MEM_OTHER, "test totals");
+    be->upload(be, labels_dev, labels, sizeof labels);
+    be->zero(be, (float *)totals, 4);
+    for (int mb = 0; mb < HELD_MICRO_BATCHES; mb++) {
+        for (size_t i = 0; i < (size_t)HELD_ROWS * HELD_FEATURES; i++)
+            x[i] = -x[i] * 0.75f; /* another micro-batch's rows in the same buffer, as the engine's */
+        be->upload(be, x_dev, x, sizeof(float) * HELD_ROWS * HELD_FEATURES);
+        dp_nn_context ctx = {.be = be, .training = 1, .accumulate = mb > 0, .seed = 9, .step = 1,
+                             .first_sample = (uint64_t)mb * HELD_ROWS};
+        const float *out;
+        ck_assert_int_eq(dp_model_forward(&m, &ctx, x_dev, HELD_ROWS, &out), 0);
+        dp_model_loss(&m, DP_LOSS_XENT, out, labels_dev, NULL, HELD_ROWS, m.delta[0], totals);
+        ck_assert_int_eq(dp_model_backward(&m, &ctx, m.delta[0], HELD_ROWS, NULL), 0);
+    }
+    float *grads = malloc(*n * sizeof(float));
+    ck_assert_ptr_nonnull(grads);
+    be->download(be, grads, m.grads, *n * sizeof(float));
+    be->free(be, x_dev);
+    be->free(be, labels_dev);
+    be->free(be, totals);
+    free(x);
+    free(unused);
+    free(initial_buffers);
+    dp_model_free(&m);
+    return grads;
+}
+
+/* At bf16 a Linear rounds X, W and dY once per micro-batch and its three GEMMs read those copies
+ * (gemm_rounded); without gemm_rounded each GEMM rounds its own two operands. The gradients
+ * must be the same bits: the same backend with gemm_rounded taken away is the reference, over
+ * BatchNorm, dropout, a ReLU's backward fused into the next GEMM and --accum's second
+ * micro-batch, with cuBLASLt's epilogues and without (--fuse off). */
+static void check_held_operands_equal_per_gemm_rounding(int unfused)
+{
+    dp_backend_close(gpu);
+    dp_backend_request request = {.device = DP_DEVICE_CUDA, .share_gpu = 1, .precision = DP_PRECISION_BF16,
+                                  .unfused = unfused, .local_size = 1};
+    ck_assert_msg(dp_backend_open(&request, &gpu) == 0, "%s", dp_last_error());
+    ck_assert_int_eq(dp_backend_require(gpu, "gemm_rounded", DP_DTYPE_BF16), 0);
+    dp_backend per_gemm = *gpu; /* its state is gpu's, so gpu's operations serve it */
+    per_gemm.round_operand = NULL;
+    per_gemm.gemm_rounded = NULL;
+    dp_model_spec spec;
+    ck_assert_int_eq(dp_model_spec_parse("linear(32),relu,linear(24,bias=0),batchnorm,relu,dropout(0.25),"
+                                         "linear(16),relu,linear(5)", &spec), 0);
+    size_t n = 0, n_ref = 0;
+    dp_model probe;
+    ck_assert_int_eq(dp_model_create(&probe, cpu, &spec, HELD_FEATURES, 1), 0);
+    float *params = random_floats(dp_params_floats(&probe.params), 19, 0.3f);
+    dp_model_free(&probe);
+    float *held = step_gradients(gpu, &spec, params, &n);
+    float *reference = step_gradients(&per_gemm, &spec, params, &n_ref);
+    ck_assert_uint_eq(n, n_ref);
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++)
+        differ += memcmp(&held[i], &reference[i], sizeof(float)) != 0;
+    ck_assert_msg(differ == 0, "%zu of %zu gradients differ from per-GEMM rounding (fuse %s)", differ, n,
+                  unfused ? "off" : "auto");
+    ck_assert_msg(dp_test_relative_error(held, params, n) > 0.0, "the gradients are all zero");
+    free(held);
+    free(reference);
+    free(params);
+}
+
+START_TEST(bf16_held_operands_equal_per_gemm_rounding)
+{
+    check_held_operands_equal_per_gemm_rounding(0);
+}
+END_TEST
+
+START_TEST(bf16_held_operands_equal_per_gemm_rounding_unfused)
+{
+    check_held_operands_equal_per_gemm_rounding(1);
+}
+END_TEST
+
 static jmp_buf after_failure;
 
 static void return_to_test(void)
@@ -294,6 +393,8 @@ int main(int argc, char **argv)
     tcase_add_test(kernels, tf32_gemm_stays_close_to_fp32);
     tcase_add_test(kernels, bf16_gemm_stays_close_to_fp32_and_rounds_its_inputs);
     tcase_add_test(kernels, bf16_gemm_is_fp32_arithmetic_on_rounded_inputs);
+    tcase_add_test(kernels, bf16_held_operands_equal_per_gemm_rounding);
+    tcase_add_test(kernels, bf16_held_operands_equal_per_gemm_rounding_unfused);
     tcase_add_test(kernels, failed_cublas_call_is_named_with_file_and_rank);
     suite_add_tcase(s, kernels);
     TCase *training = tcase_create("training");

@@ -130,6 +130,17 @@ struct dp_backend {
                        const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc,
                        const dp_gemm_epilogue *epilogue);
 
+    /* GEMM operands rounded once and read by several GEMMs (a Linear's input, weight and output
+     * gradient at --precision bf16), where supports(be, "gemm_rounded", DP_DTYPE_BF16) says the
+     * GEMMs read bf16 (NULL where the backend has none): round_operand writes copy[i] = x[i]
+     * rounded to bf16, nearest even (n 2-byte values; copy 256-byte aligned, as alloc's memory
+     * is), and gemm_rounded is gemm (epilogue NULL) or gemm_fused with A and B such copies, laid
+     * out as gemm's a and b: the bits gemm's own rounding of each call's operands gives. */
+    void (*round_operand)(const dp_backend *be, void *copy, const float *x, size_t n);
+    void (*gemm_rounded)(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                         const void *a, int lda, const void *b, int ldb, float beta, float *c, int ldc,
+                         const dp_gemm_epilogue *epilogue);
+
     /* y[r, c] += bias[c] (bias may be NULL), then max(0, y) when relu. */
     void (*bias_act_forward)(const dp_backend *be, float *y, const float *bias, int rows, int cols, int relu);
     /* y[i] = max(0, x[i]): a ReLU that follows something other than a Linear. */

@@ -161,6 +161,11 @@ void dp_model_module_params(const dp_model *m, int module, size_t *offset, size_
 /* Whether module i's parameters start with *rows rows of *row floats that may be read and
  * reduced in blocks of whole rows (a Linear's weight); 0 rows: never cut. */
 void dp_model_module_rows(const dp_model *m, int module, size_t *row, size_t *rows);
+
+/* Backend memory m's Linears hold at --precision bf16 on a GPU for max_rows rows: each one's
+ * bf16 copies of its input, weight and output gradient, rounded once per micro-batch for its
+ * three GEMMs (a layer reading its weight in pieces, ZeRO-3's under a budget, holds none). */
+size_t dp_model_rounded_operand_bytes(const dp_model *m);
 /* Modules larger than pieces->max_floats read their parameters through it from now on. */
 void dp_model_set_param_pieces(dp_model *m, const dp_param_pieces *pieces);
 

@@ -113,6 +113,29 @@ static void gemm_operands(cuda_context *c, int trans_a, int trans_b, int m, int 
     *b_out = b16;
 }
 
+/* One GEMM on operands as cuBLAS reads them: cublasGemmEx (epilogue NULL) or cuBLASLt with it. */
+static void run_gemm(const cuda_context *c, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                     const void *a, int lda, const void *b, int ldb, float beta, float *out, int ldc,
+                     const dp_gemm_epilogue *epilogue)
+{
+    if (epilogue) {
+        MUST(dp_cuda_lt_matmul(c->lt, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, out, ldc, epilogue));
+    } else {
+        if (m == 0 || n == 0)
+            return;
+        /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS reads each
+         * row-major matrix as its transpose, so swapping the operands (flags unchanged) needs no copy. */
+        MUST(BLAS_CALL(c, "cublasGemmEx",
+                       c->blas_api.gemm_ex(c->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                           trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, n, m, k, &alpha, b, c->operands, ldb,
+                                           a, c->operands, lda, &beta, out, CUDA_R_32F, ldc, c->compute,
+                                           CUBLAS_GEMM_DEFAULT)));
+    }
+    if (c->check_launches)
+        MUST(dp_cuda_launch_status(c, cudaSuccess, epilogue ? "cublasLtMatmul's kernels" : "cublasGemmEx's kernels",
+                                   __FILE__, __LINE__));
+}
+
 static void cuda_gemm(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                       int lda, const float *b, int ldb, float beta, float *out, int ldc)
 {
@@ -121,14 +144,7 @@ static void cuda_gemm(const dp_backend *be, int trans_a, int trans_b, int m, int
         return;
     const void *a_in, *b_in;
     gemm_operands(c, trans_a, trans_b, m, n, k, a, lda, b, ldb, &a_in, &b_in);
-    /* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: cuBLAS reads each
-     * row-major matrix as its transpose, so swapping the operands (flags unchanged) needs no copy. */
-    MUST(BLAS_CALL(c, "cublasGemmEx",
-                   c->blas_api.gemm_ex(c->blas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                       n, m, k, &alpha, b_in, c->operands, ldb, a_in, c->operands, lda, &beta, out,
-                                       CUDA_R_32F, ldc, c->compute, CUBLAS_GEMM_DEFAULT)));
-    if (c->check_launches)
-        MUST(dp_cuda_launch_status(c, cudaSuccess, "cublasGemmEx's kernels", __FILE__, __LINE__));
+    run_gemm(c, trans_a, trans_b, m, n, k, alpha, a_in, lda, b_in, ldb, beta, out, ldc, NULL);
 }
 
 static void cuda_gemm_fused(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
@@ -139,9 +155,20 @@ static void cuda_gemm_fused(const dp_backend *be, int trans_a, int trans_b, int 
     const void *a_in = a, *b_in = b;
     if (m > 0 && n > 0 && k > 0)
         gemm_operands(c, trans_a, trans_b, m, n, k, a, lda, b, ldb, &a_in, &b_in);
-    MUST(dp_cuda_lt_matmul(c->lt, trans_a, trans_b, m, n, k, alpha, a_in, lda, b_in, ldb, beta, out, ldc, epilogue));
-    if (c->check_launches)
-        MUST(dp_cuda_launch_status(c, cudaSuccess, "cublasLtMatmul's kernels", __FILE__, __LINE__));
+    run_gemm(c, trans_a, trans_b, m, n, k, alpha, a_in, lda, b_in, ldb, beta, out, ldc, epilogue);
+}
+
+/* What gemm_operands does to one operand, for a caller that reads the copy in several GEMMs. */
+static void cuda_round_operand(const dp_backend *be, void *copy, const float *x, size_t n)
+{
+    MUST(LAUNCH(ctx_of(be), dp_cuda_to_bf16, copy, x, n));
+}
+
+static void cuda_gemm_rounded(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                              const void *a, int lda, const void *b, int ldb, float beta, float *out, int ldc,
+                              const dp_gemm_epilogue *epilogue)
+{
+    run_gemm(ctx_of(be), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, out, ldc, epilogue);
 }
 
 static void cuda_bias_act_forward(const dp_backend *be, float *y, const float *bias, int rows, int cols, int relu)
@@ -390,6 +417,13 @@ static int cuda_supports(const dp_backend *be, const char *op, dp_dtype dtype, c
         snprintf(why, size, "CUDA_LAUNCH_BLOCKING=1 synchronises after every kernel, which a CUDA graph capture cannot hold");
         return 0;
     }
+    if (strcmp(op, "gemm_rounded") == 0) {
+        if (dtype == DP_DTYPE_BF16 && ctx_of(be)->operands == CUDA_R_16BF)
+            return 1;
+        snprintf(why, size, "the GEMMs read %s operands (--precision bf16 reads bf16 copies)",
+                 ctx_of(be)->operands == CUDA_R_16BF ? "bf16" : "float32");
+        return 0;
+    }
     if (dtype == DP_DTYPE_F32 || (dtype == DP_DTYPE_BF16 && strcmp(op, "gemm") == 0))
         return 1;
     snprintf(why, size, "this build's CUDA %s computes in float32 only (bf16: gemm alone)", op);
@@ -449,6 +483,8 @@ const dp_backend dp_cuda_operations = {
     .zero = cuda_zero,
     .gemm = cuda_gemm,
     .gemm_fused = cuda_gemm_fused,
+    .round_operand = cuda_round_operand,
+    .gemm_rounded = cuda_gemm_rounded,
     .bias_act_forward = cuda_bias_act_forward,
     .relu_forward = cuda_relu_forward,
     .relu_backward = cuda_relu_backward,

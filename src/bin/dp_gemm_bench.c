@@ -28,28 +28,31 @@ static const dp_backend *real;
 static int repeat, timing, gemm_count;
 static double total_ms, total_flop;
 
-/* One GEMM of the step, plain (epilogue NULL) or with the epilogue dp_worker fuses into it. */
-static void real_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                      const float *b, int ldb, float beta, float *c, int ldc, const dp_gemm_epilogue *epilogue)
+/* One GEMM of the step, plain (epilogue NULL) or with the epilogue dp_worker fuses into it; with
+ * rounded, a and b are copies the Linear rounded once (gemm_rounded), else floats. */
+static void real_gemm(int rounded, int trans_a, int trans_b, int m, int n, int k, float alpha, const void *a, int lda,
+                      const void *b, int ldb, float beta, float *c, int ldc, const dp_gemm_epilogue *epilogue)
 {
-    if (epilogue)
+    if (rounded)
+        real->gemm_rounded(real, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
+    else if (epilogue)
         real->gemm_fused(real, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
     else
         real->gemm(real, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 /* Runs a GEMM, or while timing runs it `repeat` times alone and prints its line. */
-static void time_gemm(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a, int lda,
-                      const float *b, int ldb, float beta, float *c, int ldc, const dp_gemm_epilogue *epilogue)
+static void time_gemm(int rounded, int trans_a, int trans_b, int m, int n, int k, float alpha, const void *a, int lda,
+                      const void *b, int ldb, float beta, float *c, int ldc, const dp_gemm_epilogue *epilogue)
 {
     if (!timing) {
-        real_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
+        real_gemm(rounded, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
         return;
     }
     real->synchronize(real);
     double started = MPI_Wtime();
     for (int i = 0; i < repeat; i++)
-        real_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
+        real_gemm(rounded, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
     real->synchronize(real);
     double ms = 1e3 * (MPI_Wtime() - started) / repeat, flop = 2.0 * m * n * k;
     printf("  %-4d %c %c  %7d %7d %7d  %9.3f  %8.2f%s%s\n", ++gemm_count, trans_a ? 'T' : 'N',
@@ -64,7 +67,7 @@ static void timed_gemm(const dp_backend *be, int trans_a, int trans_b, int m, in
                        int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
     (void)be;
-    time_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL);
+    time_gemm(0, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL);
 }
 
 /* The fused GEMMs (cuBLASLt epilogues) are the step's GEMMs too: timed with their epilogue. */
@@ -73,7 +76,17 @@ static void timed_gemm_fused(const dp_backend *be, int trans_a, int trans_b, int
                              const dp_gemm_epilogue *epilogue)
 {
     (void)be;
-    time_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
+    time_gemm(0, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
+}
+
+/* At --precision bf16 the Linear's GEMMs read operands it rounded once: timed on those copies
+ * (the rounding itself is outside the GEMM's time, as it is outside the GEMM). */
+static void timed_gemm_rounded(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                               const void *a, int lda, const void *b, int ldb, float beta, float *c, int ldc,
+                               const dp_gemm_epilogue *epilogue)
+{
+    (void)be;
+    time_gemm(1, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
 }
 
 static void usage(FILE *out)
@@ -191,6 +204,8 @@ static int run(const bench_options *o)
     timed.gemm = timed_gemm;
     if (real->gemm_fused)
         timed.gemm_fused = timed_gemm_fused;
+    if (real->gemm_rounded)
+        timed.gemm_rounded = timed_gemm_rounded;
     dp_model model;
     int status = dp_model_create(&model, &timed, &o->spec, o->spec.inputs, o->batch);
     if (status)

@@ -3,7 +3,9 @@
  * passes data through), which leaves every result bit as a separate ReLU would. Where the
  * backend fuses GEMM epilogues (the model's plan, m->fused), that pass is the forward GEMM's
  * epilogue, the bias gradient the weight-gradient GEMM's, and a ReLU before this layer has its
- * backward in this layer's input-gradient GEMM. */
+ * backward in this layer's input-gradient GEMM. At --precision bf16 its GEMMs read X, W and dY
+ * rounded once per micro-batch (linear_operands.h). */
+#include "src/nn/linear_operands.h"
 #include "src/nn/module.h"
 
 #include "dp/error.h"
@@ -57,6 +59,7 @@ static void linear_describe(const dp_module *m, char *text, size_t size)
 
 static int linear_allocate(dp_module *m, const dp_backend *be, int max_rows)
 {
+    ((dp_linear_operands *)m->state)->max_rows = max_rows;
     int status = dp_module_alloc(be, (size_t)max_rows * m->out_width, DP_MEM_ACTIVATIONS, "a Linear layer's output",
                                  &m->out);
     if (status || !(m->fused & DP_FUSE_MASK))
@@ -99,17 +102,24 @@ static int linear_forward(dp_module *m, const dp_nn_context *ctx, const float *x
     *y = m->out;
     if (dp_module_fetches(m))
         return forward_in_pieces(m, ctx, x, rows);
-    if (m->fused & DP_FUSE_FORWARD) {
-        dp_epilogue kind = !m->absorbs_next                               ? DP_EPILOGUE_BIAS
-                           : ctx->training && (m->fused & DP_FUSE_MASK) ? DP_EPILOGUE_RELU_MASK
-                                                                        : DP_EPILOGUE_RELU;
-        dp_gemm_epilogue e = {.kind = kind, .bias = bias_of(m, m->weights), .mask = m->relu_mask,
-                              .mask_ld = dp_relu_mask_ld(out)};
-        be->gemm_fused(be, 0, 1, rows, out, in, 1.0f, x, in, m->weights, in, 0.0f, m->out, out, &e);
-        return 0;
+    dp_gemm_epilogue e = {.kind = DP_EPILOGUE_BIAS, .bias = bias_of(m, m->weights), .mask = m->relu_mask,
+                          .mask_ld = dp_relu_mask_ld(out)};
+    if (m->absorbs_next)
+        e.kind = ctx->training && (m->fused & DP_FUSE_MASK) ? DP_EPILOGUE_RELU_MASK : DP_EPILOGUE_RELU;
+    const dp_gemm_epilogue *fused = m->fused & DP_FUSE_FORWARD ? &e : NULL;
+    if (dp_linear_operands_used(m, be)) {
+        dp_linear_operands *o = m->state;
+        const void *x16 = dp_linear_operands_round(o, m, be, DP_HELD_X, x, (size_t)rows * in);
+        const void *w16 = x16 ? dp_linear_operands_round(o, m, be, DP_HELD_W, m->weights, (size_t)out * in) : NULL;
+        if (!w16)
+            return DP_ENOMEM;
+        be->gemm_rounded(be, 0, 1, rows, out, in, 1.0f, x16, in, w16, in, 0.0f, m->out, out, fused);
+    } else if (fused) {
+        be->gemm_fused(be, 0, 1, rows, out, in, 1.0f, x, in, m->weights, in, 0.0f, m->out, out, fused);
+    } else {
+        be->gemm(be, 0, 1, rows, out, in, 1.0f, x, in, m->weights, in, 0.0f, m->out, out);
     }
-    be->gemm(be, 0, 1, rows, out, in, 1.0f, x, in, m->weights, in, 0.0f, m->out, out);
-    if (m->options.bias || m->absorbs_next)
+    if (!fused && (m->options.bias || m->absorbs_next))
         be->bias_act_forward(be, m->out, bias_of(m, m->weights), rows, out, m->absorbs_next);
     return 0;
 }
@@ -129,6 +139,29 @@ static int fused_param_grads(dp_module *m, const dp_nn_context *ctx, const float
     ctx->be->gemm_fused(ctx->be, 1, 0, out, in, rows, 1.0f, dy, out, x, in, 0.0f, m->grads, in, &e);
     int status = dp_grad_pieces_ready(pieces, m, weight, (size_t)out);
     return status ? status : dp_grad_pieces_ready(pieces, m, 0, weight);
+}
+
+/* Rows [first, end) of dW (+)= columns [first, end) of dY^T X. A layer of one block reads the
+ * held copies: dY rounded here for backward_input too, X from forward, spent. A block of dY's
+ * columns would sit in memory unlike the per-GEMM copy of it (and cuBLAS picks kernels by
+ * alignment), so blocks round per GEMM. */
+static int weight_grad(dp_module *m, const dp_nn_context *ctx, const float *x, const float *dy, int rows,
+                       size_t first, size_t end, size_t blocks, float *into)
+{
+    const dp_backend *be = ctx->be;
+    int in = m->in_width, out = m->out_width;
+    float beta = ctx->accumulate ? 1.0f : 0.0f;
+    if (blocks > 1 || !dp_linear_operands_used(m, be)) {
+        be->gemm(be, 1, 0, (int)(end - first), in, rows, 1.0f, dy + first, out, x, in, beta, into, in);
+        return 0;
+    }
+    dp_linear_operands *o = m->state;
+    const void *dy16 = dp_linear_operands_round(o, m, be, DP_HELD_DY, dy, (size_t)rows * out);
+    const void *x16 = dy16 ? dp_linear_operands_read(o, m, be, DP_HELD_X, x, (size_t)rows * in, 1) : NULL;
+    if (!x16)
+        return DP_ENOMEM;
+    be->gemm_rounded(be, 1, 0, out, in, rows, 1.0f, dy16, out, x16, in, beta, into, in, NULL);
+    return 0;
 }
 
 static int linear_backward_params(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy, int rows,
@@ -153,14 +186,13 @@ static int linear_backward_params(dp_module *m, const dp_nn_context *ctx, const 
     }
     /* dW (+)= dY^T X, rows [first, end) of dW from columns [first, end) of dY: in blocks of
      * rows when pieces are wanted, the last first. */
-    for (size_t j = 0; !status && j < dp_module_row_blocks(m, per); j++) {
+    size_t blocks = dp_module_row_blocks(m, per);
+    for (size_t j = 0; !status && j < blocks; j++) {
         dp_module_block_rows(m, per, j, &first, &end);
         size_t at = first * (size_t)in, count = (end - first) * (size_t)in;
-        if ((status = dp_grad_pieces_place(pieces, m, at, count, &into)))
-            break;
-        be->gemm(be, 1, 0, (int)(end - first), in, rows, 1.0f, dy + first, out, x, in, ctx->accumulate ? 1.0f : 0.0f,
-                 into, in);
-        status = dp_grad_pieces_ready(pieces, m, at, count);
+        if (!(status = dp_grad_pieces_place(pieces, m, at, count, &into)) &&
+            !(status = weight_grad(m, ctx, x, dy, rows, first, end, blocks, into)))
+            status = dp_grad_pieces_ready(pieces, m, at, count);
     }
     return status;
 }
@@ -189,18 +221,29 @@ static int linear_backward_input(dp_module *m, const dp_nn_context *ctx, const f
     *dx_out = dx;
     if (dp_module_fetches(m))
         return input_grad_in_pieces(m, ctx, dy, dx, rows);
-    if (m->drelu_of) {
-        dp_gemm_epilogue e = {.kind = DP_EPILOGUE_DRELU, .mask = m->drelu_of->relu_mask, .mask_ld = dp_relu_mask_ld(in)};
-        ctx->be->gemm_fused(ctx->be, 0, 0, rows, in, out, 1.0f, dy, out, m->weights, in, 0.0f, dx, in, &e);
-        return 0;
+    const dp_backend *be = ctx->be;
+    dp_gemm_epilogue e = {.kind = DP_EPILOGUE_DRELU, .mask = m->drelu_of ? m->drelu_of->relu_mask : NULL,
+                          .mask_ld = dp_relu_mask_ld(in)};
+    const dp_gemm_epilogue *fused = m->drelu_of ? &e : NULL;
+    if (dp_linear_operands_used(m, be)) { /* both copies spent: this is their last read */
+        dp_linear_operands *o = m->state;
+        const void *dy16 = dp_linear_operands_read(o, m, be, DP_HELD_DY, dy, (size_t)rows * out, 1);
+        const void *w16 = dy16 ? dp_linear_operands_read(o, m, be, DP_HELD_W, m->weights, (size_t)out * in, 1) : NULL;
+        if (!w16)
+            return DP_ENOMEM;
+        be->gemm_rounded(be, 0, 0, rows, in, out, 1.0f, dy16, out, w16, in, 0.0f, dx, in, fused);
+    } else if (fused) {
+        be->gemm_fused(be, 0, 0, rows, in, out, 1.0f, dy, out, m->weights, in, 0.0f, dx, in, fused);
+    } else {
+        be->gemm(be, 0, 0, rows, in, out, 1.0f, dy, out, m->weights, in, 0.0f, dx, in);
     }
-    ctx->be->gemm(ctx->be, 0, 0, rows, in, out, 1.0f, dy, out, m->weights, in, 0.0f, dx, in);
     return 0;
 }
 
 static void linear_release(dp_module *m, const dp_backend *be)
 {
     be->free(be, m->out);
+    dp_linear_operands_free(m->state, be);
     if (m->relu_mask)
         be->free(be, m->relu_mask);
 }
@@ -214,6 +257,8 @@ const dp_module_type dp_module_linear = {
     .structural = 1,
     .weight_rows = 1,
     .fuses = 1,
+    .state_size = sizeof(dp_linear_operands),
+    .rounded_operand_bytes = dp_linear_operands_bytes,
     .needs_features = 1,
     .size = linear_size,
     .describe = linear_describe,

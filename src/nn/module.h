@@ -102,6 +102,9 @@ typedef struct dp_module_type {
     int draws;
     /* Initial values of its slices of the buffers (NULL: none). */
     void (*init_buffers)(const dp_module *m, float *buffers, int64_t *counters);
+    /* Backend memory its GEMM operands' bf16 copies take for max_rows rows where the backend's
+     * GEMMs read bf16 copies (NULL: it keeps none; --memory-plan adds them up). */
+    size_t (*rounded_operand_bytes)(const dp_module *m, int max_rows);
     /* Working memory for max_rows rows. */
     int (*allocate)(dp_module *m, const dp_backend *be, int max_rows);
     int (*forward)(dp_module *m, const dp_nn_context *ctx, const float *x, int rows, const float **y);

@@ -249,6 +249,15 @@ int dp_model_create_owning(dp_model *m, const dp_backend *be, const dp_model_spe
     return status;
 }
 
+size_t dp_model_rounded_operand_bytes(const dp_model *m)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < m->count; i++)
+        if (m->modules[i].type->rounded_operand_bytes)
+            bytes += m->modules[i].type->rounded_operand_bytes(&m->modules[i], m->max_rows);
+    return bytes;
+}
+
 void dp_model_module_rows(const dp_model *m, int module, size_t *row, size_t *rows)
 {
     const dp_module *mod = &m->modules[module];

@@ -102,8 +102,9 @@ static int model_layout(const dp_options *o, int stage, dp_zero_plan_input *in)
 
 /* The activation memory one rank's model holds for its slice of --batch: the model built on the
  * CPU for that many rows, as the trainer builds it, and its allocations of that kind counted
- * (module outputs, their gradients, conv2d's lowered inputs, BatchNorm's normalised inputs). */
-static int model_activations(const dp_options *o, int world, size_t *bytes)
+ * (module outputs, their gradients, conv2d's lowered inputs, BatchNorm's normalised inputs);
+ * and what its Linears would add as bf16 operand copies on a GPU (the CPU makes none). */
+static int model_activations(const dp_options *o, int world, size_t *bytes, size_t *rounded)
 {
     dp_dims input;
     int status = model_inputs(o, &input);
@@ -116,6 +117,7 @@ static int model_activations(const dp_options *o, int world, size_t *bytes)
     if (status)
         return dp_fail_context(status, "--memory-plan: the model's activations");
     *bytes = dp_memory_usage_now().bytes[DP_MEM_ACTIVATIONS] - before;
+    *rounded = dp_model_rounded_operand_bytes(&m);
     dp_model_free(&m);
     return 0;
 }
@@ -201,13 +203,17 @@ int dp_memory_plan_print(const dp_options *o, int world)
     }
     if (status)
         return status;
-    size_t activations = 0;
-    if (known_layout && (status = model_activations(o, in.world, &activations)))
+    size_t activations = 0, rounded = 0;
+    if (known_layout && (status = model_activations(o, in.world, &activations, &rounded)))
         return status;
     if (known_layout)
         printf("activations per rank, every stage alike (module outputs, their gradients, conv2d's lowered inputs, "
                "BatchNorm's normalised inputs): %.1f %s for --batch %ld over %d ranks\n", activations / unit, unit_name,
                o->batch, in.world);
+    if (known_layout && o->precision == DP_PRECISION_BF16)
+        printf("bf16 GEMM operands per rank on a GPU, counted as activations (each Linear's input, weight and output "
+               "gradient rounded once per micro-batch; none for a layer ZeRO-3 fetches in pieces): %.1f %s\n",
+               rounded / unit, unit_name);
     print_data(o);
     print_notes(&in, known_layout, unit, unit_name);
     fflush(stdout);

@@ -130,28 +130,45 @@ size_t fakecuda_span_bytes(cudaDataType type, int rows, int cols, int ld)
     return rows && cols ? ((size_t)(cols - 1) * ld + rows) * element : 0;
 }
 
-/* The calls counted by fakecuda_count_gemm, and the process that reports them. */
-static long gemms_fp32, gemms_bf16;
+/* The calls counted by fakecuda_count_gemm and fakecuda_count_rounding, and the process that
+ * reports them. */
+static long gemms_fp32, gemms_bf16, roundings, rounded_values;
 static pid_t counting;
 
-static void report_gemms(void)
+static void report_counts(void)
 {
-    if (getpid() == counting)
-        fprintf(stderr, "fakecuda: GEMM operands: %ld float32, %ld bfloat16\n", gemms_fp32, gemms_bf16);
+    if (getpid() != counting)
+        return;
+    fprintf(stderr, "fakecuda: GEMM operands: %ld float32, %ld bfloat16\n", gemms_fp32, gemms_bf16);
+    fprintf(stderr, "fakecuda: bf16 roundings: %ld launches, %ld values\n", roundings, rounded_values);
+}
+
+/* 1 while FAKECUDA_COUNT_GEMMS=1 (the report is printed at exit); under the lock. */
+static int counts(void)
+{
+    const char *count = getenv("FAKECUDA_COUNT_GEMMS");
+    if (!counting && count && strcmp(count, "1") == 0) {
+        counting = getpid();
+        atexit(report_counts);
+    }
+    return counting != 0;
 }
 
 void fakecuda_count_gemm(cudaDataType operands)
 {
     fakecuda_lock();
-    const char *count = getenv("FAKECUDA_COUNT_GEMMS");
-    if (!counting && count && strcmp(count, "1") == 0) {
-        counting = getpid();
-        atexit(report_gemms);
+    if (counts())
+        *(operands == CUDA_R_16BF ? &gemms_bf16 : &gemms_fp32) += 1;
+    fakecuda_unlock();
+}
+
+void fakecuda_count_rounding(size_t values)
+{
+    fakecuda_lock();
+    if (counts()) {
+        roundings++;
+        rounded_values += (long)values;
     }
-    if (operands == CUDA_R_16BF)
-        gemms_bf16++;
-    else
-        gemms_fp32++;
     fakecuda_unlock();
 }
 

@@ -37,5 +37,8 @@ size_t fakecuda_span_bytes(cudaDataType type, int rows, int cols, int ld);
 /* FAKECUDA_COUNT_GEMMS=1: each GEMM call (cuBLAS's or cuBLASLt's) counted by its operands'
  * type, reported on stderr at exit, so a test can tell which operands a precision sends. */
 void fakecuda_count_gemm(cudaDataType operands);
+/* The same for each launch rounding `values` floats to bf16 (the GEMM operands' copies, and
+ * --grad-dtype bf16's): launches and values, reported beside the GEMMs. */
+void fakecuda_count_rounding(size_t values);
 
 #endif

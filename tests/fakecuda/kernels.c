@@ -7,6 +7,7 @@
 
 #include "src/backend/cuda_kernels.h"
 #include "tests/fakecuda/emulate.h"
+#include "tests/fakecuda/gemm.h"
 
 #include <stdlib.h>
 
@@ -154,6 +155,7 @@ cudaError_t dp_cuda_to_bf16(cudaStream_t stream, uint16_t *h, const float *x, si
 {
     if (n == 0)
         return cudaSuccess;
+    fakecuda_count_rounding(n);
     bf16_args a = {.s = dp_shape_flat(n), .x = (float *)x, .h = h, .n = n, .to_bf16 = 1};
     return QUEUE(run_bf16, a, "to_bf16_kernel");
 }

@@ -1,0 +1,80 @@
+/* A Linear's bf16 GEMM operands held across its passes (linear_operands.h). The copies are
+ * charged to the allocation counter as activations: X and dY grow with the rows, as module
+ * outputs do, and W's copy lives as long. */
+#include "src/nn/linear_operands.h"
+
+#include "dp/error.h"
+
+/* cuBLAS and cuBLASLt pick kernels, and so bits, by alignment: each copy sits as the backend's
+ * per-GEMM copies do, on a 256-byte boundary. */
+#define ALIGN_VALUES ((size_t)128)
+
+static size_t aligned(size_t values)
+{
+    return (values + ALIGN_VALUES - 1) / ALIGN_VALUES * ALIGN_VALUES;
+}
+
+int dp_linear_operands_used(const dp_module *m, const dp_backend *be)
+{
+    char why[256];
+    return be->gemm_rounded && be->supports(be, "gemm_rounded", DP_DTYPE_BF16, why, sizeof why) &&
+           !dp_module_fetches(m);
+}
+
+/* Each copy's values: X [rows, in], W [out, in], dY [rows, out]. */
+static void capacities(int in, int out, int max_rows, size_t values[DP_HELDS])
+{
+    values[DP_HELD_X] = (size_t)max_rows * (size_t)in;
+    values[DP_HELD_W] = (size_t)out * (size_t)in;
+    values[DP_HELD_DY] = (size_t)max_rows * (size_t)out;
+}
+
+size_t dp_linear_operands_bytes(const dp_module *m, int max_rows)
+{
+    size_t values[DP_HELDS], total = 0;
+    capacities(m->in_width, m->out_width, max_rows, values);
+    for (int i = 0; i < DP_HELDS; i++)
+        total += aligned(values[i]);
+    return total * 2;
+}
+
+static int allocate(dp_linear_operands *o, const dp_module *m, const dp_backend *be)
+{
+    size_t values[DP_HELDS];
+    capacities(m->in_width, m->out_width, o->max_rows, values);
+    unsigned char *base = be->alloc(be, dp_linear_operands_bytes(m, o->max_rows),
+                                    DP_MEM_ACTIVATIONS, "a Linear's bf16 copies of its input, weight and output gradient");
+    if (!base)
+        return DP_ENOMEM;
+    for (int i = 0; i < DP_HELDS; i++) {
+        o->copy[i] = base;
+        base += aligned(values[i]) * 2;
+    }
+    return 0;
+}
+
+const void *dp_linear_operands_round(dp_linear_operands *o, const dp_module *m, const dp_backend *be, dp_held which,
+                                     const float *x, size_t n)
+{
+    if (!o->copy[0] && allocate(o, m, be))
+        return NULL;
+    be->round_operand(be, o->copy[which], x, n);
+    o->of[which] = x;
+    return o->copy[which];
+}
+
+const void *dp_linear_operands_read(dp_linear_operands *o, const dp_module *m, const dp_backend *be, dp_held which,
+                                    const float *x, size_t n, int spent)
+{
+    const void *copy = o->of[which] == x ? o->copy[which] : dp_linear_operands_round(o, m, be, which, x, n);
+    if (spent)
+        o->of[which] = NULL;
+    return copy;
+}
+
+void dp_linear_operands_free(dp_linear_operands *o, const dp_backend *be)
+{
+    if (o->copy[0])
+        be->free(be, o->copy[0]);
+    *o = (dp_linear_operands){0};
+}
