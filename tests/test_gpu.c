@@ -181,13 +181,17 @@ static float *step_gradients(const dp_backend *be, const dp_model_spec *spec, co
     float *x_dev = be->alloc(be, sizeof(float) * HELD_ROWS * HELD_FEATURES, DP_MEM_OTHER, "test rows");
     int32_t *labels_dev = be->alloc(be, sizeof labels, DP_MEM_OTHER, "test labels");
     double *totals = be->alloc(be, 2 * sizeof(double), DP_MEM_OTHER, "test totals");
+    /* Dropout reads the step number from backend memory, as a replayed graph does. */
+    const uint64_t step = 1;
+    uint64_t *step_dev = be->alloc(be, sizeof step, DP_MEM_OTHER, "test step number");
+    be->upload(be, step_dev, &step, sizeof step);
     be->upload(be, labels_dev, labels, sizeof labels);
     be->zero(be, (float *)totals, 4);
     for (int mb = 0; mb < HELD_MICRO_BATCHES; mb++) {
         for (size_t i = 0; i < (size_t)HELD_ROWS * HELD_FEATURES; i++)
             x[i] = -x[i] * 0.75f; /* another micro-batch's rows in the same buffer, as the engine's */
         be->upload(be, x_dev, x, sizeof(float) * HELD_ROWS * HELD_FEATURES);
-        dp_nn_context ctx = {.be = be, .training = 1, .accumulate = mb > 0, .seed = 9, .step = 1,
+        dp_nn_context ctx = {.be = be, .training = 1, .accumulate = mb > 0, .seed = 9, .step = step_dev,
                              .first_sample = (uint64_t)mb * HELD_ROWS};
         const float *out;
         ck_assert_int_eq(dp_model_forward(&m, &ctx, x_dev, HELD_ROWS, &out), 0);
@@ -200,6 +204,7 @@ static float *step_gradients(const dp_backend *be, const dp_model_spec *spec, co
     be->free(be, x_dev);
     be->free(be, labels_dev);
     be->free(be, totals);
+    be->free(be, step_dev);
     free(x);
     free(unused);
     free(initial_buffers);
