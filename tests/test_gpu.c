@@ -281,7 +281,7 @@ START_TEST(failed_cublas_call_is_named_with_file_and_rank)
     dp_backend_set_fatal_handler(NULL);
     ck_assert_msg(failed, "an invalid leading dimension was accepted");
     const char *message = dp_last_error();
-    ck_assert_msg(strstr(message, "cublasGemmEx") && strstr(message, "cuda.c:") && strstr(message, "rank 0"),
+    ck_assert_msg(strstr(message, "cublasGemmEx") && strstr(message, "cuda_gemm.c:") && strstr(message, "rank 0"),
                   "%s", message);
     gpu->free(gpu, m);
 }

@@ -1,5 +1,5 @@
-/* Inside the CUDA backend: the context its operations (cuda.c) and its lifetime
- * (cuda_context.c) share, and the checks every CUDA and cuBLAS call goes through. */
+/* Inside the CUDA backend: the context its operations (cuda.c, the GEMMs in cuda_gemm.c) and
+ * its lifetime (cuda_context.c) share, and the checks every CUDA and cuBLAS call goes through. */
 #ifndef DP_BACKEND_CUDA_CONTEXT_H
 #define DP_BACKEND_CUDA_CONTEXT_H
 
