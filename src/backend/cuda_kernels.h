@@ -1,10 +1,11 @@
-/* The CUDA kernels of the GPU backend (cuda_kernels.cu), callable from C (cuda.c); in the
- * fake-CUDA test build the same launchers run on the host (tests/fakecuda/kernels.c). Each
- * launcher queues its kernel on `stream` (the backend's own) and returns the launch's status;
- * pointers are device memory. Reductions leave one dp_cuda_partial per block in `partials`
- * (at most DP_MAX_PARTIALS, kernel_grid.h); a one-block kernel then adds them in a fixed tree
- * into totals in device memory, so a result is bitwise the same run to run and stays on the
- * GPU until the caller reads it. */
+/* The CUDA kernels of the GPU backend (cuda_kernels.cu; the reductions to totals in
+ * cuda_reductions.cu), callable from C (cuda.c, cuda_gemm.c); in the fake-CUDA test build the
+ * same launchers run on the host (tests/fakecuda/kernels.c). Each launcher queues its kernel
+ * on `stream` (the backend's own) and returns the launch's status; pointers are device memory.
+ * Reductions leave one dp_cuda_partial per block in `partials` (at most DP_MAX_PARTIALS,
+ * kernel_grid.h); a one-block kernel then adds them in a fixed tree into totals in device
+ * memory, so a result is bitwise the same run to run and stays on the GPU until the caller
+ * reads it. */
 #ifndef DP_CUDA_KERNELS_H
 #define DP_CUDA_KERNELS_H
 

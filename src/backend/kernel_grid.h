@@ -1,14 +1,15 @@
 /* How the CUDA kernels split their work, written once: each kernel's launch shape and what one
  * thread (or one warp lane) of it computes, given its block and thread coordinates. The
- * kernels (cuda_kernels.cu) pass blockIdx/threadIdx; the host emulation (tests/fakecuda/
- * kernels.c) loops over every block and thread of the same shape, then merges lanes in the
- * same order as the GPU's shuffles and shared-memory trees, so it computes what the GPU does,
- * bit for bit, and `make check` runs it against the CPU backend.
+ * kernels (cuda_kernels.cu, cuda_reductions.cu) pass blockIdx/threadIdx; the host emulation
+ * (tests/fakecuda/kernels.c) loops over every block and thread of the same shape, then merges
+ * lanes in the same order as the GPU's shuffles and shared-memory trees, so it computes what
+ * the GPU does, bit for bit, and `make check` runs it against the CPU backend.
  *
  * Adding a kernel: its per-element arithmetic goes in kernel_math.h; its shape and per-thread
- * function here; cuda_kernels.cu gets a __global__ wrapper and launcher; tests/fakecuda/
- * kernels.c the same launcher over the host loops; its rows in the backend test table
- * (tests/test_backend_ops.c) check it through the fake runtime (make check) and on a GPU. */
+ * function here; cuda_kernels.cu (cuda_reductions.cu for a reduction to totals) gets a
+ * __global__ wrapper and launcher; tests/fakecuda/kernels.c the same launcher over the host
+ * loops; its rows in the backend test table (tests/test_backend_ops.c) check it through the
+ * fake runtime (make check) and on a GPU. */
 #ifndef DP_KERNEL_GRID_H
 #define DP_KERNEL_GRID_H
 

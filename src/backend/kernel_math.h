@@ -1,7 +1,8 @@
 /* The arithmetic of every backend operation, written once: what one element (or one row's
- * merge step) computes. The CPU backend's loops (cpu.c), the CUDA kernels (cuda_kernels.cu,
- * through kernel_grid.h) and their host emulation (tests/fakecuda/kernels.c) all call these,
- * so `make check` compares the CUDA backend with the CPU backend bit for bit on any machine.
+ * merge step) computes. The CPU backend's loops (cpu.c), the CUDA kernels (cuda_kernels.cu
+ * and cuda_reductions.cu, through kernel_grid.h) and their host emulation
+ * (tests/fakecuda/kernels.c) all call these, so `make check` compares the CUDA backend with
+ * the CPU backend bit for bit on any machine.
  *
  * Exactness: every float and double operation that must round like the CPU's goes through
  * dp_add/dp_sub/dp_mul/dp_div (and the d-prefixed double forms). On the GPU they are the

@@ -1,5 +1,6 @@
 /* What a GPU's warps and blocks do between threads, done on the host in the same order:
- * the butterfly (__shfl_xor_sync) steps of cuda_kernels.cu and its shared-memory tree sums.
+ * the butterfly (__shfl_xor_sync) steps of cuda_reductions.cu and the kernels' shared-memory
+ * tree sums.
  * Used by the fake kernels (kernels.c) and tests/test_kernel_math.c; plain C, no CUDA. */
 #ifndef DP_FAKECUDA_EMULATE_H
 #define DP_FAKECUDA_EMULATE_H

@@ -673,7 +673,7 @@ typedef struct reduce_args {
 } reduce_args;
 
 /* The one-block kernel that adds a reduction's partials into device totals: each thread's
- * share, then the block's tree, as cuda_kernels.cu. */
+ * share, then the block's tree, as cuda_reductions.cu. */
 typedef struct partials_args {
     const dp_cuda_partial *partials;
     int blocks;
