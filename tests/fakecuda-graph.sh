@@ -108,6 +108,19 @@ for accum in 2:14 3:8; do
     done
 done
 
+# The further micro-batches' buffers (--accum 3: 2 x 300 rows of 64 features, a label and 10
+# targets, 0.17 MiB) in the allocation counter's data, on the banner, and in --memory-plan.
+wide="--data synthetic:3100,64,10 --layers 64,256,10 --batch 300 --accum 3"
+# shellcheck disable=SC2086
+dp_mpirun 120 1 "$fake" $wide --steps 3 --device cuda --data-on-device off --cuda-graph on >"$dir/slots" 2>&1
+dp_check_outcome "--accum 3: the micro-batches' buffers on the banner" ok $? "$dir/slots" \
+    "the CUDA graph's 2 further micro-batches' rows in their own buffers, 0.17 MiB"
+grep -q '^memory: .* data 0.17, ' "$dir/slots" || dp_fail_case "--accum 3: the buffers are not the counter's data" "$dir/slots"
+# shellcheck disable=SC2086
+dp_mpirun 120 1 "$fake" $wide --memory-plan >"$dir/slots-plan" 2>&1
+dp_check_outcome "--accum 3: the micro-batches' buffers in --memory-plan" ok $? "$dir/slots-plan" \
+    "a CUDA graph's further micro-batches' rows on one rank's GPU, counted as data (--cuda-graph with --accum 3, each micro-batch's rows in its own buffers): 0.17 MiB"
+
 # A replayed step whose gradients overflow (lr 1e5 diverges at step 6, after the warm-up and the
 # capture) stops as an eager one does, naming the same step.
 for graph in off on; do

@@ -30,6 +30,11 @@ static void close_slot(dp_row_buffers *slot, const dp_backend *be)
             be->free(be, held[i]);
 }
 
+size_t dp_batches_slot_bytes(int slots, size_t micro_rows, size_t width, size_t outputs)
+{
+    return (size_t)(slots - 1) * micro_rows * (width * sizeof(float) + sizeof(int32_t) + outputs * sizeof(float));
+}
+
 int dp_batches_open(dp_batches *b, const dp_backend *be, const dp_dataset *train, const dp_dataset *test,
                     const dp_sampler *sampler, int max_rows, int outputs, dp_data_placement placement, int slots,
                     size_t micro_rows)
@@ -47,8 +52,7 @@ int dp_batches_open(dp_batches *b, const dp_backend *be, const dp_dataset *train
     /* A graph's further micro-batches: data waiting for the launch, not a layer's activations. */
     for (int k = 1; !status && k < slots; k++)
         status = open_slot(&b->slots[k], be, micro_rows, width, (size_t)outputs, DP_MEM_DATA);
-    b->slot_bytes = (size_t)(slots - 1) * micro_rows * (width * sizeof(float) + sizeof(int32_t) +
-                                                        (size_t)outputs * sizeof(float));
+    b->slot_bytes = dp_batches_slot_bytes(slots, micro_rows, width, (size_t)outputs);
     if (!status && !be->host_memory)
         status = dp_staging_open(&b->stage, be, rows, width, (size_t)outputs);
     if (!status)
