@@ -2,16 +2,15 @@
  * backward and update are captured once on the backend's stream and launched on later full
  * steps, so the host queues one graph instead of every kernel and GEMM. What changes between
  * steps is read from backend memory written before each launch: the rows (each of the step's
- * micro-batches has its own buffers, which the row source fills for every step before the
- * launch), the step number (dropout's masks) and the optimizer's
- * coefficients (learning rate, AdamW's step; dp_engine_prepare_step). What the host keeps of a
- * step (BatchNorm's num_batches_tracked) each launch adds as the capture did. What a graph
- * cannot replay runs eagerly: a shorter step (the epoch's last, with fewer or shorter
- * micro-batches), the first full step (a
- * warm-up, so that nothing loads inside the capture); log lines, checks, checkpoints and
- * evaluation read the device between steps, after a replay as after an eager step. Steps that
- * need the host inside them are not captured at all: the reasons are listed in unsupported()
- * and said by the banner (auto) or the error (on). */
+ * micro-batches, one or --accum's K, has its own buffers, a slot of the row source, all filled
+ * before the launch), the step number (dropout's masks) and the optimizer's coefficients
+ * (learning rate, AdamW's step; dp_engine_prepare_step). What the host keeps of a step
+ * (BatchNorm's num_batches_tracked) each launch adds as the capture did. What a graph cannot
+ * replay runs eagerly: a shorter step (the epoch's last, with fewer or shorter micro-batches),
+ * the first full step (a warm-up, so that nothing loads inside the capture); log lines,
+ * checks, checkpoints and evaluation read the device between steps, after a replay as after
+ * an eager step. Steps that need the host inside them are not captured at all: the reasons
+ * are listed in unsupported() and said by the banner (auto) or the error (on). */
 #include "src/engine/parts.h"
 
 #include "dp/error.h"
