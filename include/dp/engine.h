@@ -60,9 +60,11 @@ typedef struct dp_rows {
 } dp_rows;
 
 /* Where a step's rows come from: gather places the samples at positions [begin, end) of the
- * epoch's order in backend memory and says where (train/batches.c). */
+ * epoch's order in backend memory, in the source's buffer set `slot`, and says where
+ * (train/batches.c). Slot k holds micro-batch k of a step replayed from a CUDA graph, so that
+ * all its micro-batches' rows are in place before the one launch; other steps use slot 0. */
 typedef struct dp_row_source {
-    int (*gather)(void *arg, size_t begin, size_t end, dp_rows *rows);
+    int (*gather)(void *arg, size_t begin, size_t end, int slot, dp_rows *rows);
     void *arg;
 } dp_row_source;
 
@@ -116,6 +118,7 @@ typedef struct dp_engine {
     dp_engine_observer observer;
     dp_loss loss;
     size_t micro_batch;
+    long accum;                    /* micro-batches per optimizer step */
     size_t exact_shard;            /* --exact: the step is cut into shards of this many rows; 0: micro-batches */
     uint64_t seed;
     int skip_nonfinite;
@@ -141,7 +144,7 @@ typedef struct dp_engine {
     int graph_warm;                /* a full step ran eagerly: the next one is captured */
     void *graph;                   /* the captured full step (the backend's), NULL before */
     dp_device_clock graph_clock;   /* the marks the graph's launches make on the device's timer */
-    dp_rows graph_rows;            /* where the captured step reads its rows */
+    dp_rows *graph_rows;           /* where the captured step reads each micro-batch's rows (accum of them) */
     int64_t *graph_counts;         /* what each launch adds to the model's counters (BatchNorm's batches) */
     char graph_text[320];          /* --cuda-graph's state for the banner: on, or off and why */
 } dp_engine;
@@ -184,6 +187,9 @@ void dp_engine_take_totals(dp_engine *e, double *totals, double *loss_sum, doubl
 
 /* --cuda-graph as this engine runs it, for the banner: "on: ..." or "off (auto): why". */
 const char *dp_engine_graph_describe(const dp_engine *e);
+/* The buffer sets a row source needs (dp_row_source's slots): a step's micro-batches where
+ * graphs replay steps, else 1. */
+int dp_engine_row_slots(const dp_engine *e);
 
 /* How gradients reach the collectives, for the banner. */
 const char *dp_engine_gradient_path(const dp_engine *e);

@@ -16,7 +16,8 @@ typedef enum dp_memory_kind {
     DP_MEM_WORKING,     /* a strategy's working buffers: gradient buckets, gathered parameters */
     DP_MEM_BUFFERS,     /* the model's buffers: running statistics */
     DP_MEM_ACTIVATIONS, /* module outputs, activation gradients, the batch */
-    DP_MEM_DATA,        /* the training and test sets held on a device (--data-on-device) */
+    DP_MEM_DATA,        /* the training and test sets held on a device (--data-on-device), and
+                           the rows of a CUDA graph's further micro-batches (--accum) */
     DP_MEM_COMM,        /* the collectives' scratch (host memory: the request pool's slots) */
     DP_MEM_OTHER,       /* counters, totals, cuBLASLt's workspace, tests */
     DP_MEM_KINDS

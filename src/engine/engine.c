@@ -120,6 +120,7 @@ int dp_engine_build(dp_engine *e, const dp_engine_config *c)
 {
     e->loss = c->loss;
     e->micro_batch = c->micro_batch;
+    e->accum = c->accum > 1 ? c->accum : 1; /* engines built without one take single micro-batches */
     e->exact_shard = c->exact_shard;
     e->seed = c->seed;
     e->skip_nonfinite = c->skip_nonfinite;

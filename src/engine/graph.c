@@ -1,15 +1,16 @@
 /* --cuda-graph: the steady-state step replayed from a CUDA graph. A full step's forward, loss,
  * backward and update are captured once on the backend's stream and launched on later full
  * steps, so the host queues one graph instead of every kernel and GEMM. What changes between
- * steps is read from backend memory written before each launch: the rows (the row source fills
- * the same buffers every step), the step number (dropout's masks) and the optimizer's
- * coefficients (learning rate, AdamW's step; dp_engine_prepare_step). What the host keeps of a
- * step (BatchNorm's num_batches_tracked) each launch adds as the capture did. What a graph
- * cannot replay runs eagerly: a shorter step (the epoch's last batch), the first full step (a
- * warm-up, so that nothing loads inside the capture); log lines, checks, checkpoints and
- * evaluation read the device between steps, after a replay as after an eager step. Steps that
- * need the host inside them are not captured at all: the reasons are listed in unsupported()
- * and said by the banner (auto) or the error (on). */
+ * steps is read from backend memory written before each launch: the rows (each of the step's
+ * micro-batches, one or --accum's K, has its own buffers, a slot of the row source, all filled
+ * before the launch), the step number (dropout's masks) and the optimizer's coefficients
+ * (learning rate, AdamW's step; dp_engine_prepare_step). What the host keeps of a step
+ * (BatchNorm's num_batches_tracked) each launch adds as the capture did. What a graph cannot
+ * replay runs eagerly: a shorter step (the epoch's last, with fewer or shorter micro-batches),
+ * the first full step (a warm-up, so that nothing loads inside the capture); log lines,
+ * checks, checkpoints and evaluation read the device between steps, after a replay as after
+ * an eager step. Steps that need the host inside them are not captured at all: the reasons
+ * are listed in unsupported() and said by the banner (auto) or the error (on). */
 #include "src/engine/parts.h"
 
 #include "dp/error.h"
@@ -30,8 +31,6 @@ static const char *unsupported(const dp_engine *e, const dp_engine_config *c, ch
                  "backward's modules (graphs replay one rank's steps)", e->comm->size);
     else if (strcmp(c->strategy, "ddp") != 0)
         snprintf(why, size, "the %s strategy (graphs replay plain DDP steps)", c->strategy);
-    else if (c->accum > 1)
-        snprintf(why, size, "--accum %ld: the micro-batches share the input buffers the host fills between them", c->accum);
     else if (c->skip_nonfinite)
         snprintf(why, size, "--on-nan skip decides on the host between the counting and the applying pass");
     else if (c->traced)
@@ -49,7 +48,11 @@ int dp_engine_plan_graph(dp_engine *e, const dp_engine_config *c)
     if (c->graph == DP_GRAPH_ON && reason)
         return dp_fail(DP_EINVAL, "--cuda-graph on: steps cannot be captured here: %s (--cuda-graph auto runs them "
                        "eagerly)", reason);
-    if (e->graph_use)
+    if (e->graph_use && e->accum > 1)
+        snprintf(e->graph_text, sizeof e->graph_text, "on: full steps of %ld micro-batches of %zu rows, each "
+                 "micro-batch's rows in its own buffers, replayed from one graph after an eager warm-up step; "
+                 "shorter steps run eagerly", e->accum, e->micro_batch);
+    else if (e->graph_use)
         snprintf(e->graph_text, sizeof e->graph_text, "on: full steps of %zu rows replayed from one graph after an "
                  "eager warm-up step; shorter steps run eagerly", e->micro_batch);
     else
@@ -62,9 +65,14 @@ const char *dp_engine_graph_describe(const dp_engine *e)
     return e->graph_text;
 }
 
+int dp_engine_row_slots(const dp_engine *e)
+{
+    return e->graph_use ? (int)e->accum : 1;
+}
+
 int dp_engine_graph_takes(dp_engine *e, dp_range step)
 {
-    if (!e->graph_use || dp_range_size(step) != e->micro_batch)
+    if (!e->graph_use || dp_range_size(step) != e->micro_batch * (size_t)e->accum)
         return 0;
     if (e->graph_warm)
         return 1;
@@ -72,12 +80,13 @@ int dp_engine_graph_takes(dp_engine *e, dp_range step)
     return 0;
 }
 
-/* The rows gathered before the capture, handed to the captured step as its row source. */
-static int held_rows(void *arg, size_t begin, size_t end, dp_rows *rows)
+/* The rows gathered before the capture, each micro-batch's in its slot, handed to the
+ * captured step as its row source. */
+static int held_rows(void *arg, size_t begin, size_t end, int slot, dp_rows *rows)
 {
     (void)begin;
     (void)end;
-    *rows = *(const dp_rows *)arg;
+    *rows = ((const dp_rows *)arg)[slot];
     return 0;
 }
 
@@ -88,10 +97,11 @@ static size_t counter_count(const dp_engine *e)
     return e->model.buffers.totals[DP_DTYPE_I64];
 }
 
-/* Records the step on rows (in backend memory already): nothing runs until the launch. */
-static int capture(dp_engine *e, dp_range step, const dp_rows *rows, dp_step_stats *stats)
+/* Records the step on rows (each micro-batch's, in backend memory already): nothing runs
+ * until the launch; e->graph_rows keeps where they are. */
+static int capture(dp_engine *e, dp_range step, dp_step_stats *stats)
 {
-    dp_row_source held = {.gather = held_rows, .arg = (void *)rows};
+    dp_row_source held = {.gather = held_rows, .arg = e->graph_rows};
     size_t counters = counter_count(e);
     e->graph_counts = dp_calloc(counters + 1, sizeof *e->graph_counts, "a graph's counter steps");
     if (!e->graph_counts)
@@ -118,9 +128,41 @@ static int capture(dp_engine *e, dp_range step, const dp_rows *rows, dp_step_sta
     e->graph = graph;
     for (size_t i = 0; i < counters; i++)
         e->graph_counts[i] += e->model.counters[i];
-    e->graph_rows = *rows;
     e->graph_clock = e->device_clock;
     *stats = (dp_step_stats){0};
+    return 0;
+}
+
+/* Whether two gathers left their rows in the same place. */
+static int same_rows(const dp_rows *a, const dp_rows *b)
+{
+    return a->x == b->x && a->labels == b->labels && a->targets == b->targets && a->count == b->count;
+}
+
+/* Each micro-batch's rows of `step` into its slot, before the launch; where the captured
+ * step read them (the first time, into e->graph_rows); *samples gets this rank's rows. */
+static int gather_step(dp_engine *e, dp_range step, const dp_row_source *source, int *samples)
+{
+    int capturing = !e->graph;
+    if (capturing && !e->graph_rows) {
+        e->graph_rows = dp_calloc((size_t)e->accum, sizeof *e->graph_rows, "a graph's micro-batch rows");
+        if (!e->graph_rows)
+            return DP_ENOMEM;
+    }
+    *samples = 0;
+    for (int k = 0; k < (int)e->accum; k++) {
+        dp_range mine = dp_engine_micro_rows(e, step, (size_t)k);
+        dp_rows rows;
+        int status = source->gather(source->arg, mine.begin, mine.end, k, &rows);
+        if (status)
+            return status;
+        if (capturing)
+            e->graph_rows[k] = rows;
+        else if (!same_rows(&rows, &e->graph_rows[k]))
+            return dp_fail(DP_EINVAL, "--cuda-graph: step %ld's rows of micro-batch %d are not where the captured "
+                           "step read them", e->steps_done + 1, k + 1);
+        *samples += rows.count;
+    }
     return 0;
 }
 
@@ -128,18 +170,14 @@ int dp_engine_graph_step(dp_engine *e, dp_range step, const dp_row_source *sourc
                          double *reduce_done)
 {
     double started = MPI_Wtime();
-    dp_rows rows;
-    int status = source->gather(source->arg, step.begin, step.end, &rows);
+    int samples;
+    int status = gather_step(e, step, source, &samples);
     if (status)
         return status;
     double gathered = MPI_Wtime();
     if (!e->graph) {
-        if ((status = capture(e, step, &rows, stats)))
+        if ((status = capture(e, step, stats)))
             return status;
-    } else if (rows.x != e->graph_rows.x || rows.labels != e->graph_rows.labels || rows.targets != e->graph_rows.targets ||
-               rows.count != e->graph_rows.count) {
-        return dp_fail(DP_EINVAL, "--cuda-graph: step %ld's rows are not where the captured step read them",
-                       e->steps_done + 1);
     } else {
         dp_optimizer_count_replayed(&e->opt); /* the capture counted its own */
         for (size_t i = 0; i < counter_count(e); i++)
@@ -149,7 +187,7 @@ int dp_engine_graph_step(dp_engine *e, dp_range step, const dp_row_source *sourc
     e->be->graph_launch(e->be, e->graph);
     status = dp_engine_update_check(e, lr); /* the host's first wait for the replay */
     *reduce_done = MPI_Wtime();
-    stats->samples = rows.count;
+    stats->samples = samples;
     stats->split.forward = gathered - started;
     stats->split.backward = *reduce_done - gathered;
     return status;
@@ -162,4 +200,6 @@ void dp_engine_graph_free(dp_engine *e)
     e->graph = NULL;
     free(e->graph_counts);
     e->graph_counts = NULL;
+    free(e->graph_rows);
+    e->graph_rows = NULL;
 }

@@ -23,6 +23,9 @@ int dp_engine_update_check(dp_engine *e, float lr);
  * between the strategy's hooks; --exact's fixed shards instead, each handed to the strategy's
  * exact sum; a span of the step shown to the observer (--trace, the timeline). */
 int dp_engine_micro_batches(dp_engine *e, dp_range step, const dp_row_source *source, dp_step_stats *stats);
+/* The step's micro-batches (the last may be shorter), and this rank's rows of micro-batch k. */
+size_t dp_engine_micro_count(const dp_engine *e, dp_range step);
+dp_range dp_engine_micro_rows(const dp_engine *e, dp_range step, size_t k);
 int dp_engine_exact_shards(dp_engine *e, dp_range step, const dp_row_source *source, dp_step_stats *stats);
 void dp_engine_observe_span(const dp_engine *e, const char *name, const char *category, double begin, double end);
 

@@ -91,14 +91,14 @@ static int backward(dp_engine *e, const dp_nn_context *ctx, int rows, int commun
     return 0;
 }
 
-/* Rows [rows_at.begin, rows_at.end) of `step` through forward, loss (added into totals) and
- * backward, in the context ctx (first_sample is set here). */
-static int run_rows(dp_engine *e, dp_range step, dp_range rows_at, dp_nn_context ctx, int communicates,
+/* Rows [rows_at.begin, rows_at.end) of `step`, gathered into the source's `slot`, through
+ * forward, loss (added into totals) and backward, in the context ctx (first_sample is set here). */
+static int run_rows(dp_engine *e, dp_range step, dp_range rows_at, int slot, dp_nn_context ctx, int communicates,
                     double *totals, const dp_row_source *source, dp_step_stats *stats)
 {
     double started = MPI_Wtime();
     dp_rows rows;
-    int status = source->gather(source->arg, rows_at.begin, rows_at.end, &rows);
+    int status = source->gather(source->arg, rows_at.begin, rows_at.end, slot, &rows);
     dp_engine_observe_span(e, "gather the batch's rows", "data", started, MPI_Wtime());
     if (status)
         return status;
@@ -124,26 +124,42 @@ static dp_nn_context training_context(const dp_engine *e)
                            .sum_doubles = e->comm->size > 1 ? sum_over_ranks : NULL, .sum_arg = e->comm};
 }
 
-/* This rank's slice of the micro-batch [micro, micro_end) of `step`. Only the step's last
- * micro-batch communicates where the strategy accumulates (DDP's no_sync). */
-static int micro_batch(dp_engine *e, dp_range step, dp_range micro, const dp_row_source *source,
-                       dp_step_stats *stats)
+/* Micro-batch k of `step`, all ranks' rows. */
+static dp_range micro_range(const dp_engine *e, dp_range step, size_t k)
 {
+    size_t begin = step.begin + k * e->micro_batch;
+    return (dp_range){begin, begin + e->micro_batch < step.end ? begin + e->micro_batch : step.end};
+}
+
+size_t dp_engine_micro_count(const dp_engine *e, dp_range step)
+{
+    return (dp_range_size(step) + e->micro_batch - 1) / e->micro_batch;
+}
+
+dp_range dp_engine_micro_rows(const dp_engine *e, dp_range step, size_t k)
+{
+    dp_range micro = micro_range(e, step, k);
     dp_range mine = dp_partition(dp_range_size(micro), e->comm->size, e->comm->rank);
+    return (dp_range){micro.begin + mine.begin, micro.begin + mine.end};
+}
+
+/* This rank's slice of micro-batch k of `step`, its rows in slot k where graphs replay steps.
+ * Only the step's last micro-batch communicates where the strategy accumulates (DDP's no_sync). */
+static int micro_batch(dp_engine *e, dp_range step, size_t k, const dp_row_source *source, dp_step_stats *stats)
+{
     dp_nn_context ctx = training_context(e);
     /* Backward adds into the last micro-batch's gradients unless the strategy adds reduced shards. */
-    ctx.accumulate = micro.begin != step.begin && dp_strategy_backward_accumulates(&e->strategy);
-    dp_range rows = {micro.begin + mine.begin, micro.begin + mine.end};
-    return run_rows(e, step, rows, ctx, micro.end == step.end, e->train_totals, source, stats);
+    ctx.accumulate = k != 0 && dp_strategy_backward_accumulates(&e->strategy);
+    int slot = e->graph_use ? (int)k : 0;
+    return run_rows(e, step, dp_engine_micro_rows(e, step, k), slot, ctx, k + 1 == dp_engine_micro_count(e, step),
+                    e->train_totals, source, stats);
 }
 
 int dp_engine_micro_batches(dp_engine *e, dp_range step, const dp_row_source *source, dp_step_stats *stats)
 {
     int status = 0;
-    for (size_t micro = step.begin; !status && micro < step.end; micro += e->micro_batch) {
-        dp_range batch = {micro, micro + e->micro_batch < step.end ? micro + e->micro_batch : step.end};
-        status = micro_batch(e, step, batch, source, stats);
-    }
+    for (size_t k = 0; !status && k < dp_engine_micro_count(e, step); k++)
+        status = micro_batch(e, step, k, source, stats);
     return status;
 }
 
@@ -174,7 +190,7 @@ int dp_engine_exact_shards(dp_engine *e, dp_range step, const dp_row_source *sou
         ctx.keep_running = k != 0;
         size_t begin = step.begin + k * e->exact_shard;
         dp_range rows = {begin, begin + e->exact_shard < step.end ? begin + e->exact_shard : step.end};
-        status = run_rows(e, step, rows, ctx, 0, e->shard_totals, source, stats);
+        status = run_rows(e, step, rows, 0, ctx, 0, e->shard_totals, source, stats);
         if (!status) {
             double started = MPI_Wtime(); /* adding the shard up counts as backward's work */
             add_shard_totals(e);

@@ -45,10 +45,8 @@ static void account(dp_engine *e, const dp_comm_traffic *before, double reduce_d
 static double rank_rows(const dp_engine *e, dp_range step)
 {
     double rows = 0.0;
-    for (size_t micro = step.begin; micro < step.end; micro += e->micro_batch) {
-        size_t end = micro + e->micro_batch < step.end ? micro + e->micro_batch : step.end;
-        rows += (double)dp_range_size(dp_partition(end - micro, e->comm->size, e->comm->rank));
-    }
+    for (size_t k = 0; k < dp_engine_micro_count(e, step); k++)
+        rows += (double)dp_range_size(dp_engine_micro_rows(e, step, k));
     return rows;
 }
 

@@ -135,6 +135,11 @@ static void print_data(const dp_options *o)
         dp_resident_describe(&train, has_test ? &test : NULL, held, sizeof held);
         printf("data held on a GPU (--data-on-device), every rank alike: %s; auto holds it where that is at most "
                "1/%d of the GPU's memory\n", held, DP_RESIDENT_AUTO_SHARE);
+        if (o->accum > 1 && o->cuda_graph != DP_GRAPH_OFF)
+            printf("a CUDA graph's further micro-batches' rows on one rank's GPU, counted as data (--cuda-graph "
+                   "with --accum %ld, each micro-batch's rows in its own buffers): %.2f MiB\n", o->accum,
+                   (double)dp_batches_slot_bytes((int)o->accum, (size_t)o->batch, (size_t)train.dim,
+                                                 (size_t)train.outputs) / (1 << 20));
     }
     dp_dataset_free(&train);
     dp_dataset_free(&test);

@@ -150,8 +150,8 @@ static const struct option_doc option_docs[] = {
      "cuBLASLt runs them (auto), or as kernels of their own (off, for A/B timing)"},
     {{"cuda-graph", required_argument, NULL, OPT_CUDA_GRAPH}, "auto|on|off", "auto",
      "replay full training steps from one captured CUDA graph (one launch instead of every kernel); auto: "
-     "where no step needs the host inside it (one rank, DDP, no --accum, --on-nan skip or --trace; the "
-     "banner says why not), on: an error where it cannot"},
+     "where no step needs the host inside it (one rank, DDP, no --on-nan skip or --trace; the banner says why "
+     "not; --accum K holds K micro-batches' rows), on: an error where it cannot"},
     {{"data-on-device", required_argument, NULL, OPT_DATA_ON_DEVICE}, "auto|on|off", "auto",
      "GPU: hold the training and test sets in GPU memory, uploaded once, and gather each step's rows there "
      "(on; an error where they do not fit the GPU's free memory), read and upload every micro-batch's rows "

@@ -3,7 +3,8 @@
  * chunks of the batch staging's rows; each epoch's order goes up once as int32 row indices;
  * each micro-batch's rows are then gathered on the device (gather_rows, queued on the stream:
  * no host wait, and outside a CUDA graph's capture, so a replay reads the rows gathered for its
- * step into the same batch buffers), and evaluation reads the test set's rows where they are. */
+ * step into the same batch buffers, a slot per micro-batch), and evaluation reads the test
+ * set's rows where they are. */
 #include "src/train/trainer.h"
 
 #include "dp/error.h"
@@ -155,20 +156,21 @@ static void upload_order(dp_batches *b)
     b->order_epoch = sampler->epoch;
 }
 
-int dp_resident_train_rows(dp_batches *b, size_t begin, size_t end, dp_rows *rows)
+int dp_resident_train_rows(dp_batches *b, size_t begin, size_t end, int slot, dp_rows *rows)
 {
     const dp_backend *be = b->be;
     const dp_dataset *data = b->train;
+    const dp_row_buffers *to = &b->slots[slot];
     if (b->order_epoch != b->sampler->epoch)
         upload_order(b);
     const int32_t *index = b->order + begin;
     int n = (int)(end - begin);
-    be->gather_rows(be, b->x, b->train_set.x, index, n, data->dim);
+    be->gather_rows(be, to->x, b->train_set.x, index, n, data->dim);
     if (data->labels)
-        be->gather_rows(be, b->labels, b->train_set.labels, index, n, 1);
+        be->gather_rows(be, to->labels, b->train_set.labels, index, n, 1);
     else
-        be->gather_rows(be, b->targets, b->train_set.targets, index, n, data->outputs);
-    *rows = dp_batches_rows(b, data, (size_t)n);
+        be->gather_rows(be, to->targets, b->train_set.targets, index, n, data->outputs);
+    *rows = dp_batches_rows(b, slot, data, (size_t)n);
     return 0;
 }
 

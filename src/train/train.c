@@ -134,7 +134,8 @@ static int allocate_buffers(trainer *t)
         status = dp_sampler_init(&t->sampler, t->train->count, dp_rng_mix(t->o->seed, 0x5a3));
     if (!status)
         status = dp_batches_open(&t->batches, t->engine.be, t->train, t->test, &t->sampler, t->max_rows,
-                                 t->engine.model.outputs, t->o->data_on_device);
+                                 t->engine.model.outputs, t->o->data_on_device, dp_engine_row_slots(&t->engine),
+                                 (size_t)t->o->batch);
     if (!status) {
         t->eval_totals = dp_engine_new_totals(&t->engine, "the evaluation totals");
         status = t->eval_totals ? 0 : DP_ENOMEM;

@@ -26,8 +26,11 @@ typedef struct dp_batches {
     const dp_backend *be;
     const dp_dataset *train, *test;
     const dp_sampler *sampler;     /* the epoch's order */
-    float *x, *targets;            /* one micro-batch's rows in backend memory */
-    int32_t *labels;
+    dp_row_buffers *slots;         /* backend memory: slot 0 a micro-batch's or evaluation's rows
+                                      (max_rows); slots 1.. the further micro-batches of a step that
+                                      a CUDA graph replays (one micro-batch's rows each) */
+    int slot_count;
+    size_t slot_bytes;             /* what slots 1.. take, counted as data */
     dp_row_buffers stage;          /* a device backend: page-locked host rows read for one batch
                                       (NULL on a host backend, which reads into x and the rest) */
     size_t *row_index;             /* evaluation's contiguous rows as the reader's index list */
@@ -114,20 +117,25 @@ int dp_trainer_metrics_line(trainer *t, long step, long epoch, const dp_interval
 int dp_trainer_metrics_average(trainer *t, long step, double divergence);
 int dp_trainer_close_metrics(trainer *t, const dp_train_result *result);
 
-/* batches.c: room for max_rows rows of a micro-batch (targets: `outputs` per row); a test set
- * must have the training set's width. On a device backend, `placement` decides whether the
- * sets are held in its memory (resident.c). */
+/* batches.c: room for max_rows rows of a micro-batch (targets: `outputs` per row), and for
+ * slots - 1 further micro-batches of micro_rows rows (dp_engine_row_slots); a test set must
+ * have the training set's width. On a device backend, `placement` decides whether the sets
+ * are held in its memory (resident.c). */
 int dp_batches_open(dp_batches *b, const dp_backend *be, const dp_dataset *train, const dp_dataset *test,
-                    const dp_sampler *sampler, int max_rows, int outputs, dp_data_placement placement);
+                    const dp_sampler *sampler, int max_rows, int outputs, dp_data_placement placement, int slots,
+                    size_t micro_rows);
 void dp_batches_close(dp_batches *b);
+/* Backend memory of slots 1.. (a CUDA graph's further micro-batches) for `slots` slots. */
+size_t dp_batches_slot_bytes(int slots, size_t micro_rows, size_t width, size_t outputs);
 /* The engine's row source: the training samples at epoch positions [begin, end). */
 dp_row_source dp_batches_source(dp_batches *b);
-/* The batch buffers holding n rows of data: features, and its labels or its targets (here,
- * for batches.c's reads and resident.c's gathers alike). */
-static inline dp_rows dp_batches_rows(const dp_batches *b, const dp_dataset *data, size_t n)
+/* The batch buffers of `slot` holding n rows of data: features, and its labels or its targets
+ * (here, for batches.c's reads and resident.c's gathers alike). */
+static inline dp_rows dp_batches_rows(const dp_batches *b, int slot, const dp_dataset *data, size_t n)
 {
-    return (dp_rows){.x = b->x, .labels = data->labels ? b->labels : NULL, .targets = data->labels ? NULL : b->targets,
-                     .count = (int)n};
+    const dp_row_buffers *to = &b->slots[slot];
+    return (dp_rows){.x = to->x, .labels = data->labels ? to->labels : NULL,
+                     .targets = data->labels ? NULL : to->targets, .count = (int)n};
 }
 /* The test set's rows [begin, end) (at most max_rows) read into the batch buffers. */
 int dp_batches_read_test(dp_batches *b, size_t begin, size_t end, dp_rows *rows);
@@ -147,7 +155,7 @@ void dp_resident_describe(const dp_dataset *train, const dp_dataset *test, char 
 int dp_resident_open(dp_batches *b, dp_data_placement placement);
 void dp_resident_close(dp_batches *b);
 /* The training samples at epoch positions [begin, end), gathered on the device. */
-int dp_resident_train_rows(dp_batches *b, size_t begin, size_t end, dp_rows *rows);
+int dp_resident_train_rows(dp_batches *b, size_t begin, size_t end, int slot, dp_rows *rows);
 /* The test set's rows [begin, end) where they are held (no copy). */
 void dp_resident_test_rows(const dp_batches *b, size_t begin, size_t end, dp_rows *rows);
 
