@@ -1,0 +1,75 @@
+/* --exact's accumulator on the GPU: the kernels of cuda_exact_kernels.h. What each thread
+ * computes is exact_grid.h's, shared with the host emulation; this file adds the block and
+ * thread indices and the largest size's maximum (an integer, so atomicMax gives the same
+ * result in any order). */
+#include "src/backend/cuda_exact_kernels.h"
+#include "src/backend/exact_grid.h"
+
+namespace {
+
+__device__ dp_span thread_span(dp_shape s)
+{
+    return dp_span_x(s, blockIdx.x, threadIdx.x);
+}
+
+__global__ void exact_add_kernel(dp_shape s, double *acc, const float *values, size_t n, int first)
+{
+    dp_exact_add_thread(acc, values, n, first, thread_span(s));
+}
+
+__global__ void exact_to_floats_kernel(dp_shape s, const double *acc, size_t n, float *out)
+{
+    dp_exact_to_floats_thread(acc, n, out, thread_span(s));
+}
+
+__global__ void exact_to_digits_kernel(dp_shape s, double *acc, size_t n, int b, int first, int digits, float *out,
+                                       unsigned long long *largest)
+{
+    unsigned long long mine = dp_exact_digits_thread(acc, n, b, first, digits, out, thread_span(s));
+    if (first == 0 && mine != 0)
+        atomicMax(largest, mine);
+}
+
+__global__ void exact_from_digits_kernel(dp_shape s, const float *digits, size_t n, int count, float *out)
+{
+    dp_exact_from_digits_thread(digits, n, count, out, thread_span(s));
+}
+
+/* Launches kernel over n elements (grid-stride) on stream; a configuration error now. */
+#define LAUNCH_FLAT(n, kernel, ...)                                                                      \
+    do {                                                                                                 \
+        dp_shape s = dp_shape_flat(n);                                                                   \
+        if ((n) == 0)                                                                                    \
+            return cudaSuccess;                                                                          \
+        kernel<<<dim3(s.grid_x), dim3(s.block_x), 0, stream>>>(s, __VA_ARGS__);                          \
+        return cudaGetLastError();                                                                       \
+    } while (0)
+
+} // namespace
+
+extern "C" cudaError_t dp_cuda_exact_add(cudaStream_t stream, double *acc, const float *values, size_t n, int first)
+{
+    LAUNCH_FLAT(n, exact_add_kernel, acc, values, n, first);
+}
+
+extern "C" cudaError_t dp_cuda_exact_to_floats(cudaStream_t stream, const double *acc, size_t n, float *out)
+{
+    LAUNCH_FLAT(n, exact_to_floats_kernel, acc, n, out);
+}
+
+extern "C" cudaError_t dp_cuda_exact_to_digits(cudaStream_t stream, double *acc, size_t n, int digit_bits, int first,
+                                               int digits, float *out, uint64_t *largest)
+{
+    if (first == 0) {
+        cudaError_t e = cudaMemsetAsync(largest, 0, sizeof *largest, stream);
+        if (e != cudaSuccess)
+            return e;
+    }
+    LAUNCH_FLAT(n, exact_to_digits_kernel, acc, n, digit_bits, first, digits, out, (unsigned long long *)largest);
+}
+
+extern "C" cudaError_t dp_cuda_exact_from_digits(cudaStream_t stream, const float *digits, size_t n, int count,
+                                                 float *out)
+{
+    LAUNCH_FLAT(n, exact_from_digits_kernel, digits, n, count, out);
+}
