@@ -1,7 +1,7 @@
 /* --exact's accumulator on the GPU: the kernels of cuda_exact_kernels.h. What each thread
  * computes is exact_grid.h's, shared with the host emulation; this file adds the block and
- * thread indices and the largest size's maximum (an integer, so atomicMax gives the same
- * result in any order). */
+ * thread indices and the largest size's maximum (an integer, so a warp's shuffles and
+ * atomicMax give the same result in any order). */
 #include "src/backend/cuda_exact_kernels.h"
 #include "src/backend/exact_grid.h"
 
@@ -26,7 +26,13 @@ __global__ void exact_to_digits_kernel(dp_shape s, double *acc, size_t n, int b,
                                        unsigned long long *largest)
 {
     unsigned long long mine = dp_exact_digits_thread(acc, n, b, first, digits, out, thread_span(s));
-    if (first == 0 && mine != 0)
+    if (first != 0)
+        return;
+    for (int offset = DP_WARP / 2; offset > 0; offset /= 2) { /* the warp's maximum: 32x fewer atomics */
+        unsigned long long other = __shfl_xor_sync(0xffffffffu, mine, offset);
+        mine = other > mine ? other : mine;
+    }
+    if (threadIdx.x % DP_WARP == 0 && mine != 0)
         atomicMax(largest, mine);
 }
 
