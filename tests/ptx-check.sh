@@ -4,7 +4,9 @@
 # division, reciprocal, square root, exp2 or log2 in single precision anywhere, so elementwise
 # results equal the CPU backend's (double division's rcp.approx.ftz.f64 seed is part of its
 # correctly rounded algorithm); and no double-precision FMA in kernels that call no libm function (their
-# sums are emulated on the host exactly, tests/fakecuda/kernels.c).
+# sums are emulated on the host exactly, tests/fakecuda/kernels.c). --exact's kernels
+# (cuda_exact_kernels.cu) likewise, with no FMA of any width: each step of theirs is an exact
+# addition or a rounding of its own (src/backend/exact_math.h), as the host loops'.
 . "$srcdir/tests/common.sh"
 [ -n "${NVCC:-}" ] || { echo "no nvcc: the CUDA backend is not built"; exit 77; }
 work=$(mktemp -d) && trap 'rm -rf "$work"' EXIT
@@ -12,8 +14,13 @@ source="$srcdir/src/backend/cuda_kernels.cu"
 # shellcheck disable=SC2086
 $NVCC $DP_NVCC_GENCODE $DP_NVCC_CHECK_FLAGS -Xptxas -warn-spills,-warn-lmem-usage,-Werror -Werror all-warnings \
     -Xcompiler -Werror -c "$source" -o "$work/kernels.o" || { echo "FAIL: the kernels do not build warning-free"; exit 1; }
+exact="$srcdir/src/backend/cuda_exact_kernels.cu"
+# shellcheck disable=SC2086
+$NVCC $DP_NVCC_GENCODE $DP_NVCC_CHECK_FLAGS -Xptxas -warn-spills,-warn-lmem-usage,-Werror -Werror all-warnings \
+    -Xcompiler -Werror -c "$exact" -o "$work/exact.o" || { echo "FAIL: --exact's kernels do not build warning-free"; exit 1; }
 status=0
-for arch in $(printf '%s\n' $DP_NVCC_GENCODE | sed -n 's/^arch=compute_\([0-9a-z]*\),.*/\1/p' | sort -u); do
+archs=$(printf '%s\n' $DP_NVCC_GENCODE | sed -n 's/^arch=compute_\([0-9a-z]*\),.*/\1/p' | sort -u)
+for arch in $archs; do
     # shellcheck disable=SC2086
     $NVCC -arch=compute_$arch $DP_NVCC_CHECK_FLAGS -ptx "$source" -o "$work/kernels.ptx" || exit 1
     # Each kernel's body: from its .entry line to the closing brace at column 0.
@@ -30,5 +37,16 @@ for arch in $(printf '%s\n' $DP_NVCC_GENCODE | sed -n 's/^arch=compute_\([0-9a-z
         status=1
     fi
     echo "sm_$arch: $kernels kernels, $(grep -c 'fma\.rn\.f64' "$work/bodies") double FMAs (inside exp and log only)"
+done
+for arch in $archs; do
+    # shellcheck disable=SC2086
+    $NVCC -arch=compute_$arch $DP_NVCC_CHECK_FLAGS -ptx "$exact" -o "$work/exact.ptx" || exit 1
+    kernels=$(grep -c '\.entry' "$work/exact.ptx")
+    [ "$kernels" -eq 4 ] || { echo "FAIL sm_$arch: found $kernels of --exact's 4 kernels in the PTX"; status=1; }
+    if grep -E 'fma\.|\.ftz\.|\.approx' "$work/exact.ptx"; then
+        echo "FAIL sm_$arch: an FMA, flush-to-zero or approximation in --exact's kernels (above)"
+        status=1
+    fi
+    echo "sm_$arch: --exact's $kernels kernels, no FMA"
 done
 exit $status
