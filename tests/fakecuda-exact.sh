@@ -5,7 +5,7 @@
 # the same run without --exact but for the shards' loss totals (under one gradient's bytes in
 # all; the host accumulator downloaded every shard's gradient, 180 of them here), and at W = 2
 # only the digits go down (at most 4 gradients' bytes a step where 6 shards' went before).
-# The digits and floats are the host loops' bit for bit (tests/fakecuda/test_exact_device.c);
+# The digits and floats are the host loops' bit for bit (tests/test_exact_device.c);
 # the CPU backend cannot be the reference here, as its GEMMs round otherwise than cuBLAS's.
 # Exits 77 where not built.
 # shellcheck disable=SC2086 # $base and $exact are lists of words

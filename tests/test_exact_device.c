@@ -1,5 +1,6 @@
-/* --exact's accumulator in device memory (the CUDA backend's exact_* operations, here on the
- * fake CUDA runtime, which runs the kernels' own per-thread code): every result is bitwise the
+/* --exact's accumulator in device memory (the CUDA backend's exact_* operations: on a GPU, and
+ * in the fake-CUDA build on the host through the kernels' own per-thread code; exits 77 where
+ * no GPU is visible or CUDA was not built): every result is bitwise the
  * host loops' (src/strategy/exact_sum.c) on the same values: the accumulator after each shard
  * added, the floats, the digits from 0 and from a later digit, the magnitude from the 8 bytes
  * the device leaves, what is left of the sums, and the floats of summed digits. Values span
@@ -11,6 +12,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -167,7 +169,11 @@ END_TEST
 
 int main(void)
 {
-    setenv("FAKECUDA_DEVICES", "fakeA", 0);
+    setenv("FAKECUDA_DEVICES", "fakeA", 0); /* the fake runtime's one GPU; CUDA's ignores it */
+    if (dp_backend_gpu_count() == 0) {
+        printf("test_exact_device: no CUDA GPU visible (or dptrain built without CUDA): skipped\n");
+        return 77;
+    }
     Suite *s = suite_create("exact-device");
     TCase *tc = tcase_create("exact-device");
     tcase_set_timeout(tc, 120);
