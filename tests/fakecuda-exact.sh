@@ -4,7 +4,8 @@
 # gradient no longer crosses the bus: at W = 1 the bytes copied down to the host are those of
 # the same run without --exact but for the shards' loss totals (under one gradient's bytes in
 # all; the host accumulator downloaded every shard's gradient, 180 of them here), and at W = 2
-# only the digits go down (at most 4 gradients' bytes a step where 6 shards' went before).
+# with shards of 4 only the digits go down (under 4 gradients' bytes a step more than the
+# ordinary run, where rank 0's 6 shards' gradients went before).
 # The digits and floats are the host loops' bit for bit (tests/test_exact_device.c);
 # the CPU backend cannot be the reference here, as its GEMMs round otherwise than cuBLAS's.
 # Exits 77 where not built.
@@ -50,6 +51,10 @@ for case in "w2 w1 2" "w3 w1 3" "w3-ring w1 3 --allreduce ring" "accum-w3 accum-
         "$dir/$name.safetensors"
 done
 
+train s4-w1 1 --exact --exact-shard 4
+train s4-w2 2 --exact --exact-shard 4
+dp_check_same_bits "--exact-shard 4 on fake GPUs, W = 2: parameters as one fake GPU's" "$dir/s4-w1.safetensors" \
+    "$dir/s4-w2.safetensors"
 train plain-w1 1
 train plain-w2 2
 exact_down=$(down w1) plain_down=$(down plain-w1)
@@ -58,11 +63,11 @@ if [ -n "$exact_down" ] && [ -n "$plain_down" ] && [ $((exact_down - plain_down)
 else
     dp_fail_case "W = 1: --exact copied ${exact_down:-?} bytes down against ${plain_down:-?} without it" "$dir/w1.out"
 fi
-exact_down=$(down w2) plain_down=$(down plain-w2)
+exact_down=$(down s4-w2) plain_down=$(down plain-w2)
 if [ -n "$exact_down" ] && [ -n "$plain_down" ] && [ $((exact_down - plain_down)) -lt $((30 * 4 * gradient_bytes)) ]; then
-    echo "ok   W = 2: --exact copied $exact_down bytes down a rank, the ordinary run $plain_down: the digits alone"
+    echo "ok   W = 2, shards of 4: --exact copied $exact_down bytes down a rank, the ordinary run $plain_down: the digits alone"
 else
-    dp_fail_case "W = 2: --exact copied ${exact_down:-?} bytes down against ${plain_down:-?} without it" "$dir/w2.out"
+    dp_fail_case "W = 2: --exact copied ${exact_down:-?} bytes down against ${plain_down:-?} without it" "$dir/s4-w2.out"
 fi
 cases=$((cases + 2))
 echo "$cases cases"
