@@ -188,7 +188,7 @@ build_dptrain() {
 }
 
 run_gpu_tests() {
-    local tests="tests/device.sh tests/gemm-bench.sh tests/test_backend_ops tests/gpu.sh tests/gpu-train-w2.sh tests/gpu-graph.sh tests/ptx-check.sh"
+    local tests="tests/device.sh tests/gemm-bench.sh tests/test_backend_ops tests/test_exact_device tests/gpu.sh tests/gpu-train-w2.sh tests/gpu-graph.sh tests/ptx-check.sh"
     tests="${GPU_CHECK_TESTS:-$tests tests/test_kernel_math tests/fakecuda.sh tests/fakecuda-train-w2.sh tests/fakecuda-binding.sh}"
     local status=0
     say "make check ($([ "$full_check" = 1 ] && echo "all tests" || echo "$tests"))"

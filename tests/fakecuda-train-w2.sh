@@ -12,7 +12,7 @@ export DP_TEST_DEVICE=cuda FAKECUDA_CHECK_LEAKS=1
 dp_mpirun 600 2 sh -c 'FAKECUDA_DEVICES="fake$OMPI_COMM_WORLD_RANK" exec "$0"' "$fake/test_mpi_train" || exit 1
 dp_mpirun 300 2 sh -c 'FAKECUDA_DEVICES="fake$OMPI_COMM_WORLD_RANK" exec "$0"' "$fake/test_zero" || exit 1
 dp_mpirun 300 2 sh -c 'FAKECUDA_DEVICES="fake$OMPI_COMM_WORLD_RANK" exec "$0"' "$fake/test_local_sgd" || exit 1
-# --exact through device memory (each shard's gradient downloaded, the sum uploaded): one fake
+# --exact with its accumulator in device memory (tests/fakecuda-exact.sh has the rest): one fake
 # GPU and two give the same bits, with the staged mpi and ring; nccl, which sums GPU memory
 # only, is refused by name.
 worker="$fake/dp_worker"

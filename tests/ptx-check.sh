@@ -5,7 +5,9 @@
 # precision anywhere, so elementwise results equal the CPU backend's (double division's
 # rcp.approx.ftz.f64 seed is part of its correctly rounded algorithm); and no double-precision
 # FMA in kernels that call no libm function (their sums are emulated on the host exactly,
-# tests/fakecuda/kernels.c).
+# tests/fakecuda/kernels.c). --exact's kernels (cuda_exact_kernels.cu) more strictly: no FMA of
+# any width, since each step of theirs is an exact addition or a rounding of its own
+# (src/backend/exact_math.h), as the host loops'.
 . "$srcdir/tests/common.sh"
 [ -n "${NVCC:-}" ] || { echo "no nvcc: the CUDA backend is not built"; exit 77; }
 work=$(mktemp -d) && trap 'rm -rf "$work"' EXIT
@@ -36,5 +38,17 @@ for arch in $(printf '%s\n' $DP_NVCC_GENCODE | sed -n 's/^arch=compute_\([0-9a-z
         status=1
     fi
     echo "sm_$arch: $kernels kernels, $(grep -c 'fma\.rn\.f64' "$work/bodies") double FMAs (inside exp and log only)"
+done
+exact="$srcdir/src/backend/cuda_exact_kernels.cu"
+for arch in $(printf '%s\n' $DP_NVCC_GENCODE | sed -n 's/^arch=compute_\([0-9a-z]*\),.*/\1/p' | sort -u); do
+    # shellcheck disable=SC2086
+    $NVCC -arch=compute_$arch $DP_NVCC_CHECK_FLAGS -ptx "$exact" -o "$work/exact.ptx" || exit 1
+    kernels=$(grep -c '\.entry' "$work/exact.ptx")
+    [ "$kernels" -eq 4 ] || { echo "FAIL sm_$arch: found $kernels of --exact's 4 kernels in the PTX"; status=1; }
+    if grep -E 'fma\.|\.ftz\.|\.approx' "$work/exact.ptx"; then
+        echo "FAIL sm_$arch: an FMA, flush-to-zero or approximation in --exact's kernels (above)"
+        status=1
+    fi
+    echo "sm_$arch: --exact's $kernels kernels, no FMA"
 done
 exit $status

@@ -12,6 +12,7 @@
 #include "src/backend/cuda_gemm.h"
 
 #include "dp/error.h"
+#include "src/backend/cuda_exact_kernels.h"
 #include "src/backend/fatal.h"
 
 #include <stdio.h>
@@ -392,6 +393,29 @@ static void cuda_memory_info(const dp_backend *be, size_t *free_bytes, size_t *t
     MUST(CUDA_CALL(ctx_of(be), cudaMemGetInfo(free_bytes, total_bytes)));
 }
 
+/* ---- --exact's accumulator on the GPU (src/strategy/exact.c) ---- */
+
+static void cuda_exact_add(const dp_backend *be, double *acc, const float *values, size_t n, int first)
+{
+    MUST(LAUNCH(ctx_of(be), dp_cuda_exact_add, acc, values, n, first));
+}
+
+static void cuda_exact_to_floats(const dp_backend *be, const double *acc, size_t n, float *out)
+{
+    MUST(LAUNCH(ctx_of(be), dp_cuda_exact_to_floats, acc, n, out));
+}
+
+static void cuda_exact_to_digits(const dp_backend *be, double *acc, size_t n, int digit_bits, int first, int digits,
+                                 float *out, uint64_t *largest)
+{
+    MUST(LAUNCH(ctx_of(be), dp_cuda_exact_to_digits, acc, n, digit_bits, first, digits, out, largest));
+}
+
+static void cuda_exact_from_digits(const dp_backend *be, const float *digits, size_t n, int count, float *out)
+{
+    MUST(LAUNCH(ctx_of(be), dp_cuda_exact_from_digits, digits, n, count, out));
+}
+
 const dp_backend dp_cuda_operations = {
     .name = "cuda",
     .host_memory = 0,
@@ -446,4 +470,8 @@ const dp_backend dp_cuda_operations = {
     .timer_reset = cuda_timer_reset,
     .gather_rows = cuda_gather_rows,
     .memory_info = cuda_memory_info,
+    .exact_add = cuda_exact_add,
+    .exact_to_floats = cuda_exact_to_floats,
+    .exact_to_digits = cuda_exact_to_digits,
+    .exact_from_digits = cuda_exact_from_digits,
 };

@@ -166,15 +166,6 @@ __global__ void pool_backward_kernel(dp_shape s, const float *x, const float *dy
 
 } // namespace
 
-/* Launches kernel on shape s, on the backend's stream, when it has work (n > 0). */
-#define LAUNCH(n, s, kernel, ...)                                            \
-    do {                                                                     \
-        if ((n) == 0)                                                        \
-            return cudaSuccess;                                              \
-        kernel<<<grid_of(s), block_of(s), 0, stream>>>(s, __VA_ARGS__);                 \
-        return launched();                                                   \
-    } while (0)
-
 extern "C" cudaError_t dp_cuda_bias_act(cudaStream_t stream, float *y, const float *bias, int rows, int cols, int relu)
 {
     LAUNCH((size_t)rows * cols, dp_shape_rows(rows, cols), bias_act_kernel, y, bias, rows, cols, relu);

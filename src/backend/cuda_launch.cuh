@@ -1,6 +1,6 @@
-/* What every kernel file of the CUDA backend (cuda_kernels.cu, cuda_reductions.cu) shares: a
- * launch shape of kernel_grid.h as CUDA's grid and block, the span of it one thread owns, and
- * a launch's status. Inline, so a file that uses some of them compiles the rest to nothing. */
+/* What every kernel file of the CUDA backend (cuda_kernels.cu, cuda_reductions.cu,
+ * cuda_exact_kernels.cu) shares: a launch shape of kernel_grid.h as CUDA's grid and block, the
+ * span of it one thread owns, a launch's status, and LAUNCH. Inline, so a file that uses some of them compiles the rest to nothing. */
 #ifndef DP_BACKEND_CUDA_LAUNCH_CUH
 #define DP_BACKEND_CUDA_LAUNCH_CUH
 
@@ -36,5 +36,15 @@ inline cudaError_t launched()
 }
 
 } // namespace
+
+/* Launches kernel on shape s, on the backend's stream (a launcher's `stream`), when it has
+ * work (n > 0), and returns the launch's status. */
+#define LAUNCH(n, s, kernel, ...)                                                                  \
+    do {                                                                                           \
+        if ((n) == 0)                                                                              \
+            return cudaSuccess;                                                                    \
+        kernel<<<grid_of(s), block_of(s), 0, stream>>>(s, __VA_ARGS__);                            \
+        return launched();                                                                         \
+    } while (0)
 
 #endif

@@ -1,8 +1,10 @@
 /* --exact: the same parameters, bit for bit, for every world size. The engine computes each
  * fixed shard of the step alone (src/engine/step.c); here each shard's gradient is added into
  * an exact accumulator (exact_sum.h), the ranks' sums are added as integers by one all-reduce
- * of balanced digits, and the result is rounded to float once. Every rank keeps the whole
- * model and optimizer state, as DDP. */
+ * of balanced digits, and the result is rounded to float once. The accumulator lives where the
+ * gradient does: on a device the adds, the digits and the rounding are kernels (exact_math.h's
+ * arithmetic, as the host loops'), and only the digits cross to the host for the all-reduce
+ * (nothing at W = 1). Every rank keeps the whole model and optimizer state, as DDP. */
 #include "src/strategy/strategy_type.h"
 
 #include "dp/error.h"
@@ -16,11 +18,14 @@
 enum { FIRST_GUESS_BITS = DP_EXACT_FRACTION_BITS + 8 + 1 };
 
 typedef struct dp_exact {
+    const dp_backend *be;
+    int on_device;    /* the accumulator and digits live in backend memory (be->exact_add) */
     double *acc;      /* DP_EXACT_PIECES x layout.total: this rank's shards' exact sum */
-    float *host;      /* the gradient on the host: a shard's (GPU), then the result */
-    float *message;   /* the all-reduce's buffer: max_digits counts, then max_digits x layout.total digits */
+    float *digits;    /* on a device: max_digits x layout.total digits, made and summed there */
+    uint64_t *largest;/* on a device: the largest size's bits (dp_exact_size_bits) */
+    float *message;   /* the all-reduce's buffer (host): max_digits counts, then max_digits x layout.total digits */
     int max_digits;
-    int digits;       /* digits sent first: the count the ranks needed at the last step */
+    int digits_sent;  /* digits sent first: the count the ranks needed at the last step */
     size_t terms;     /* shards added since the last finish */
 } dp_exact;
 
@@ -47,43 +52,65 @@ static int exact_open(dp_strategy *d)
     dp_exact *x = d->exact = dp_calloc(1, sizeof *x, "the exact accumulator");
     if (!x)
         return DP_ENOMEM;
+    x->be = d->buffers.be;
+    x->on_device = !x->be->host_memory;
+    if (x->on_device && !x->be->exact_add)
+        return dp_fail(DP_EINVAL, "--exact: the %s backend cannot sum in its own memory", x->be->name);
     x->max_digits = dp_exact_max_digits(d->comm->size);
-    x->digits = dp_exact_digits_for(FIRST_GUESS_BITS, d->comm->size);
+    x->digits_sent = dp_exact_digits_for(FIRST_GUESS_BITS, d->comm->size);
     size_t message = (size_t)x->max_digits * (total + 1);
-    x->acc = dp_calloc(DP_EXACT_PIECES * total, sizeof *x->acc, "the exact accumulator");
-    x->host = dp_calloc(total, sizeof *x->host, "the exact gradient's host copy");
-    x->message = d->comm->size > 1 ? dp_calloc(message, sizeof *x->message, "the exact all-reduce's digits") : NULL;
-    if (!x->acc || !x->host || (d->comm->size > 1 && !x->message))
+    if (x->on_device) {
+        x->acc = x->be->alloc(x->be, DP_EXACT_PIECES * total * sizeof *x->acc, DP_MEM_WORKING, "the exact accumulator");
+        x->largest = x->be->alloc(x->be, sizeof *x->largest, DP_MEM_OTHER, "the exact sums' size");
+        x->digits = d->comm->size > 1 ? x->be->alloc(x->be, (size_t)x->max_digits * total * sizeof *x->digits,
+                                                     DP_MEM_WORKING, "the exact all-reduce's digits") : NULL;
+        if (!x->acc || !x->largest || (d->comm->size > 1 && !x->digits))
+            return DP_ENOMEM;
+    } else if (!(x->acc = dp_calloc(DP_EXACT_PIECES * total, sizeof *x->acc, "the exact accumulator"))) {
         return DP_ENOMEM;
-    return d->comm->size > 1 ? dp_comm_reserve(d->comm, message, 1, 0) : 0;
+    }
+    if (d->comm->size == 1)
+        return 0;
+    /* The digits cross the bus from and to page-locked memory on a device (the fastest copies). */
+    x->message = x->on_device ? x->be->alloc_host(x->be, message * sizeof *x->message, "the exact all-reduce's digits")
+                              : dp_calloc(message, sizeof *x->message, "the exact all-reduce's digits");
+    if (!x->message)
+        return DP_ENOMEM;
+    return dp_comm_reserve(d->comm, message, 1, 0);
 }
 
 static void exact_close(dp_strategy *d)
 {
-    if (!d->exact)
+    dp_exact *x = d->exact;
+    if (!x)
         return;
-    free(d->exact->acc);
-    free(d->exact->host);
-    free(d->exact->message);
-    free(d->exact);
+    if (x->on_device) { /* what a failed open left NULL is skipped */
+        void *device[] = {x->acc, x->largest, x->digits};
+        for (size_t i = 0; i < sizeof device / sizeof *device; i++)
+            if (device[i])
+                x->be->free(x->be, device[i]);
+        if (x->message)
+            x->be->free_host(x->be, x->message);
+    } else {
+        free(x->acc);
+        free(x->message);
+    }
+    free(x);
     d->exact = NULL;
 }
 
-/* The gradient backward just wrote (one shard's alone) into the accumulator. */
+/* The gradient backward just wrote (one shard's alone) into the accumulator, where it lies. */
 static int exact_add_shard(dp_strategy *d)
 {
     dp_exact *x = d->exact;
-    const dp_backend *be = d->buffers.be;
     size_t total = d->layout.total;
     if (++x->terms > DP_EXACT_MAX_TERMS)
         return dp_fail(DP_EINVAL, "--exact: more than %zu shards in one step on one rank; use a larger --exact-shard",
                        DP_EXACT_MAX_TERMS);
-    const float *grads = d->buffers.grads;
-    if (!be->host_memory) {
-        be->download(be, x->host, d->buffers.grads, total * sizeof(float));
-        grads = x->host;
-    }
-    dp_exact_add(x->acc, grads, total, x->terms == 1);
+    if (x->on_device)
+        x->be->exact_add(x->be, x->acc, d->buffers.grads, total, x->terms == 1);
+    else
+        dp_exact_add(x->acc, d->buffers.grads, total, x->terms == 1);
     return 0;
 }
 
@@ -103,30 +130,63 @@ static int sum_over_ranks(dp_strategy *d, float *values, size_t count)
     return status;
 }
 
+/* Digits [first, digits) of this rank's sums into the message (from 0, their magnitude
+ * returned): made where the accumulator lives, so a device sends down only the digits. */
+static int digits_to_message(dp_exact *x, size_t total, int ranks, int first, int digits)
+{
+    float *out = x->message + x->max_digits;
+    if (!x->on_device) {
+        if (first == 0)
+            return dp_exact_first_digits(x->acc, total, ranks, digits, out);
+        dp_exact_to_digits(x->acc, total, ranks, first, digits, out);
+        return 0;
+    }
+    uint64_t largest = 0;
+    size_t offset = (size_t)first * total;
+    x->be->exact_to_digits(x->be, x->acc, total, dp_exact_digit_bits(ranks), first, digits, x->digits, x->largest);
+    if (first == 0)
+        x->be->download(x->be, &largest, x->largest, sizeof largest);
+    x->be->download(x->be, out + offset, x->digits + offset, (size_t)(digits - first) * total * sizeof *out);
+    return first == 0 ? dp_exact_magnitude_of(largest) : 0;
+}
+
+/* The summed digits in the message back to floats in the gradient buffer (on a device: the
+ * digits go up, the floats are made there). */
+static void digits_to_gradient(dp_exact *x, size_t total, int digits, float *grads)
+{
+    const float *summed = x->message + x->max_digits;
+    if (!x->on_device) {
+        dp_exact_from_digits(summed, total, digits, grads);
+        return;
+    }
+    x->be->upload(x->be, x->digits, summed, (size_t)digits * total * sizeof *summed);
+    x->be->exact_from_digits(x->be, x->digits, total, digits, grads);
+}
+
 /* The ranks' exact sums added as integers, in one all-reduce where the last step's digit
  * count suffices: beside the digits each rank counts 1 for the digits it needs, so all learn
  * the largest need from the same sums, and only when it exceeds what was sent do the missing
  * digits follow in a second all-reduce. The count sent first follows the need step by step. */
-static int sum_digits(dp_strategy *d, float *out)
+static int sum_digits(dp_strategy *d)
 {
     dp_exact *x = d->exact;
     size_t total = d->layout.total;
-    int ranks = d->comm->size, sent = x->digits, status;
+    int ranks = d->comm->size, sent = x->digits_sent, status;
     float *needs = x->message, *digits = x->message + x->max_digits;
     memset(needs, 0, (size_t)x->max_digits * sizeof *needs);
-    needs[digits_needed(x, dp_exact_first_digits(x->acc, total, ranks, sent, digits), ranks) - 1] = 1.0f;
+    needs[digits_needed(x, digits_to_message(x, total, ranks, 0, sent), ranks) - 1] = 1.0f;
     if ((status = sum_over_ranks(d, x->message, (size_t)x->max_digits + (size_t)sent * total)))
         return status;
     int needed = x->max_digits;
     while (needs[needed - 1] == 0.0f) /* some rank needs at least one digit */
         needed--;
     if (needed > sent) {
-        dp_exact_to_digits(x->acc, total, ranks, sent, needed, digits);
+        digits_to_message(x, total, ranks, sent, needed);
         if ((status = sum_over_ranks(d, digits + (size_t)sent * total, (size_t)(needed - sent) * total)))
             return status;
     }
-    dp_exact_from_digits(digits, total, needed > sent ? needed : sent, out);
-    x->digits = needed;
+    digits_to_gradient(x, total, needed > sent ? needed : sent, d->buffers.grads);
+    x->digits_sent = needed;
     return 0;
 }
 
@@ -134,30 +194,35 @@ static int sum_digits(dp_strategy *d, float *out)
 static int exact_finish(dp_strategy *d)
 {
     dp_exact *x = d->exact;
-    const dp_backend *be = d->buffers.be;
     size_t total = d->layout.total;
-    float *out = be->host_memory ? d->buffers.grads : x->host;
     int status = 0;
-    if (x->terms == 0) /* this rank had no shard this step */
-        memset(x->acc, 0, DP_EXACT_PIECES * total * sizeof *x->acc);
-    if (d->comm->size == 1)
-        dp_exact_to_floats(x->acc, total, out);
-    else if ((status = sum_digits(d, out)))
-        return status;
-    if (!be->host_memory)
-        be->upload(be, d->buffers.grads, out, total * sizeof(float));
+    if (x->terms == 0) { /* this rank had no shard this step */
+        if (x->on_device)
+            x->be->zero(x->be, (float *)x->acc, DP_EXACT_PIECES * total * sizeof *x->acc / sizeof(float));
+        else
+            memset(x->acc, 0, DP_EXACT_PIECES * total * sizeof *x->acc);
+    }
+    if (d->comm->size > 1) {
+        if ((status = sum_digits(d)))
+            return status;
+    } else if (x->on_device) {
+        x->be->exact_to_floats(x->be, x->acc, total, d->buffers.grads);
+    } else {
+        dp_exact_to_floats(x->acc, total, d->buffers.grads);
+    }
     x->terms = 0;
     return 0;
 }
 
 static int exact_describe(const dp_strategy *d, char *text, size_t size)
 {
+    const char *where = d->exact->on_device ? "in device memory" : "in host memory";
     if (d->comm->size == 1)
-        return snprintf(text, size, "exact: each shard's gradient alone, summed exactly (multiples of 2^-%d) on "
-                        "one rank", DP_EXACT_FRACTION_BITS);
-    return snprintf(text, size, "exact: each shard's gradient alone, summed exactly (multiples of 2^-%d), then one "
-                    "all-reduce of the sums as %d-bit digits in floats (as many as the last step needed, at most "
-                    "%d; the rest in a second one when the sums outgrow them)", DP_EXACT_FRACTION_BITS,
+        return snprintf(text, size, "exact: each shard's gradient alone, summed exactly (multiples of 2^-%d) %s on "
+                        "one rank", DP_EXACT_FRACTION_BITS, where);
+    return snprintf(text, size, "exact: each shard's gradient alone, summed exactly (multiples of 2^-%d) %s, then "
+                    "one all-reduce of the sums as %d-bit digits in floats (as many as the last step needed, at most "
+                    "%d; the rest in a second one when the sums outgrow them)", DP_EXACT_FRACTION_BITS, where,
                     dp_exact_digit_bits(d->comm->size), d->exact->max_digits);
 }
 

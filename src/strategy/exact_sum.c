@@ -1,7 +1,8 @@
 /* --exact's sums (exact_sum.h): values rounded to a fixed grid by a rule of their own, pieces
  * that add exactly in doubles, balanced digits that add exactly in floats, one canonical form
  * of the exact sum and one rounding back. Only additions of doubles that are exact, and the
- * roundings of round_to, which depend on their argument alone. */
+ * roundings of dp_exact_round_to, which depend on their argument alone. The arithmetic per
+ * element is src/backend/exact_math.h's, which the GPU's kernels share. */
 #include "config.h"
 
 #include "src/strategy/exact_sum.h"
@@ -18,61 +19,17 @@
 #else
 #define WIDEST_VECTORS
 #endif
-/* The per-element helpers inside each build: a call per element would stop the vectoriser. */
-#define PER_ELEMENT static inline __attribute__((always_inline))
+/* The chunk passes inside each build: a call per chunk would stop the vectoriser. */
+#define PER_CHUNK static inline __attribute__((always_inline))
 
 /* Elements whose working values stay in the L1 cache through all the passes over digits. */
 enum { CHUNK = 512 };
 
-/* x rounded to a multiple of u (a power of two), to nearest, ties to even: exact arithmetic
- * while |x| < 2^51 u, as adding 1.5 x 2^52 u leaves no bit below u. */
-PER_ELEMENT double round_to(double x, double u)
-{
-    double c = 0x1.8p52 * u;
-    return (x + c) - c;
-}
-
-#define INTEGER_LIMIT 0x1p32 /* 2^DP_EXACT_INTEGER_BITS */
-
 WIDEST_VECTORS void dp_exact_add(double *acc, const float *values, size_t n, int first)
 {
     double *restrict high = acc, *restrict low = acc + n;
-    for (size_t i = 0; i < n; i++) {
-        double v = values[i];
-        double upper = round_to(v, 0x1p-8);
-        double lower = round_to(v - upper, 0x1p-48); /* v - upper is exact, at most 2^-9 */
-        /* Out of range (inf and NaN included): the sum is NaN, which the update's check catches. */
-        upper = fabs(v) < INTEGER_LIMIT ? upper : NAN;
-        high[i] = first ? upper : high[i] + upper;
-        low[i] = first ? lower : low[i] + lower;
-    }
-}
-
-/* The exact sum S as whole + fraction, whole an integer and fraction in (-1/2, 1/2]: the one
- * canonical form, whatever pieces made S, so its rounding depends on S alone. Every step is
- * exact: |whole| < 2^46, fraction a multiple of 2^-48 below 2^5. */
-PER_ELEMENT void canonical(double *whole, double *fraction)
-{
-    double carry = round_to(*fraction, 1.0);
-    *whole += carry;
-    *fraction -= carry;
-    double tie = *fraction == -0.5 ? 1.0 : 0.0; /* -1/2 becomes +1/2 (a select: vectorised) */
-    *fraction += tie;
-    *whole -= tie;
-}
-
-/* An accumulator's two pieces (high, low) as the canonical form. */
-PER_ELEMENT void accumulated_sum(double high, double low, double *whole, double *fraction)
-{
-    *whole = round_to(high, 1.0);
-    *fraction = (high - *whole) + low;
-    canonical(whole, fraction);
-}
-
-/* One rounding to float through double, of the canonical form: a function of the sum alone. */
-PER_ELEMENT float to_float(double whole, double fraction)
-{
-    return (float)(whole + fraction);
+    for (size_t i = 0; i < n; i++)
+        dp_exact_add_value(values[i], &high[i], &low[i], first);
 }
 
 int dp_exact_digit_bits(int ranks)
@@ -96,22 +53,17 @@ int dp_exact_max_digits(int ranks)
     return dp_exact_digits_for(46 + DP_EXACT_FRACTION_BITS, ranks);
 }
 
-/* The bit pattern of the largest |high| + |low| of n elements and `largest` (a pattern too):
- * non-negative doubles order as their bit patterns, with inf and NaN above every finite one,
- * so an integer maximum, which vectorises (a test per element would leave the loop). */
-PER_ELEMENT uint64_t largest_size(const double *high, const double *low, size_t n, uint64_t largest)
+/* The largest dp_exact_size_bits of n elements and `largest`. */
+PER_CHUNK uint64_t largest_size(const double *high, const double *low, size_t n, uint64_t largest)
 {
     for (size_t i = 0; i < n; i++) {
-        double size = fabs(high[i]) + fabs(low[i]);
-        uint64_t bits;
-        memcpy(&bits, &size, sizeof bits);
+        uint64_t bits = dp_exact_size_bits(high[i], low[i]);
         largest = bits > largest ? bits : largest;
     }
     return largest;
 }
 
-/* dp_exact_magnitude_bits of the largest size's bit pattern. */
-static int magnitude_bits(uint64_t largest_bits)
+int dp_exact_magnitude_of(uint64_t largest_bits)
 {
     double largest;
     memcpy(&largest, &largest_bits, sizeof largest);
@@ -124,19 +76,19 @@ static int magnitude_bits(uint64_t largest_bits)
 
 WIDEST_VECTORS int dp_exact_magnitude_bits(const double *acc, size_t n)
 {
-    return magnitude_bits(largest_size(acc, acc + n, n, 0));
+    return dp_exact_magnitude_of(largest_size(acc, acc + n, n, 0));
 }
 
 /* Digits [first, digits) of the sums of elements [begin, begin + n) of an accumulator of
  * `total` (whole and fraction already at begin), into out (digit k at out + k total + begin). */
-PER_ELEMENT void chunk_digits(double *restrict whole, double *restrict fraction, size_t begin, size_t n,
-                              size_t total, int b, int first, int digits, float *out)
+PER_CHUNK void chunk_digits(double *restrict whole, double *restrict fraction, size_t begin, size_t n,
+                            size_t total, int b, int first, int digits, float *out)
 {
     /* Through locals: stores through pointers into the arrays kept this loop scalar. */
     if (first == 0) {
         for (size_t i = 0; i < n; i++) {
             double w, f;
-            accumulated_sum(whole[i], fraction[i], &w, &f);
+            dp_exact_accumulated_sum(whole[i], fraction[i], &w, &f);
             whole[i] = w;
             fraction[i] = f;
         }
@@ -144,15 +96,13 @@ PER_ELEMENT void chunk_digits(double *restrict whole, double *restrict fraction,
     /* Lowest digit first: what is left of the sum is whole + fraction, both multiples of the
      * digit's unit; the digit is the remainder to the next unit, at most half of it. */
     for (int k = first; k < digits; k++) {
-        double next = ldexp(1.0, b * (k + 1) - DP_EXACT_FRACTION_BITS);
+        double next = dp_exact_digit_unit(b, k);
         float *restrict digit = out + (size_t)k * total + begin;
         for (size_t i = 0; i < n; i++) {
-            double whole_part = next <= 1.0 ? whole[i] : round_to(whole[i], next);
-            double rest = (whole[i] - whole_part) + fraction[i];
-            double carry = round_to(rest, next);
-            digit[i] = (float)(rest - carry); /* exact: at most 2^(b-1) units */
-            whole[i] = whole_part;
-            fraction[i] = carry;
+            double w = whole[i], f = fraction[i];
+            digit[i] = dp_exact_digit(&w, &f, next);
+            whole[i] = w;
+            fraction[i] = f;
         }
     }
 }
@@ -176,7 +126,7 @@ WIDEST_VECTORS int dp_exact_first_digits(double *acc, size_t n, int ranks, int d
         largest = largest_size(high, low, count, largest);
         chunk_digits(high, low, begin, count, n, b, 0, digits, out);
     }
-    return magnitude_bits(largest);
+    return dp_exact_magnitude_of(largest);
 }
 
 WIDEST_VECTORS void dp_exact_from_digits(const float *digits_in, size_t n, int digits, float *out)
@@ -186,15 +136,12 @@ WIDEST_VECTORS void dp_exact_from_digits(const float *digits_in, size_t n, int d
         size_t count = begin + CHUNK < n ? CHUNK : n - begin;
         for (int k = 0; k < digits; k++) {
             const float *restrict digit = digits_in + (size_t)k * n + begin;
-            for (size_t i = 0; i < count; i++) { /* the first digit adds to 0: no zeroing pass */
-                double integer = round_to(digit[i], 1.0);
-                whole[i] = (k == 0 ? 0.0 : whole[i]) + integer;
-                fraction[i] = (k == 0 ? 0.0 : fraction[i]) + (digit[i] - integer);
-            }
+            for (size_t i = 0; i < count; i++) /* the first digit starts the sums: no zeroing pass */
+                dp_exact_take_digit(digit[i], &whole[i], &fraction[i], k == 0);
         }
         for (size_t i = 0; i < count; i++) {
-            canonical(&whole[i], &fraction[i]);
-            out[begin + i] = to_float(whole[i], fraction[i]);
+            dp_exact_canonical(&whole[i], &fraction[i]);
+            out[begin + i] = dp_exact_to_float(whole[i], fraction[i]);
         }
     }
 }
@@ -203,12 +150,12 @@ WIDEST_VECTORS void dp_exact_to_floats(const double *acc, size_t n, float *out)
 {
     for (size_t i = 0; i < n; i++) {
         double whole, fraction;
-        accumulated_sum(acc[i], acc[n + i], &whole, &fraction);
-        out[i] = to_float(whole, fraction);
+        dp_exact_accumulated_sum(acc[i], acc[n + i], &whole, &fraction);
+        out[i] = dp_exact_to_float(whole, fraction);
     }
 }
 
 double dp_exact_round_total(double value)
 {
-    return round_to(value, 0x1p-24);
+    return dp_exact_round_to(value, 0x1p-24);
 }

@@ -14,14 +14,10 @@
 #ifndef DP_EXACT_SUM_H
 #define DP_EXACT_SUM_H
 
-#include <stddef.h>
+#include "src/backend/exact_math.h" /* the grid's constants and the arithmetic per element */
 
-enum {
-    DP_EXACT_FRACTION_BITS = 48, /* the grid: values are rounded to multiples of 2^-48 */
-    DP_EXACT_INTEGER_BITS = 32,  /* |v| >= 2^32 (or NaN, inf) makes the element's sum NaN */
-    DP_EXACT_PIECES = 2,         /* doubles per element in an accumulator */
-    DP_EXACT_MAX_RANKS = 256,    /* digits of at least 17 bits */
-};
+#include <stddef.h>
+#include <stdint.h>
 
 /* Terms one step may add, over all ranks: 2^32 x 2^13 = 2^45 in steps of 2^-8 is 53 bits. */
 #define DP_EXACT_MAX_TERMS ((size_t)1 << 13)
@@ -36,6 +32,9 @@ int dp_exact_digit_bits(int ranks);
 int dp_exact_max_digits(int ranks);
 /* The bits of the largest |sum| in acc (0 when all are 0; -1 when one is not finite). */
 int dp_exact_magnitude_bits(const double *acc, size_t n);
+/* dp_exact_magnitude_bits from the largest dp_exact_size_bits of the elements (a device
+ * backend's exact_to_digits leaves it in backend memory). */
+int dp_exact_magnitude_of(uint64_t largest_size_bits);
 /* Digits needed for sums of at most `bits` bits on a world of ranks. */
 int dp_exact_digits_for(int bits, int ranks);
 

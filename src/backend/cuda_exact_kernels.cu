@@ -1,0 +1,68 @@
+/* --exact's accumulator on the GPU: the kernels of cuda_exact_kernels.h. What each thread
+ * computes is exact_grid.h's, shared with the host emulation; this file adds the block and
+ * thread indices and the largest size's maximum (an integer, so a warp's shuffles and
+ * atomicMax give the same result in any order). */
+#include "src/backend/cuda_exact_kernels.h"
+#include "src/backend/cuda_launch.cuh"
+#include "src/backend/exact_grid.h"
+
+namespace {
+
+__global__ void exact_add_kernel(dp_shape s, double *acc, const float *values, size_t n, int first)
+{
+    dp_exact_add_thread(acc, values, n, first, span_x(s));
+}
+
+__global__ void exact_to_floats_kernel(dp_shape s, const double *acc, size_t n, float *out)
+{
+    dp_exact_to_floats_thread(acc, n, out, span_x(s));
+}
+
+__global__ void exact_to_digits_kernel(dp_shape s, double *acc, size_t n, int b, int first, int digits, float *out,
+                                       unsigned long long *largest)
+{
+    unsigned long long mine = dp_exact_digits_thread(acc, n, b, first, digits, out, span_x(s));
+    if (first != 0)
+        return;
+    for (int offset = DP_WARP / 2; offset > 0; offset /= 2) { /* the warp's maximum: 32x fewer atomics */
+        unsigned long long other = __shfl_xor_sync(0xffffffffu, mine, offset);
+        mine = other > mine ? other : mine;
+    }
+    if (threadIdx.x % DP_WARP == 0 && mine != 0)
+        atomicMax(largest, mine);
+}
+
+__global__ void exact_from_digits_kernel(dp_shape s, const float *digits, size_t n, int count, float *out)
+{
+    dp_exact_from_digits_thread(digits, n, count, out, span_x(s));
+}
+
+} // namespace
+
+extern "C" cudaError_t dp_cuda_exact_add(cudaStream_t stream, double *acc, const float *values, size_t n, int first)
+{
+    LAUNCH(n, dp_shape_flat(n), exact_add_kernel, acc, values, n, first);
+}
+
+extern "C" cudaError_t dp_cuda_exact_to_floats(cudaStream_t stream, const double *acc, size_t n, float *out)
+{
+    LAUNCH(n, dp_shape_flat(n), exact_to_floats_kernel, acc, n, out);
+}
+
+extern "C" cudaError_t dp_cuda_exact_to_digits(cudaStream_t stream, double *acc, size_t n, int digit_bits, int first,
+                                               int digits, float *out, uint64_t *largest)
+{
+    if (first == 0) {
+        cudaError_t e = cudaMemsetAsync(largest, 0, sizeof *largest, stream);
+        if (e != cudaSuccess)
+            return e;
+    }
+    LAUNCH(n, dp_shape_flat(n), exact_to_digits_kernel, acc, n, digit_bits, first, digits, out,
+           (unsigned long long *)largest);
+}
+
+extern "C" cudaError_t dp_cuda_exact_from_digits(cudaStream_t stream, const float *digits, size_t n, int count,
+                                                 float *out)
+{
+    LAUNCH(n, dp_shape_flat(n), exact_from_digits_kernel, digits, n, count, out);
+}

@@ -1,0 +1,63 @@
+/* --exact's accumulator in device memory: what one thread of each kernel computes (the launch
+ * shape is kernel_grid.h's dp_shape_flat over the elements), from exact_math.h's arithmetic
+ * per element. The kernels (cuda_exact_kernels.cu) pass their block and thread; the host
+ * emulation (tests/fakecuda/exact_kernels.c) loops over every block and thread. Each element
+ * is one thread's alone, so the bits are the host loops' (src/strategy/exact_sum.c). */
+#ifndef DP_EXACT_GRID_H
+#define DP_EXACT_GRID_H
+
+#include "src/backend/exact_math.h"
+#include "src/backend/kernel_grid.h"
+
+/* acc (high pieces, then low, n each) += values, or = values when first. */
+static inline DP_HD void dp_exact_add_thread(double *acc, const float *values, size_t n, int first, dp_span s)
+{
+    for (size_t i = s.first; i < n; i += s.step)
+        dp_exact_add_value(values[i], &acc[i], &acc[n + i], first);
+}
+
+/* out[i] = the float of element i's exact sum. */
+static inline DP_HD void dp_exact_to_floats_thread(const double *acc, size_t n, float *out, dp_span s)
+{
+    for (size_t i = s.first; i < n; i += s.step) {
+        double whole, fraction;
+        dp_exact_accumulated_sum(acc[i], acc[n + i], &whole, &fraction);
+        out[i] = dp_exact_to_float(whole, fraction);
+    }
+}
+
+/* Digits [first, digits) of b bits of each element's sum into out (digit k at out + k n); from
+ * digit 0 the pieces are first brought to the canonical form, and the largest size's bits
+ * (dp_exact_size_bits, before that) are returned; acc keeps what is left of the sums. */
+static inline DP_HD uint64_t dp_exact_digits_thread(double *acc, size_t n, int b, int first, int digits, float *out,
+                                                   dp_span s)
+{
+    uint64_t largest = 0;
+    for (size_t i = s.first; i < n; i += s.step) {
+        double whole = acc[i], fraction = acc[n + i];
+        if (first == 0) {
+            uint64_t size = dp_exact_size_bits(whole, fraction);
+            largest = size > largest ? size : largest;
+            dp_exact_accumulated_sum(acc[i], acc[n + i], &whole, &fraction);
+        }
+        for (int k = first; k < digits; k++)
+            out[(size_t)k * n + i] = dp_exact_digit(&whole, &fraction, dp_exact_digit_unit(b, k));
+        acc[i] = whole;
+        acc[n + i] = fraction;
+    }
+    return largest;
+}
+
+/* out[i] = the float of the exact sum that element i's `count` summed digits hold. */
+static inline DP_HD void dp_exact_from_digits_thread(const float *digits, size_t n, int count, float *out, dp_span s)
+{
+    for (size_t i = s.first; i < n; i += s.step) {
+        double whole = 0.0, fraction = 0.0;
+        for (int k = 0; k < count; k++)
+            dp_exact_take_digit(digits[(size_t)k * n + i], &whole, &fraction, k == 0);
+        dp_exact_canonical(&whole, &fraction);
+        out[i] = dp_exact_to_float(whole, fraction);
+    }
+}
+
+#endif
