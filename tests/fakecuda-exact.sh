@@ -18,7 +18,8 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-fakecuda-exact-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 failures=0 cases=0
 # 500 samples in steps of 42 (the last 38): shards of 8 leave 2 and 6 rows, and 42 and 38
-# split unevenly over 2 and 3 ranks; --batch 21 --accum 2 is the same step as --batch 42. 4355 parameters: 17420 bytes a gradient.
+# split unevenly over 2 and 3 ranks; --batch 21 --accum 2 is the same step as --batch 42.
+# 4355 parameters: 17420 bytes a gradient.
 model="linear(256,bias=0),batchnorm,relu,dropout(0.2),linear(3)"
 base="--device cuda --data synthetic:500,12,3 --model $model --batch 42 --steps 30 --seed 3 --sync-bn"
 exact="--exact --exact-shard 8"
