@@ -74,6 +74,10 @@ typedef struct dp_gemm_epilogue {
     long mask_ld;        /* bits from one row's mask to the next: dp_relu_mask_ld(n) */
 } dp_gemm_epilogue;
 
+/* The boundary bf16 GEMM operand copies start on, a Linear's held ones and the CUDA backend's
+ * per-GEMM ones alike: cuBLAS and cuBLASLt pick kernels, and so bits, by alignment. */
+#define DP_GEMM_OPERAND_ALIGN ((size_t)256)
+
 /* The operation name supports() is asked for an epilogue: "gemm_fused/bias", ... */
 extern const char *const dp_epilogue_ops[DP_EPILOGUES];
 
@@ -133,8 +137,8 @@ struct dp_backend {
     /* GEMM operands rounded once and read by several GEMMs (a Linear's input, weight and output
      * gradient at --precision bf16), where supports(be, "gemm_rounded", DP_DTYPE_BF16) says the
      * GEMMs read bf16 (NULL where the backend has none): round_operand writes copy[i] = x[i]
-     * rounded to bf16, nearest even (n 2-byte values; copy 256-byte aligned, as alloc's memory
-     * is), and gemm_rounded is gemm (epilogue NULL) or gemm_fused with A and B such copies, laid
+     * rounded to bf16, nearest even (n 2-byte values; copy DP_GEMM_OPERAND_ALIGN-byte aligned, as
+     * alloc's memory is), and gemm_rounded is gemm (epilogue NULL) or gemm_fused with A and B such copies, laid
      * out as gemm's a and b: the bits gemm's own rounding of each call's operands gives. */
     void (*round_operand)(const dp_backend *be, void *copy, const float *x, size_t n);
     void (*gemm_rounded)(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,

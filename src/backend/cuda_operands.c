@@ -15,8 +15,8 @@
 #include <cuda_runtime_api.h>
 #include <stdlib.h>
 
-/* cuBLAS and cuBLASLt pick their fastest kernels for 256-byte aligned operands. */
-#define ALIGN_ELEMENTS ((size_t)128)
+/* Each copy's B operand starts on the boundary cuBLAS picks its fastest kernels for. */
+#define ALIGN_ELEMENTS (DP_GEMM_OPERAND_ALIGN / sizeof(uint16_t))
 
 size_t dp_gemm_operand_span(int rows, int cols, int ld)
 {

@@ -59,7 +59,7 @@ static void linear_describe(const dp_module *m, char *text, size_t size)
 
 static int linear_allocate(dp_module *m, const dp_backend *be, int max_rows)
 {
-    ((dp_linear_operands *)m->state)->max_rows = max_rows;
+    dp_linear_operands_prepare(m->state, be, max_rows);
     int status = dp_module_alloc(be, (size_t)max_rows * m->out_width, DP_MEM_ACTIVATIONS, "a Linear layer's output",
                                  &m->out);
     if (status || !(m->fused & DP_FUSE_MASK))
@@ -107,7 +107,7 @@ static int linear_forward(dp_module *m, const dp_nn_context *ctx, const float *x
     if (m->absorbs_next)
         e.kind = ctx->training && (m->fused & DP_FUSE_MASK) ? DP_EPILOGUE_RELU_MASK : DP_EPILOGUE_RELU;
     const dp_gemm_epilogue *fused = m->fused & DP_FUSE_FORWARD ? &e : NULL;
-    if (dp_linear_operands_used(m, be)) {
+    if (dp_linear_operands_used(m)) {
         dp_linear_operands *o = m->state;
         const void *x16 = dp_linear_operands_round(o, m, be, DP_HELD_X, x, (size_t)rows * in);
         const void *w16 = x16 ? dp_linear_operands_round(o, m, be, DP_HELD_W, m->weights, (size_t)out * in) : NULL;
@@ -151,7 +151,7 @@ static int weight_grad(dp_module *m, const dp_nn_context *ctx, const float *x, c
     const dp_backend *be = ctx->be;
     int in = m->in_width, out = m->out_width;
     float beta = ctx->accumulate ? 1.0f : 0.0f;
-    if (blocks > 1 || !dp_linear_operands_used(m, be)) {
+    if (blocks > 1 || !dp_linear_operands_used(m)) {
         be->gemm(be, 1, 0, (int)(end - first), in, rows, 1.0f, dy + first, out, x, in, beta, into, in);
         return 0;
     }
@@ -225,7 +225,7 @@ static int linear_backward_input(dp_module *m, const dp_nn_context *ctx, const f
     dp_gemm_epilogue e = {.kind = DP_EPILOGUE_DRELU, .mask = m->drelu_of ? m->drelu_of->relu_mask : NULL,
                           .mask_ld = dp_relu_mask_ld(in)};
     const dp_gemm_epilogue *fused = m->drelu_of ? &e : NULL;
-    if (dp_linear_operands_used(m, be)) { /* both copies spent: this is their last read */
+    if (dp_linear_operands_used(m)) { /* both copies spent: this is their last read */
         dp_linear_operands *o = m->state;
         const void *dy16 = dp_linear_operands_read(o, m, be, DP_HELD_DY, dy, (size_t)rows * out, 1);
         const void *w16 = dy16 ? dp_linear_operands_read(o, m, be, DP_HELD_W, m->weights, (size_t)out * in, 1) : NULL;

@@ -5,20 +5,24 @@
 
 #include "dp/error.h"
 
-/* cuBLAS and cuBLASLt pick kernels, and so bits, by alignment: each copy sits as the backend's
- * per-GEMM copies do, on a 256-byte boundary. */
-#define ALIGN_VALUES ((size_t)128)
+/* Each copy sits as the backend's per-GEMM copies do (bits depend on the alignment). */
+#define ALIGN_VALUES (DP_GEMM_OPERAND_ALIGN / sizeof(uint16_t))
 
 static size_t aligned(size_t values)
 {
     return (values + ALIGN_VALUES - 1) / ALIGN_VALUES * ALIGN_VALUES;
 }
 
-int dp_linear_operands_used(const dp_module *m, const dp_backend *be)
+void dp_linear_operands_prepare(dp_linear_operands *o, const dp_backend *be, int max_rows)
 {
     char why[256];
-    return be->gemm_rounded && be->supports(be, "gemm_rounded", DP_DTYPE_BF16, why, sizeof why) &&
-           !dp_module_fetches(m);
+    o->max_rows = max_rows;
+    o->rounds = be->gemm_rounded && be->supports(be, "gemm_rounded", DP_DTYPE_BF16, why, sizeof why);
+}
+
+int dp_linear_operands_used(const dp_module *m)
+{
+    return ((const dp_linear_operands *)m->state)->rounds && !dp_module_fetches(m);
 }
 
 /* Each copy's values: X [rows, in], W [out, in], dY [rows, out]. */

@@ -24,11 +24,15 @@ typedef struct dp_linear_operands {
     void *copy[DP_HELDS];     /* in one allocation, each 256-byte aligned; NULL until the first use */
     const float *of[DP_HELDS]; /* what each copy holds now; NULL: spent */
     int max_rows;
+    int rounds; /* the backend's GEMMs read bf16 copies (gemm_rounded): asked once, at allocation */
 } dp_linear_operands;
+
+/* Sizes o for max_rows rows and asks be once whether its GEMMs read bf16 copies. */
+void dp_linear_operands_prepare(dp_linear_operands *o, const dp_backend *be, int max_rows);
 
 /* 1 when m's GEMMs read rounded copies held across its passes: the backend has gemm_rounded for
  * bf16 and m reads its weight whole (a weight fetched in pieces, ZeRO-3's, is rounded per GEMM). */
-int dp_linear_operands_used(const dp_module *m, const dp_backend *be);
+int dp_linear_operands_used(const dp_module *m);
 
 /* Backend memory of the copies of Linear m for max_rows rows (its rounded_operand_bytes). */
 size_t dp_linear_operands_bytes(const dp_module *m, int max_rows);
