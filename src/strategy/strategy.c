@@ -376,6 +376,7 @@ void dp_strategy_attach(dp_strategy *d, dp_step_hooks *hooks)
     if (d->block_floats != SIZE_MAX) {
         hooks->place = dp_zero_place;
         hooks->fetch = d->type->shards_params ? dp_zero_fetch : NULL;
+        hooks->fetch_columns = d->type->shards_params ? dp_zero_fetch_columns : NULL;
     }
 }
 

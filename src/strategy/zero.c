@@ -13,7 +13,9 @@
  *   added into the gradient shard. Every micro-batch is reduced (DeepSpeed does the same).
  * Stage 3: no whole parameters either: before each module's forward and backward its
  *   parameters are all-gathered into a working buffer (the next module's gather started
- *   meanwhile), and the update touches the shard alone. */
+ *   meanwhile), and the update touches the shard alone. Under a budget smaller than a layer
+ *   forward reads its weight in blocks of rows, backward's input gradient in blocks of whole
+ *   columns (zero_columns.c), so every GEMM sums each element as the unsharded one does. */
 #include "src/strategy/zero.h"
 
 #include "dp/error.h"
@@ -137,6 +139,7 @@ static void zero_close(dp_strategy *d)
     }
     be->free(be, z->grad_shard);
     be->free(be, z->param_shard);
+    dp_zero_free_columns(&z->columns);
     free(z->slot_of);
     free(z);
     d->zero = NULL;
@@ -156,6 +159,8 @@ static int zero_open(dp_strategy *d)
         status = open_grad_slots(d, z);
     if (!status && d->type->shards_params)
         status = open_gather_slots(d, z);
+    if (!status && d->type->shards_params)
+        status = dp_zero_plan_columns(d, z->unit_floats, &z->columns);
     if (!status)
         status = reserve(d, z);
     return status;
@@ -299,10 +304,33 @@ static zero_gather_slot *holding(struct dp_zero *z, int unit)
     return NULL;
 }
 
+static int is_column_unit(const dp_strategy *d, int unit)
+{
+    return unit >= d->gathers.layout.segments;
+}
+
+/* Starts the all-gather of column unit `unit` into slot g: the packed block at its start, the
+ * ranks' padded parts arriving after it (or in its host copy). */
+static int start_column_gather(dp_strategy *d, zero_gather_slot *g, int unit)
+{
+    int k = unit - d->gathers.layout.segments, world = d->comm->size;
+    g->data = g->base;
+    g->part = dp_zero_column_part(d, k);
+    float *parts = g->host ? g->host : g->base + dp_zero_column_floats(d, k);
+    dp_zero_pack_columns(d, k, parts + (size_t)d->comm->rank * g->part, g->host != NULL);
+    g->unit = unit;
+    g->started_at = MPI_Wtime();
+    snprintf(g->label, sizeof g->label, "parameters of column unit %d", k);
+    dp_request_args args = {.kind = DP_ALLGATHER, .buf = parts, .count = (size_t)world * g->part, .label = g->label};
+    return dp_comm_start(d->comm, &args, &g->request);
+}
+
 /* Starts the all-gather of unit's parameters into slot g: this rank's part copied in, the
  * others' arriving (each rank's block of the unit is its shard's part of it). */
 static int start_gather(dp_strategy *d, zero_gather_slot *g, int unit)
 {
+    if (is_column_unit(d, unit))
+        return start_column_gather(d, g, unit);
     struct dp_zero *z = d->zero;
     const dp_backend *be = backend(d);
     size_t offset = d->gathers.offset[unit], count = d->gathers.count[unit];
@@ -331,7 +359,11 @@ static int finish_gather(dp_strategy *d, zero_gather_slot *g)
     if (status)
         return status;
     double done = MPI_Wtime();
-    if (g->host)
+    int k = g->unit - d->gathers.layout.segments;
+    if (is_column_unit(d, g->unit))
+        dp_zero_lay_out_columns(d, k, g->host ? g->host : g->base + dp_zero_column_floats(d, k), g->part, g->data,
+                                g->host != NULL);
+    else if (g->host)
         backend(d)->upload(backend(d), g->data, g->host, d->gathers.count[g->unit] * sizeof(float));
     d->times.busy += done - g->started_at;
     if (d->on_span)
@@ -365,14 +397,37 @@ int dp_zero_gathered(dp_strategy *d, int unit, zero_gather_slot **slot)
     return status;
 }
 
-/* Whether backward reads unit's parameters: not a cut segment's tail (a Linear's bias: the
- * input gradient needs the weight rows alone). */
-static int read_in_backward(const dp_strategy *d, int unit)
+/* The unit backward reads first of segment s: its first column block, or where its module
+ * reads rows (Conv2d), its last block of weight rows; a whole segment's one unit. */
+static int first_in_backward(const dp_strategy *d, int s)
 {
-    int s = d->gathers.segment[unit];
+    const zero_columns *c = &d->zero->columns;
     if (!segment_is_cut(d, s))
-        return 1;
-    return d->gathers.offset[unit] < d->layout.offset[s] + d->layout.rows[s] * d->layout.row[s];
+        return d->gathers.first[s];
+    if (!c->by_rows[s] && c->first[s] >= 0)
+        return d->gathers.layout.segments + c->first[s];
+    int after = s + 1 < d->layout.segments ? d->gathers.first[s + 1] : d->gathers.layout.segments;
+    int tail = d->layout.count[s] > d->layout.rows[s] * d->layout.row[s];
+    return after - 1 - tail;
+}
+
+/* The unit backward reads after `unit` (-1: none): the next column block of its weight, the
+ * block of rows before it, or the segment before's first. */
+static int next_in_backward(const dp_strategy *d, int unit)
+{
+    const zero_columns *c = &d->zero->columns;
+    int s;
+    if (is_column_unit(d, unit)) {
+        int k = unit - d->gathers.layout.segments;
+        s = c->segment[k];
+        if (k + 1 < c->units && c->segment[k + 1] == s)
+            return unit + 1;
+    } else {
+        s = d->gathers.segment[unit];
+        if (segment_is_cut(d, s) && unit > d->gathers.first[s])
+            return unit - 1;
+    }
+    return s > 0 ? first_in_backward(d, s - 1) : -1;
 }
 
 /* Unit's parameters whole in a slot, and the next unit the pass reads prefetched into the
@@ -381,12 +436,21 @@ static int gather_with_prefetch(dp_strategy *d, int unit, int backward, zero_gat
 {
     zero_gather_slot *spare;
     int status = dp_zero_gathered(d, unit, slot);
-    int next = backward ? unit - 1 : unit + 1;
-    while (backward && next >= 0 && !read_in_backward(d, next))
-        next--;
-    int prefetch = d->zero->gather_slots > 1 && next >= 0 && next < d->gathers.layout.segments;
+    int next = backward ? next_in_backward(d, unit) : unit + 1;
+    int prefetch = d->zero->gather_slots > 1 && next >= 0 && (backward || next < d->gathers.layout.segments);
     if (!status && prefetch && !holding(d->zero, next) && !(status = free_gather_slot(d, *slot, &spare)))
         status = start_gather(d, spare, next);
+    return status;
+}
+
+/* Unit's parameters at *data for a module's pass, the wait counted as communication. */
+static int fetch_unit(dp_strategy *d, int unit, const float **data)
+{
+    zero_gather_slot *g;
+    double entered = MPI_Wtime();
+    int status = gather_with_prefetch(d, unit, d->zero->backward, &g);
+    count_wait(d, entered);
+    *data = status ? NULL : g->data;
     return status;
 }
 
@@ -398,12 +462,31 @@ int dp_zero_fetch(void *arg, size_t offset, size_t count, const float **data)
     if (d->gathers.offset[unit] != offset || d->gathers.count[unit] != count)
         return dp_fail(DP_EINVAL, "parameters [%zu, %zu) asked for are not a unit of the budget's plan", offset,
                        offset + count);
-    zero_gather_slot *g;
-    double entered = MPI_Wtime();
-    int status = gather_with_prefetch(d, unit, d->zero->backward, &g);
-    count_wait(d, entered);
-    *data = status ? NULL : g->data;
-    return status;
+    if (d->zero->backward)
+        d->zero->columns.by_rows[d->gathers.segment[unit]] = 1;
+    return fetch_unit(d, unit, data);
+}
+
+/* A cut weight's module reads it in blocks of whole columns for its input gradient. */
+int dp_zero_fetch_columns(void *arg, size_t offset, size_t first, size_t *end, const float **data)
+{
+    dp_strategy *d = arg;
+    const zero_columns *c = &d->zero->columns;
+    int s = d->gathers.segment[unit_at(&d->gathers, offset)];
+    size_t rows = d->layout.rows[s], width = d->layout.row ? d->layout.row[s] : 0;
+    if (d->layout.offset[s] != offset || !segment_is_cut(d, s) || !width)
+        return dp_fail(DP_EINVAL, "columns of parameters at %zu asked for are not of a weight the budget cuts", offset);
+    if (!c->per[s])
+        return dp_fail(DP_EINVAL, "--zero-live-mb: a block of the budget (%zu floats) is smaller than a column of the "
+                       "layer whose parameters are [%zu, %zu) (%zu rows, with every rank's part padded to the "
+                       "largest); give at least %.3f MiB", d->zero->unit_floats, offset, offset + d->layout.count[s], rows,
+                       (double)(rows * (size_t)(1 + d->comm->size) + width) * dp_zero_block_slots(d->type, &d->config) /
+                           MIB_FLOATS);
+    if (first % c->per[s] || first >= width)
+        return dp_fail(DP_EINVAL, "columns from %zu of the weight at %zu are not a block of the budget's plan", first,
+                       offset);
+    *end = first + c->per[s] < width ? first + c->per[s] : width;
+    return fetch_unit(d, d->gathers.layout.segments + c->first[s] + (int)(first / c->per[s]), data);
 }
 
 static int before_module(dp_strategy *d, int segment, int backward, float **weights, float **grads)
