@@ -72,11 +72,13 @@ dp_mpirun 60 2 "$worker" --data synthetic:100,512,10 --layers 512,64,10 --steps 
     --device cpu >"$dir/out" 2>&1
 dp_check_outcome "a budget below one row" fail $? "$dir/out" "is smaller than a row (512 floats)"
 
-# 16 -> 2048 fits rows of 16 floats, but a column (2048 rows, and every rank's padded part) not.
-dp_mpirun 60 2 "$worker" --data synthetic:100,8,10 --layers 8,16,2048,10 --steps 1 --zero 3 --zero-live-mb 0.0625 \
+# 16 -> 2048 fits rows of 16 floats, but not a column of 2048 (on 2 ranks, gathered in place).
+model="linear(16),relu,linear(2048,bias=0)"
+dp_mpirun 60 2 "$worker" --data synthetic:100,8,2048 --model "$model" --steps 1 --zero 3 --zero-live-mb 0.025 \
     --device cpu >"$dir/out" 2>&1
-dp_check_outcome "a budget below one column" fail $? "$dir/out" "is smaller than a column of the layer whose parameters are [144, 34960) (2048 rows"
-dp_mpirun 60 2 "$worker" --data synthetic:100,8,10 --layers 8,16,2048,10 --steps 1 --zero 3 --zero-live-mb 0.094 \
+dp_check_outcome "a budget below one column" fail $? "$dir/out" \
+    "is smaller than a column of the layer whose parameters are [144, 32912) (2048 floats: 2048 rows); give at least 0.032 MiB"
+dp_mpirun 60 2 "$worker" --data synthetic:100,8,2048 --model "$model" --steps 1 --zero 3 --zero-live-mb 0.032 \
     --device cpu >"$dir/out" 2>&1
 dp_check_outcome "the least budget the refusal named" ok $? "$dir/out" "summary: 1 steps"
 

@@ -21,6 +21,7 @@
 #include "dp/error.h"
 #include "dp/zero_plan.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -223,7 +224,7 @@ static int unit_at(const dp_strategy_units *u, size_t offset)
     return lo;
 }
 
-static int segment_is_cut(const dp_strategy *d, int segment)
+int dp_zero_segment_is_cut(const dp_strategy *d, int segment)
 {
     return d->layout.count[segment] > d->block_floats;
 }
@@ -239,7 +240,7 @@ static void count_wait(dp_strategy *d, double entered)
 /* A whole segment's gradient memory: its bucket's slot, taken when backward reaches the bucket. */
 static int bind_gradients(dp_strategy *d, int segment, float **grads)
 {
-    if (segment_is_cut(d, segment))
+    if (dp_zero_segment_is_cut(d, segment))
         return 0; /* its pieces are placed one by one (dp_zero_place) */
     int unit = d->grads.first[segment], bucket = d->bucket_of[unit];
     const dp_bucket *b = &d->buckets[bucket];
@@ -309,19 +310,26 @@ static int is_column_unit(const dp_strategy *d, int unit)
     return unit >= d->gathers.layout.segments;
 }
 
-/* Starts the all-gather of column unit `unit` into slot g: the packed block at its start, the
- * ranks' padded parts arriving after it (or in its host copy). */
+/* Where column unit k's all-gather runs in slot g: its host copy, else the packed block at the
+ * slot's start or, gathered padded, past it. */
+static float *column_buffer(const dp_strategy *d, const zero_gather_slot *g, int k)
+{
+    return g->host ? g->host : g->base + (g->part ? dp_zero_column_floats(d, k) : 0);
+}
+
+/* Starts the all-gather of column unit `unit` into slot g, this rank's part packed in. */
 static int start_column_gather(dp_strategy *d, zero_gather_slot *g, int unit)
 {
-    int k = unit - d->gathers.layout.segments, world = d->comm->size;
+    int k = unit - d->gathers.layout.segments;
+    size_t mine;
+    dp_request_args args = {.kind = DP_ALLGATHER, .label = g->label};
     g->data = g->base;
-    g->part = dp_zero_column_part(d, k);
-    float *parts = g->host ? g->host : g->base + dp_zero_column_floats(d, k);
-    dp_zero_pack_columns(d, k, parts + (size_t)d->comm->rank * g->part, g->host != NULL);
+    g->part = dp_zero_column_layout(d, k, &args, &mine);
+    args.buf = column_buffer(d, g, k);
+    dp_zero_pack_columns(d, k, args.buf + mine, g->host != NULL);
     g->unit = unit;
     g->started_at = MPI_Wtime();
     snprintf(g->label, sizeof g->label, "parameters of column unit %d", k);
-    dp_request_args args = {.kind = DP_ALLGATHER, .buf = parts, .count = (size_t)world * g->part, .label = g->label};
     return dp_comm_start(d->comm, &args, &g->request);
 }
 
@@ -359,12 +367,12 @@ static int finish_gather(dp_strategy *d, zero_gather_slot *g)
     if (status)
         return status;
     double done = MPI_Wtime();
-    int k = g->unit - d->gathers.layout.segments;
-    if (is_column_unit(d, g->unit))
-        dp_zero_lay_out_columns(d, k, g->host ? g->host : g->base + dp_zero_column_floats(d, k), g->part, g->data,
-                                g->host != NULL);
+    int k = g->unit - d->gathers.layout.segments, columns = is_column_unit(d, g->unit);
+    if (columns && g->part)
+        dp_zero_lay_out_columns(d, k, column_buffer(d, g, k), g->part, g->data, g->host != NULL);
     else if (g->host)
-        backend(d)->upload(backend(d), g->data, g->host, d->gathers.count[g->unit] * sizeof(float));
+        backend(d)->upload(backend(d), g->data, g->host,
+                           (columns ? dp_zero_column_floats(d, k) : d->gathers.count[g->unit]) * sizeof(float));
     d->times.busy += done - g->started_at;
     if (d->on_span)
         d->on_span(d->span_arg, g->label, g->started_at, done);
@@ -402,7 +410,7 @@ int dp_zero_gathered(dp_strategy *d, int unit, zero_gather_slot **slot)
 static int first_in_backward(const dp_strategy *d, int s)
 {
     const zero_columns *c = &d->zero->columns;
-    if (!segment_is_cut(d, s))
+    if (!dp_zero_segment_is_cut(d, s))
         return d->gathers.first[s];
     if (!c->by_rows[s] && c->first[s] >= 0)
         return d->gathers.layout.segments + c->first[s];
@@ -424,7 +432,7 @@ static int next_in_backward(const dp_strategy *d, int unit)
             return unit + 1;
     } else {
         s = d->gathers.segment[unit];
-        if (segment_is_cut(d, s) && unit > d->gathers.first[s])
+        if (dp_zero_segment_is_cut(d, s) && unit > d->gathers.first[s])
             return unit - 1;
     }
     return s > 0 ? first_in_backward(d, s - 1) : -1;
@@ -474,14 +482,15 @@ int dp_zero_fetch_columns(void *arg, size_t offset, size_t first, size_t *end, c
     const zero_columns *c = &d->zero->columns;
     int s = d->gathers.segment[unit_at(&d->gathers, offset)];
     size_t rows = d->layout.rows[s], width = d->layout.row ? d->layout.row[s] : 0;
-    if (d->layout.offset[s] != offset || !segment_is_cut(d, s) || !width)
+    if (d->layout.offset[s] != offset || !dp_zero_segment_is_cut(d, s) || !width)
         return dp_fail(DP_EINVAL, "columns of parameters at %zu asked for are not of a weight the budget cuts", offset);
-    if (!c->per[s])
-        return dp_fail(DP_EINVAL, "--zero-live-mb: a block of the budget (%zu floats) is smaller than a column of the "
-                       "layer whose parameters are [%zu, %zu) (%zu rows, with every rank's part padded to the "
-                       "largest); give at least %.3f MiB", d->zero->unit_floats, offset, offset + d->layout.count[s], rows,
-                       (double)(rows * (size_t)(1 + d->comm->size) + width) * dp_zero_block_slots(d->type, &d->config) /
-                           MIB_FLOATS);
+    if (!c->per[s]) { /* the least budget rounded up, so that giving it works */
+        double mb = (double)(dp_zero_column_need(d, s) + width) * dp_zero_block_slots(d->type, &d->config) / MIB_FLOATS;
+        return dp_fail(DP_EINVAL, "--zero-live-mb: a gathered block (%zu floats) is smaller than a column of the "
+                       "layer whose parameters are [%zu, %zu) (%zu floats: %zu rows%s); give at least %.3f MiB",
+                       d->zero->unit_floats, offset, offset + d->layout.count[s], dp_zero_column_need(d, s), rows,
+                       d->comm->size > 2 ? " and every rank's part padded to the largest" : "", ceil(mb * 1000) / 1000);
+    }
     if (first % c->per[s] || first >= width)
         return dp_fail(DP_EINVAL, "columns from %zu of the weight at %zu are not a block of the budget's plan", first,
                        offset);
@@ -494,7 +503,7 @@ static int before_module(dp_strategy *d, int segment, int backward, float **weig
     zero_gather_slot *g;
     int status = 0;
     d->zero->backward = backward;
-    if (d->type->shards_params && !segment_is_cut(d, segment) &&
+    if (d->type->shards_params && !dp_zero_segment_is_cut(d, segment) &&
         !(status = gather_with_prefetch(d, d->gathers.first[segment], backward, &g)))
         *weights = g->data;
     if (!status && backward && d->communicate)

@@ -27,7 +27,7 @@ typedef struct zero_gather_slot {
     float *data, *host;   /* where the unit it holds starts (base + its offset modulo the
                            * alignment; a column block at base); host: staged copy */
     int unit;             /* whose parameters it holds or is receiving; -1: none */
-    size_t part;          /* a column block: the floats of each rank's block in the all-gather */
+    size_t part;          /* a column block gathered padded: each rank's block's floats; 0: in place */
     dp_request *request;  /* its all-gather while in flight */
     double started_at;
     char label[40];
@@ -35,9 +35,10 @@ typedef struct zero_gather_slot {
 
 /* Stage 3 under a budget: the weights cut in rows, as backward's input gradient reads them, in
  * blocks of whole columns (zero_columns.c). Column units are numbered after d->gathers' units.
- * Each rank packs its shard's part of a block (flat order), an all-gather of equal blocks of
- * `part` floats (the largest rank's part) brings every rank's, and the parts are laid end to end:
- * the block's rows in order. A slot holds the packed block and, past it, the received parts. */
+ * Each rank packs its shard's part of a block (flat order); laid end to end the parts are the
+ * block's rows in order. On up to 2 ranks they are all-gathered there, in place; on more, in
+ * equal blocks of `part` floats (the largest rank's part), past the packed block in its slot,
+ * and then laid out. */
 typedef struct zero_columns {
     int units;
     int *first;      /* segment -> its first column unit; -1: not cut */
@@ -76,6 +77,9 @@ size_t dp_strategy_block_floats(const dp_strategy_type *type, const dp_strategy_
 int dp_strategy_plan_units(const dp_strategy_layout *l, const dp_strategy_type *type, const dp_strategy_config *config,
                            size_t block, size_t piece, dp_strategy_units *u);
 
+/* Whether segment's parameters exceed a block of the budget (cut in units). */
+int dp_zero_segment_is_cut(const dp_strategy *d, int segment);
+
 /* The part of [offset, offset + count) inside range, as flat offsets (empty: begin == end). */
 dp_range dp_zero_overlap(dp_range range, size_t offset, size_t count);
 
@@ -93,9 +97,15 @@ int dp_zero_fetch_columns(void *arg, size_t offset, size_t first, size_t *end, c
 /* Column units (zero_columns.c): planned for d's cut segments for slots of slot_floats, and freed. */
 int dp_zero_plan_columns(const dp_strategy *d, size_t slot_floats, zero_columns *c);
 void dp_zero_free_columns(zero_columns *c);
-/* Column unit k's floats (all rows), and the largest rank's part of it. */
+/* The slot floats one column of segment s's weight needs: its rows, and where parts travel
+ * padded, every rank's (at most the most rows a rank's shard touches). */
+size_t dp_zero_column_need(const dp_strategy *d, int s);
+/* Column unit k's floats (all rows). */
 size_t dp_zero_column_floats(const dp_strategy *d, int k);
-size_t dp_zero_column_part(const dp_strategy *d, int k);
+/* How column unit k's all-gather lays out the parts: args' count (and parent on 2 ranks) set,
+ * *mine where this rank's part goes; returns 0 (in place: the buffer is the packed block) or
+ * the floats of each rank's padded block (the parts then laid out by dp_zero_lay_out_columns). */
+size_t dp_zero_column_layout(const dp_strategy *d, int k, dp_request_args *args, size_t *mine);
 /* This rank's part of column unit k copied from its parameter shard to `into` (host memory
  * where host, else backend memory). */
 void dp_zero_pack_columns(const dp_strategy *d, int k, float *into, int host);

@@ -3,18 +3,15 @@
  * GEMM adding to the last) its additions are grouped unlike the unsharded GEMM's, so the bits
  * differ. dX's columns [c0, c1) = dY W[:, c0:c1) need W's columns [c0, c1) of every row: rank
  * r's part of them is the pieces of its shard inside those columns, in flat order, so the parts
- * laid end to end in rank order are the block's rows in order. The comm layer all-gathers equal
- * blocks: each part travels padded to the largest one's size, and is then moved into place. */
+ * laid end to end in rank order are the block's rows in order. The comm layer all-gathers the
+ * blocks of a parent buffer's partition: on 2 ranks a parent is found whose two blocks are the
+ * parts, and the block is gathered in place; on more, the parts rarely fall so, and each
+ * travels padded to the largest one's size in equal blocks, then is moved into place. */
 #include "src/strategy/zero.h"
 
 #include "dp/error.h"
 
 #include <stdlib.h>
-
-static int is_cut(const dp_strategy *d, int s)
-{
-    return d->layout.count[s] > d->block_floats && d->layout.row && d->layout.row[s];
-}
 
 /* Rank r's part of segment s's weight, as offsets into the weight. */
 static dp_range weight_part(const dp_strategy *d, int s, int r)
@@ -79,11 +76,6 @@ size_t dp_zero_column_floats(const dp_strategy *d, int k)
     return d->layout.rows[c->segment[k]] * (columns_end(d, k) - c->column[k]);
 }
 
-size_t dp_zero_column_part(const dp_strategy *d, int k)
-{
-    return count_parts(d, k);
-}
-
 /* The piece [offset, offset + count) of this rank's parameter shard to into. */
 static void copy_from_shard(const dp_strategy *d, size_t offset, size_t count, float *into, int host)
 {
@@ -108,24 +100,54 @@ void dp_zero_lay_out_columns(const dp_strategy *d, int k, const float *from, siz
     const size_t *parts = d->zero->columns.parts;
     count_parts(d, k);
     for (int r = 0; r < d->comm->size; into += parts[r], r++) {
-        if (host)
+        if (parts[r] && host)
             be->upload(be, into, from + (size_t)r * part, parts[r] * sizeof(float));
         else if (parts[r])
             be->accumulate(be, into, from + (size_t)r * part, parts[r], 0);
     }
 }
 
-/* Columns per block of segment s's weight for slots of slot_floats: the packed block (its
- * rows) and every rank's padded part (at most the most rows a rank's shard touches) fit. */
-static size_t columns_per_block(const dp_strategy *d, int s, size_t slot_floats)
+static int in_place(const dp_strategy *d)
+{
+    return d->comm->size <= 2;
+}
+
+size_t dp_zero_column_layout(const dp_strategy *d, int k, dp_request_args *args, size_t *mine)
+{
+    const size_t *parts = d->zero->columns.parts;
+    size_t largest = count_parts(d, k), n = dp_zero_column_floats(d, k);
+    int world = d->comm->size;
+    if (!in_place(d)) {
+        args->count = (size_t)world * largest;
+        *mine = (size_t)d->comm->rank * largest;
+        return largest;
+    }
+    /* Blocks [0, P/2) and [P/2, P) of a parent of P floats, the request [O, O + n) of it: rank
+     * 0's block is [O, O + parts[0]) when P/2 = O + parts[0], rank 1's the rest when P >= O + n. */
+    args->count = n;
+    *mine = d->comm->rank ? parts[0] : 0;
+    if (world == 2) {
+        args->parent_offset = n > 2 * parts[0] ? n - 2 * parts[0] : 0;
+        args->parent_count = 2 * (args->parent_offset + parts[0]);
+    }
+    return 0;
+}
+
+size_t dp_zero_column_need(const dp_strategy *d, int s)
 {
     size_t most = 0, width = d->layout.row[s];
-    for (int r = 0; r < d->comm->size; r++) {
+    for (int r = 0; r < d->comm->size && !in_place(d); r++) {
         size_t rows = rows_touched(weight_part(d, s, r), width);
         most = rows > most ? rows : most;
     }
-    size_t per = slot_floats / (d->layout.rows[s] + (size_t)d->comm->size * most);
-    return per < width ? per : width;
+    return d->layout.rows[s] + (size_t)d->comm->size * most;
+}
+
+/* Columns per block of segment s's weight for slots of slot_floats. */
+static size_t columns_per_block(const dp_strategy *d, int s, size_t slot_floats)
+{
+    size_t per = slot_floats / dp_zero_column_need(d, s);
+    return per < d->layout.row[s] ? per : d->layout.row[s];
 }
 
 int dp_zero_plan_columns(const dp_strategy *d, size_t slot_floats, zero_columns *c)
@@ -140,7 +162,8 @@ int dp_zero_plan_columns(const dp_strategy *d, size_t slot_floats, zero_columns 
     c->units = 0;
     for (int s = 0; s < segments; s++) {
         c->first[s] = -1;
-        if (!is_cut(d, s) || !(c->per[s] = columns_per_block(d, s, slot_floats)))
+        int has_rows = d->layout.row && d->layout.row[s];
+        if (!dp_zero_segment_is_cut(d, s) || !has_rows || !(c->per[s] = columns_per_block(d, s, slot_floats)))
             continue;
         c->first[s] = c->units;
         c->units += (int)((d->layout.row[s] + c->per[s] - 1) / c->per[s]);
