@@ -83,7 +83,8 @@ typedef struct dp_module_type {
     int needs_features; /* takes [F] features: refuses a spatial module's images unflattened */
     int weight_rows;    /* its parameters are a weight of out_features rows (Linear [out, in],
                          * Conv2d [out, C, kH, kW]) then its bias, read and reduced in blocks
-                         * of rows under a ZeRO budget (dp_param_pieces) */
+                         * of rows under a ZeRO budget (dp_param_pieces), and for its input
+                         * gradient read in blocks of whole columns */
     int fuses;          /* its GEMMs take epilogues (enum dp_fusion): a Linear */
     /* Before a model exists: its parameters on one sample of shape *in, *out set (an unknown
      * input, [0], gives what it can); *overflow set when a count does not fit size_t (NULL:

@@ -434,5 +434,5 @@ void dp_strategy_describe(const dp_strategy *d, char *text, size_t size)
     if (used >= 0 && (size_t)used < size && d->type->shards_grads && d->block_floats != SIZE_MAX)
         snprintf(text + used, size - (size_t)used, "; working set under --zero-live-mb %.3g MiB: modules over %zu "
                  "floats in blocks of rows%s", dp_strategy_live_mb(&d->config, d->layout.total, d->comm->size),
-                 d->block_floats, d->type->shards_params ? " (a Linear's input gradient in blocks of columns)" : "");
+                 d->block_floats, d->type->shards_params ? " (input gradients from blocks of columns)" : "");
 }

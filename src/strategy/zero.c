@@ -405,36 +405,28 @@ int dp_zero_gathered(dp_strategy *d, int unit, zero_gather_slot **slot)
     return status;
 }
 
-/* The unit backward reads first of segment s: its first column block, or where its module
- * reads rows (Conv2d), its last block of weight rows; a whole segment's one unit. */
+/* The unit backward reads first of segment s: its first column block where it is cut (none
+ * where a column does not fit), else its one unit. */
 static int first_in_backward(const dp_strategy *d, int s)
 {
-    const zero_columns *c = &d->zero->columns;
+    int first = d->zero->columns.first[s];
     if (!dp_zero_segment_is_cut(d, s))
         return d->gathers.first[s];
-    if (!c->by_rows[s] && c->first[s] >= 0)
-        return d->gathers.layout.segments + c->first[s];
-    int after = s + 1 < d->layout.segments ? d->gathers.first[s + 1] : d->gathers.layout.segments;
-    int tail = d->layout.count[s] > d->layout.rows[s] * d->layout.row[s];
-    return after - 1 - tail;
+    return first >= 0 ? d->gathers.layout.segments + first : -1;
 }
 
-/* The unit backward reads after `unit` (-1: none): the next column block of its weight, the
- * block of rows before it, or the segment before's first. */
+/* The unit backward reads after `unit` (-1: none): the next column block of its weight, or
+ * the segment before's first. */
 static int next_in_backward(const dp_strategy *d, int unit)
 {
     const zero_columns *c = &d->zero->columns;
-    int s;
-    if (is_column_unit(d, unit)) {
-        int k = unit - d->gathers.layout.segments;
-        s = c->segment[k];
-        if (k + 1 < c->units && c->segment[k + 1] == s)
-            return unit + 1;
-    } else {
+    int k = unit - d->gathers.layout.segments, s;
+    if (!is_column_unit(d, unit))
         s = d->gathers.segment[unit];
-        if (dp_zero_segment_is_cut(d, s) && unit > d->gathers.first[s])
-            return unit - 1;
-    }
+    else if (k + 1 < c->units && c->segment[k + 1] == c->segment[k])
+        return unit + 1;
+    else
+        s = c->segment[k];
     return s > 0 ? first_in_backward(d, s - 1) : -1;
 }
 
@@ -470,12 +462,10 @@ int dp_zero_fetch(void *arg, size_t offset, size_t count, const float **data)
     if (d->gathers.offset[unit] != offset || d->gathers.count[unit] != count)
         return dp_fail(DP_EINVAL, "parameters [%zu, %zu) asked for are not a unit of the budget's plan", offset,
                        offset + count);
-    if (d->zero->backward)
-        d->zero->columns.by_rows[d->gathers.segment[unit]] = 1;
     return fetch_unit(d, unit, data);
 }
 
-/* A cut weight's module reads it in blocks of whole columns for its input gradient. */
+/* A cut weight's module reads it in blocks of whole columns for its input gradient (backward). */
 int dp_zero_fetch_columns(void *arg, size_t offset, size_t first, size_t *end, const float **data)
 {
     dp_strategy *d = arg;

@@ -33,8 +33,8 @@ typedef struct zero_gather_slot {
     char label[40];
 } zero_gather_slot;
 
-/* Stage 3 under a budget: the weights cut in rows, as backward's input gradient reads them, in
- * blocks of whole columns (zero_columns.c). Column units are numbered after d->gathers' units.
+/* Stage 3 under a budget: the weights cut in rows, as backward's input gradient (a Linear's dX,
+ * a Conv2d's dcol) reads them, in blocks of whole columns (zero_columns.c). Column units are numbered after d->gathers' units.
  * Each rank packs its shard's part of a block (flat order); laid end to end the parts are the
  * block's rows in order. On up to 2 ranks they are all-gathered there, in place; on more, in
  * equal blocks of `part` floats (the largest rank's part), past the packed block in its slot,
@@ -45,8 +45,6 @@ typedef struct zero_columns {
     size_t *per;     /* segment -> columns per block; 0: a column does not fit a slot */
     int *segment;    /* column unit -> its segment */
     size_t *column;  /* column unit -> its first column */
-    signed char *by_rows; /* segment -> its module reads its rows in backward (Conv2d), seen at its first
-                           * fetch there; until then columns are prefetched */
     size_t *parts;   /* per rank: its part of the block being laid out */
 } zero_columns;
 

@@ -1,5 +1,5 @@
 /* Stage 3's blocks of whole weight columns under --zero-live-mb. A Linear's input gradient
- * dX = dY W sums over the out-features; summed over W's row blocks (K = a block's rows, each
+ * dX = dY W (a Conv2d's dcol = W^T t alike) sums over the out-features; summed over W's row blocks (K = a block's rows, each
  * GEMM adding to the last) its additions are grouped unlike the unsharded GEMM's, so the bits
  * differ. dX's columns [c0, c1) = dY W[:, c0:c1) need W's columns [c0, c1) of every row: rank
  * r's part of them is the pieces of its shard inside those columns, in flat order, so the parts
@@ -155,9 +155,8 @@ int dp_zero_plan_columns(const dp_strategy *d, size_t slot_floats, zero_columns 
     int segments = d->layout.segments;
     c->first = malloc((size_t)(segments ? segments : 1) * sizeof *c->first);
     c->per = calloc((size_t)(segments ? segments : 1), sizeof *c->per);
-    c->by_rows = calloc((size_t)(segments ? segments : 1), sizeof *c->by_rows);
     c->parts = calloc((size_t)d->comm->size, sizeof *c->parts);
-    if (!c->first || !c->per || !c->by_rows || !c->parts)
+    if (!c->first || !c->per || !c->parts)
         return dp_fail(DP_ENOMEM, "out of memory for the plan of column blocks");
     c->units = 0;
     for (int s = 0; s < segments; s++) {
@@ -184,7 +183,6 @@ void dp_zero_free_columns(zero_columns *c)
 {
     free(c->first);
     free(c->per);
-    free(c->by_rows);
     free(c->parts);
     free(c->segment);
     free(c->column);
