@@ -215,8 +215,9 @@ START_TEST(every_budget_trains_as_ddp_and_as_one_rank)
                     z.zero = stage;
                     z.zero_live_mb = live_mb_for_blocks(&z, stage, blocks[b]);
                     char label[256];
-                    snprintf(label, sizeof label, "W=%d --zero %d --zero-live-mb %g (blocks of %zu floats) %s, accum %d%s",
-                             world_size, stage, z.zero_live_mb, blocks[b], models[cases[c].model], accum,
+                    snprintf(label, sizeof label,
+                             "W=%d --zero %d --zero-live-mb %g (blocks of %zu floats) %s, accum %d%s", world_size,
+                             stage, z.zero_live_mb, blocks[b], models[cases[c].model], accum,
                              o.no_overlap ? ", --no-overlap" : "");
                     expect_trains_as(&z, label, ddp, single, n);
                 }

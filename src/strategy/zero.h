@@ -34,11 +34,11 @@ typedef struct zero_gather_slot {
 } zero_gather_slot;
 
 /* Stage 3 under a budget: the weights cut in rows, as backward's input gradient (a Linear's dX,
- * a Conv2d's dcol) reads them, in blocks of whole columns (zero_columns.c). Column units are numbered after d->gathers' units.
- * Each rank packs its shard's part of a block (flat order); laid end to end the parts are the
- * block's rows in order. On up to 2 ranks they are all-gathered there, in place; on more, in
- * equal blocks of `part` floats (the largest rank's part), past the packed block in its slot,
- * and then laid out. */
+ * a Conv2d's dcol) reads them, in blocks of whole columns (zero_columns.c). Column units are
+ * numbered after d->gathers' units. Each rank packs its shard's part of a block (flat order);
+ * laid end to end the parts are the block's rows in order. On up to 2 ranks they are
+ * all-gathered there, in place; on more, in equal blocks of `part` floats (the largest rank's
+ * part), past the packed block in its slot, and then laid out. */
 typedef struct zero_columns {
     int units;
     int *first;      /* segment -> its first column unit; -1: not cut */
@@ -89,7 +89,8 @@ int dp_zero_gather_slots(const dp_strategy *d);
  * unit gathered (the next prefetched), and where a gradient piece is written. */
 int dp_zero_fetch(void *arg, size_t offset, size_t count, const float **data);
 int dp_zero_place(void *arg, size_t offset, size_t count, float **data);
-
+/* Stage 3 under a budget (dp_step_hooks' fetch_columns): a cut weight's block of columns from
+ * `first` gathered packed (the next block prefetched), *end its last column + 1. */
 int dp_zero_fetch_columns(void *arg, size_t offset, size_t first, size_t *end, const float **data);
 
 /* Column units (zero_columns.c): planned for d's cut segments for slots of slot_floats, and freed. */

@@ -1,12 +1,13 @@
 /* Stage 3's blocks of whole weight columns under --zero-live-mb. A Linear's input gradient
- * dX = dY W (a Conv2d's dcol = W^T t alike) sums over the out-features; summed over W's row blocks (K = a block's rows, each
- * GEMM adding to the last) its additions are grouped unlike the unsharded GEMM's, so the bits
- * differ. dX's columns [c0, c1) = dY W[:, c0:c1) need W's columns [c0, c1) of every row: rank
- * r's part of them is the pieces of its shard inside those columns, in flat order, so the parts
- * laid end to end in rank order are the block's rows in order. The comm layer all-gathers the
- * blocks of a parent buffer's partition: on 2 ranks a parent is found whose two blocks are the
- * parts, and the block is gathered in place; on more, the parts rarely fall so, and each
- * travels padded to the largest one's size in equal blocks, then is moved into place. */
+ * dX = dY W (a Conv2d's dcol = W^T t alike) sums over the out-features; summed over W's row
+ * blocks (K = a block's rows, each GEMM adding to the last) its additions are grouped unlike
+ * the unsharded GEMM's, so the bits differ. dX's columns [c0, c1) = dY W[:, c0:c1) need W's
+ * columns [c0, c1) of every row: rank r's part of them is the pieces of its shard inside
+ * those columns, in flat order, so the parts laid end to end in rank order are the block's
+ * rows in order. The comm layer all-gathers the blocks of a parent buffer's partition: on 2
+ * ranks a parent is found whose two blocks are the parts, and the block is gathered in place;
+ * on more, the parts rarely fall so, and each travels padded to the largest one's size in
+ * equal blocks, then is moved into place. */
 #include "src/strategy/zero.h"
 
 #include "dp/error.h"
