@@ -175,28 +175,33 @@ START_TEST(with_the_ring_every_stage_is_bitwise_ring_ddp)
 }
 END_TEST
 
-/* --zero-live-mb giving blocks of `floats` floats to stage's working buffers (two gradient
- * slots, and in stage 3 two gathers, with overlap). */
-static double live_mb_for_blocks(int stage, size_t floats)
+/* --zero-live-mb giving blocks of `floats` floats to stage's working buffers (with overlap two
+ * gradient slots, and in stage 3 two gathers; one of each without). */
+static double live_mb_for_blocks(const dp_options *o, int stage, size_t floats)
 {
-    return (double)floats * sizeof(float) * (stage == 3 ? 4 : 2) / (1 << 20);
+    return (double)floats * sizeof(float) * (stage == 3 ? 2 : 1) * (o->no_overlap ? 1 : 2) / (1 << 20);
 }
 
 /* Budgets with blocks under one layer (its weight gathered and its gradient reduced in row
- * blocks, the bias on its own), equal to the first layer, and unlimited: stages 2 and 3 train
- * as --zero 0 and as one rank, with accumulation too; with whole layers and the ring, bitwise
- * ring DDP as before. */
+ * blocks, the bias on its own, and in stage 3 gathered in blocks of columns for backward),
+ * equal to the first layer, and unlimited: stages 2 and 3 train as --zero 0 and as one rank,
+ * with accumulation, with and without overlap (prefetching the next block or not). */
 START_TEST(every_budget_trains_as_ddp_and_as_one_rank)
 {
     static const struct {
         int model;
         size_t first_layer, smaller;
     } cases[] = {{0, 20 * 32 + 32, 150}, {2, 20 * 16, 100}};
+    static const struct {
+        int accum, overlap;
+    } runs[] = {{1, 1}, {2, 1}, {2, 0}};
     for (int c = 0; c < 2; c++)
-        for (int accum = 1; accum <= 2; accum++) {
+        for (int r = 0; r < 3; r++) {
             dp_options o;
+            int accum = runs[r].accum;
             base_options(&o, DP_OPTIMIZER_ADAMW, models[cases[c].model]);
             o.accum = accum;
+            o.no_overlap = !runs[r].overlap;
             o.batch = accum == 1 ? 67 : 31;
             size_t n = param_count(&o);
             float *single = NULL;
@@ -208,10 +213,12 @@ START_TEST(every_budget_trains_as_ddp_and_as_one_rank)
                 for (int b = 0; b < 3; b++) {
                     dp_options z = o;
                     z.zero = stage;
-                    z.zero_live_mb = live_mb_for_blocks(stage, blocks[b]);
+                    z.zero_live_mb = live_mb_for_blocks(&z, stage, blocks[b]);
                     char label[256];
-                    snprintf(label, sizeof label, "W=%d --zero %d --zero-live-mb %g (blocks of %zu floats) %s, accum %d",
-                             world_size, stage, z.zero_live_mb, blocks[b], models[cases[c].model], accum);
+                    snprintf(label, sizeof label,
+                             "W=%d --zero %d --zero-live-mb %g (blocks of %zu floats) %s, accum %d%s", world_size,
+                             stage, z.zero_live_mb, blocks[b], models[cases[c].model], accum,
+                             o.no_overlap ? ", --no-overlap" : "");
                     expect_trains_as(&z, label, ddp, single, n);
                 }
             free(ddp);
@@ -221,32 +228,39 @@ START_TEST(every_budget_trains_as_ddp_and_as_one_rank)
 END_TEST
 
 /* Stage 2 reduce-scatters its buckets over the parent buffer's partition, so a block of rows
- * is summed in the ring order of the whole layer's elements: on the CPU any budget, even blocks
- * smaller than a layer, is ring DDP bit for bit. Stage 3 also computes the cut layer's forward
- * and input gradient block by block, whose GEMMs round differently from the whole layer's (the
- * BLAS's kernels depend on the shape, docs/ZERO.md): bitwise with whole-layer budgets. On a GPU
- * stage 2's weight gradient in row blocks is such a GEMM too (cuBLAS picks kernels by shape and
- * alignment): there both stages are bitwise with whole-layer budgets, and the smaller blocks
- * train as DDP within every_budget_trains_as_ddp_and_as_one_rank's tolerance. */
+ * is summed in the ring order of the whole layer's elements. Stage 3 also computes a cut
+ * layer's forward in blocks of its weight's rows (each output's sum over the inputs whole) and
+ * its input gradient in blocks of columns (each sum over the outputs whole): on the CPU every
+ * budget, even blocks smaller than a layer, is ring DDP bit for bit, with and without overlap.
+ * That needs a BLAS whose GEMM gives an element the same bits whatever the matrix's width
+ * (OpenBLAS's SkylakeX and Cooperlake kernels at these shapes; not its Haswell and Zen ones,
+ * docs/TESTING.md); one BLAS thread, as the bits of a GEMM split over threads are the BLAS's.
+ * On a GPU (cuBLAS picks kernels by shape and alignment) both stages are bitwise with
+ * whole-layer budgets, and smaller blocks train as DDP within
+ * every_budget_trains_as_ddp_and_as_one_rank's tolerance. */
 START_TEST(with_the_ring_budgets_are_bitwise_ring_ddp)
 {
-    dp_options o;
-    base_options(&o, DP_OPTIMIZER_ADAMW, models[0]);
-    strcpy(o.allreduce, "ring");
-    size_t n = param_count(&o);
-    float *ddp = train_on(&o, MPI_COMM_WORLD);
-    size_t blocks[] = {150, 20 * 32 + 32, 0}; /* under one layer, the first layer, unlimited */
-    for (int stage = 2; stage < 4; stage++)
-        for (int b = stage == 3 || test_device == DP_DEVICE_CUDA; b < 3; b++) {
-            dp_options z = o;
-            z.zero = stage;
-            z.zero_live_mb = live_mb_for_blocks(stage, blocks[b]);
-            float *params = train_on(&z, MPI_COMM_WORLD);
-            ck_assert_msg(memcmp(params, ddp, n * sizeof(float)) == 0, "ring --zero %d --zero-live-mb %g differs from "
-                          "ring DDP", stage, z.zero_live_mb);
-            free(params);
-        }
-    free(ddp);
+    for (int overlap = 0; overlap < 2; overlap++) {
+        dp_options o;
+        base_options(&o, DP_OPTIMIZER_ADAMW, models[0]);
+        strcpy(o.allreduce, "ring");
+        o.threads = 1;
+        o.no_overlap = !overlap;
+        size_t n = param_count(&o);
+        float *ddp = train_on(&o, MPI_COMM_WORLD);
+        size_t blocks[] = {150, 20 * 32 + 32, 0}; /* under one layer, the first layer, unlimited */
+        for (int stage = 2; stage < 4; stage++)
+            for (int b = test_device == DP_DEVICE_CUDA; b < 3; b++) {
+                dp_options z = o;
+                z.zero = stage;
+                z.zero_live_mb = live_mb_for_blocks(&z, stage, blocks[b]);
+                float *params = train_on(&z, MPI_COMM_WORLD);
+                ck_assert_msg(memcmp(params, ddp, n * sizeof(float)) == 0, "ring --zero %d --zero-live-mb %g%s differs "
+                              "from ring DDP", stage, z.zero_live_mb, overlap ? "" : " --no-overlap");
+                free(params);
+            }
+        free(ddp);
+    }
 }
 END_TEST
 

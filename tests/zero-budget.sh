@@ -3,7 +3,8 @@
 # --memory-plan's prediction under a budget; a model larger than --max-memory-mb trains on 4
 # ranks under --zero 3 (its parameters, gradients and AdamW state exceed the limit, and so do
 # its parameters and gradients; with SGD its parameters alone exceed it), and its checkpoint
-# loads into PyTorch; a budget too small for a row is refused naming it.
+# loads into PyTorch; a budget too small for a row, or for a column of a weight read in blocks
+# of columns, is refused naming the least that works, which then trains.
 . "$srcdir/tests/common.sh"
 worker="$top_builddir/dp_worker"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-budget-XXXXXX")
@@ -70,6 +71,16 @@ fi
 dp_mpirun 60 2 "$worker" --data synthetic:100,512,10 --layers 512,64,10 --steps 1 --zero 3 --zero-live-mb 0.001 \
     --device cpu >"$dir/out" 2>&1
 dp_check_outcome "a budget below one row" fail $? "$dir/out" "is smaller than a row (512 floats)"
+
+# 16 -> 2048 fits rows of 16 floats, but not a column of 2048 (on 2 ranks, gathered in place).
+model="linear(16),relu,linear(2048,bias=0)"
+dp_mpirun 60 2 "$worker" --data synthetic:100,8,2048 --model "$model" --steps 1 --zero 3 --zero-live-mb 0.025 \
+    --device cpu >"$dir/out" 2>&1
+dp_check_outcome "a budget below one column" fail $? "$dir/out" \
+    "is smaller than a column of the layer whose parameters are [144, 32912) (2048 floats: 2048 rows); give at least 0.032 MiB"
+dp_mpirun 60 2 "$worker" --data synthetic:100,8,2048 --model "$model" --steps 1 --zero 3 --zero-live-mb 0.032 \
+    --device cpu >"$dir/out" 2>&1
+dp_check_outcome "the least budget the refusal named" ok $? "$dir/out" "summary: 1 steps"
 
 echo "zero-budget: $((cases - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

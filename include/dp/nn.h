@@ -109,10 +109,15 @@ typedef struct dp_grad_pieces {
  * budget): fetch makes the flat slice [offset, offset + count) readable at *data until the next
  * fetch. A Linear asks for blocks of whole weight rows counted from its last row, the bias on
  * its own, so the pieces are the strategy's units. max_floats 0: every module's parameters
- * are whole in its weights. */
+ * are whole in its weights. A layer's input gradient (a Linear's dX, a Conv2d's dcol) reads
+ * its weight in blocks of whole columns instead (each element's sum over the out-features in
+ * one GEMM, as unsharded): fetch_columns makes the block of columns [first, *end) of the
+ * weight starting at flat offset `offset` readable at *data, its rows packed (leading
+ * dimension *end - first). */
 typedef struct dp_param_pieces {
     size_t max_floats;
     int (*fetch)(void *arg, size_t offset, size_t count, const float **data);
+    int (*fetch_columns)(void *arg, size_t offset, size_t first, size_t *end, const float **data);
     void *arg;
 } dp_param_pieces;
 

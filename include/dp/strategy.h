@@ -140,9 +140,11 @@ typedef struct dp_step_hooks {
     /* --exact: after each shard's backward, its gradient (written alone) is final. */
     int (*shard_done)(void *arg);
     /* Under a ZeRO budget (NULL otherwise): where a module larger than the budget's block reads
-     * the parameter piece [offset, offset + count) (stage 3), and where backward writes a
-     * gradient piece (stages 2 and 3): the nn layer's dp_param_pieces and dp_grad_pieces. */
+     * the parameter piece [offset, offset + count) or a block of a weight's columns (stage 3),
+     * and where backward writes a gradient piece (stages 2 and 3): the nn layer's
+     * dp_param_pieces and dp_grad_pieces. */
     int (*fetch)(void *arg, size_t offset, size_t count, const float **data);
+    int (*fetch_columns)(void *arg, size_t offset, size_t first, size_t *end, const float **data);
     int (*place)(void *arg, size_t offset, size_t count, float **data);
     void *arg;
 } dp_step_hooks;

@@ -72,7 +72,9 @@ static int open_strategy(dp_engine *e, const dp_engine_config *c)
     e->piece_floats = dp_strategy_piece_floats(&e->strategy);
     if (e->hooks.fetch) /* modules larger than the budget read their parameters in pieces */
         dp_model_set_param_pieces(&e->model, &(dp_param_pieces){.max_floats = dp_strategy_block(&e->strategy),
-                                                                .fetch = e->hooks.fetch, .arg = e->hooks.arg});
+                                                                .fetch = e->hooks.fetch,
+                                                                .fetch_columns = e->hooks.fetch_columns,
+                                                                .arg = e->hooks.arg});
     return 0;
 }
 

@@ -7,7 +7,8 @@
  * which col2im folds back into the chunk's images. A chunk's col is at most CHUNK_BYTES (at least
  * one sample), so batches of any size use bounded memory; every buffer is sized before the first
  * step, and the step allocates nothing. Under a ZeRO budget the weight is read in blocks of
- * out-channel rows (dp_param_pieces), each a band of t's rows. */
+ * out-channel rows (dp_param_pieces), each a band of t's rows, and for dcol in blocks of whole
+ * columns, each a band of dcol's rows. */
 #include "src/nn/module.h"
 
 #include "dp/error.h"
@@ -256,10 +257,11 @@ static int conv2d_backward_params(dp_module *m, const dp_nn_context *ctx, const 
     return status;
 }
 
-/* dcol = W^T t for the chunk, from W whole or summed over its blocks of out-channel rows, the
- * last first (backward's order); then col2im folds it into the chunk's images. Under a budget
- * every rank fetches the blocks for every chunk of max_rows (chunks beyond its rows compute
- * nothing), so the ranks' gathers match whatever their rows. */
+/* dcol = W^T t for the chunk, from W whole or, under a budget, from its blocks of whole
+ * columns (each dcol row's sum over the out-channels one GEMM's, as unsharded); then col2im
+ * folds it into the chunk's images. Under a budget every rank fetches the blocks for every
+ * chunk of max_rows (chunks beyond its rows compute nothing), so the ranks' gathers match
+ * whatever their rows. */
 static int conv2d_backward_input(dp_module *m, const dp_nn_context *ctx, const float *x, float *dy,
                                  float *dx, int rows, float **dx_out)
 {
@@ -268,20 +270,17 @@ static int conv2d_backward_input(dp_module *m, const dp_nn_context *ctx, const f
     conv_state *s = m->state;
     const dp_backend *be = ctx->be;
     int pieces = dp_module_fetches(m), status = 0;
-    size_t k = taps(&s->window), per = pieces ? dp_module_rows_per_block(m, m->param_pieces->max_floats) : 0;
-    size_t blocks = pieces ? dp_module_row_blocks(m, per) : 1, first = 0, end = (size_t)m->options.out_features;
     s->col_holds = -1; /* dcol overwrites it */
     for (int at = 0; !status && at < (pieces ? s->max_rows : rows); at += s->chunk) {
         conv_chunk c = chunk_at(m, at, rows);
-        for (size_t j = 0; !status && j < blocks; j++) {
+        size_t cols = (size_t)c.count * c.positions;
+        for (size_t first = 0, end = (size_t)c.taps; !status && first < (size_t)c.taps; first = end) {
             const float *w = m->weights;
-            if (pieces) {
-                dp_module_block_rows(m, per, j, &first, &end);
-                status = dp_module_fetch(m, first * k, (end - first) * k, &w);
-            }
+            if (pieces)
+                status = dp_module_fetch_columns(m, first, &end, &w);
             if (!status && c.count > 0)
-                be->gemm(be, 1, 0, c.taps, c.count * c.positions, (int)(end - first), 1.0f, w, c.taps,
-                         t_of(s, &c, first), c.ld_t, j ? 1.0f : 0.0f, s->col, c.count * c.positions);
+                be->gemm(be, 1, 0, (int)(end - first), (int)cols, c.out, 1.0f, w, (int)(end - first),
+                         t_of(s, &c, 0), c.ld_t, 0.0f, s->col + first * cols, (int)cols);
         }
         if (!status && c.count > 0)
             be->col2im(be, s->col, dx + (size_t)at * m->in_width, c.count, &s->window);

@@ -197,18 +197,16 @@ static int linear_backward_params(dp_module *m, const dp_nn_context *ctx, const 
     return status;
 }
 
-/* dX = dY W as a sum over W's row blocks, the last first (backward's order). */
+/* dX's columns [first, end) = dY W[:, first:end), from W's blocks of whole columns as the
+ * strategy gathers them: each element's sum over the out-features is one GEMM's, as unsharded. */
 static int input_grad_in_pieces(dp_module *m, const dp_nn_context *ctx, const float *dy, float *dx, int rows)
 {
-    int in = m->in_width, out = m->out_width;
-    size_t per = dp_module_rows_per_block(m, m->param_pieces->max_floats), first, end;
-    int status = 0;
-    for (size_t j = 0; !status && j < dp_module_row_blocks(m, per); j++) {
+    int in = m->in_width, out = m->out_width, status = 0;
+    for (size_t first = 0, end; !status && first < (size_t)in; first = end) {
         const float *w;
-        dp_module_block_rows(m, per, j, &first, &end);
-        if (!(status = dp_module_fetch(m, first * (size_t)in, (end - first) * (size_t)in, &w)))
-            ctx->be->gemm(ctx->be, 0, 0, rows, in, (int)(end - first), 1.0f, dy + first, out, w, in, j ? 1.0f : 0.0f,
-                          dx, in);
+        if (!(status = dp_module_fetch_columns(m, first, &end, &w)))
+            ctx->be->gemm(ctx->be, 0, 0, rows, (int)(end - first), out, 1.0f, dy, out, w, (int)(end - first), 0.0f,
+                          dx + first, in);
     }
     return status;
 }

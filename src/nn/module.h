@@ -45,6 +45,8 @@ int dp_grad_pieces_place(const dp_grad_pieces *pieces, const dp_module *m, size_
 /* Whether m reads its parameters in pieces (dp_param_pieces), and one of them. */
 int dp_module_fetches(const dp_module *m);
 int dp_module_fetch(const dp_module *m, size_t first, size_t count, const float **data);
+/* The block of m's weight columns [first, *end), all rows, packed (dp_param_pieces). */
+int dp_module_fetch_columns(const dp_module *m, size_t first, size_t *end, const float **data);
 /* A weight_rows type's rows (out_features) and floats per row, of its `params` parameters
  * under options o; 0 and 0 for other types. */
 void dp_module_weight_rows(const struct dp_module_type *type, const dp_module_options *o, size_t params, size_t *row,
@@ -81,7 +83,8 @@ typedef struct dp_module_type {
     int needs_features; /* takes [F] features: refuses a spatial module's images unflattened */
     int weight_rows;    /* its parameters are a weight of out_features rows (Linear [out, in],
                          * Conv2d [out, C, kH, kW]) then its bias, read and reduced in blocks
-                         * of rows under a ZeRO budget (dp_param_pieces) */
+                         * of rows under a ZeRO budget (dp_param_pieces), and for its input
+                         * gradient read in blocks of whole columns */
     int fuses;          /* its GEMMs take epilogues (enum dp_fusion): a Linear */
     /* Before a model exists: its parameters on one sample of shape *in, *out set (an unknown
      * input, [0], gives what it can); *overflow set when a count does not fit size_t (NULL:

@@ -55,6 +55,11 @@ int dp_module_fetch(const dp_module *m, size_t first, size_t count, const float 
     return m->param_pieces->fetch(m->param_pieces->arg, m->first_param + first, count, data);
 }
 
+int dp_module_fetch_columns(const dp_module *m, size_t first, size_t *end, const float **data)
+{
+    return m->param_pieces->fetch_columns(m->param_pieces->arg, m->first_param, first, end, data);
+}
+
 void dp_module_weight_rows(const dp_module_type *type, const dp_module_options *o, size_t params, size_t *row,
                            size_t *rows)
 {

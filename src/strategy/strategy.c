@@ -376,6 +376,7 @@ void dp_strategy_attach(dp_strategy *d, dp_step_hooks *hooks)
     if (d->block_floats != SIZE_MAX) {
         hooks->place = dp_zero_place;
         hooks->fetch = d->type->shards_params ? dp_zero_fetch : NULL;
+        hooks->fetch_columns = d->type->shards_params ? dp_zero_fetch_columns : NULL;
     }
 }
 
@@ -432,6 +433,6 @@ void dp_strategy_describe(const dp_strategy *d, char *text, size_t size)
                          "forward and backward%s", d->config.overlap ? ", the next module's prefetched" : "");
     if (used >= 0 && (size_t)used < size && d->type->shards_grads && d->block_floats != SIZE_MAX)
         snprintf(text + used, size - (size_t)used, "; working set under --zero-live-mb %.3g MiB: modules over %zu "
-                 "floats in blocks of rows", dp_strategy_live_mb(&d->config, d->layout.total, d->comm->size),
-                 d->block_floats);
+                 "floats in blocks of rows%s", dp_strategy_live_mb(&d->config, d->layout.total, d->comm->size),
+                 d->block_floats, d->type->shards_params ? " (input gradients from blocks of columns)" : "");
 }

@@ -13,12 +13,15 @@
  *   added into the gradient shard. Every micro-batch is reduced (DeepSpeed does the same).
  * Stage 3: no whole parameters either: before each module's forward and backward its
  *   parameters are all-gathered into a working buffer (the next module's gather started
- *   meanwhile), and the update touches the shard alone. */
+ *   meanwhile), and the update touches the shard alone. Under a budget smaller than a layer
+ *   forward reads its weight in blocks of rows, backward's input gradient in blocks of whole
+ *   columns (zero_columns.c), so every GEMM sums each element as the unsharded one does. */
 #include "src/strategy/zero.h"
 
 #include "dp/error.h"
 #include "dp/zero_plan.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,6 +140,7 @@ static void zero_close(dp_strategy *d)
     }
     be->free(be, z->grad_shard);
     be->free(be, z->param_shard);
+    dp_zero_free_columns(&z->columns);
     free(z->slot_of);
     free(z);
     d->zero = NULL;
@@ -156,6 +160,8 @@ static int zero_open(dp_strategy *d)
         status = open_grad_slots(d, z);
     if (!status && d->type->shards_params)
         status = open_gather_slots(d, z);
+    if (!status && d->type->shards_params)
+        status = dp_zero_plan_columns(d, z->unit_floats, &z->columns);
     if (!status)
         status = reserve(d, z);
     return status;
@@ -218,7 +224,7 @@ static int unit_at(const dp_strategy_units *u, size_t offset)
     return lo;
 }
 
-static int segment_is_cut(const dp_strategy *d, int segment)
+int dp_zero_segment_is_cut(const dp_strategy *d, int segment)
 {
     return d->layout.count[segment] > d->block_floats;
 }
@@ -234,7 +240,7 @@ static void count_wait(dp_strategy *d, double entered)
 /* A whole segment's gradient memory: its bucket's slot, taken when backward reaches the bucket. */
 static int bind_gradients(dp_strategy *d, int segment, float **grads)
 {
-    if (segment_is_cut(d, segment))
+    if (dp_zero_segment_is_cut(d, segment))
         return 0; /* its pieces are placed one by one (dp_zero_place) */
     int unit = d->grads.first[segment], bucket = d->bucket_of[unit];
     const dp_bucket *b = &d->buckets[bucket];
@@ -299,10 +305,40 @@ static zero_gather_slot *holding(struct dp_zero *z, int unit)
     return NULL;
 }
 
+static int is_column_unit(const dp_strategy *d, int unit)
+{
+    return unit >= d->gathers.layout.segments;
+}
+
+/* Where column unit k's all-gather runs in slot g: its host copy, else the packed block at the
+ * slot's start or, gathered padded, past it. */
+static float *column_buffer(const dp_strategy *d, const zero_gather_slot *g, int k)
+{
+    return g->host ? g->host : g->base + (g->part ? dp_zero_column_floats(d, k) : 0);
+}
+
+/* Starts the all-gather of column unit `unit` into slot g, this rank's part packed in. */
+static int start_column_gather(dp_strategy *d, zero_gather_slot *g, int unit)
+{
+    int k = unit - d->gathers.layout.segments;
+    size_t mine;
+    dp_request_args args = {.kind = DP_ALLGATHER, .label = g->label};
+    g->data = g->base;
+    g->part = dp_zero_column_layout(d, k, &args, &mine);
+    args.buf = column_buffer(d, g, k);
+    dp_zero_pack_columns(d, k, args.buf + mine, g->host != NULL);
+    g->unit = unit;
+    g->started_at = MPI_Wtime();
+    snprintf(g->label, sizeof g->label, "parameters of column unit %d", k);
+    return dp_comm_start(d->comm, &args, &g->request);
+}
+
 /* Starts the all-gather of unit's parameters into slot g: this rank's part copied in, the
  * others' arriving (each rank's block of the unit is its shard's part of it). */
 static int start_gather(dp_strategy *d, zero_gather_slot *g, int unit)
 {
+    if (is_column_unit(d, unit))
+        return start_column_gather(d, g, unit);
     struct dp_zero *z = d->zero;
     const dp_backend *be = backend(d);
     size_t offset = d->gathers.offset[unit], count = d->gathers.count[unit];
@@ -331,8 +367,12 @@ static int finish_gather(dp_strategy *d, zero_gather_slot *g)
     if (status)
         return status;
     double done = MPI_Wtime();
-    if (g->host)
-        backend(d)->upload(backend(d), g->data, g->host, d->gathers.count[g->unit] * sizeof(float));
+    int k = g->unit - d->gathers.layout.segments, columns = is_column_unit(d, g->unit);
+    if (columns && g->part)
+        dp_zero_lay_out_columns(d, k, column_buffer(d, g, k), g->part, g->data, g->host != NULL);
+    else if (g->host)
+        backend(d)->upload(backend(d), g->data, g->host,
+                           (columns ? dp_zero_column_floats(d, k) : d->gathers.count[g->unit]) * sizeof(float));
     d->times.busy += done - g->started_at;
     if (d->on_span)
         d->on_span(d->span_arg, g->label, g->started_at, done);
@@ -365,14 +405,29 @@ int dp_zero_gathered(dp_strategy *d, int unit, zero_gather_slot **slot)
     return status;
 }
 
-/* Whether backward reads unit's parameters: not a cut segment's tail (a Linear's bias: the
- * input gradient needs the weight rows alone). */
-static int read_in_backward(const dp_strategy *d, int unit)
+/* The unit backward reads first of segment s: its first column block where it is cut (none
+ * where a column does not fit), else its one unit. */
+static int first_in_backward(const dp_strategy *d, int s)
 {
-    int s = d->gathers.segment[unit];
-    if (!segment_is_cut(d, s))
-        return 1;
-    return d->gathers.offset[unit] < d->layout.offset[s] + d->layout.rows[s] * d->layout.row[s];
+    int first = d->zero->columns.first[s];
+    if (!dp_zero_segment_is_cut(d, s))
+        return d->gathers.first[s];
+    return first >= 0 ? d->gathers.layout.segments + first : -1;
+}
+
+/* The unit backward reads after `unit` (-1: none): the next column block of its weight, or
+ * the segment before's first. */
+static int next_in_backward(const dp_strategy *d, int unit)
+{
+    const zero_columns *c = &d->zero->columns;
+    int k = unit - d->gathers.layout.segments, s;
+    if (!is_column_unit(d, unit))
+        s = d->gathers.segment[unit];
+    else if (k + 1 < c->units && c->segment[k + 1] == c->segment[k])
+        return unit + 1;
+    else
+        s = c->segment[k];
+    return s > 0 ? first_in_backward(d, s - 1) : -1;
 }
 
 /* Unit's parameters whole in a slot, and the next unit the pass reads prefetched into the
@@ -381,12 +436,21 @@ static int gather_with_prefetch(dp_strategy *d, int unit, int backward, zero_gat
 {
     zero_gather_slot *spare;
     int status = dp_zero_gathered(d, unit, slot);
-    int next = backward ? unit - 1 : unit + 1;
-    while (backward && next >= 0 && !read_in_backward(d, next))
-        next--;
-    int prefetch = d->zero->gather_slots > 1 && next >= 0 && next < d->gathers.layout.segments;
+    int next = backward ? next_in_backward(d, unit) : unit + 1;
+    int prefetch = d->zero->gather_slots > 1 && next >= 0 && (backward || next < d->gathers.layout.segments);
     if (!status && prefetch && !holding(d->zero, next) && !(status = free_gather_slot(d, *slot, &spare)))
         status = start_gather(d, spare, next);
+    return status;
+}
+
+/* Unit's parameters at *data for a module's pass, the wait counted as communication. */
+static int fetch_unit(dp_strategy *d, int unit, const float **data)
+{
+    zero_gather_slot *g;
+    double entered = MPI_Wtime();
+    int status = gather_with_prefetch(d, unit, d->zero->backward, &g);
+    count_wait(d, entered);
+    *data = status ? NULL : g->data;
     return status;
 }
 
@@ -398,12 +462,30 @@ int dp_zero_fetch(void *arg, size_t offset, size_t count, const float **data)
     if (d->gathers.offset[unit] != offset || d->gathers.count[unit] != count)
         return dp_fail(DP_EINVAL, "parameters [%zu, %zu) asked for are not a unit of the budget's plan", offset,
                        offset + count);
-    zero_gather_slot *g;
-    double entered = MPI_Wtime();
-    int status = gather_with_prefetch(d, unit, d->zero->backward, &g);
-    count_wait(d, entered);
-    *data = status ? NULL : g->data;
-    return status;
+    return fetch_unit(d, unit, data);
+}
+
+/* A cut weight's module reads it in blocks of whole columns for its input gradient (backward). */
+int dp_zero_fetch_columns(void *arg, size_t offset, size_t first, size_t *end, const float **data)
+{
+    dp_strategy *d = arg;
+    const zero_columns *c = &d->zero->columns;
+    int s = d->gathers.segment[unit_at(&d->gathers, offset)];
+    size_t rows = d->layout.rows[s], width = d->layout.row ? d->layout.row[s] : 0;
+    if (d->layout.offset[s] != offset || !dp_zero_segment_is_cut(d, s) || !width)
+        return dp_fail(DP_EINVAL, "columns of parameters at %zu asked for are not of a weight the budget cuts", offset);
+    if (!c->per[s]) { /* the least budget rounded up, so that giving it works */
+        double mb = (double)(dp_zero_column_need(d, s) + width) * dp_zero_block_slots(d->type, &d->config) / MIB_FLOATS;
+        return dp_fail(DP_EINVAL, "--zero-live-mb: a gathered block (%zu floats) is smaller than a column of the "
+                       "layer whose parameters are [%zu, %zu) (%zu floats: %zu rows%s); give at least %.3f MiB",
+                       d->zero->unit_floats, offset, offset + d->layout.count[s], dp_zero_column_need(d, s), rows,
+                       d->comm->size > 2 ? " and every rank's part padded to the largest" : "", ceil(mb * 1000) / 1000);
+    }
+    if (first % c->per[s] || first >= width)
+        return dp_fail(DP_EINVAL, "columns from %zu of the weight at %zu are not a block of the budget's plan", first,
+                       offset);
+    *end = first + c->per[s] < width ? first + c->per[s] : width;
+    return fetch_unit(d, d->gathers.layout.segments + c->first[s] + (int)(first / c->per[s]), data);
 }
 
 static int before_module(dp_strategy *d, int segment, int backward, float **weights, float **grads)
@@ -411,7 +493,7 @@ static int before_module(dp_strategy *d, int segment, int backward, float **weig
     zero_gather_slot *g;
     int status = 0;
     d->zero->backward = backward;
-    if (d->type->shards_params && !segment_is_cut(d, segment) &&
+    if (d->type->shards_params && !dp_zero_segment_is_cut(d, segment) &&
         !(status = gather_with_prefetch(d, d->gathers.first[segment], backward, &g)))
         *weights = g->data;
     if (!status && backward && d->communicate)

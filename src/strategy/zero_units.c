@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 /* Working buffers one block each: the gradient slots, and stage 3's gather slots. */
-static int block_slots(const dp_strategy_type *type, const dp_strategy_config *config)
+int dp_zero_block_slots(const dp_strategy_type *type, const dp_strategy_config *config)
 {
     int slots = config->overlap ? ZERO_GRAD_SLOTS : 1;
     return slots + (type->shards_params ? (config->overlap ? ZERO_GATHER_SLOTS : 1) : 0);
@@ -29,7 +29,7 @@ size_t dp_strategy_block_floats(const dp_strategy_type *type, const dp_strategy_
     double mb = dp_strategy_live_mb(config, total, world);
     if (!type->shards_grads || mb == 0.0)
         return SIZE_MAX;
-    double floats = mb * MIB_FLOATS / block_slots(type, config);
+    double floats = mb * MIB_FLOATS / dp_zero_block_slots(type, config);
     return floats >= 1.0 ? (size_t)floats : 1;
 }
 
@@ -42,11 +42,11 @@ static int too_small(const dp_strategy_layout *l, int s, size_t block, const dp_
         return dp_fail(DP_EINVAL, "--zero-live-mb: the parameters [%zu, %zu) of one module are larger than a block of "
                        "the budget (%zu floats) and cannot be cut in rows; give at least %.3f MiB", l->offset[s],
                        l->offset[s] + l->count[s], block,
-                       (double)l->count[s] * block_slots(type, config) / MIB_FLOATS);
+                       (double)l->count[s] * dp_zero_block_slots(type, config) / MIB_FLOATS);
     return dp_fail(DP_EINVAL, "--zero-live-mb: a block of the budget (%zu floats) is smaller than a row (%zu floats) "
                    "or the bias (%zu) of the layer whose parameters are [%zu, %zu); give at least %.3f MiB", block, row,
                    tail, l->offset[s], l->offset[s] + l->count[s],
-                   (double)need * block_slots(type, config) / MIB_FLOATS);
+                   (double)need * dp_zero_block_slots(type, config) / MIB_FLOATS);
 }
 
 static void set_unit(dp_strategy_units *u, int n, size_t offset, size_t count, int segment)

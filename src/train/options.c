@@ -93,7 +93,7 @@ static const struct option_doc option_docs[] = {
      "--zero 2 and 3: the most MiB of gathered parameters and gradient blocks a rank holds at once "
      "(the working set; ZeRO-3's buckets in flight and gathered parameters, prefetch included); a "
      "Linear or Conv2d larger than its share is gathered and reduce-scattered in blocks of whole rows "
-     "(output features or channels). auto: an "
+     "(output features or channels; in stage 3 its input gradient reads blocks of whole columns). auto: an "
      "eighth of the rank's sharded state (16 bytes per parameter over the ranks), at least 1 MiB; "
      "unlimited: whole modules"},
     {{"average-every", required_argument, NULL, OPT_AVERAGE_EVERY}, "K", "0 (off: gradients all-reduced every step)",
