@@ -1,5 +1,5 @@
 /* --exact's sums (exact_sum.h): values rounded to a fixed grid by a rule of their own, pieces
- * that add exactly in doubles, balanced digits that add exactly in floats, one canonical form
+ * that add exactly in doubles, int64 digits that add exactly as integers, one canonical form
  * of the exact sum and one rounding back. Only additions of doubles that are exact, and the
  * roundings of dp_exact_round_to, which depend on their argument alone. The arithmetic per
  * element is src/backend/exact_math.h's, which the GPU's kernels share. */
@@ -37,7 +37,7 @@ int dp_exact_digit_bits(int ranks)
     int log2_ranks = 0;
     while ((1 << log2_ranks) < ranks)
         log2_ranks++;
-    return 25 - log2_ranks;
+    return 63 - log2_ranks;
 }
 
 int dp_exact_digits_for(int bits, int ranks)
@@ -80,34 +80,34 @@ WIDEST_VECTORS int dp_exact_magnitude_bits(const double *acc, size_t n)
 }
 
 /* Digits [first, digits) of the sums of elements [begin, begin + n) of an accumulator of
- * `total` (whole and fraction already at begin), into out (digit k at out + k total + begin). */
-PER_CHUNK void chunk_digits(double *restrict whole, double *restrict fraction, size_t begin, size_t n,
-                            size_t total, int b, int first, int digits, float *out)
+ * `total` (its pieces already at begin), into out (digit k at out + k total + begin); from
+ * digit 0 on, the high piece keeps what the digits above still hold, the low piece 0. */
+PER_CHUNK void chunk_digits(double *restrict high, double *restrict low, size_t begin, size_t n, size_t total,
+                            int b, int first, int digits, int64_t *out)
 {
     /* Through locals: stores through pointers into the arrays kept this loop scalar. */
-    if (first == 0) {
+    if (first == 0 && digits > 0) {
+        double next = dp_exact_digit_unit(b, 0);
+        int64_t *restrict digit = out + begin;
         for (size_t i = 0; i < n; i++) {
-            double w, f;
-            dp_exact_accumulated_sum(whole[i], fraction[i], &w, &f);
-            whole[i] = w;
-            fraction[i] = f;
+            double rest;
+            digit[i] = dp_exact_first_digit(high[i], low[i], next, &rest);
+            high[i] = rest;
+            low[i] = 0.0;
         }
     }
-    /* Lowest digit first: what is left of the sum is whole + fraction, both multiples of the
-     * digit's unit; the digit is the remainder to the next unit, at most half of it. */
-    for (int k = first; k < digits; k++) {
-        double next = dp_exact_digit_unit(b, k);
-        float *restrict digit = out + (size_t)k * total + begin;
+    for (int k = first > 1 ? first : 1; k < digits; k++) {
+        double unit = dp_exact_digit_unit(b, k - 1), next = dp_exact_digit_unit(b, k);
+        int64_t *restrict digit = out + (size_t)k * total + begin;
         for (size_t i = 0; i < n; i++) {
-            double w = whole[i], f = fraction[i];
-            digit[i] = dp_exact_digit(&w, &f, next);
-            whole[i] = w;
-            fraction[i] = f;
+            double rest = high[i];
+            digit[i] = dp_exact_next_digit(&rest, unit, next);
+            high[i] = rest;
         }
     }
 }
 
-WIDEST_VECTORS void dp_exact_to_digits(double *acc, size_t n, int ranks, int first, int digits, float *out)
+WIDEST_VECTORS void dp_exact_to_digits(double *acc, size_t n, int ranks, int first, int digits, int64_t *out)
 {
     int b = dp_exact_digit_bits(ranks);
     for (size_t begin = 0; begin < n; begin += CHUNK) {
@@ -116,7 +116,7 @@ WIDEST_VECTORS void dp_exact_to_digits(double *acc, size_t n, int ranks, int fir
     }
 }
 
-WIDEST_VECTORS int dp_exact_first_digits(double *acc, size_t n, int ranks, int digits, float *out)
+WIDEST_VECTORS int dp_exact_first_digits(double *acc, size_t n, int ranks, int digits, int64_t *out)
 {
     int b = dp_exact_digit_bits(ranks);
     uint64_t largest = 0;
@@ -129,15 +129,34 @@ WIDEST_VECTORS int dp_exact_first_digits(double *acc, size_t n, int ranks, int d
     return dp_exact_magnitude_of(largest);
 }
 
-WIDEST_VECTORS void dp_exact_from_digits(const float *digits_in, size_t n, int digits, float *out)
+void dp_exact_take_marks(int64_t *digits_in, size_t n, int first, int digits, int64_t *flags)
 {
+    for (int k = first; k < digits; k++)
+        for (size_t i = 0; i < n; i++)
+            if (digits_in[(size_t)k * n + i] == DP_EXACT_MARK) {
+                digits_in[(size_t)k * n + i] = 0;
+                flags[i] = 1;
+            }
+}
+
+void dp_exact_put_marks(int64_t *digit0, size_t n, const int64_t *flags)
+{
+    for (size_t i = 0; i < n; i++)
+        digit0[i] = flags[i] ? DP_EXACT_MARK : digit0[i];
+}
+
+WIDEST_VECTORS void dp_exact_from_digits(const int64_t *digits_in, size_t n, int ranks, int digits, float *out)
+{
+    int b = dp_exact_digit_bits(ranks);
     double whole[CHUNK], fraction[CHUNK]; /* a chunk's sums, in the L1 cache: no pass over memory */
     for (size_t begin = 0; begin < n; begin += CHUNK) {
         size_t count = begin + CHUNK < n ? CHUNK : n - begin;
         for (int k = 0; k < digits; k++) {
-            const float *restrict digit = digits_in + (size_t)k * n + begin;
-            for (size_t i = 0; i < count; i++) /* the first digit starts the sums: no zeroing pass */
-                dp_exact_take_digit(digit[i], &whole[i], &fraction[i], k == 0);
+            const int64_t *restrict digit = digits_in + (size_t)k * n + begin;
+            /* digit 0 starts the sums: no zeroing pass; the unit only counts above it */
+            double unit = k > 0 ? dp_exact_digit_unit(b, k - 1) : 0.0;
+            for (size_t i = 0; i < count; i++)
+                dp_exact_take_digit(digit[i], unit, k, &whole[i], &fraction[i]);
         }
         for (size_t i = 0; i < count; i++) {
             dp_exact_canonical(&whole[i], &fraction[i]);
