@@ -277,7 +277,7 @@ struct dp_backend {
      * *largest (backend memory), so 8 bytes tell the host the sums' magnitude. */
     void (*exact_add)(const dp_backend *be, double *acc, const float *values, size_t n, int first);
     void (*exact_to_floats)(const dp_backend *be, const double *acc, size_t n, float *out);
-    void (*exact_to_digits)(const dp_backend *be, double *acc, size_t n, int digit_bits, int first, int digits,
+    void (*exact_to_digits)(const dp_backend *be, const double *acc, size_t n, int digit_bits, int first, int digits,
                             int64_t *out, uint64_t *largest);
     void (*exact_from_digits)(const dp_backend *be, const int64_t *digits, size_t n, int digit_bits, int count,
                               float *out);

@@ -405,7 +405,7 @@ static void cuda_exact_to_floats(const dp_backend *be, const double *acc, size_t
     MUST(LAUNCH(ctx_of(be), dp_cuda_exact_to_floats, acc, n, out));
 }
 
-static void cuda_exact_to_digits(const dp_backend *be, double *acc, size_t n, int digit_bits, int first, int digits,
+static void cuda_exact_to_digits(const dp_backend *be, const double *acc, size_t n, int digit_bits, int first, int digits,
                                  int64_t *out, uint64_t *largest)
 {
     MUST(LAUNCH(ctx_of(be), dp_cuda_exact_to_digits, acc, n, digit_bits, first, digits, out, largest));

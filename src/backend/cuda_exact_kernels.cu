@@ -18,7 +18,7 @@ __global__ void exact_to_floats_kernel(dp_shape s, const double *acc, size_t n, 
     dp_exact_to_floats_thread(acc, n, out, span_x(s));
 }
 
-__global__ void exact_to_digits_kernel(dp_shape s, double *acc, size_t n, int b, int first, int digits, int64_t *out,
+__global__ void exact_to_digits_kernel(dp_shape s, const double *acc, size_t n, int b, int first, int digits, int64_t *out,
                                        unsigned long long *largest)
 {
     unsigned long long mine = dp_exact_digits_thread(acc, n, b, first, digits, out, span_x(s));
@@ -49,7 +49,7 @@ extern "C" cudaError_t dp_cuda_exact_to_floats(cudaStream_t stream, const double
     LAUNCH(n, dp_shape_flat(n), exact_to_floats_kernel, acc, n, out);
 }
 
-extern "C" cudaError_t dp_cuda_exact_to_digits(cudaStream_t stream, double *acc, size_t n, int digit_bits, int first,
+extern "C" cudaError_t dp_cuda_exact_to_digits(cudaStream_t stream, const double *acc, size_t n, int digit_bits, int first,
                                                int digits, int64_t *out, uint64_t *largest)
 {
     if (first == 0) {

@@ -26,25 +26,24 @@ static inline DP_HD void dp_exact_to_floats_thread(const double *acc, size_t n, 
     }
 }
 
-/* Digits [first, digits) of b bits of each element's sum into out (digit k at out + k n), as
- * exact_sum.c's chunk pass makes them; from digit 0 the largest size's bits (dp_exact_size_bits,
- * of the pieces before) are returned; acc keeps what is left of the sums. */
-static inline DP_HD uint64_t dp_exact_digits_thread(double *acc, size_t n, int b, int first, int digits, int64_t *out,
-                                                   dp_span s)
+/* Digits [first, digits) of the DP_EXACT_DIGITS of b bits of each element's sum into out (digit
+ * k at out + k n), as exact_sum.c's chunk pass makes them, acc only read; from digit 0 the
+ * largest size's bits (dp_exact_size_bits) are returned. */
+static inline DP_HD uint64_t dp_exact_digits_thread(const double *acc, size_t n, int b, int first, int digits,
+                                                   int64_t *out, dp_span s)
 {
     uint64_t largest = 0;
+    double next0 = dp_exact_digit_unit(b, 0), next1 = dp_exact_digit_unit(b, 1);
     for (size_t i = s.first; i < n; i += s.step) {
-        double rest = acc[i];
+        double rest;
+        int64_t d0 = dp_exact_first_digit(acc[i], acc[n + i], next0, &rest);
         if (first == 0) {
             uint64_t size = dp_exact_size_bits(acc[i], acc[n + i]);
             largest = size > largest ? size : largest;
-            if (digits > 0)
-                out[i] = dp_exact_first_digit(acc[i], acc[n + i], dp_exact_digit_unit(b, 0), &rest);
-            acc[n + i] = digits > 0 ? 0.0 : acc[n + i];
+            out[i] = d0;
         }
-        for (int k = first > 1 ? first : 1; k < digits; k++)
-            out[(size_t)k * n + i] = dp_exact_next_digit(&rest, dp_exact_digit_unit(b, k - 1), dp_exact_digit_unit(b, k));
-        acc[i] = rest;
+        if (digits > 1)
+            out[n + i] = dp_exact_next_digit(&rest, next0, next1);
     }
     return largest;
 }

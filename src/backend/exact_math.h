@@ -18,6 +18,7 @@ enum {
     DP_EXACT_INTEGER_BITS = 32,  /* |v| >= 2^32 (or NaN, inf) makes the element's sum NaN */
     DP_EXACT_PIECES = 2,         /* doubles per element in an accumulator */
     DP_EXACT_MAX_RANKS = 256,    /* digits of at least 55 bits: two of them hold any sum */
+    DP_EXACT_DIGITS = 2,         /* the digits a sum may need on up to DP_EXACT_MAX_RANKS ranks */
 };
 
 /* Inlined into each host build of the loops (a call per element would stop the vectoriser). */

@@ -79,52 +79,54 @@ WIDEST_VECTORS int dp_exact_magnitude_bits(const double *acc, size_t n)
     return dp_exact_magnitude_of(largest_size(acc, acc + n, n, 0));
 }
 
-/* Digits [first, digits) of the sums of elements [begin, begin + n) of an accumulator of
- * `total` (its pieces already at begin), into out (digit k at out + k total + begin); from
- * digit 0 on, the high piece keeps what the digits above still hold, the low piece 0. */
-PER_CHUNK void chunk_digits(double *restrict high, double *restrict low, size_t begin, size_t n, size_t total,
-                            int b, int first, int digits, int64_t *out)
+/* Digit 0 (want0) and digit 1 (want1) of the sums of elements [begin, begin + n) of an
+ * accumulator of `total` (its pieces already at begin), into out (digit k at out + k total +
+ * begin). Inlined with constant wants, so each caller's loop makes only what it stores. */
+PER_CHUNK void chunk_digits(const double *restrict high, const double *restrict low, size_t begin, size_t n,
+                            size_t total, int b, int want0, int want1, int64_t *out)
 {
-    /* Through locals: stores through pointers into the arrays kept this loop scalar. */
-    if (first == 0 && digits > 0) {
-        double next = dp_exact_digit_unit(b, 0);
-        int64_t *restrict digit = out + begin;
-        for (size_t i = 0; i < n; i++) {
-            double rest;
-            digit[i] = dp_exact_first_digit(high[i], low[i], next, &rest);
-            high[i] = rest;
-            low[i] = 0.0;
-        }
-    }
-    for (int k = first > 1 ? first : 1; k < digits; k++) {
-        double unit = dp_exact_digit_unit(b, k - 1), next = dp_exact_digit_unit(b, k);
-        int64_t *restrict digit = out + (size_t)k * total + begin;
-        for (size_t i = 0; i < n; i++) {
-            double rest = high[i];
-            digit[i] = dp_exact_next_digit(&rest, unit, next);
-            high[i] = rest;
-        }
+    double next0 = dp_exact_digit_unit(b, 0), next1 = dp_exact_digit_unit(b, 1);
+    int64_t *restrict digit0 = out + begin, *restrict digit1 = out + total + begin;
+    for (size_t i = 0; i < n; i++) {
+        double rest;
+        int64_t d0 = dp_exact_first_digit(high[i], low[i], next0, &rest);
+        if (want0)
+            digit0[i] = d0;
+        if (want1)
+            digit1[i] = dp_exact_next_digit(&rest, next0, next1);
     }
 }
 
-WIDEST_VECTORS void dp_exact_to_digits(double *acc, size_t n, int ranks, int first, int digits, int64_t *out)
+/* Digits [first, digits) of a chunk: the accumulator is read, never changed. */
+PER_CHUNK void chunk_digits_from(const double *high, const double *low, size_t begin, size_t n, size_t total, int b,
+                                 int first, int digits, int64_t *out)
+{
+    if (first == 0 && digits == 1)
+        chunk_digits(high, low, begin, n, total, b, 1, 0, out);
+    else if (first == 0 && digits == 2)
+        chunk_digits(high, low, begin, n, total, b, 1, 1, out);
+    else if (first == 1 && digits == 2)
+        chunk_digits(high, low, begin, n, total, b, 0, 1, out);
+}
+
+WIDEST_VECTORS void dp_exact_to_digits(const double *acc, size_t n, int ranks, int first, int digits, int64_t *out)
 {
     int b = dp_exact_digit_bits(ranks);
     for (size_t begin = 0; begin < n; begin += CHUNK) {
         size_t count = begin + CHUNK < n ? CHUNK : n - begin;
-        chunk_digits(acc + begin, acc + n + begin, begin, count, n, b, first, digits, out);
+        chunk_digits_from(acc + begin, acc + n + begin, begin, count, n, b, first, digits, out);
     }
 }
 
-WIDEST_VECTORS int dp_exact_first_digits(double *acc, size_t n, int ranks, int digits, int64_t *out)
+WIDEST_VECTORS int dp_exact_first_digits(const double *acc, size_t n, int ranks, int digits, int64_t *out)
 {
     int b = dp_exact_digit_bits(ranks);
     uint64_t largest = 0;
     for (size_t begin = 0; begin < n; begin += CHUNK) {
         size_t count = begin + CHUNK < n ? CHUNK : n - begin;
-        double *high = acc + begin, *low = acc + n + begin; /* the chunk stays in the L1 cache */
+        const double *high = acc + begin, *low = acc + n + begin; /* the chunk stays in the L1 cache */
         largest = largest_size(high, low, count, largest);
-        chunk_digits(high, low, begin, count, n, b, 0, digits, out);
+        chunk_digits_from(high, low, begin, count, n, b, 0, digits, out);
     }
     return dp_exact_magnitude_of(largest);
 }

@@ -31,7 +31,7 @@ void dp_exact_add(double *acc, const float *values, size_t n, int first);
 
 /* The digit width for a world of ranks: W digits of |d| <= 2^(b-1) + 2^47 add within int64. */
 int dp_exact_digit_bits(int ranks);
-/* The most digits a world of ranks needs for any accumulator. */
+/* The most digits a world of ranks needs for any accumulator: DP_EXACT_DIGITS. */
 int dp_exact_max_digits(int ranks);
 /* The bits of the largest |sum| in acc (0 when all are 0; -1 when one is not finite). */
 int dp_exact_magnitude_bits(const double *acc, size_t n);
@@ -42,13 +42,13 @@ int dp_exact_magnitude_of(uint64_t largest_size_bits);
 int dp_exact_digits_for(int bits, int ranks);
 
 /* acc's exact sums as arrays of n int64 digits of dp_exact_digit_bits(ranks) bits, the lowest
- * first (digit k at out + k n): digits [first, digits), so a call from 0 to K and one from K on
- * give what one call from 0 gives; a sum that is not finite becomes DP_EXACT_MARK in every
- * digit. acc holds what is left of the sums between calls: zero it before adding again. */
-void dp_exact_to_digits(double *acc, size_t n, int ranks, int first, int digits, int64_t *out);
+ * first (digit k at out + k n): digits [first, digits) of the DP_EXACT_DIGITS, so a call from 0
+ * to K and one from K on give what one call from 0 gives; a sum that is not finite becomes
+ * DP_EXACT_MARK in every digit. acc is only read. */
+void dp_exact_to_digits(const double *acc, size_t n, int ranks, int first, int digits, int64_t *out);
 /* dp_exact_magnitude_bits and dp_exact_to_digits from 0 to `digits` in one pass over acc, chunk
- * by chunk: the same digits and accumulator; the magnitude returned. */
-int dp_exact_first_digits(double *acc, size_t n, int ranks, int digits, int64_t *out);
+ * by chunk: the same digits; the magnitude returned. */
+int dp_exact_first_digits(const double *acc, size_t n, int ranks, int digits, int64_t *out);
 /* A rank's own marks of sums that are not finite, from digits [first, digits) to flags (1
  * there), the digits set to 0: summed over the ranks, the flags say which sums any rank lost. */
 void dp_exact_take_marks(int64_t *digits_in, size_t n, int first, int digits, int64_t *flags);

@@ -92,10 +92,10 @@ static void run_to_digits(void *raw)
         *a->largest = largest;
 }
 
-cudaError_t dp_cuda_exact_to_digits(cudaStream_t stream, double *acc, size_t n, int digit_bits, int first, int digits,
+cudaError_t dp_cuda_exact_to_digits(cudaStream_t stream, const double *acc, size_t n, int digit_bits, int first, int digits,
                                     int64_t *out, uint64_t *largest)
 {
-    exact_args a = {.s = dp_shape_flat(n), .acc = acc, .digits_out = out, .largest = largest, .n = n, .first = first,
+    exact_args a = {.s = dp_shape_flat(n), .acc = (double *)acc, .digits_out = out, .largest = largest, .n = n, .first = first,
                     .digits = digits, .b = digit_bits};
     return QUEUE(run_to_digits, a, "exact_to_digits_kernel");
 }
