@@ -12,7 +12,6 @@
 #include "tests/testutil.h"
 
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,32 +107,13 @@ START_TEST(every_algorithm_sums_int64_as_mpi_does)
 {
     /* The data's sums fit: W digits at their largest stay within int64. */
     ck_assert(world_size * (double)largest_digit() < 0x1p63);
-    char names[1024];
-    strcpy(names, dp_comm_algorithm_names());
-    char *save = NULL;
-    for (char *name = strtok_r(names, " ", &save); name; name = strtok_r(NULL, " ", &save)) {
-        dp_comm c;
-        open_comm(&c, name);
-        check_algorithm(&c, name);
-        dp_comm_free(&c);
-    }
+    for_every_host_algorithm(check_algorithm);
     /* ring-pipelined with segments smaller than a block: int64 segments hold half the floats' elements. */
     dp_comm c;
     open_comm(&c, "ring-pipelined");
     c.segment_bytes = 4096;
     check_algorithm(&c, "ring-pipelined, 4 KiB segments");
     dp_comm_free(&c);
-    /* hier across simulated nodes of two ranks: the leaders' all-reduce runs too. */
-    const char *inner[] = {"ring", "rhd", "mpi"};
-    for (size_t i = 0; i < sizeof inner / sizeof *inner; i++) {
-        open_comm(&c, "hier");
-        c.node = world_rank / 2;
-        ck_assert(dp_comm_set_hier_inner(&c, inner[i]) == 0);
-        char label[64];
-        snprintf(label, sizeof label, "hier over nodes of 2, inner %s", inner[i]);
-        check_algorithm(&c, label);
-        dp_comm_free(&c);
-    }
 }
 END_TEST
 
@@ -175,21 +155,12 @@ START_TEST(int64_doubles_the_bytes_of_float32)
     const size_t count = 4096;
     const char *names[] = {"ring", "mpi"};
     for (size_t n = 0; n < 2; n++) {
-        uint64_t sent[2];
-        for (int wide = 0; wide < 2; wide++) {
-            dp_comm c;
-            open_comm(&c, names[n]);
-            int64_t *buf = input_of(count);
-            dp_request_args a = {.kind = DP_ALLREDUCE, .buf = (float *)buf, .count = count,
-                                 .dtype = wide ? DP_DTYPE_I64 : DP_DTYPE_F32};
-            dp_request *q = NULL;
-            ck_assert(all_ok(dp_comm_start(&c, &a, &q) == 0 && dp_request_wait(&q) == 0));
-            sent[wide] = c.traffic.bytes[DP_ALLREDUCE];
-            dp_comm_free(&c);
-            free(buf);
-        }
-        ck_assert_msg(sent[0] > 0 && sent[1] == 2 * sent[0], "%s: %llu bytes in int64 against %llu in float32",
-                      names[n], (unsigned long long)sent[1], (unsigned long long)sent[0]);
+        int64_t *buf = input_of(count);
+        uint64_t f32 = allreduce_bytes(names[n], DP_DTYPE_F32, buf, count);
+        uint64_t i64 = allreduce_bytes(names[n], DP_DTYPE_I64, buf, count);
+        ck_assert_msg(f32 > 0 && i64 == 2 * f32, "%s: %llu bytes in int64 against %llu in float32", names[n],
+                      (unsigned long long)i64, (unsigned long long)f32);
+        free(buf);
     }
 }
 END_TEST
