@@ -46,8 +46,10 @@ dp_range whole(size_t count);
 
 void open_comm(dp_comm *c, const char *algorithm);
 
-/* check(c, label) on a dp_comm of every host algorithm in turn, then of hier across simulated
- * nodes of two ranks with each inner algorithm (ring, rhd, mpi): the leaders' all-reduce runs. */
+/* check(c, name) on a dp_comm of every host algorithm (dp_comm_algorithm_names) in turn. */
+void for_every_named_algorithm(void (*check)(dp_comm *c, const char *label));
+/* The same, then of hier across simulated nodes of two ranks with each inner algorithm (ring,
+ * rhd, mpi): the leaders' all-reduce runs too. */
 void for_every_host_algorithm(void (*check)(dp_comm *c, const char *label));
 
 /* The bytes a fresh dp_comm running algorithm counts for one all-reduce of count elements of
