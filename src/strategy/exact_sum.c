@@ -43,7 +43,7 @@ int dp_exact_digit_bits(int ranks)
 int dp_exact_digits_for(int bits, int ranks)
 {
     int b = dp_exact_digit_bits(ranks);
-    int digits = (bits + 1 + b - 1) / b; /* balanced digits reach 2^(bK - 1) */
+    int digits = (bits + 1 + b - 1) / b; /* K digits hold sums of bK - 1 bits (exact_sum.h) */
     return digits > 0 ? digits : 1;
 }
 
