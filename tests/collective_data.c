@@ -7,6 +7,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -107,4 +108,45 @@ dp_range whole(size_t count)
 void open_comm(dp_comm *c, const char *algorithm)
 {
     ck_assert_msg(dp_comm_init(c, MPI_COMM_WORLD, algorithm) == 0, "%s", dp_last_error());
+}
+
+void for_every_named_algorithm(void (*check)(dp_comm *c, const char *label))
+{
+    char names[1024];
+    strcpy(names, dp_comm_algorithm_names());
+    char *save = NULL;
+    for (char *name = strtok_r(names, " ", &save); name; name = strtok_r(NULL, " ", &save)) {
+        dp_comm c;
+        open_comm(&c, name);
+        check(&c, name);
+        dp_comm_free(&c);
+    }
+}
+
+void for_every_host_algorithm(void (*check)(dp_comm *c, const char *label))
+{
+    for_every_named_algorithm(check);
+    const char *inner[] = {"ring", "rhd", "mpi"};
+    for (size_t i = 0; i < sizeof inner / sizeof *inner; i++) {
+        dp_comm c;
+        open_comm(&c, "hier");
+        c.node = world_rank / 2;
+        ck_assert(dp_comm_set_hier_inner(&c, inner[i]) == 0);
+        char label[64];
+        snprintf(label, sizeof label, "hier over nodes of 2, inner %s", inner[i]);
+        check(&c, label);
+        dp_comm_free(&c);
+    }
+}
+
+uint64_t allreduce_bytes(const char *algorithm, dp_dtype dtype, void *buf, size_t count)
+{
+    dp_comm c;
+    open_comm(&c, algorithm);
+    dp_request_args a = {.kind = DP_ALLREDUCE, .buf = buf, .count = count, .dtype = dtype};
+    dp_request *q = NULL;
+    ck_assert(all_ok(dp_comm_start(&c, &a, &q) == 0 && dp_request_wait(&q) == 0));
+    uint64_t sent = c.traffic.bytes[DP_ALLREDUCE];
+    dp_comm_free(&c);
+    return sent;
 }

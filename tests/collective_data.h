@@ -8,6 +8,7 @@
 #include "dp/partition.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 enum { COUNT_CASES = 7 };
 
@@ -44,5 +45,15 @@ int close_to(const float *got, const float *expected, const float *abs_sum, dp_r
 dp_range whole(size_t count);
 
 void open_comm(dp_comm *c, const char *algorithm);
+
+/* check(c, name) on a dp_comm of every host algorithm (dp_comm_algorithm_names) in turn. */
+void for_every_named_algorithm(void (*check)(dp_comm *c, const char *label));
+/* The same, then of hier across simulated nodes of two ranks with each inner algorithm (ring,
+ * rhd, mpi): the leaders' all-reduce runs too. */
+void for_every_host_algorithm(void (*check)(dp_comm *c, const char *label));
+
+/* The bytes a fresh dp_comm running algorithm counts for one all-reduce of count elements of
+ * dtype in buf (summed in place). */
+uint64_t allreduce_bytes(const char *algorithm, dp_dtype dtype, void *buf, size_t count);
 
 #endif

@@ -2,7 +2,8 @@
 # steps for W = 1, 2, 3, 4, 8 (oversubscribed), every all-reduce algorithm, --accum 2, uneven
 # slices and a short last step, BatchNorm with and without sync, dropout; a W=3 checkpoint
 # resumed on W=2 continues bitwise like the uninterrupted W=1 run. Without --exact the same
-# runs differ (so the comparisons can fail). Shards too small for BatchNorm are refused.
+# runs differ (so the comparisons can fail). Sums that are not finite stop or skip the same
+# step on every W. Shards too small for BatchNorm are refused.
 # shellcheck disable=SC2086 # $base and $exact are lists of words
 . "$srcdir/tests/common.sh"
 worker="$top_builddir/dp_worker"
@@ -67,6 +68,17 @@ for np in 2 3; do
     train "growing-w$np" "$np" $exact --model "linear(16,bias=0),relu,linear(3)" --lr 10
     same "growing-w$np" growing-w1
 done
+# Sums that are not finite: the ranks that have some flag which in an all-reduce of their own,
+# so every W stops at the same step naming the same count and tensor, or skips the same steps.
+nan="--model linear(16,bias=0),relu,linear(3) --lr 1e6"
+for np in 1 2 3; do
+    dp_mpirun 60 "$np" "$worker" $base $exact $nan --on-nan abort >"$dir/nan-w$np.out" 2>&1
+    dp_check_outcome "sums not finite on $np ranks" fail $? "$dir/nan-w$np.out" \
+        "step 3: 174 non-finite gradient values, the first in layers.0.weight"
+done
+train nan-skip-w1 1 $exact $nan --on-nan skip
+train nan-skip-w3 3 $exact $nan --on-nan skip
+same nan-skip-w3 nan-skip-w1
 train plain-bn-w1 1 $exact
 train plain-bn-w3 3 $exact --allreduce ring
 same plain-bn-w3 plain-bn-w1

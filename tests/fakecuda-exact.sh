@@ -4,8 +4,10 @@
 # gradient no longer crosses the bus: at W = 1 the bytes copied down to the host are those of
 # the same run without --exact but for the shards' loss totals (under one gradient's bytes in
 # all; the host accumulator downloaded every shard's gradient, 180 of them here), and at W = 2
-# with shards of 4 only the digits go down (under 4 gradients' bytes a step more than the
-# ordinary run, where rank 0's 6 shards' gradients went before).
+# with shards of 4 only the digits go down, one int64 a parameter with the sums' size in the
+# same copy (under one gradient's bytes a step more than the ordinary run, which sends its
+# gradient down; three float digits were over it, and rank 0's 6 shards' gradients before).
+# Sums that are not finite stop 2 fake GPUs at the step and count one does.
 # The digits and floats are the host loops' bit for bit (tests/test_exact_device.c);
 # the CPU backend cannot be the reference here, as its GEMMs round otherwise than cuBLAS's.
 # Exits 77 where not built.
@@ -52,6 +54,20 @@ for case in "w2 w1 2" "w3 w1 3" "w3-ring w1 3 --allreduce ring" "accum-w3 accum-
         "$dir/$name.safetensors"
 done
 
+# Sums that are not finite: the device marks them in its digits, the host turns the marks into
+# flags; 2 fake GPUs stop at the step one does, naming the same count and tensor.
+for np in 1 2; do
+    dp_mpirun 120 "$np" sh -c 'FAKECUDA_DEVICES="fake$OMPI_COMM_WORLD_RANK" exec "$0" "$@"' "$worker" $base $exact \
+        --lr 1e6 --on-nan abort >"$dir/nan-w$np.out" 2>&1
+    sed -n 's/.*error: \(step [0-9]*: [0-9]* non-finite gradient values.*\)/\1/p' "$dir/nan-w$np.out" >"$dir/nan-w$np.line"
+done
+cases=$((cases + 1))
+if [ -s "$dir/nan-w1.line" ] && cmp -s "$dir/nan-w1.line" "$dir/nan-w2.line"; then
+    echo "ok   sums not finite on 2 fake GPUs as on one: $(cat "$dir/nan-w1.line")"
+else
+    dp_fail_case "sums not finite: one fake GPU and two differ or do not stop" "$dir/nan-w2.out"
+fi
+
 train s4-w1 1 --exact --exact-shard 4
 train s4-w2 2 --exact --exact-shard 4
 dp_check_same_bits "--exact-shard 4 on fake GPUs, W = 2: parameters as one fake GPU's" "$dir/s4-w1.safetensors" \
@@ -65,7 +81,7 @@ else
     dp_fail_case "W = 1: --exact copied ${exact_down:-?} bytes down against ${plain_down:-?} without it" "$dir/w1.out"
 fi
 exact_down=$(down s4-w2) plain_down=$(down plain-w2)
-if [ -n "$exact_down" ] && [ -n "$plain_down" ] && [ $((exact_down - plain_down)) -lt $((30 * 4 * gradient_bytes)) ]; then
+if [ -n "$exact_down" ] && [ -n "$plain_down" ] && [ $((exact_down - plain_down)) -lt $((30 * gradient_bytes)) ]; then
     echo "ok   W = 2, shards of 4: --exact copied $exact_down bytes down a rank, the ordinary run $plain_down: the digits alone"
 else
     dp_fail_case "W = 2: --exact copied ${exact_down:-?} bytes down against ${plain_down:-?} without it" "$dir/s4-w2.out"

@@ -77,15 +77,7 @@ static void check_allreduce_on_every_count(dp_comm *c, const char *label)
 
 START_TEST(every_algorithm_matches_mpi_allreduce_on_every_count)
 {
-    char names[1024];
-    strcpy(names, dp_comm_algorithm_names());
-    char *save = NULL;
-    for (char *name = strtok_r(names, " ", &save); name; name = strtok_r(NULL, " ", &save)) {
-        dp_comm c;
-        open_comm(&c, name);
-        check_allreduce_on_every_count(&c, name);
-        dp_comm_free(&c);
-    }
+    for_every_named_algorithm(check_allreduce_on_every_count);
 }
 END_TEST
 

@@ -1,5 +1,6 @@
 /* --exact's sums (src/strategy/exact_sum.c): the accumulator never overflows within its stated
- * bound, every order of adding (within a rank, and over ranks through any all-reduce's float
+ * bound, the int64 digits' sums over any W up to the most ranks --exact takes never leave int64,
+ * every order of adding (within a rank, and over ranks through any all-reduce's integer
  * additions of digits) gives the same bits, and those bits are the exact sum of the values
  * rounded to multiples of 2^-48, then to float (an independent 128-bit reference). */
 #include "src/strategy/exact_sum.h"
@@ -70,12 +71,93 @@ START_TEST(the_bound_holds_at_its_worst_case)
     for (int ranks = 2; ranks <= DP_EXACT_MAX_RANKS; ranks *= 128) {
         int digits = dp_exact_digits_for(dp_exact_magnitude_bits(acc, N), ranks);
         ck_assert_int_le(digits, dp_exact_max_digits(ranks));
-        float *d = malloc((size_t)digits * N * sizeof *d), back[N];
+        int64_t *d = malloc((size_t)digits * N * sizeof *d);
+        float back[N];
         double scratch[DP_EXACT_PIECES * N]; /* to_digits works in its accumulator */
         memcpy(scratch, acc, sizeof scratch);
         dp_exact_to_digits(scratch, N, ranks, 0, digits, d);
-        dp_exact_from_digits(d, N, digits, back);
+        dp_exact_from_digits(d, N, ranks, digits, back);
         ck_assert_mem_eq(back, out, sizeof out);
+        free(d);
+    }
+}
+END_TEST
+
+/* The bounds exact_sum.h states, for every W --exact takes: a rank's digit 0 is at most
+ * 2^(b-1) + 2^47 and the others at most 2^(95-b), so W of them (every partial sum an all-reduce
+ * forms) stay inside int64, and the summed digits above 0 stay inside what the way back reads
+ * exactly (2^51 units); two digits hold any sum, one every sum below 2^(b-50). */
+static wide digit_bound(int ranks, int k)
+{
+    int b = dp_exact_digit_bits(ranks);
+    return k == 0 ? ((wide)1 << (b - 1)) + ((wide)1 << 47) : (wide)1 << (95 - b);
+}
+
+START_TEST(digit_sums_stay_inside_int64_for_every_world_size)
+{
+    for (int ranks = 1; ranks <= DP_EXACT_MAX_RANKS; ranks++) {
+        int b = dp_exact_digit_bits(ranks);
+        ck_assert((wide)ranks * digit_bound(ranks, 0) < (wide)INT64_MAX);
+        ck_assert((wide)ranks * digit_bound(ranks, 1) < (wide)1 << 51);
+        ck_assert_int_ge(b - DP_EXACT_FRACTION_BITS, 7); /* digit 0's unit above: 2^(b-48), its half below 2^51 */
+        ck_assert_int_eq(dp_exact_max_digits(ranks), 2); /* the widest sum: below 2^46 in units of 2^-48, a sign */
+        ck_assert_int_ge(2 * b, 46 + DP_EXACT_FRACTION_BITS + 1);
+        ck_assert_int_eq(dp_exact_digits_for(b - 1, ranks), 1);
+    }
+}
+END_TEST
+
+/* The largest sums (2^13 terms of values up to the largest, of both signs, and smaller ones),
+ * as digits on W = 1, 2, 3, 8, 255 and 256 ranks: every digit within its bound and those above
+ * what dp_exact_digits_for asks for zero, as one rank's (which may compute every shard); and W
+ * ranks sharing the 2^13 terms alike add (in 128 bits) to what int64 holds and decode to the
+ * reference's float of the whole sum. */
+static int64_t *digits_of(const float *values, size_t n, size_t terms, int ranks, int *needed)
+{
+    double *acc = malloc(DP_EXACT_PIECES * n * sizeof *acc);
+    for (size_t t = 0; t < terms; t++)
+        dp_exact_add(acc, values, n, t == 0);
+    *needed = dp_exact_digits_for(dp_exact_magnitude_bits(acc, n), ranks);
+    int64_t *d = malloc(2 * n * sizeof *d);
+    dp_exact_to_digits(acc, n, ranks, 0, 2, d);
+    free(acc);
+    return d;
+}
+
+START_TEST(digits_stay_within_their_bounds_at_the_largest_sums)
+{
+    enum { N = 2048 };
+    uint64_t state = 4242;
+    float values[N];
+    for (int i = 0; i < N; i++) {
+        float v = random_value(&state);
+        values[i] = i % 3 == 0 ? nextafterf(4294967296.0f, 0.0f) * (i % 2 ? -1.0f : 1.0f)
+                    : i % 3 == 1 ? ldexpf(v, 11) : v; /* the largest, up to 2^31, and below */
+    }
+    const int worlds[] = {1, 2, 3, 8, 255, 256};
+    for (size_t w = 0; w < sizeof worlds / sizeof *worlds; w++) {
+        int ranks = worlds[w], needed;
+        int64_t *d = digits_of(values, N, DP_EXACT_MAX_TERMS, ranks, &needed);
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < N; i++) {
+                wide digit = d[(size_t)k * N + i];
+                ck_assert_msg(digit <= digit_bound(ranks, k) && -digit <= digit_bound(ranks, k),
+                              "W=%d digit %d of element %d beyond its bound", ranks, k, i);
+                ck_assert(k < needed || digit == 0);
+            }
+        free(d);
+        size_t share = DP_EXACT_MAX_TERMS / (size_t)ranks; /* each rank's terms: W of them at most 2^13 */
+        d = digits_of(values, N, share, ranks, &needed);
+        for (size_t j = 0; j < 2 * (size_t)N; j++) {
+            wide sum = (wide)d[j] * ranks;
+            ck_assert(sum <= INT64_MAX && sum >= -(wide)INT64_MAX);
+            d[j] = (int64_t)sum;
+        }
+        float back[N], expected[N];
+        dp_exact_from_digits(d, N, ranks, 2, back);
+        for (int i = 0; i < N; i++)
+            expected[i] = reference_float(reference_units(values[i]) * (wide)(share * (size_t)ranks));
+        ck_assert_msg(memcmp(back, expected, sizeof back) == 0, "W=%d: the ranks' summed digits decode wrongly", ranks);
         free(d);
     }
 }
@@ -93,24 +175,24 @@ START_TEST(values_out_of_range_make_the_sum_nan)
     ck_assert(out[3] == 1.0f);
     ck_assert_int_eq(dp_exact_magnitude_bits(acc, 4), -1);
     int count = dp_exact_max_digits(2);
-    float *digits = malloc((size_t)count * 4 * sizeof *digits), back[4];
+    int64_t *digits = malloc((size_t)count * 4 * sizeof *digits), flags[4] = {0};
+    float back[4];
     dp_exact_to_digits(acc, 4, 2, 0, count, digits);
-    dp_exact_from_digits(digits, 4, count, back);
+    for (int k = 0; k < count; k++)
+        for (int i = 0; i < 4; i++)
+            ck_assert(i < 3 ? digits[k * 4 + i] == DP_EXACT_MARK : digits[k * 4 + i] != DP_EXACT_MARK);
+    dp_exact_from_digits(digits, 4, 2, count, back);
+    for (int i = 0; i < 3; i++)
+        ck_assert(isnan(back[i]));
+    ck_assert(back[3] == 1.0f);
+    /* As the strategy sends them: the marks become flags, the digits zeros; marked back, NaN again. */
+    dp_exact_take_marks(digits, 4, 0, count, flags);
+    for (int i = 0; i < 4; i++)
+        ck_assert(flags[i] == (i < 3) && digits[i] != DP_EXACT_MARK && digits[4 + i] != DP_EXACT_MARK);
+    dp_exact_put_marks(digits, 4, flags);
+    dp_exact_from_digits(digits, 4, 2, count, back);
+    ck_assert(isnan(back[0]) && isnan(back[1]) && isnan(back[2]) && back[3] == 1.0f);
     free(digits);
-    ck_assert(isnan(back[0]) && back[3] == 1.0f);
-}
-END_TEST
-
-START_TEST(digits_of_w_ranks_add_exactly_in_floats)
-{
-    for (int ranks = 1; ranks <= DP_EXACT_MAX_RANKS; ranks++) {
-        int b = dp_exact_digit_bits(ranks);
-        /* W digits of magnitude <= 2^(b-1) add to at most 2^24: floats hold every partial sum. */
-        ck_assert(ldexp((double)ranks, b - 1) <= ldexp(1.0, 24));
-        ck_assert_int_ge(b, 17);
-        /* The widest sum: below 2^46 in units of 2^-48, and a sign. */
-        ck_assert_int_ge(dp_exact_max_digits(ranks) * b, 46 + DP_EXACT_FRACTION_BITS + 1);
-    }
 }
 END_TEST
 
@@ -145,8 +227,9 @@ START_TEST(any_split_over_ranks_and_any_order_give_the_reference_bits)
     for (int ranks = 2; ranks <= 8; ranks++) {
         int digits = dp_exact_max_digits(ranks);
         size_t size = (size_t)digits * VALUES;
-        float *mine = malloc((size_t)ranks * size * sizeof *mine), *forward = calloc(size, sizeof *forward),
-              *backward = calloc(size, sizeof *backward), out[VALUES];
+        int64_t *mine = malloc((size_t)ranks * size * sizeof *mine), *forward = calloc(size, sizeof *forward),
+                *backward = calloc(size, sizeof *backward);
+        float out[VALUES];
         for (int r = 0; r < ranks; r++) { /* contiguous runs of terms, as the engine's shards */
             int first = TERMS * r / ranks, last = TERMS * (r + 1) / ranks;
             accumulate(table, first, last, r % 2, acc);
@@ -156,14 +239,14 @@ START_TEST(any_split_over_ranks_and_any_order_give_the_reference_bits)
             dp_exact_to_digits(acc, VALUES, ranks, 0, split, mine + (size_t)r * size);
             dp_exact_to_digits(acc, VALUES, ranks, split, digits, mine + (size_t)r * size);
         }
-        /* Float sums over the ranks in two orders, as different all-reduce algorithms add. */
+        /* Integer sums over the ranks in two orders, as different all-reduce algorithms add. */
         for (size_t j = 0; j < size; j++)
             for (int r = 0; r < ranks; r++) {
                 forward[j] += mine[(size_t)r * size + j];
                 backward[j] += mine[(size_t)(ranks - 1 - r) * size + j];
             }
         ck_assert_mem_eq(forward, backward, size * sizeof *forward);
-        dp_exact_from_digits(forward, VALUES, digits, out);
+        dp_exact_from_digits(forward, VALUES, ranks, digits, out);
         ck_assert_msg(memcmp(out, expected, sizeof out) == 0, "%d ranks differ from the reference", ranks);
         free(mine);
         free(forward);
@@ -189,7 +272,8 @@ START_TEST(first_digits_in_one_pass_are_the_separate_passes)
     }
     memcpy(fused, apart, DP_EXACT_PIECES * N * sizeof *apart);
     int digits = dp_exact_max_digits(RANKS);
-    float *separate = malloc((size_t)digits * N * sizeof *separate), *together = malloc((size_t)digits * N * sizeof *together);
+    int64_t *separate = malloc((size_t)digits * N * sizeof *separate),
+            *together = malloc((size_t)digits * N * sizeof *together);
     int bits = dp_exact_magnitude_bits(apart, N);
     dp_exact_to_digits(apart, N, RANKS, 0, digits, separate);
     ck_assert_int_eq(dp_exact_first_digits(fused, N, RANKS, digits, together), bits);
@@ -226,7 +310,8 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, the_bound_holds_at_its_worst_case);
     tcase_add_test(tc, values_out_of_range_make_the_sum_nan);
-    tcase_add_test(tc, digits_of_w_ranks_add_exactly_in_floats);
+    tcase_add_test(tc, digit_sums_stay_inside_int64_for_every_world_size);
+    tcase_add_test(tc, digits_stay_within_their_bounds_at_the_largest_sums);
     tcase_add_test(tc, any_split_over_ranks_and_any_order_give_the_reference_bits);
     tcase_add_test(tc, first_digits_in_one_pass_are_the_separate_passes);
     tcase_add_test(tc, rounded_loss_sums_add_exactly_in_any_order);

@@ -36,7 +36,8 @@ typedef struct device_sums {
     const dp_backend *be;
     size_t n;
     double *acc, *host_acc; /* the device's accumulator, and the host loops' beside it */
-    float *values, *digits;
+    float *values;
+    int64_t *digits;
     uint64_t *largest;
 } device_sums;
 
@@ -89,12 +90,12 @@ static void add_shards(device_sums *s, uint64_t seed, int specials)
     free(values);
 }
 
-/* n floats from the device equal the host's. */
-static void same_floats(const dp_backend *be, const float *device, const float *host, size_t n, const char *what)
+/* bytes from the device equal the host's. */
+static void same_bytes(const dp_backend *be, const void *device, const void *host, size_t bytes, const char *what)
 {
-    float *copy = malloc(n * sizeof *copy);
-    be->download(be, copy, device, n * sizeof *copy);
-    ck_assert_msg(memcmp(copy, host, n * sizeof *copy) == 0, "%s differ (n %zu)", what, n);
+    char *copy = malloc(bytes);
+    be->download(be, copy, device, bytes);
+    ck_assert_msg(memcmp(copy, host, bytes) == 0, "%s differ (%zu bytes)", what, bytes);
     free(copy);
 }
 
@@ -107,8 +108,8 @@ START_TEST(the_sum_to_floats_is_the_host_loops)
         add_shards(&s, 11 + t, 1);
         float *host = malloc(s.n * sizeof *host);
         dp_exact_to_floats(s.host_acc, s.n, host);
-        s.be->exact_to_floats(s.be, s.acc, s.n, s.digits);
-        same_floats(s.be, s.digits, host, s.n, "the floats");
+        s.be->exact_to_floats(s.be, s.acc, s.n, s.values);
+        same_bytes(s.be, s.values, host, s.n * sizeof *host, "the floats");
         free(host);
         close_sums(&s);
     }
@@ -122,18 +123,18 @@ START_TEST(the_digits_and_magnitude_are_the_host_loops)
         for (size_t r = 0; r < sizeof RANKS / sizeof *RANKS; r++) {
             int ranks = RANKS[r], max_digits = dp_exact_max_digits(ranks), sent = 2;
             device_sums s = open_sums(SIZES[t], max_digits);
-            add_shards(&s, 7 * t + r, t % 2); /* finite sums, or some NaN: every digit NaN */
-            float *host = calloc((size_t)max_digits * s.n, sizeof *host);
+            add_shards(&s, 7 * t + r, t % 2); /* finite sums, or some not: every digit marked */
+            int64_t *host = calloc((size_t)max_digits * s.n, sizeof *host);
             uint64_t largest = 0;
             int bits = dp_exact_first_digits(s.host_acc, s.n, ranks, sent, host);
             s.be->exact_to_digits(s.be, s.acc, s.n, dp_exact_digit_bits(ranks), 0, sent, s.digits, s.largest);
             s.be->download(s.be, &largest, s.largest, sizeof largest);
             ck_assert_int_eq(dp_exact_magnitude_of(largest), bits);
-            same_floats(s.be, s.digits, host, (size_t)sent * s.n, "the first digits");
+            same_bytes(s.be, s.digits, host, (size_t)sent * s.n * sizeof *host, "the first digits");
             same_accumulators(&s, "after the first digits");
             dp_exact_to_digits(s.host_acc, s.n, ranks, sent, max_digits, host);
             s.be->exact_to_digits(s.be, s.acc, s.n, dp_exact_digit_bits(ranks), sent, max_digits, s.digits, s.largest);
-            same_floats(s.be, s.digits, host, (size_t)max_digits * s.n, "the later digits");
+            same_bytes(s.be, s.digits, host, (size_t)max_digits * s.n * sizeof *host, "the later digits");
             same_accumulators(&s, "after the later digits");
             free(host);
             close_sums(&s);
@@ -147,18 +148,18 @@ START_TEST(summed_digits_to_floats_are_the_host_loops)
     for (size_t t = 0; t < sizeof SIZES / sizeof *SIZES; t++) {
         device_sums s = open_sums(SIZES[t], max_digits);
         size_t count = (size_t)max_digits * s.n;
-        float *summed = calloc(count, sizeof *summed), *digits = malloc(count * sizeof *digits);
+        int64_t *summed = calloc(count, sizeof *summed), *digits = malloc(count * sizeof *digits);
         float *host = malloc(s.n * sizeof *host);
-        for (int rank = 0; rank < ranks; rank++) { /* each rank's digits, added in floats (exact) */
+        for (int rank = 0; rank < ranks; rank++) { /* each rank's digits, added as integers (exact) */
             add_shards(&s, 100 * t + rank, 0);
             dp_exact_to_digits(s.host_acc, s.n, ranks, 0, max_digits, digits);
             for (size_t i = 0; i < count; i++)
                 summed[i] += digits[i];
         }
-        dp_exact_from_digits(summed, s.n, max_digits, host);
+        dp_exact_from_digits(summed, s.n, ranks, max_digits, host);
         s.be->upload(s.be, s.digits, summed, count * sizeof *summed);
-        s.be->exact_from_digits(s.be, s.digits, s.n, max_digits, s.values);
-        same_floats(s.be, s.values, host, s.n, "the floats of summed digits");
+        s.be->exact_from_digits(s.be, s.digits, s.n, dp_exact_digit_bits(ranks), max_digits, s.values);
+        same_bytes(s.be, s.values, host, s.n * sizeof *host, "the floats of summed digits");
         free(summed);
         free(digits);
         free(host);

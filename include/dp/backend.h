@@ -275,15 +275,16 @@ struct dp_backend {
 
     /* ---- --exact's accumulator in backend memory (src/strategy/exact.c; NULL where backend
      * memory is host memory, whose loops are src/strategy/exact_sum.c's) ---- */
-    /* exact_sum.h's dp_exact_add, dp_exact_to_floats, dp_exact_to_digits (digits of digit_bits
-     * bits) and dp_exact_from_digits on backend memory, bit for bit; from digit 0, exact_to_digits
-     * also leaves the largest dp_exact_size_bits (exact_math.h) in *largest (backend memory), so
-     * 8 bytes tell the host the sums' magnitude. */
+    /* exact_sum.h's dp_exact_add, dp_exact_to_floats, dp_exact_to_digits and
+     * dp_exact_from_digits (int64 digits of digit_bits bits) on backend memory, bit for bit;
+     * from digit 0, exact_to_digits also leaves the largest dp_exact_size_bits (exact_math.h) in
+     * *largest (backend memory), so 8 bytes tell the host the sums' magnitude. */
     void (*exact_add)(const dp_backend *be, double *acc, const float *values, size_t n, int first);
     void (*exact_to_floats)(const dp_backend *be, const double *acc, size_t n, float *out);
-    void (*exact_to_digits)(const dp_backend *be, double *acc, size_t n, int digit_bits, int first, int digits,
-                            float *out, uint64_t *largest);
-    void (*exact_from_digits)(const dp_backend *be, const float *digits, size_t n, int count, float *out);
+    void (*exact_to_digits)(const dp_backend *be, const double *acc, size_t n, int digit_bits, int first, int digits,
+                            int64_t *out, uint64_t *largest);
+    void (*exact_from_digits)(const dp_backend *be, const int64_t *digits, size_t n, int digit_bits, int count,
+                              float *out);
 };
 
 /* The timestamps a backend's timer holds at once (a step's module passes and an anchor). */

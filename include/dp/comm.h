@@ -183,7 +183,9 @@ typedef struct dp_request_args {
      * on the CPU; nccl on the GPU, into a buffer of its own), every partial sum is formed in
      * float and rounded to bfloat16 again (as NCCL's bf16 reductions), and the result is widened
      * back to floats in buf at completion; half the bytes, and an error of about 2^-8 relative
-     * per addition (docs/ALGORITHMS.md). */
+     * per addition (docs/ALGORITHMS.md). Or DP_DTYPE_I64 for an all-reduce or reduce-scatter:
+     * buf holds count int64 values (cast to float *), added as integers (wrapping, so a sum
+     * that fits comes out right): exact in any order, every algorithm gives the same bits. */
     dp_dtype dtype;
 } dp_request_args;
 

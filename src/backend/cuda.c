@@ -405,15 +405,16 @@ static void cuda_exact_to_floats(const dp_backend *be, const double *acc, size_t
     MUST(LAUNCH(ctx_of(be), dp_cuda_exact_to_floats, acc, n, out));
 }
 
-static void cuda_exact_to_digits(const dp_backend *be, double *acc, size_t n, int digit_bits, int first, int digits,
-                                 float *out, uint64_t *largest)
+static void cuda_exact_to_digits(const dp_backend *be, const double *acc, size_t n, int digit_bits, int first, int digits,
+                                 int64_t *out, uint64_t *largest)
 {
     MUST(LAUNCH(ctx_of(be), dp_cuda_exact_to_digits, acc, n, digit_bits, first, digits, out, largest));
 }
 
-static void cuda_exact_from_digits(const dp_backend *be, const float *digits, size_t n, int count, float *out)
+static void cuda_exact_from_digits(const dp_backend *be, const int64_t *digits, size_t n, int digit_bits, int count,
+                                   float *out)
 {
-    MUST(LAUNCH(ctx_of(be), dp_cuda_exact_from_digits, digits, n, count, out));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_exact_from_digits, digits, n, digit_bits, count, out));
 }
 
 const dp_backend dp_cuda_operations = {

@@ -18,7 +18,7 @@ __global__ void exact_to_floats_kernel(dp_shape s, const double *acc, size_t n, 
     dp_exact_to_floats_thread(acc, n, out, span_x(s));
 }
 
-__global__ void exact_to_digits_kernel(dp_shape s, double *acc, size_t n, int b, int first, int digits, float *out,
+__global__ void exact_to_digits_kernel(dp_shape s, const double *acc, size_t n, int b, int first, int digits, int64_t *out,
                                        unsigned long long *largest)
 {
     unsigned long long mine = dp_exact_digits_thread(acc, n, b, first, digits, out, span_x(s));
@@ -32,9 +32,9 @@ __global__ void exact_to_digits_kernel(dp_shape s, double *acc, size_t n, int b,
         atomicMax(largest, mine);
 }
 
-__global__ void exact_from_digits_kernel(dp_shape s, const float *digits, size_t n, int count, float *out)
+__global__ void exact_from_digits_kernel(dp_shape s, const int64_t *digits, size_t n, int b, int count, float *out)
 {
-    dp_exact_from_digits_thread(digits, n, count, out, span_x(s));
+    dp_exact_from_digits_thread(digits, n, b, count, out, span_x(s));
 }
 
 } // namespace
@@ -49,8 +49,8 @@ extern "C" cudaError_t dp_cuda_exact_to_floats(cudaStream_t stream, const double
     LAUNCH(n, dp_shape_flat(n), exact_to_floats_kernel, acc, n, out);
 }
 
-extern "C" cudaError_t dp_cuda_exact_to_digits(cudaStream_t stream, double *acc, size_t n, int digit_bits, int first,
-                                               int digits, float *out, uint64_t *largest)
+extern "C" cudaError_t dp_cuda_exact_to_digits(cudaStream_t stream, const double *acc, size_t n, int digit_bits, int first,
+                                               int digits, int64_t *out, uint64_t *largest)
 {
     if (first == 0) {
         cudaError_t e = cudaMemsetAsync(largest, 0, sizeof *largest, stream);
@@ -61,8 +61,8 @@ extern "C" cudaError_t dp_cuda_exact_to_digits(cudaStream_t stream, double *acc,
            (unsigned long long *)largest);
 }
 
-extern "C" cudaError_t dp_cuda_exact_from_digits(cudaStream_t stream, const float *digits, size_t n, int count,
-                                                 float *out)
+extern "C" cudaError_t dp_cuda_exact_from_digits(cudaStream_t stream, const int64_t *digits, size_t n, int digit_bits,
+                                                 int count, float *out)
 {
-    LAUNCH(n, dp_shape_flat(n), exact_from_digits_kernel, digits, n, count, out);
+    LAUNCH(n, dp_shape_flat(n), exact_from_digits_kernel, digits, n, digit_bits, count, out);
 }

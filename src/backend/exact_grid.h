@@ -26,35 +26,37 @@ static inline DP_HD void dp_exact_to_floats_thread(const double *acc, size_t n, 
     }
 }
 
-/* Digits [first, digits) of b bits of each element's sum into out (digit k at out + k n); from
- * digit 0 the pieces are first brought to the canonical form, and the largest size's bits
- * (dp_exact_size_bits, before that) are returned; acc keeps what is left of the sums. */
-static inline DP_HD uint64_t dp_exact_digits_thread(double *acc, size_t n, int b, int first, int digits, float *out,
-                                                   dp_span s)
+/* Digits [first, digits) of the DP_EXACT_DIGITS of b bits of each element's sum into out (digit
+ * k at out + k n), as exact_sum.c's chunk pass makes them, acc only read; from digit 0 the
+ * largest size's bits (dp_exact_size_bits) are returned. */
+static inline DP_HD uint64_t dp_exact_digits_thread(const double *acc, size_t n, int b, int first, int digits,
+                                                   int64_t *out, dp_span s)
 {
     uint64_t largest = 0;
+    double next0 = dp_exact_digit_unit(b, 0), next1 = dp_exact_digit_unit(b, 1);
     for (size_t i = s.first; i < n; i += s.step) {
-        double whole = acc[i], fraction = acc[n + i];
+        double rest;
+        int64_t d0 = dp_exact_first_digit(acc[i], acc[n + i], next0, &rest);
         if (first == 0) {
-            uint64_t size = dp_exact_size_bits(whole, fraction);
+            uint64_t size = dp_exact_size_bits(acc[i], acc[n + i]);
             largest = size > largest ? size : largest;
-            dp_exact_accumulated_sum(acc[i], acc[n + i], &whole, &fraction);
+            out[i] = d0;
         }
-        for (int k = first; k < digits; k++)
-            out[(size_t)k * n + i] = dp_exact_digit(&whole, &fraction, dp_exact_digit_unit(b, k));
-        acc[i] = whole;
-        acc[n + i] = fraction;
+        if (digits > 1)
+            out[n + i] = dp_exact_next_digit(&rest, next0, next1);
     }
     return largest;
 }
 
-/* out[i] = the float of the exact sum that element i's `count` summed digits hold. */
-static inline DP_HD void dp_exact_from_digits_thread(const float *digits, size_t n, int count, float *out, dp_span s)
+/* out[i] = the float of the exact sum that element i's `count` summed digits of b bits hold. */
+static inline DP_HD void dp_exact_from_digits_thread(const int64_t *digits, size_t n, int b, int count, float *out,
+                                                     dp_span s)
 {
     for (size_t i = s.first; i < n; i += s.step) {
         double whole = 0.0, fraction = 0.0;
         for (int k = 0; k < count; k++)
-            dp_exact_take_digit(digits[(size_t)k * n + i], &whole, &fraction, k == 0);
+            dp_exact_take_digit(digits[(size_t)k * n + i], k > 0 ? dp_exact_digit_unit(b, k - 1) : 0.0, k, &whole,
+                                &fraction);
         dp_exact_canonical(&whole, &fraction);
         out[i] = dp_exact_to_float(whole, fraction);
     }

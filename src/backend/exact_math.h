@@ -3,7 +3,7 @@
  * through exact_grid.h) and their host emulation (tests/fakecuda/exact_kernels.c) all call
  * these, so the accumulator gives the same digits and floats wherever it lives. Every step is
  * an exact double addition or a rounding that depends on its argument alone (kernel_math.h's
- * dp_dadd: never contracted). Valid C11 and CUDA C++. */
+ * dp_dadd: never contracted), or integer arithmetic on int64 digits. Valid C11 and CUDA C++. */
 #ifndef DP_EXACT_MATH_H
 #define DP_EXACT_MATH_H
 
@@ -17,7 +17,8 @@ enum {
     DP_EXACT_FRACTION_BITS = 48, /* the grid: values are rounded to multiples of 2^-48 */
     DP_EXACT_INTEGER_BITS = 32,  /* |v| >= 2^32 (or NaN, inf) makes the element's sum NaN */
     DP_EXACT_PIECES = 2,         /* doubles per element in an accumulator */
-    DP_EXACT_MAX_RANKS = 256,    /* digits of at least 17 bits */
+    DP_EXACT_MAX_RANKS = 256,    /* digits of at least 55 bits: two of them hold any sum */
+    DP_EXACT_DIGITS = 2,         /* the digits a sum may need on up to DP_EXACT_MAX_RANKS ranks */
 };
 
 /* Inlined into each host build of the loops (a call per element would stop the vectoriser). */
@@ -86,30 +87,87 @@ DP_EXACT_ELEMENT uint64_t dp_exact_size_bits(double high, double low)
     return bits;
 }
 
-/* The unit above digit k of b bits: digit k is a multiple of 2^(bk - 48), at most half this. */
+/* The largest int64 is never a legal digit sum (their bound: exact_sum.h): it marks a sum that
+ * is not finite, in each of its digits. */
+#define DP_EXACT_MARK INT64_MIN
+
+/* x / u as an integer, for x a multiple of u (a power of two) with |x| < 2^51 u: the low bits of
+ * x + 1.5 x 2^52 u (dp_exact_round_to's sum) count units of u, so the difference of the two bit
+ * patterns is x / u. No conversion instruction: it vectorises where converting double to int64
+ * does not (AVX2, AVX-512F without DQ). */
+DP_EXACT_ELEMENT int64_t dp_exact_units(double x, double u)
+{
+    double c = dp_dmul(0x1.8p52, u), t = dp_dadd(x, c);
+    int64_t bits_t, bits_c;
+    memcpy(&bits_t, &t, sizeof bits_t);
+    memcpy(&bits_c, &c, sizeof bits_c);
+    return bits_t - bits_c;
+}
+
+/* The inverse: units x u as a double, exactly, for |units| < 2^51. */
+DP_EXACT_ELEMENT double dp_exact_from_units(int64_t units, double u)
+{
+    double c = dp_dmul(0x1.8p52, u), t;
+    int64_t bits_c;
+    memcpy(&bits_c, &c, sizeof bits_c);
+    bits_c += units;
+    memcpy(&t, &bits_c, sizeof t);
+    return dp_dsub(t, c);
+}
+
+/* The unit above digit k of b bits: digit k counts units of 2^(bk - 48) and stays near half of
+ * this at most (exact_sum.h gives the bounds). */
 DP_EXACT_ELEMENT double dp_exact_digit_unit(int b, int k)
 {
     return ldexp(1.0, b * (k + 1) - DP_EXACT_FRACTION_BITS);
 }
 
-/* The next digit of whole + fraction (both multiples of the digit's unit; lowest digit first):
- * the remainder to the next unit, at most half of it; whole and fraction keep the rest. */
-DP_EXACT_ELEMENT float dp_exact_digit(double *whole, double *fraction, double next)
+/* Digit 0 of an accumulator's pieces (high, low), in units of 2^-48, with next = its unit above
+ * (2^(b-48) >= 2^7): the sum's integer part taken to the nearest multiple of next, what that
+ * leaves (at most next / 2, times 2^48) plus the fraction (at most 1/2, times 2^48). *rest gets
+ * the multiple of next for the digits above; NaN and DP_EXACT_MARK where the sum is not finite. */
+DP_EXACT_ELEMENT int64_t dp_exact_first_digit(double high, double low, double next, double *rest)
 {
-    double whole_part = next <= 1.0 ? *whole : dp_exact_round_to(*whole, next);
-    double rest = dp_dadd(dp_dsub(*whole, whole_part), *fraction);
-    double carry = dp_exact_round_to(rest, next);
-    *whole = whole_part;
-    *fraction = carry;
-    return (float)dp_dsub(rest, carry); /* exact: at most 2^(b-1) units */
+    double whole = dp_exact_round_to(high, 1.0);
+    double fraction = dp_dadd(dp_dsub(high, whole), low); /* exact: below 2^5 in steps of 2^-48 */
+    double carry = dp_exact_round_to(fraction, 1.0);
+    whole = dp_dadd(whole, carry);
+    fraction = dp_dsub(fraction, carry);
+    double top = dp_exact_round_to(whole, next);
+    int64_t digit = dp_exact_units(dp_dsub(whole, top), 1.0) * ((int64_t)1 << DP_EXACT_FRACTION_BITS) +
+                    dp_exact_units(fraction, 0x1p-48);
+    *rest = top;
+    return fraction == fraction ? digit : DP_EXACT_MARK; /* NaN pieces: a select, so it vectorises */
 }
 
-/* A summed digit added back into whole + fraction (first: they start from it). */
-DP_EXACT_ELEMENT void dp_exact_take_digit(float digit, double *whole, double *fraction, int first)
+/* Digit k >= 1: of *rest (a multiple of unit = 2^(bk-48) below 2^47), what is left below next,
+ * in units; *rest keeps the multiple of next above it. */
+DP_EXACT_ELEMENT int64_t dp_exact_next_digit(double *rest, double unit, double next)
 {
-    double integer = dp_exact_round_to(digit, 1.0);
-    *whole = dp_dadd(first ? 0.0 : *whole, integer);
-    *fraction = dp_dadd(first ? 0.0 : *fraction, dp_dsub(digit, integer));
+    double top = dp_exact_round_to(*rest, next);
+    int64_t digit = dp_exact_units(dp_dsub(*rest, top), unit);
+    int64_t marked = *rest == *rest ? digit : DP_EXACT_MARK;
+    *rest = top;
+    return marked;
+}
+
+/* Digit k of the sums over the ranks added back into whole + fraction: digit 0's low 48 bits
+ * (balanced, in [-2^47, 2^47)) are the fraction, the rest an integer below 2^16; digit k >= 1
+ * counts units of unit (fewer than 2^51 of them), an integer multiple of 2^7 or more. Every
+ * addition is of integers below 2^53, or of the one fraction: exact. DP_EXACT_MARK: NaN. */
+DP_EXACT_ELEMENT void dp_exact_take_digit(int64_t digit, double unit, int k, double *whole, double *fraction)
+{
+    if (k > 0) {
+        *whole = dp_dadd(*whole, dp_exact_from_units(digit, unit));
+        return;
+    }
+    const uint64_t half = (uint64_t)1 << (DP_EXACT_FRACTION_BITS - 1), low_bits = 2 * half - 1;
+    int64_t low = (int64_t)(((uint64_t)digit + half) & low_bits) - (int64_t)half;
+    /* (digit - low) / 2^48 with a logical shift (AVX2 has no arithmetic one on 64 bits): offset by 2^63. */
+    int64_t high = (int64_t)(((uint64_t)digit - (uint64_t)low + ((uint64_t)1 << 63)) >> DP_EXACT_FRACTION_BITS) -
+                   ((int64_t)1 << (63 - DP_EXACT_FRACTION_BITS));
+    *whole = digit == DP_EXACT_MARK ? (double)NAN : dp_exact_from_units(high, 1.0);
+    *fraction = dp_exact_from_units(low, 0x1p-48);
 }
 
 #endif

@@ -26,7 +26,8 @@ struct dp_algorithm {
     const dp_phase_fn *phases[DP_COLLECTIVE_KINDS]; /* the schedule driver's, per kind */
     /* Plans a request before its first round (fold, segments); NULL: nothing to plan. */
     void (*plan)(dp_request *q);
-    /* Scratch floats a request of this kind needs, with blocks of at most largest_block. */
+    /* Scratch floats a request of this kind needs, with blocks of at most largest_block (elements
+     * of a float's size or less; a request of wider ones gets as many times this). */
     size_t (*scratch_floats)(const dp_comm *c, dp_collective kind, size_t count, size_t largest_block);
     /* Reserves what the algorithm runs on besides c's slots (hier: its groups' slots), after
      * dp_comm_reserve reserved c's; NULL: nothing. */

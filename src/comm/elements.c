@@ -1,4 +1,5 @@
-/* What a reduction sends and adds: float32, or bfloat16 for --grad-dtype bf16. A bf16
+/* What a reduction sends and adds: float32, bfloat16 for --grad-dtype bf16, or int64 (--exact's
+ * digits: integer sums are exact, so every algorithm gives the same bits in any order). A bf16
  * request rounds its float buffer to bf16 in place at the start (round to nearest even, the
  * values packed into the buffer's first half), sends and adds bf16 values, and widens the
  * result back to float at completion: half the bytes on the wire. Every addition of two bf16
@@ -9,6 +10,7 @@
 
 #include "src/backend/kernel_math.h"
 
+#include <stdint.h>
 #include <string.h>
 
 /* The rounding the GPU's conversion kernels apply too (nccl's bf16 path). */
@@ -52,6 +54,16 @@ static void add_bf16(void *into, const void *from, size_t count)
 static void add_f32(void *into, const void *from, size_t count)
 {
     dp_add_floats(into, from, count);
+}
+
+/* Added as unsigned: two's complement wraps instead of overflowing (undefined for int64_t), and a
+ * sum that fits in int64 comes out right whatever its partial sums did. */
+static void add_i64(void *into, const void *from, size_t count)
+{
+    uint64_t *restrict dst = into;
+    const uint64_t *restrict src = from;
+    for (size_t i = 0; i < count; i++)
+        dst[i] += src[i];
 }
 
 /* MPI's form of add_bf16 for --allreduce mpi: a user-defined operation on MPI_UINT16_T. */
@@ -113,14 +125,17 @@ static void widen(void *buf, size_t count)
     convert(buf, count, sizeof(uint16_t), sizeof(float), widen_lanes);
 }
 
-/* I64 has no entry (size 0): requests refuse it. */
 const dp_element dp_elements[DP_DTYPES] = {
     [DP_DTYPE_F32] = {.size = sizeof(float), .name = "float32", .add = add_f32},
+    [DP_DTYPE_I64] = {.size = sizeof(int64_t), .name = "int64", .add = add_i64},
     [DP_DTYPE_BF16] = {.size = sizeof(uint16_t), .name = "bfloat16", .add = add_bf16, .narrow = narrow,
                        .widen = widen, .own_sum = 1},
 };
 
 MPI_Datatype dp_element_mpi_type(dp_dtype dtype)
 {
-    return dtype == DP_DTYPE_BF16 ? MPI_UINT16_T : MPI_FLOAT;
+    /* bf16 travels as its bits: MPI adds it with the pool's own operation (dp_bf16_sum_create). */
+    const MPI_Datatype types[DP_DTYPES] = {[DP_DTYPE_F32] = MPI_FLOAT, [DP_DTYPE_I64] = MPI_INT64_T,
+                                           [DP_DTYPE_BF16] = MPI_UINT16_T};
+    return types[dtype];
 }

@@ -40,7 +40,8 @@ struct nccl_events {
     size_t wire_count;
 };
 
-static const ncclDataType_t nccl_types[DP_DTYPES] = {[DP_DTYPE_F32] = ncclFloat, [DP_DTYPE_BF16] = ncclBfloat16};
+static const ncclDataType_t nccl_types[DP_DTYPES] = {[DP_DTYPE_F32] = ncclFloat, [DP_DTYPE_I64] = ncclInt64,
+                                                     [DP_DTYPE_BF16] = ncclBfloat16};
 
 static int nccl_failed(const dp_comm *c, ncclResult_t result, const char *call, const char *file, int line)
 {

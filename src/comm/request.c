@@ -188,8 +188,9 @@ static int watch(dp_request *q)
         return 0;
     char size[32];
     describe_size(q->count * q->element->size, size, sizeof size);
-    snprintf(q->watch.what, sizeof q->watch.what, "the %s of %s (%s, %s%s)", kind_names[q->kind],
-             q->label, q->algorithm->name, size, q->dtype == DP_DTYPE_F32 ? "" : " of bfloat16");
+    snprintf(q->watch.what, sizeof q->watch.what, "the %s of %s (%s, %s%s%s)", kind_names[q->kind],
+             q->label, q->algorithm->name, size, q->dtype == DP_DTYPE_F32 ? "" : " of ",
+             q->dtype == DP_DTYPE_F32 ? "" : q->element->name);
     q->watched = 1;
     return dp_watchdog_watch(q->comm->watchdog, &q->watch);
 }
@@ -228,11 +229,11 @@ static int check_args(const dp_request_args *a, int part)
         return dp_fail(DP_EINVAL, "%s of [%zu, %zu + %zu): outside its parent buffer of %zu floats",
                        kind_names[a->kind], a->parent_offset, a->parent_offset, a->count, a->parent_count);
     if ((unsigned)a->dtype >= DP_DTYPES || !dp_elements[a->dtype].size)
-        return dp_fail(DP_EINVAL, "%s of %s: a request's elements are float32, or bfloat16 for reductions",
+        return dp_fail(DP_EINVAL, "%s of %s: a request's elements are float32, or bfloat16 or int64 for reductions",
                        kind_names[a->kind], a->label ? a->label : "a buffer");
     if (a->dtype != DP_DTYPE_F32 && a->kind == DP_ALLGATHER && !part)
         return dp_fail(DP_EINVAL, "all-gather of %s in %s: an all-gather moves values unchanged, only reductions "
-                       "take bfloat16", a->label ? a->label : "a buffer", dp_elements[a->dtype].name);
+                       "take bfloat16 or int64", a->label ? a->label : "a buffer", dp_elements[a->dtype].name);
     return 0;
 }
 
@@ -276,7 +277,10 @@ static int start_locked(dp_comm *c, const dp_request_args *a, const struct dp_al
         return status;
     fill(q, a, algorithm, blocking, tag);
     c->traffic.requests[a->kind]++;
-    status = ensure_scratch(q, algorithm->scratch_floats(c, q->kind, q->count, dp_request_largest_block(q)));
+    /* An algorithm counts its scratch in elements of up to a float's size: wider ones need more. */
+    size_t floats_per_element = (q->element->size + sizeof(float) - 1) / sizeof(float);
+    status = ensure_scratch(q, floats_per_element *
+                                   algorithm->scratch_floats(c, q->kind, q->count, dp_request_largest_block(q)));
     if (!status && algorithm->driver->prepare)
         status = algorithm->driver->prepare(q);
     if (!status)

@@ -116,7 +116,7 @@ struct dp_request {
     size_t segment, segments;  /* ring-pipelined: elements per segment, segments per block */
     /* memory kept with the slot and reused */
     float *scratch;            /* elements of the request's type (dp_request_at) */
-    size_t scratch_capacity;   /* floats: room for as many elements of any type */
+    size_t scratch_capacity;   /* floats: room for as many elements of up to a float's size */
     int *block_counts, *block_offsets; /* mpi: W each */
     void *driver_state;        /* a driver's own (nccl: CUDA events), freed by its algorithm's close */
     /* hier: the stage it is in, its place among hier's requests, the group request it waits on */

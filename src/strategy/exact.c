@@ -1,7 +1,7 @@
 /* --exact: the same parameters, bit for bit, for every world size. The engine computes each
  * fixed shard of the step alone (src/engine/step.c); here each shard's gradient is added into
  * an exact accumulator (exact_sum.h), the ranks' sums are added as integers by one all-reduce
- * of balanced digits, and the result is rounded to float once. The accumulator lives where the
+ * of int64 digits, and the result is rounded to float once. The accumulator lives where the
  * gradient does: on a device the adds, the digits and the rounding are kernels (exact_math.h's
  * arithmetic, as the host loops'), and only the digits cross to the host for the all-reduce
  * (nothing at W = 1). Every rank keeps the whole model and optimizer state, as DDP. */
@@ -21,13 +21,30 @@ typedef struct dp_exact {
     const dp_backend *be;
     int on_device;    /* the accumulator and digits live in backend memory (be->exact_add) */
     double *acc;      /* DP_EXACT_PIECES x layout.total: this rank's shards' exact sum */
-    float *digits;    /* on a device: max_digits x layout.total digits, made and summed there */
-    uint64_t *largest;/* on a device: the largest size's bits (dp_exact_size_bits) */
-    float *message;   /* the all-reduce's buffer (host): max_digits counts, then max_digits x layout.total digits */
+    int64_t *digits;  /* on a device: the sums' size (dp_exact_size_bits), then max_digits x
+                       * layout.total digits, made and summed there: one download takes both */
+    int64_t *message; /* the all-reduce's buffer (host), see the slots below */
     int max_digits;
     int digits_sent;  /* digits sent first: the count the ranks needed at the last step */
     size_t terms;     /* shards added since the last finish */
 } dp_exact;
+
+/* The message: ranks whose sums are not finite (1 each), then max_digits needs (1 at the count
+ * each rank needs), the size slot (where a device's size lands, sent as 0), the digits, and the
+ * flags of the sums that are not finite (a second all-reduce, only in a step that has some). */
+enum { NOT_FINITE = 0, NEEDS = 1 };
+static int64_t *size_slot(const dp_exact *x)
+{
+    return x->message + NEEDS + x->max_digits;
+}
+static int64_t *message_digits(const dp_exact *x)
+{
+    return size_slot(x) + 1;
+}
+static size_t head_of(const dp_exact *x)
+{
+    return (size_t)(message_digits(x) - x->message);
+}
 
 /* Whether c's algorithm is one of those that sum GPU memory only (nccl). */
 static int sums_gpu_memory_only(const dp_comm *c)
@@ -44,7 +61,7 @@ static int exact_open(dp_strategy *d)
 {
     size_t total = d->layout.total ? d->layout.total : 1;
     if (d->comm->size > DP_EXACT_MAX_RANKS)
-        return dp_fail(DP_EINVAL, "--exact works on at most %d ranks (its digits must add exactly in floats), not %d",
+        return dp_fail(DP_EINVAL, "--exact works on at most %d ranks (W of its digits must add within int64), not %d",
                        DP_EXACT_MAX_RANKS, d->comm->size);
     if (d->comm->size > 1 && sums_gpu_memory_only(d->comm))
         return dp_fail(DP_EINVAL, "--exact all-reduces its digits in host memory, which --allreduce %s cannot sum: "
@@ -58,13 +75,12 @@ static int exact_open(dp_strategy *d)
         return dp_fail(DP_EINVAL, "--exact: the %s backend cannot sum in its own memory", x->be->name);
     x->max_digits = dp_exact_max_digits(d->comm->size);
     x->digits_sent = dp_exact_digits_for(FIRST_GUESS_BITS, d->comm->size);
-    size_t message = (size_t)x->max_digits * (total + 1);
+    size_t digits = (size_t)x->max_digits * total, message = (size_t)x->max_digits + 2 + digits + total;
     if (x->on_device) {
         x->acc = x->be->alloc(x->be, DP_EXACT_PIECES * total * sizeof *x->acc, DP_MEM_WORKING, "the exact accumulator");
-        x->largest = x->be->alloc(x->be, sizeof *x->largest, DP_MEM_OTHER, "the exact sums' size");
-        x->digits = d->comm->size > 1 ? x->be->alloc(x->be, (size_t)x->max_digits * total * sizeof *x->digits,
-                                                     DP_MEM_WORKING, "the exact all-reduce's digits") : NULL;
-        if (!x->acc || !x->largest || (d->comm->size > 1 && !x->digits))
+        x->digits = d->comm->size > 1 ? x->be->alloc(x->be, (1 + digits) * sizeof *x->digits, DP_MEM_WORKING,
+                                                     "the exact all-reduce's digits") : NULL;
+        if (!x->acc || (d->comm->size > 1 && !x->digits))
             return DP_ENOMEM;
     } else if (!(x->acc = dp_calloc(DP_EXACT_PIECES * total, sizeof *x->acc, "the exact accumulator"))) {
         return DP_ENOMEM;
@@ -76,7 +92,7 @@ static int exact_open(dp_strategy *d)
                               : dp_calloc(message, sizeof *x->message, "the exact all-reduce's digits");
     if (!x->message)
         return DP_ENOMEM;
-    return dp_comm_reserve(d->comm, message, 1, 0);
+    return dp_comm_reserve(d->comm, 2 * message, 1, 0); /* counted in floats: an int64 is two */
 }
 
 static void exact_close(dp_strategy *d)
@@ -85,7 +101,7 @@ static void exact_close(dp_strategy *d)
     if (!x)
         return;
     if (x->on_device) { /* what a failed open left NULL is skipped */
-        void *device[] = {x->acc, x->largest, x->digits};
+        void *device[] = {x->acc, x->digits};
         for (size_t i = 0; i < sizeof device / sizeof *device; i++)
             if (device[i])
                 x->be->free(x->be, device[i]);
@@ -121,71 +137,106 @@ static int digits_needed(const dp_exact *x, int bits, int ranks)
     return digits < x->max_digits ? digits : x->max_digits;
 }
 
-static int sum_over_ranks(dp_strategy *d, float *values, size_t count)
+/* In place: count int64 values of the message summed over the ranks, with c's algorithm. */
+static int sum_over_ranks(dp_strategy *d, int64_t *values, size_t count)
 {
     double started = MPI_Wtime();
-    int status = dp_comm_allreduce_sum(d->comm, values, count);
+    dp_request_args args = {.kind = DP_ALLREDUCE, .buf = (float *)values, .count = count,
+                            .label = "the exact digits", .dtype = DP_DTYPE_I64};
+    int status = dp_comm_run(d->comm, &args);
     d->times.busy += MPI_Wtime() - started;
     d->times.requests++;
     return status;
 }
 
 /* Digits [first, digits) of this rank's sums into the message (from 0, their magnitude
- * returned): made where the accumulator lives, so a device sends down only the digits. */
+ * returned): made where the accumulator lives, so a device sends down only the digits, with the
+ * sums' size in the same copy. */
 static int digits_to_message(dp_exact *x, size_t total, int ranks, int first, int digits)
 {
-    float *out = x->message + x->max_digits;
+    int64_t *out = message_digits(x);
     if (!x->on_device) {
         if (first == 0)
             return dp_exact_first_digits(x->acc, total, ranks, digits, out);
         dp_exact_to_digits(x->acc, total, ranks, first, digits, out);
         return 0;
     }
-    uint64_t largest = 0;
-    size_t offset = (size_t)first * total;
-    x->be->exact_to_digits(x->be, x->acc, total, dp_exact_digit_bits(ranks), first, digits, x->digits, x->largest);
-    if (first == 0)
-        x->be->download(x->be, &largest, x->largest, sizeof largest);
-    x->be->download(x->be, out + offset, x->digits + offset, (size_t)(digits - first) * total * sizeof *out);
-    return first == 0 ? dp_exact_magnitude_of(largest) : 0;
+    int64_t *device_digits = x->digits + 1;
+    size_t offset = (size_t)first * total, count = (size_t)(digits - first) * total;
+    x->be->exact_to_digits(x->be, x->acc, total, dp_exact_digit_bits(ranks), first, digits, device_digits,
+                           (uint64_t *)x->digits);
+    if (first > 0) {
+        x->be->download(x->be, out + offset, device_digits + offset, count * sizeof *out);
+        return 0;
+    }
+    x->be->download(x->be, size_slot(x), x->digits, (1 + count) * sizeof *out);
+    uint64_t largest = (uint64_t)*size_slot(x);
+    *size_slot(x) = 0;
+    return dp_exact_magnitude_of(largest);
 }
 
 /* The summed digits in the message back to floats in the gradient buffer (on a device: the
  * digits go up, the floats are made there). */
-static void digits_to_gradient(dp_exact *x, size_t total, int digits, float *grads)
+static void digits_to_gradient(dp_exact *x, size_t total, int ranks, int digits, float *grads)
 {
-    const float *summed = x->message + x->max_digits;
+    const int64_t *summed = message_digits(x);
     if (!x->on_device) {
-        dp_exact_from_digits(summed, total, digits, grads);
+        dp_exact_from_digits(summed, total, ranks, digits, grads);
         return;
     }
-    x->be->upload(x->be, x->digits, summed, (size_t)digits * total * sizeof *summed);
-    x->be->exact_from_digits(x->be, x->digits, total, digits, grads);
+    x->be->upload(x->be, x->digits + 1, summed, (size_t)digits * total * sizeof *summed);
+    x->be->exact_from_digits(x->be, x->digits + 1, total, dp_exact_digit_bits(ranks), digits, grads);
+}
+
+/* Where some rank's sums are not finite (each such rank counted in the message), which ones:
+ * each rank's flags summed, then marked in the summed digit 0 (NaN in the gradient). */
+static int mark_not_finite(dp_strategy *d, int64_t *flags, int mine)
+{
+    dp_exact *x = d->exact;
+    size_t total = d->layout.total;
+    if (!mine) /* a rank with marks filled its flags as it sent its digits */
+        memset(flags, 0, total * sizeof *flags);
+    int status = sum_over_ranks(d, flags, total);
+    if (!status)
+        dp_exact_put_marks(message_digits(x), total, flags);
+    return status;
 }
 
 /* The ranks' exact sums added as integers, in one all-reduce where the last step's digit
  * count suffices: beside the digits each rank counts 1 for the digits it needs, so all learn
  * the largest need from the same sums, and only when it exceeds what was sent do the missing
- * digits follow in a second all-reduce. The count sent first follows the need step by step. */
+ * digits follow in a second all-reduce. The count sent first follows the need step by step.
+ * A rank's sums that are not finite travel as flags: they are counted beside the needs, and a
+ * step that has some sends the flags in an all-reduce of their own. */
 static int sum_digits(dp_strategy *d)
 {
     dp_exact *x = d->exact;
     size_t total = d->layout.total;
     int ranks = d->comm->size, sent = x->digits_sent, status;
-    float *needs = x->message, *digits = x->message + x->max_digits;
-    memset(needs, 0, (size_t)x->max_digits * sizeof *needs);
-    needs[digits_needed(x, digits_to_message(x, total, ranks, 0, sent), ranks) - 1] = 1.0f;
-    if ((status = sum_over_ranks(d, x->message, (size_t)x->max_digits + (size_t)sent * total)))
+    int64_t *needs = x->message + NEEDS, *digits = message_digits(x), *flags = digits + (size_t)x->max_digits * total;
+    int bits = digits_to_message(x, total, ranks, 0, sent);
+    memset(x->message, 0, (size_t)(needs + x->max_digits - x->message) * sizeof *x->message);
+    needs[digits_needed(x, bits, ranks) - 1] = 1;
+    if (bits < 0) {
+        memset(flags, 0, total * sizeof *flags);
+        dp_exact_take_marks(digits, total, 0, sent, flags);
+        x->message[NOT_FINITE] = 1;
+    }
+    if ((status = sum_over_ranks(d, x->message, head_of(x) + (size_t)sent * total)))
         return status;
     int needed = x->max_digits;
-    while (needs[needed - 1] == 0.0f) /* some rank needs at least one digit */
+    while (needs[needed - 1] == 0) /* some rank needs at least one digit */
         needed--;
     if (needed > sent) {
         digits_to_message(x, total, ranks, sent, needed);
+        if (bits < 0)
+            dp_exact_take_marks(digits, total, sent, needed, flags);
         if ((status = sum_over_ranks(d, digits + (size_t)sent * total, (size_t)(needed - sent) * total)))
             return status;
     }
-    digits_to_gradient(x, total, needed > sent ? needed : sent, d->buffers.grads);
+    if (x->message[NOT_FINITE] > 0 && (status = mark_not_finite(d, flags, bits < 0)))
+        return status;
+    digits_to_gradient(x, total, ranks, needed > sent ? needed : sent, d->buffers.grads);
     x->digits_sent = needed;
     return 0;
 }
@@ -221,7 +272,7 @@ static int exact_describe(const dp_strategy *d, char *text, size_t size)
         return snprintf(text, size, "exact: each shard's gradient alone, summed exactly (multiples of 2^-%d) %s on "
                         "one rank", DP_EXACT_FRACTION_BITS, where);
     return snprintf(text, size, "exact: each shard's gradient alone, summed exactly (multiples of 2^-%d) %s, then "
-                    "one all-reduce of the sums as %d-bit digits in floats (as many as the last step needed, at most "
+                    "one all-reduce of the sums as %d-bit int64 digits (as many as the last step needed, at most "
                     "%d; the rest in a second one when the sums outgrow them)", DP_EXACT_FRACTION_BITS, where,
                     dp_exact_digit_bits(d->comm->size), d->exact->max_digits);
 }

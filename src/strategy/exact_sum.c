@@ -1,5 +1,5 @@
 /* --exact's sums (exact_sum.h): values rounded to a fixed grid by a rule of their own, pieces
- * that add exactly in doubles, balanced digits that add exactly in floats, one canonical form
+ * that add exactly in doubles, int64 digits that add exactly as integers, one canonical form
  * of the exact sum and one rounding back. Only additions of doubles that are exact, and the
  * roundings of dp_exact_round_to, which depend on their argument alone. The arithmetic per
  * element is src/backend/exact_math.h's, which the GPU's kernels share. */
@@ -37,13 +37,13 @@ int dp_exact_digit_bits(int ranks)
     int log2_ranks = 0;
     while ((1 << log2_ranks) < ranks)
         log2_ranks++;
-    return 25 - log2_ranks;
+    return 63 - log2_ranks;
 }
 
 int dp_exact_digits_for(int bits, int ranks)
 {
     int b = dp_exact_digit_bits(ranks);
-    int digits = (bits + 1 + b - 1) / b; /* balanced digits reach 2^(bK - 1) */
+    int digits = (bits + 1 + b - 1) / b; /* K digits hold sums of bK - 1 bits (exact_sum.h) */
     return digits > 0 ? digits : 1;
 }
 
@@ -79,65 +79,86 @@ WIDEST_VECTORS int dp_exact_magnitude_bits(const double *acc, size_t n)
     return dp_exact_magnitude_of(largest_size(acc, acc + n, n, 0));
 }
 
-/* Digits [first, digits) of the sums of elements [begin, begin + n) of an accumulator of
- * `total` (whole and fraction already at begin), into out (digit k at out + k total + begin). */
-PER_CHUNK void chunk_digits(double *restrict whole, double *restrict fraction, size_t begin, size_t n,
-                            size_t total, int b, int first, int digits, float *out)
+/* Digit 0 (want0) and digit 1 (want1) of the sums of elements [begin, begin + n) of an
+ * accumulator of `total` (its pieces already at begin), into out (digit k at out + k total +
+ * begin). Inlined with constant wants, so each caller's loop makes only what it stores. */
+PER_CHUNK void chunk_digits(const double *restrict high, const double *restrict low, size_t begin, size_t n,
+                            size_t total, int b, int want0, int want1, int64_t *out)
 {
-    /* Through locals: stores through pointers into the arrays kept this loop scalar. */
-    if (first == 0) {
-        for (size_t i = 0; i < n; i++) {
-            double w, f;
-            dp_exact_accumulated_sum(whole[i], fraction[i], &w, &f);
-            whole[i] = w;
-            fraction[i] = f;
-        }
-    }
-    /* Lowest digit first: what is left of the sum is whole + fraction, both multiples of the
-     * digit's unit; the digit is the remainder to the next unit, at most half of it. */
-    for (int k = first; k < digits; k++) {
-        double next = dp_exact_digit_unit(b, k);
-        float *restrict digit = out + (size_t)k * total + begin;
-        for (size_t i = 0; i < n; i++) {
-            double w = whole[i], f = fraction[i];
-            digit[i] = dp_exact_digit(&w, &f, next);
-            whole[i] = w;
-            fraction[i] = f;
-        }
+    double next0 = dp_exact_digit_unit(b, 0), next1 = dp_exact_digit_unit(b, 1);
+    int64_t *restrict digit0 = out + begin, *restrict digit1 = out + total + begin;
+    for (size_t i = 0; i < n; i++) {
+        double rest;
+        int64_t d0 = dp_exact_first_digit(high[i], low[i], next0, &rest);
+        if (want0)
+            digit0[i] = d0;
+        if (want1)
+            digit1[i] = dp_exact_next_digit(&rest, next0, next1);
     }
 }
 
-WIDEST_VECTORS void dp_exact_to_digits(double *acc, size_t n, int ranks, int first, int digits, float *out)
+/* Digits [first, digits) of a chunk: the accumulator is read, never changed. */
+PER_CHUNK void chunk_digits_from(const double *high, const double *low, size_t begin, size_t n, size_t total, int b,
+                                 int first, int digits, int64_t *out)
+{
+    if (first == 0 && digits == 1)
+        chunk_digits(high, low, begin, n, total, b, 1, 0, out);
+    else if (first == 0 && digits == 2)
+        chunk_digits(high, low, begin, n, total, b, 1, 1, out);
+    else if (first == 1 && digits == 2)
+        chunk_digits(high, low, begin, n, total, b, 0, 1, out);
+}
+
+WIDEST_VECTORS void dp_exact_to_digits(const double *acc, size_t n, int ranks, int first, int digits, int64_t *out)
 {
     int b = dp_exact_digit_bits(ranks);
     for (size_t begin = 0; begin < n; begin += CHUNK) {
         size_t count = begin + CHUNK < n ? CHUNK : n - begin;
-        chunk_digits(acc + begin, acc + n + begin, begin, count, n, b, first, digits, out);
+        chunk_digits_from(acc + begin, acc + n + begin, begin, count, n, b, first, digits, out);
     }
 }
 
-WIDEST_VECTORS int dp_exact_first_digits(double *acc, size_t n, int ranks, int digits, float *out)
+WIDEST_VECTORS int dp_exact_first_digits(const double *acc, size_t n, int ranks, int digits, int64_t *out)
 {
     int b = dp_exact_digit_bits(ranks);
     uint64_t largest = 0;
     for (size_t begin = 0; begin < n; begin += CHUNK) {
         size_t count = begin + CHUNK < n ? CHUNK : n - begin;
-        double *high = acc + begin, *low = acc + n + begin; /* the chunk stays in the L1 cache */
+        const double *high = acc + begin, *low = acc + n + begin; /* the chunk stays in the L1 cache */
         largest = largest_size(high, low, count, largest);
-        chunk_digits(high, low, begin, count, n, b, 0, digits, out);
+        chunk_digits_from(high, low, begin, count, n, b, 0, digits, out);
     }
     return dp_exact_magnitude_of(largest);
 }
 
-WIDEST_VECTORS void dp_exact_from_digits(const float *digits_in, size_t n, int digits, float *out)
+void dp_exact_take_marks(int64_t *digits_in, size_t n, int first, int digits, int64_t *flags)
 {
+    for (int k = first; k < digits; k++)
+        for (size_t i = 0; i < n; i++)
+            if (digits_in[(size_t)k * n + i] == DP_EXACT_MARK) {
+                digits_in[(size_t)k * n + i] = 0;
+                flags[i] = 1;
+            }
+}
+
+void dp_exact_put_marks(int64_t *digit0, size_t n, const int64_t *flags)
+{
+    for (size_t i = 0; i < n; i++)
+        digit0[i] = flags[i] ? DP_EXACT_MARK : digit0[i];
+}
+
+WIDEST_VECTORS void dp_exact_from_digits(const int64_t *digits_in, size_t n, int ranks, int digits, float *out)
+{
+    int b = dp_exact_digit_bits(ranks);
     double whole[CHUNK], fraction[CHUNK]; /* a chunk's sums, in the L1 cache: no pass over memory */
     for (size_t begin = 0; begin < n; begin += CHUNK) {
         size_t count = begin + CHUNK < n ? CHUNK : n - begin;
         for (int k = 0; k < digits; k++) {
-            const float *restrict digit = digits_in + (size_t)k * n + begin;
-            for (size_t i = 0; i < count; i++) /* the first digit starts the sums: no zeroing pass */
-                dp_exact_take_digit(digit[i], &whole[i], &fraction[i], k == 0);
+            const int64_t *restrict digit = digits_in + (size_t)k * n + begin;
+            /* digit 0 starts the sums: no zeroing pass; the unit only counts above it */
+            double unit = k > 0 ? dp_exact_digit_unit(b, k - 1) : 0.0;
+            for (size_t i = 0; i < count; i++)
+                dp_exact_take_digit(digit[i], unit, k, &whole[i], &fraction[i]);
         }
         for (size_t i = 0; i < count; i++) {
             dp_exact_canonical(&whole[i], &fraction[i]);

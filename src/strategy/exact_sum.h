@@ -5,12 +5,15 @@
  * double: a multiple of 2^-8 (|v| < 2^DP_EXACT_INTEGER_BITS) and a multiple of 2^-48 (at most
  * 2^-9). Each piece's sum stays an exactly representable double for up to DP_EXACT_MAX_TERMS
  * terms (2^45 in steps of 2^-8; 2^4 in steps of 2^-48), so the accumulator holds the exact sum
- * of the rounded values in any order. Between ranks the exact sum travels as K balanced
- * digits of b bits held in floats (digit k a multiple of 2^(bk - 48), at most 2^(b-1) of them),
- * b chosen so that W of them add to at most 2^24 units: every partial sum any all-reduce
- * algorithm forms is one a float holds exactly. The sum is brought to one canonical form (an
- * integer and a fraction in (-1/2, 1/2]) and rounded to float once from there (through double),
- * so the result depends on the exact sum alone. */
+ * of the rounded values in any order. Between ranks the exact sum travels as K int64 digits of b
+ * bits (digit k counts units of 2^(bk - 48)), b = 63 - ceil(log2 W) (55 at W = 256): a rank's
+ * digit 0 is at most 2^(b-1) + 2^47 and every other at most 2^(95-b) <= 2^40, so any partial
+ * sum of W of them stays inside int64 (W 2^(b-1) = 2^62) and the all-reduce adds integers,
+ * exactly, in any order, with any algorithm; two digits hold any sum (below 2^46, 94 bits and a
+ * sign), one holds sums below 2^(b-50) (2^12 at W = 2). The summed digits are brought to one
+ * canonical form (an integer and a fraction in (-1/2, 1/2]) and rounded to float once from there
+ * (through double), so the result depends on the exact sum alone. tests/test_exact.c proves
+ * these bounds for every W up to DP_EXACT_MAX_RANKS. */
 #ifndef DP_EXACT_SUM_H
 #define DP_EXACT_SUM_H
 
@@ -26,9 +29,9 @@
  * term (acc is overwritten, so it needs no zeroing). */
 void dp_exact_add(double *acc, const float *values, size_t n, int first);
 
-/* The digit width for a world of ranks: W digits of |d| <= 2^(b-1) add to at most 2^24. */
+/* The digit width for a world of ranks: W digits of |d| <= 2^(b-1) + 2^47 add within int64. */
 int dp_exact_digit_bits(int ranks);
-/* The most digits a world of ranks needs for any accumulator. */
+/* The most digits a world of ranks needs for any accumulator: DP_EXACT_DIGITS. */
 int dp_exact_max_digits(int ranks);
 /* The bits of the largest |sum| in acc (0 when all are 0; -1 when one is not finite). */
 int dp_exact_magnitude_bits(const double *acc, size_t n);
@@ -38,16 +41,22 @@ int dp_exact_magnitude_of(uint64_t largest_size_bits);
 /* Digits needed for sums of at most `bits` bits on a world of ranks. */
 int dp_exact_digits_for(int bits, int ranks);
 
-/* acc's exact sums as arrays of n balanced digits of dp_exact_digit_bits(ranks) bits, the
- * lowest first (digit k at out + k n): digits [first, digits), so a call from 0 to K and one
- * from K on give what one call from 0 gives; a sum that is not finite becomes NaN in every
- * digit. acc holds what is left of the sums between calls: zero it before adding again. */
-void dp_exact_to_digits(double *acc, size_t n, int ranks, int first, int digits, float *out);
+/* acc's exact sums as arrays of n int64 digits of dp_exact_digit_bits(ranks) bits, the lowest
+ * first (digit k at out + k n): digits [first, digits) of the DP_EXACT_DIGITS, so a call from 0
+ * to K and one from K on give what one call from 0 gives; a sum that is not finite becomes
+ * DP_EXACT_MARK in every digit. acc is only read. */
+void dp_exact_to_digits(const double *acc, size_t n, int ranks, int first, int digits, int64_t *out);
 /* dp_exact_magnitude_bits and dp_exact_to_digits from 0 to `digits` in one pass over acc, chunk
- * by chunk: the same digits and accumulator; the magnitude returned. */
-int dp_exact_first_digits(double *acc, size_t n, int ranks, int digits, float *out);
-/* Digits summed over the ranks back to values: each the exact sum's float (canonical form). */
-void dp_exact_from_digits(const float *digits_in, size_t n, int digits, float *out);
+ * by chunk: the same digits; the magnitude returned. */
+int dp_exact_first_digits(const double *acc, size_t n, int ranks, int digits, int64_t *out);
+/* A rank's own marks of sums that are not finite, from digits [first, digits) to flags (1
+ * there), the digits set to 0: summed over the ranks, the flags say which sums any rank lost. */
+void dp_exact_take_marks(int64_t *digits_in, size_t n, int first, int digits, int64_t *flags);
+/* The summed flags back as marks in digit 0. */
+void dp_exact_put_marks(int64_t *digit0, size_t n, const int64_t *flags);
+/* Digits summed over the ranks back to values: each the exact sum's float (canonical form), NaN
+ * where digit 0 is DP_EXACT_MARK. */
+void dp_exact_from_digits(const int64_t *digits_in, size_t n, int ranks, int digits, float *out);
 /* One rank's accumulator straight to values, bitwise what the digits would give. */
 void dp_exact_to_floats(const double *acc, size_t n, float *out);
 

@@ -10,7 +10,9 @@
 typedef struct exact_args {
     dp_shape s;
     double *acc;
-    const float *values; /* add: the shard's gradient; from_digits: the digits */
+    const float *values;  /* add: the shard's gradient */
+    int64_t *digits_out;  /* to_digits */
+    const int64_t *digits_in; /* from_digits */
     float *out;
     uint64_t *largest;
     size_t n;
@@ -76,13 +78,13 @@ cudaError_t dp_cuda_exact_to_floats(cudaStream_t stream, const double *acc, size
 
 static uint64_t to_digits_thread(exact_args *a, dp_span span)
 {
-    return dp_exact_digits_thread(a->acc, a->n, a->b, a->first, a->digits, a->out, span);
+    return dp_exact_digits_thread(a->acc, a->n, a->b, a->first, a->digits, a->digits_out, span);
 }
 
 static void run_to_digits(void *raw)
 {
     exact_args *a = raw;
-    if (!need_acc(a) || !fakecuda_need(a->out, (size_t)a->digits * a->n * sizeof(float), "digits") ||
+    if (!need_acc(a) || !fakecuda_need(a->digits_out, (size_t)a->digits * a->n * sizeof(int64_t), "digits") ||
         (a->first == 0 && !fakecuda_need(a->largest, sizeof *a->largest, "largest")))
         return;
     uint64_t largest = each_thread(a, to_digits_thread);
@@ -90,30 +92,31 @@ static void run_to_digits(void *raw)
         *a->largest = largest;
 }
 
-cudaError_t dp_cuda_exact_to_digits(cudaStream_t stream, double *acc, size_t n, int digit_bits, int first, int digits,
-                                    float *out, uint64_t *largest)
+cudaError_t dp_cuda_exact_to_digits(cudaStream_t stream, const double *acc, size_t n, int digit_bits, int first, int digits,
+                                    int64_t *out, uint64_t *largest)
 {
-    exact_args a = {.s = dp_shape_flat(n), .acc = acc, .out = out, .largest = largest, .n = n, .first = first,
+    exact_args a = {.s = dp_shape_flat(n), .acc = (double *)acc, .digits_out = out, .largest = largest, .n = n, .first = first,
                     .digits = digits, .b = digit_bits};
     return QUEUE(run_to_digits, a, "exact_to_digits_kernel");
 }
 
 static uint64_t from_digits_thread(exact_args *a, dp_span span)
 {
-    dp_exact_from_digits_thread(a->values, a->n, a->digits, a->out, span);
+    dp_exact_from_digits_thread(a->digits_in, a->n, a->b, a->digits, a->out, span);
     return 0;
 }
 
 static void run_from_digits(void *raw)
 {
     exact_args *a = raw;
-    if (fakecuda_need(a->values, (size_t)a->digits * a->n * sizeof(float), "digits") &&
+    if (fakecuda_need(a->digits_in, (size_t)a->digits * a->n * sizeof(int64_t), "digits") &&
         fakecuda_need(a->out, a->n * sizeof(float), "out"))
         each_thread(a, from_digits_thread);
 }
 
-cudaError_t dp_cuda_exact_from_digits(cudaStream_t stream, const float *digits, size_t n, int count, float *out)
+cudaError_t dp_cuda_exact_from_digits(cudaStream_t stream, const int64_t *digits, size_t n, int digit_bits, int count,
+                                      float *out)
 {
-    exact_args a = {.s = dp_shape_flat(n), .values = digits, .out = out, .n = n, .digits = count};
+    exact_args a = {.s = dp_shape_flat(n), .digits_in = digits, .out = out, .n = n, .digits = count, .b = digit_bits};
     return n == 0 ? cudaSuccess : QUEUE(run_from_digits, a, "exact_from_digits_kernel");
 }

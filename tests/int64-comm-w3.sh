@@ -1,0 +1,3 @@
+# int64 reductions (--exact's digits), every host algorithm, against MPI_Allreduce on MPI_INT64_T on 3 ranks; a hang fails by timeout.
+. "$srcdir/tests/common.sh"
+dp_mpirun 300 3 "$top_builddir/tests/test_int64_comm"
