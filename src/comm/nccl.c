@@ -6,7 +6,9 @@
  * dp_comm.device_stream), enqueues the collective and records a completion event, which tests
  * query: compute goes on meanwhile. The stream does not synchronise with the legacy default
  * stream (cudaStreamNonBlocking), or every request would wait for all compute queued before it
- * and block all compute queued after it.
+ * and block all compute queued after it. A request started to be joined (dp_request_join)
+ * queries nothing: the caller's stream waits for the completion event instead, so a CUDA
+ * graph's capture takes the whole, fork and join (NCCL >= 2.9 captures its collectives).
  *
  * Reduce-scatter and all-gather over equal blocks are ncclReduceScatter and ncclAllGather in
  * place; over uneven blocks (dp_partition of a count W does not divide, or a parent layout)
@@ -238,7 +240,15 @@ static int nccl_start(dp_request *q)
         return status;
     CUDA_TRY(c, cudaEventRecord(events_of(q)->done, c->nccl->stream));
     dp_request_count_bytes(q, dp_request_ring_elements(q), 1);
-    return nccl_advance(q);
+    return q->joined ? 0 : nccl_advance(q); /* a query would break a capture */
+}
+
+/* The joining stream waits for the done event: the collective's result is there for what it
+ * queues next, and the communication stream is joined back (inside a capture, into the graph). */
+static int nccl_join(dp_request *q, void *stream)
+{
+    CUDA_TRY(q->comm, cudaStreamWaitEvent((cudaStream_t)stream, events_of(q)->done, 0));
+    return 0;
 }
 
 /* A slot's events and bf16 buffer; at teardown a failure has nothing left to stop: they go
@@ -273,7 +283,8 @@ static void nccl_close(dp_comm *c)
     c->nccl = NULL;
 }
 
-static const dp_driver nccl_driver = {.prepare = nccl_prepare, .start = nccl_start, .advance = nccl_advance};
+static const dp_driver nccl_driver = {.prepare = nccl_prepare, .start = nccl_start, .advance = nccl_advance,
+                                     .join = nccl_join};
 
 const struct dp_algorithm dp_algorithm_nccl = {
     .name = "nccl",
