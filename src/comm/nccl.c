@@ -170,13 +170,13 @@ static int enqueue(dp_request *q, void *data)
     return 0;
 }
 
-/* The slot's bf16 buffer, grown to q's count: charged to the collectives' scratch. */
-static int ensure_wire(dp_request *q)
+/* The slot's bf16 buffer, grown to count elements: charged to the collectives' scratch. */
+static int ensure_wire(dp_request *q, size_t count)
 {
     struct nccl_events *e = events_of(q);
-    if (e->wire_count >= q->count)
+    if (e->wire_count >= count)
         return 0;
-    size_t bytes = q->count * sizeof *e->wire;
+    size_t bytes = count * sizeof *e->wire;
     const char *what = "a bf16 request's device buffer (nccl)";
     if (dp_memory_admit(bytes, DP_MEM_COMM, what))
         return DP_ENOMEM;
@@ -188,15 +188,26 @@ static int ensure_wire(dp_request *q)
     }
     dp_memory_record(grown, bytes, DP_MEM_COMM);
     e->wire = grown;
-    e->wire_count = q->count;
+    e->wire_count = count;
     return 0;
+}
+
+/* bf16 gradients: every reserved slot's buffer at its largest before the first step, so none
+ * grows inside a CUDA graph's capture (which cannot allocate), whichever slot a bucket takes. */
+static int nccl_reserve(dp_comm *c, size_t max_count, int requests, size_t parent_count)
+{
+    (void)parent_count;
+    int status = 0;
+    for (int i = 0; !status && c->grad_dtype == DP_DTYPE_BF16 && i < requests; i++)
+        status = ensure_wire(c->pool->slots[i], max_count);
+    return status;
 }
 
 /* bf16: rounded into the slot's buffer, reduced there, widened back into q's buffer. */
 static int enqueue_bf16(dp_request *q)
 {
     cudaStream_t stream = q->comm->nccl->stream;
-    int status = ensure_wire(q);
+    int status = ensure_wire(q, q->count);
     if (status)
         return status;
     uint16_t *wire = events_of(q)->wire;
@@ -292,5 +303,6 @@ const struct dp_algorithm dp_algorithm_nccl = {
     .place = DP_BUFFER_DEVICE,
     .driver = &nccl_driver,
     .scratch_floats = dp_scratch_none,
+    .reserve = nccl_reserve,
     .close = nccl_close,
 };
