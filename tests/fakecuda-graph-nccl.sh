@@ -9,15 +9,22 @@
 # the graph; dropout; AdamW on a cosine schedule); each epoch's shorter last step runs eagerly
 # between replays, log lines and checkpoints in between. The fake fails a capture in which the
 # host queries or waits for the device (tests/fakecuda/test_fakecuda.c shows it does), so
-# these runs show the captured step has no host synchronisation. auto stays eager at W > 1
-# and says why; the host algorithms, SyncBatchNorm and ZeRO are refused by --cuda-graph on,
+# these runs show the captured step has no host synchronisation. A rank frozen during the
+# replays ends the job through the watchdog, naming the graph's step. auto stays eager at
+# W > 1 and says why; the host algorithms, SyncBatchNorm and ZeRO are refused by --cuda-graph on,
 # naming why. Exits 77 where not built.
 . "$srcdir/tests/common.sh"
 fake="$top_builddir/tests/fakecuda/dp_worker"
 [ -x "$fake" ] || { echo "fake CUDA tests not built"; exit 77; }
 export FAKECUDA_CHECK_LEAKS=1 FAKECUDA_COUNT_LAUNCHES=1
 dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-graph-nccl-XXXXXX")
-trap 'rm -rf "$dir"' EXIT
+# The dp_worker processes of this test: those whose command line names its directory.
+job_pids() {
+    for pid in $(pgrep -x dp_worker); do
+        tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$dir" && echo "$pid"
+    done
+}
+trap 'kill -9 $(job_pids) 2>/dev/null; rm -rf "$dir"' EXIT
 cases=0 failures=0
 
 # run NP OUT ARGS...: dp_worker on NP ranks, each with a fake GPU of its own.
@@ -32,6 +39,12 @@ run() {
 launches() {
     n=$(sed -n 's/^fakecuda: \([0-9]*\) graph launches$/\1/p' "$1" | head -n 1)
     echo "${n:-0}"
+}
+
+# checkpoints DIR: how many step checkpoints DIR holds.
+checkpoints() {
+    set -- "$1"/step-*.safetensors
+    if [ -e "$1" ]; then echo $#; else echo 0; fi
 }
 
 # 310 rows in steps of 30: 10 full steps and a short one of 10 per epoch, 22 steps in 2 epochs,
@@ -58,7 +71,7 @@ for np in 2 3; do
         if grep -q sent_bytes "$dir/$name-on.values" && cmp -s "$dir/$name-off.values" "$dir/$name-on.values" &&
             [ "$(launches "$dir/$name-on")" = "$want" ] && [ "$(launches "$dir/$name-off")" = 0 ] &&
             grep -q "^cuda graph: on: .*the gradients' NCCL collectives inside it" "$dir/$name-on" &&
-            [ "$(ls "$dir/$name-on.ck" | grep -c "^step-.*safetensors$")" -ge 2 ]; then
+            [ "$(checkpoints "$dir/$name-on.ck")" -ge 2 ]; then
             echo "ok   $name: the same losses and bytes sent, $want graph launches with NCCL inside, checkpoints kept"
         else
             dp_fail_case "$name: losses or bytes sent differ, or launches $(launches "$dir/$name-on") (want $want), or the banner" \
@@ -88,6 +101,32 @@ refused "--allreduce ring" "2 ranks with --allreduce ring: its collectives run o
 refused "SyncBatchNorm" "SyncBatchNorm on 2 ranks sums its statistics over the ranks on the host" \
     --model "linear(16),batchnorm(sync=1),relu,linear(3)"
 refused "ZeRO" "the zero-2 strategy" --layers 8,16,3 --zero 2
+
+# A rank frozen (SIGSTOP) while the others replay: their launch and its wait are watched as
+# one operation, so the watchdog ends the job within --timeout 3.5 + 15 s, naming the graph's
+# step and the rank that never arrived (log lines, with their metrics all-reduce, only every
+# 2000 steps: the freeze lands in a replay).
+run 2 "$dir/frozen" --data synthetic:200000,8,3 --layers 8,16,3 --batch 30 --steps 1000000 --log-every 2000 \
+    --timeout 3.5 --cuda-graph on --save "$dir/frozen.safetensors" &
+job=$!
+for _ in $(seq 600); do
+    grep -q '^step ' "$dir/frozen" 2>/dev/null && break
+    sleep 0.1
+done
+frozen=
+for pid in $(job_pids); do
+    tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && frozen=$pid
+done
+[ -n "$frozen" ] || { kill -9 "$job"; echo "FAIL a frozen rank: rank 1's process not found"; exit 1; }
+kill -STOP "$frozen"
+started=$(date +%s)
+while kill -0 "$job" 2>/dev/null && [ $(($(date +%s) - started)) -lt 19 ]; do sleep 0.1; done
+kill -0 "$job" 2>/dev/null && { kill -9 "$job"; echo "FAIL a frozen rank: the job still runs after 19 s"; exit 1; }
+kill -9 "$frozen" 2>/dev/null
+wait "$job"
+dp_check_outcome "a rank frozen during the replays" fail $? "$dir/frozen" \
+    "a CUDA graph's step with its collectives (nccl) has not completed after"
+grep -q "ranks that have not arrived: 1$" "$dir/frozen" || dp_fail_case "a frozen rank: rank 1 not named" "$dir/frozen"
 
 echo "$cases cases, $failures failed"
 [ "$failures" -eq 0 ]

@@ -18,6 +18,7 @@
 #include "src/engine/parts.h"
 
 #include "dp/error.h"
+#include "dp/watchdog.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,6 +211,24 @@ static int gather_step(dp_engine *e, dp_range step, const dp_row_source *source,
     return 0;
 }
 
+/* The launch and the host's first wait for it (the non-finite count). On W > 1 the
+ * watchdog watches them as one operation, as it watches an eager step's requests: a rank that
+ * never joins the graph's collectives ends the job instead of leaving the others waiting. */
+static int launch(dp_engine *e, float lr)
+{
+    dp_watchdog *w = e->comm->size > 1 ? e->comm->watchdog : NULL;
+    dp_watch entry;
+    snprintf(entry.what, sizeof entry.what, "a CUDA graph's step with its collectives (%s)",
+             dp_comm_algorithm_name(e->comm));
+    int status = w ? dp_watchdog_watch(w, &entry) : 0;
+    if (status)
+        return status;
+    e->be->graph_launch(e->be, e->graph);
+    status = dp_engine_update_check(e, lr);
+    int unwatched = w ? dp_watchdog_unwatch(w, &entry) : 0;
+    return status ? status : unwatched;
+}
+
 int dp_engine_graph_step(dp_engine *e, dp_range step, const dp_row_source *source, float lr, dp_step_stats *stats,
                          double *reduce_done)
 {
@@ -229,8 +248,7 @@ int dp_engine_graph_step(dp_engine *e, dp_range step, const dp_row_source *sourc
         e->device_clock = e->graph_clock;     /* the launch makes the capture's marks */
         count_replayed_traffic(e->comm, &e->graph_traffic);
     }
-    e->be->graph_launch(e->be, e->graph);
-    status = dp_engine_update_check(e, lr); /* the host's first wait for the replay */
+    status = launch(e, lr);
     *reduce_done = MPI_Wtime();
     stats->samples = samples;
     stats->split.forward = gathered - started;
