@@ -265,16 +265,23 @@ START_TEST(a_forked_stream_records_into_the_capture_and_replays_in_order)
 }
 END_TEST
 
+/* A capture with t forked into it at once, a memset of d queued on t. */
+static forked fork_with_work(float *d)
+{
+    forked f = fork_capture();
+    ck_assert_int_eq(cudaEventRecord(f.fork, f.s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamWaitEvent(f.t, f.fork, 0), cudaSuccess);
+    ck_assert_int_eq(cudaMemsetAsync(d, 0, sizeof *d, f.t), cudaSuccess);
+    return f;
+}
+
 /* The runtime's rule: every stream forked into a capture joins the origin before it ends. */
 START_TEST(a_capture_with_a_fork_not_joined_back_fails)
 {
     float *d = NULL;
     cudaGraph_t graph = NULL;
     ck_assert_int_eq(cudaMalloc((void **)&d, sizeof *d), cudaSuccess);
-    forked f = fork_capture();
-    ck_assert_int_eq(cudaEventRecord(f.fork, f.s), cudaSuccess);
-    ck_assert_int_eq(cudaStreamWaitEvent(f.t, f.fork, 0), cudaSuccess);
-    ck_assert_int_eq(cudaMemsetAsync(d, 0, sizeof *d, f.t), cudaSuccess);
+    forked f = fork_with_work(d);
     ck_assert_int_eq(cudaStreamEndCapture(f.t, &graph), cudaErrorStreamCaptureUnmatched); /* not its capture */
     ck_assert_int_eq(cudaStreamEndCapture(f.s, &graph), cudaErrorStreamCaptureUnjoined);
     ck_assert_ptr_null(graph);
@@ -291,10 +298,7 @@ START_TEST(a_query_of_forked_work_during_a_capture_breaks_it)
     float *d = NULL;
     cudaGraph_t graph = NULL;
     ck_assert_int_eq(cudaMalloc((void **)&d, sizeof *d), cudaSuccess);
-    forked f = fork_capture();
-    ck_assert_int_eq(cudaEventRecord(f.fork, f.s), cudaSuccess);
-    ck_assert_int_eq(cudaStreamWaitEvent(f.t, f.fork, 0), cudaSuccess);
-    ck_assert_int_eq(cudaMemsetAsync(d, 0, sizeof *d, f.t), cudaSuccess);
+    forked f = fork_with_work(d);
     ck_assert_int_eq(cudaEventRecord(f.join, f.t), cudaSuccess);
     ck_assert_int_eq(cudaEventQuery(f.join), cudaErrorStreamCaptureUnsupported);
     ck_assert_int_eq(cudaEventSynchronize(f.join), cudaErrorStreamCaptureUnsupported);
