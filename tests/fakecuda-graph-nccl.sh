@@ -4,6 +4,7 @@
 # every rank replays. The parameters are the same bits with and without the graph, and so are
 # the losses and the bytes the collectives sent (the replays count what the capture counted):
 # many buckets cut inside tensors, --no-overlap's one collective after backward, --accum 2,
+# uneven slices of the batch,
 # --grad-dtype bf16 (rounded on NCCL's stream, inside the graph), and the README recipe's
 # shape (plain BatchNorm, whose running statistics rank 0 broadcasts after each step, outside
 # the graph; dropout; AdamW on a cosine schedule); each epoch's shorter last step runs eagerly
@@ -49,13 +50,14 @@ checkpoints() {
 
 # 310 rows in steps of 30: 10 full steps and a short one of 10 per epoch, 22 steps in 2 epochs,
 # 20 full, the first eager: 19 launches. --accum 2: 5 full steps of 60 per epoch, 9 launches.
+# --batch 32: 9 full steps per epoch, 17 launches; on 3 ranks slices of 11, 11 and 10 rows.
 # 4931 parameters in buckets of 2 KiB: about ten all-reduces a step.
 base="--data synthetic:310,8,3 --batch 30 --epochs 2 --log-every 4"
 mlp="--layers 8,64,64,3 --bucket-mb 0.002"
 recipe="--model linear(16),batchnorm,relu,dropout(0.2),linear(12),batchnorm,relu,dropout(0.3),linear(3) --optimizer adamw --lr-schedule cosine"
 for np in 2 3; do
     for config in "buckets:19:$mlp" "no-overlap:19:$mlp --no-overlap" "accum2:9:$mlp --accum 2" \
-        "bf16:19:$mlp --grad-dtype bf16" "recipe:19:$recipe"; do
+        "bf16:19:$mlp --grad-dtype bf16" "uneven:17:$mlp --batch 32" "recipe:19:$recipe"; do
         name=$(echo "$config" | cut -d: -f1)-w$np want=$(echo "$config" | cut -d: -f2) args=$(echo "$config" | cut -d: -f3-)
         for graph in off on; do
             # shellcheck disable=SC2086
