@@ -4,16 +4,15 @@
 # every rank replays. The parameters are the same bits with and without the graph, and so are
 # the losses and the bytes the collectives sent (the replays count what the capture counted):
 # many buckets cut inside tensors, --no-overlap's one collective after backward, --accum 2,
-# uneven slices of the batch,
-# --grad-dtype bf16 (rounded on NCCL's stream, inside the graph), and the README recipe's
-# shape (plain BatchNorm, whose running statistics rank 0 broadcasts after each step, outside
-# the graph; dropout; AdamW on a cosine schedule); each epoch's shorter last step runs eagerly
-# between replays, log lines and checkpoints in between. The fake fails a capture in which the
-# host queries or waits for the device (tests/fakecuda/test_fakecuda.c shows it does), so
-# these runs show the captured step has no host synchronisation. A rank frozen during the
-# replays ends the job through the watchdog, naming the graph's step. auto stays eager at
-# W > 1 and says why; the host algorithms, SyncBatchNorm and ZeRO are refused by --cuda-graph on,
-# naming why. Exits 77 where not built.
+# uneven slices of the batch, --grad-dtype bf16 (rounded on NCCL's stream, inside the graph),
+# and the README recipe's shape (plain BatchNorm, whose running statistics rank 0 broadcasts
+# after each step, outside the graph; dropout; AdamW on a cosine schedule); each epoch's
+# shorter last step runs eagerly between replays, log lines and checkpoints in between. The
+# fake fails a capture in which the host queries or waits for the device
+# (tests/fakecuda/test_fakecuda.c shows it does), so these runs show the captured step has no
+# host synchronisation. A rank frozen during the replays ends the job through the watchdog,
+# naming the graph's step. auto stays eager at W > 1 and says why; the host algorithms,
+# SyncBatchNorm and ZeRO are refused by --cuda-graph on, naming why. Exits 77 where not built.
 . "$srcdir/tests/common.sh"
 fake="$top_builddir/tests/fakecuda/dp_worker"
 [ -x "$fake" ] || { echo "fake CUDA tests not built"; exit 77; }
