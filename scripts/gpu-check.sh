@@ -24,9 +24,10 @@
 #                                   against FP32's (GPU_CHECK_DATA names the data, default
 #                                   fashion-mnist; an IDX directory carried there works)
 #   scripts/gpu-check.sh strategies ZeRO's peak memory per rank on the GPU (784,8192,8192,8192,10,
-#                                   AdamW, W = 2 sharing it: scripts/zero-bench.sh) and --exact's
-#                                   cost against the ordinary step (the default model, W = 1, 2):
-#                                   strategies.md
+#                                   AdamW, W = 2 sharing it: scripts/zero-bench.sh), --exact's
+#                                   cost against the ordinary step (the default model, W = 1, 2),
+#                                   and W = 2 with nccl eager against its steps replayed from a
+#                                   CUDA graph with the all-reduces inside: strategies.md
 #   scripts/gpu-check.sh [all]      tests, bench and sanitize in turn (where no time limit applies)
 #
 # Options: --device cpu runs the flow on the CPU backend with small models (a dry run without
@@ -492,6 +493,21 @@ run_strategies() {
             done
             awk -v w="$w" -v a="${rates[0]}" -v b="${rates[1]}" 'BEGIN { printf "| %d | %.0f | %.0f | %.2fx |\n", w, a, b, b / a }'
         done
+        # NCCL refuses two ranks on one GPU of one host: each rank gets its own NCCL_HOSTID and
+        # NCCL moves the data over loopback sockets (with a GPU per rank, drop --share-gpu).
+        echo
+        echo "The same model and data, W = 2 sharing the GPU with --allreduce nccl (loopback sockets), steady-state samples/s, eager against full steps replayed from one CUDA graph with the buckets' all-reduces inside:"
+        echo
+        echo "| W | eager | CUDA graph | graph / eager |"
+        echo "|---|---|---|---|"
+        rates=()
+        for graph in off on; do
+            NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 mpirun -np 2 sh -c 'NCCL_HOSTID="gpu-check-$OMPI_COMM_WORLD_RANK" exec "$0" "$@"' \
+                "$obj/dp_worker" "${gpu[@]}" "${data[@]}" --allreduce nccl --epochs 2 --log-every 100 --cuda-graph $graph \
+                >"$build/strategies-graph-w2-$graph.log" 2>&1 || { tail -n 20 "$build/strategies-graph-w2-$graph.log"; die "dp_worker --cuda-graph $graph on 2 ranks failed"; }
+            rates+=("$(progress_rate "$build/strategies-graph-w2-$graph.log")")
+        done
+        awk -v a="${rates[0]}" -v b="${rates[1]}" 'BEGIN { printf "| 2 | %.0f | %.0f | %.2fx |\n", a, b, b / a }'
     } | tee -a "$out/strategies.md"
 }
 

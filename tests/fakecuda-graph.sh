@@ -10,7 +10,8 @@
 # With --accum 2 and 3 a full step of 2 or 3 micro-batches is one graph, each micro-batch
 # reading its own buffers (filled before the launch, from the host or gathered from the sets
 # held on the device), and the epoch's last step, with a shorter micro-batch, runs eagerly.
-# --cuda-graph on where a step cannot be captured is an error naming why and writes nothing;
+# --cuda-graph on where a step cannot be captured is an error naming why and writes nothing
+# (more ranks with nccl: tests/fakecuda-graph-nccl.sh);
 # auto says why in the banner and trains eagerly. A replayed step with non-finite gradients stops
 # with the eager step's error. Exits 77 where not built.
 . "$srcdir/tests/common.sh"
@@ -142,7 +143,7 @@ refused() {
     dp_check_outcome "--cuda-graph on, $label" fail $? "$dir/refused" "$phrase"
     [ ! -e "$dir/refused.safetensors" ] || dp_fail_case "--cuda-graph on, $label: left $dir/refused.safetensors"
 }
-refused "2 ranks" 2 "2 ranks: the gradients' collectives are started and polled by the host" --device cuda --layers 8,16,3
+refused "2 ranks, a host algorithm" 2 "2 ranks with --allreduce ring: its collectives run on the host" --device cuda --layers 8,16,3 --allreduce ring
 refused "ZeRO" 1 "the zero-1 strategy" --device cuda --layers 8,16,3 --zero 1
 refused "--on-nan skip" 1 "--on-nan skip decides on the host" --device cuda --layers 8,16,3 --on-nan skip
 refused "--trace" 1 "--trace marks every module's pass" --device cuda --layers 8,16,3 --trace "$dir/trace.json"

@@ -187,6 +187,10 @@ typedef struct dp_request_args {
      * buf holds count int64 values (cast to float *), added as integers (wrapping, so a sum
      * that fits comes out right): exact in any order, every algorithm gives the same bits. */
     dp_dtype dtype;
+    /* Device algorithms (nccl) only. 1: the caller completes the request on the device with
+     * dp_request_join, never by a test or a wait: its start queries nothing and progress
+     * leaves it alone, so it may be started inside a CUDA graph's capture. */
+    int joined;
 } dp_request_args;
 
 /* Prepares c for up to `requests` requests in flight at once, each of up to max_count floats
@@ -225,6 +229,14 @@ int dp_request_collect(dp_request **request, int *done);
 
 /* Advances every outstanding request until this one has completed; *request = NULL. */
 int dp_request_wait(dp_request **request);
+
+/* A request started with args.joined, completed on the device: the cudaStream_t `stream`
+ * waits for the collective (an event wait queued there: the host neither waits nor queries),
+ * so work queued on it afterwards reads the result; *request = NULL. */
+int dp_request_join(dp_request **request, void *stream);
+
+/* Whether c's algorithm completes requests on the device (dp_request_join: nccl). */
+int dp_comm_joins_on_device(const dp_comm *c);
 
 /* Waits for every outstanding request of c. Handles still held become invalid. */
 int dp_comm_wait_all(dp_comm *c);

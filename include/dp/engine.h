@@ -146,6 +146,7 @@ typedef struct dp_engine {
     dp_device_clock graph_clock;   /* the marks the graph's launches make on the device's timer */
     dp_rows *graph_rows;           /* where the captured step reads each micro-batch's rows (accum of them) */
     int64_t *graph_counts;         /* what each launch adds to the model's counters (BatchNorm's batches) */
+    dp_comm_traffic graph_traffic; /* what each launch's collectives send (counted once, at the capture) */
     char graph_text[320];          /* --cuda-graph's state for the banner: on, or off and why */
 } dp_engine;
 

@@ -178,6 +178,9 @@ typedef struct dp_strategy {
     size_t block_floats;   /* SIZE_MAX: unlimited */
     size_t piece_floats;   /* backward's gradient pieces (dp_strategy_piece_floats), as the units were cut */
     int communicate;       /* this micro-batch's backward reduces */
+    /* While a CUDA graph captures the step: the cudaStream_t the buckets' collectives join on
+     * the device, never polled or waited for by the host (dp_strategy_join_on). NULL: the host's. */
+    void *join_stream;
     dp_bucket_hook bucket_hook;
     dp_strategy_times times;
     dp_strategy_span_fn on_span;
@@ -229,6 +232,11 @@ void dp_strategy_attach(dp_strategy *d, dp_step_hooks *hooks);
 
 /* Replaces the default bucket hook (see dp_bucket_hook); before the first step. */
 void dp_strategy_set_bucket_hook(dp_strategy *d, const dp_bucket_hook *hook);
+
+/* stream (a cudaStream_t): the steps that follow start their buckets' collectives to be joined
+ * to it on the device (dp_request_join: the comm's algorithm must join, nccl), and the host
+ * neither polls nor waits for them, as a CUDA graph's capture needs. NULL: the host's again. */
+void dp_strategy_join_on(dp_strategy *d, void *stream);
 
 /* Whether the strategy sums fixed shards, each computed alone and handed over by
  * hooks.shard_done (--exact), instead of micro-batches' slices. */

@@ -6,7 +6,9 @@
  * dp_comm.device_stream), enqueues the collective and records a completion event, which tests
  * query: compute goes on meanwhile. The stream does not synchronise with the legacy default
  * stream (cudaStreamNonBlocking), or every request would wait for all compute queued before it
- * and block all compute queued after it.
+ * and block all compute queued after it. A request started to be joined (dp_request_join)
+ * queries nothing: the caller's stream waits for the completion event instead, so a CUDA
+ * graph's capture takes the whole, fork and join (NCCL >= 2.9 captures its collectives).
  *
  * Reduce-scatter and all-gather over equal blocks are ncclReduceScatter and ncclAllGather in
  * place; over uneven blocks (dp_partition of a count W does not divide, or a parent layout)
@@ -169,13 +171,13 @@ static int enqueue(dp_request *q, void *data)
     return 0;
 }
 
-/* The slot's bf16 buffer, grown to q's count: charged to the collectives' scratch. */
-static int ensure_wire(dp_request *q)
+/* The slot's bf16 buffer, grown to count elements: charged to the collectives' scratch. */
+static int ensure_wire(dp_request *q, size_t count)
 {
     struct nccl_events *e = events_of(q);
-    if (e->wire_count >= q->count)
+    if (e->wire_count >= count)
         return 0;
-    size_t bytes = q->count * sizeof *e->wire;
+    size_t bytes = count * sizeof *e->wire;
     const char *what = "a bf16 request's device buffer (nccl)";
     if (dp_memory_admit(bytes, DP_MEM_COMM, what))
         return DP_ENOMEM;
@@ -187,15 +189,26 @@ static int ensure_wire(dp_request *q)
     }
     dp_memory_record(grown, bytes, DP_MEM_COMM);
     e->wire = grown;
-    e->wire_count = q->count;
+    e->wire_count = count;
     return 0;
+}
+
+/* bf16 gradients: every reserved slot's buffer at its largest before the first step, so none
+ * grows inside a CUDA graph's capture (which cannot allocate), whichever slot a bucket takes. */
+static int nccl_reserve(dp_comm *c, size_t max_count, int requests, size_t parent_count)
+{
+    (void)parent_count;
+    int status = 0;
+    for (int i = 0; !status && c->grad_dtype == DP_DTYPE_BF16 && i < requests; i++)
+        status = ensure_wire(c->pool->slots[i], max_count);
+    return status;
 }
 
 /* bf16: rounded into the slot's buffer, reduced there, widened back into q's buffer. */
 static int enqueue_bf16(dp_request *q)
 {
     cudaStream_t stream = q->comm->nccl->stream;
-    int status = ensure_wire(q);
+    int status = ensure_wire(q, q->count);
     if (status)
         return status;
     uint16_t *wire = events_of(q)->wire;
@@ -239,7 +252,15 @@ static int nccl_start(dp_request *q)
         return status;
     CUDA_TRY(c, cudaEventRecord(events_of(q)->done, c->nccl->stream));
     dp_request_count_bytes(q, dp_request_ring_elements(q), 1);
-    return nccl_advance(q);
+    return q->joined ? 0 : nccl_advance(q); /* a query would break a capture */
+}
+
+/* The joining stream waits for the done event: the collective's result is there for what it
+ * queues next, and the communication stream is joined back (inside a capture, into the graph). */
+static int nccl_join(dp_request *q, void *stream)
+{
+    CUDA_TRY(q->comm, cudaStreamWaitEvent((cudaStream_t)stream, events_of(q)->done, 0));
+    return 0;
 }
 
 /* A slot's events and bf16 buffer; at teardown a failure has nothing left to stop: they go
@@ -274,7 +295,8 @@ static void nccl_close(dp_comm *c)
     c->nccl = NULL;
 }
 
-static const dp_driver nccl_driver = {.prepare = nccl_prepare, .start = nccl_start, .advance = nccl_advance};
+static const dp_driver nccl_driver = {.prepare = nccl_prepare, .start = nccl_start, .advance = nccl_advance,
+                                     .join = nccl_join};
 
 const struct dp_algorithm dp_algorithm_nccl = {
     .name = "nccl",
@@ -282,5 +304,6 @@ const struct dp_algorithm dp_algorithm_nccl = {
     .place = DP_BUFFER_DEVICE,
     .driver = &nccl_driver,
     .scratch_floats = dp_scratch_none,
+    .reserve = nccl_reserve,
     .close = nccl_close,
 };

@@ -252,6 +252,7 @@ static void fill(dp_request *q, const dp_request_args *a, const struct dp_algori
     q->element = &dp_elements[a->dtype];
     q->narrowed = 0;
     q->ready_event = a->ready_event;
+    q->joined = a->joined;
     q->blocking = blocking;
     q->tag = tag >= 0 ? tag % pool->tag_window : (int)(pool->started++ % pool->tag_window);
     q->complete = 1; /* until its driver starts it: progress must not touch it before */
@@ -270,6 +271,10 @@ static int start_locked(dp_comm *c, const dp_request_args *a, const struct dp_al
     int status = check_args(a, part);
     if (!status && algorithm->pick)
         status = algorithm->pick(c, a->count * dp_elements[a->dtype].size, &algorithm);
+    if (!status && a->joined && !algorithm->driver->join)
+        status = dp_fail(DP_EINVAL, "the %s of %s: %s completes collectives on the host, so a device stream "
+                         "cannot wait for it (--allreduce nccl can)", kind_names[a->kind],
+                         a->label ? a->label : "a buffer", algorithm->name);
     dp_request *q = NULL;
     if (!status)
         status = take_slot(c, &q);
@@ -299,7 +304,7 @@ static int start_locked(dp_comm *c, const dp_request_args *a, const struct dp_al
         give_back(q);
         return status;
     }
-    if (!q->complete)
+    if (!q->complete && !q->joined) /* a joined one is the device's to complete */
         c->pool->active[c->pool->active_count++] = q;
     *request = q;
     return 0;
@@ -421,6 +426,30 @@ int dp_request_wait(dp_request **request)
     while (!status && !done)
         status = dp_request_test(request, &done);
     return status;
+}
+
+int dp_request_join(dp_request **request, void *stream)
+{
+    dp_request *q = *request;
+    struct dp_request_pool *pool = q->comm->pool;
+    pthread_mutex_lock(&pool->lock);
+    int status = q->joined ? 0 : dp_fail(DP_EINVAL, "the %s of %s was not started to be joined on the device",
+                                         kind_names[q->kind], q->label);
+    if (!status && !q->complete) {
+        status = q->algorithm->driver->join(q, stream);
+        q->complete = 1;
+    }
+    status = settle(q, status);
+    *request = NULL;
+    give_back(q);
+    status = status ? status : q->status;
+    pthread_mutex_unlock(&pool->lock);
+    return status;
+}
+
+int dp_comm_joins_on_device(const dp_comm *c)
+{
+    return c->algorithm->driver->join != NULL;
 }
 
 int dp_request_wait_mpi(dp_comm *c, MPI_Request *request)

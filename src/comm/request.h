@@ -98,6 +98,7 @@ struct dp_request {
     const dp_element *element;
     int narrowed;              /* buf holds its elements narrowed at the start: widened at completion */
     void *ready_event;
+    int joined;                /* completed by dp_request_join on the device, not by progress */
     int tag;                   /* from the start sequence: unique among requests in flight */
     int blocking;              /* started by dp_comm_run: mpi may use MPI's blocking collective */
     int in_use, complete, status;
@@ -156,6 +157,9 @@ typedef struct dp_driver {
     int (*start)(dp_request *q);
     /* Advances q without waiting; sets q->complete when done. */
     int (*advance)(dp_request *q);
+    /* Makes the cudaStream_t `stream` wait for q on the device (dp_request_join). NULL: the
+     * algorithm completes on the host only. */
+    int (*join)(dp_request *q, void *stream);
 } dp_driver;
 
 extern const dp_driver dp_schedule_driver;

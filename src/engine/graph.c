@@ -9,11 +9,16 @@
  * replay runs eagerly: a shorter step (the epoch's last, with fewer or shorter micro-batches),
  * the first full step (a warm-up, so that nothing loads inside the capture); log lines,
  * checks, checkpoints and evaluation read the device between steps, after a replay as after
- * an eager step. Steps that need the host inside them are not captured at all: the reasons
- * are listed in unsupported() and said by the banner (auto) or the error (on). */
+ * an eager step. On W > 1 ranks with nccl, the buckets' collectives are captured too: each
+ * started on NCCL's stream when backward finishes its bucket, after an event recorded on the
+ * compute stream, and joined back by an event the compute stream waits for before the update,
+ * so the host neither polls nor waits inside the step, and every rank replays the same
+ * collectives in the same order. Steps that need the host inside them are not captured at
+ * all: the reasons are listed in unsupported() and said by the banner (auto) or the error (on). */
 #include "src/engine/parts.h"
 
 #include "dp/error.h"
+#include "dp/watchdog.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,15 +31,20 @@ static const char *unsupported(const dp_engine *e, const dp_engine_config *c, ch
         snprintf(why, size, "the %s backend has no CUDA graphs", e->be->name);
     else if (!e->be->supports(e->be, "capture", DP_DTYPE_F32, why, size))
         return why;
-    else if (e->comm->size > 1)
-        snprintf(why, size, "%d ranks: the gradients' collectives are started and polled by the host between "
-                 "backward's modules (graphs replay one rank's steps)", e->comm->size);
+    else if (e->comm->size > 1 && !dp_comm_joins_on_device(e->comm))
+        snprintf(why, size, "%d ranks with --allreduce %s: its collectives run on the host between backward's "
+                 "modules (--allreduce nccl's are captured)", e->comm->size, dp_comm_algorithm_name(e->comm));
     else if (strcmp(c->strategy, "ddp") != 0)
         snprintf(why, size, "the %s strategy (graphs replay plain DDP steps)", c->strategy);
     else if (c->skip_nonfinite)
         snprintf(why, size, "--on-nan skip decides on the host between the counting and the applying pass");
     else if (c->traced)
         snprintf(why, size, "--trace marks every module's pass on the device's timer");
+    else if (e->comm->size > 1 && e->model.sync_batchnorms)
+        snprintf(why, size, "SyncBatchNorm on %d ranks sums its statistics over the ranks on the host",
+                 e->comm->size);
+    else if (e->comm->size > 1 && c->graph == DP_GRAPH_AUTO) /* the one line to change once a GPU measures it */
+        snprintf(why, size, "%d ranks: not yet measured on a GPU; --cuda-graph on enables it", e->comm->size);
     else
         return NULL;
     return why;
@@ -55,7 +65,11 @@ int dp_engine_plan_graph(dp_engine *e, const dp_engine_config *c)
     else if (e->graph_use)
         snprintf(e->graph_text, sizeof e->graph_text, "on: full steps of %zu rows replayed from one graph after an "
                  "eager warm-up step; shorter steps run eagerly", e->micro_batch);
-    else
+    if (e->graph_use && e->comm->size > 1) {
+        size_t used = strlen(e->graph_text);
+        snprintf(e->graph_text + used, sizeof e->graph_text - used, "; the gradients' NCCL collectives inside it, "
+                 "joined to the step by events");
+    } else if (!e->graph_use)
         snprintf(e->graph_text, sizeof e->graph_text, "off%s%s", reason ? " (auto): " : "", reason ? reason : "");
     return 0;
 }
@@ -97,8 +111,31 @@ static size_t counter_count(const dp_engine *e)
     return e->model.buffers.totals[DP_DTYPE_I64];
 }
 
+/* What the comm sent from `before` to now. */
+static dp_comm_traffic traffic_since(const dp_comm *c, const dp_comm_traffic *before)
+{
+    dp_comm_traffic sent;
+    for (int kind = 0; kind < DP_COLLECTIVE_KINDS; kind++) {
+        sent.bytes[kind] = c->traffic.bytes[kind] - before->bytes[kind];
+        sent.modelled[kind] = c->traffic.modelled[kind] - before->modelled[kind];
+        sent.requests[kind] = c->traffic.requests[kind] - before->requests[kind];
+    }
+    return sent;
+}
+
+/* A launch's collectives, counted as the capture counted them. */
+static void count_replayed_traffic(dp_comm *c, const dp_comm_traffic *sent)
+{
+    for (int kind = 0; kind < DP_COLLECTIVE_KINDS; kind++) {
+        c->traffic.bytes[kind] += sent->bytes[kind];
+        c->traffic.modelled[kind] += sent->modelled[kind];
+        c->traffic.requests[kind] += sent->requests[kind];
+    }
+}
+
 /* Records the step on rows (each micro-batch's, in backend memory already): nothing runs
- * until the launch; e->graph_rows keeps where they are. */
+ * until the launch; e->graph_rows keeps where they are. The buckets' collectives join the
+ * backend's stream on the device while it captures. */
 static int capture(dp_engine *e, dp_range step, dp_step_stats *stats)
 {
     dp_row_source held = {.gather = held_rows, .arg = e->graph_rows};
@@ -108,9 +145,11 @@ static int capture(dp_engine *e, dp_range step, dp_step_stats *stats)
         return DP_ENOMEM;
     for (size_t i = 0; i < counters; i++)
         e->graph_counts[i] = -e->model.counters[i];
+    dp_comm_traffic before = e->comm->traffic;
     int status = e->be->capture_begin(e->be);
     if (status)
         return status;
+    dp_strategy_join_on(&e->strategy, e->be->stream);
     /* As the eager step, marks on the device's timer included (the graph's own event records). */
     dp_device_clock_mark(e);
     status = dp_engine_micro_batches(e, step, &held, stats);
@@ -119,10 +158,16 @@ static int capture(dp_engine *e, dp_range step, dp_step_stats *stats)
     dp_device_clock_mark(e);
     if (!status)
         dp_engine_update_pass(e);
+    dp_strategy_join_on(&e->strategy, NULL);
+    e->graph_traffic = traffic_since(e->comm, &before);
+    char cause[512]; /* the step's own failure: ending the broken capture fails too */
+    snprintf(cause, sizeof cause, "%s", status ? dp_last_error() : "");
     void *graph = e->be->capture_end(e->be);
     if (status || !graph) {
         if (graph)
             e->be->graph_free(e->be, graph);
+        if (status)
+            dp_fail(status, "%s", cause);
         return dp_fail_context(status ? status : DP_EDEVICE, "--cuda-graph: the step could not be captured: ");
     }
     e->graph = graph;
@@ -166,6 +211,24 @@ static int gather_step(dp_engine *e, dp_range step, const dp_row_source *source,
     return 0;
 }
 
+/* The launch and the host's first wait for it (the non-finite count). On W > 1 the
+ * watchdog watches them as one operation, as it watches an eager step's requests: a rank that
+ * never joins the graph's collectives ends the job instead of leaving the others waiting. */
+static int launch(dp_engine *e, float lr)
+{
+    dp_watchdog *w = e->comm->size > 1 ? e->comm->watchdog : NULL;
+    dp_watch entry;
+    snprintf(entry.what, sizeof entry.what, "a CUDA graph's step with its collectives (%s)",
+             dp_comm_algorithm_name(e->comm));
+    int status = w ? dp_watchdog_watch(w, &entry) : 0;
+    if (status)
+        return status;
+    e->be->graph_launch(e->be, e->graph);
+    status = dp_engine_update_check(e, lr);
+    int unwatched = w ? dp_watchdog_unwatch(w, &entry) : 0;
+    return status ? status : unwatched;
+}
+
 int dp_engine_graph_step(dp_engine *e, dp_range step, const dp_row_source *source, float lr, dp_step_stats *stats,
                          double *reduce_done)
 {
@@ -183,9 +246,9 @@ int dp_engine_graph_step(dp_engine *e, dp_range step, const dp_row_source *sourc
         for (size_t i = 0; i < counter_count(e); i++)
             e->model.counters[i] += e->graph_counts[i];
         e->device_clock = e->graph_clock;     /* the launch makes the capture's marks */
+        count_replayed_traffic(e->comm, &e->graph_traffic);
     }
-    e->be->graph_launch(e->be, e->graph);
-    status = dp_engine_update_check(e, lr); /* the host's first wait for the replay */
+    status = launch(e, lr);
     *reduce_done = MPI_Wtime();
     stats->samples = samples;
     stats->split.forward = gathered - started;

@@ -1,6 +1,8 @@
 /* Buckets: contiguous slices of the gradient planned in backward order, and each one's
  * collective started (through the bucket hook), progressed, completed into the gradients and
- * timed. Every strategy's buckets go through here. */
+ * timed. Every strategy's buckets go through here. While a CUDA graph captures the step
+ * (join_stream), the collectives are joined to the device's stream instead of polled and
+ * waited for: the host takes no part in them until the step is over. */
 #include "src/strategy/strategy_type.h"
 
 #include "dp/error.h"
@@ -76,7 +78,7 @@ int dp_strategy_start_bucket(dp_strategy *d, dp_bucket *b)
     /* --grad-dtype: the gradients' reductions may travel as bf16 (the comm's setting). */
     b->args = (dp_request_args){.kind = d->type->gradient_collective, .buf = data, .count = b->count,
                                 .label = b->label, .parent_count = d->layout.total, .parent_offset = b->offset,
-                                .dtype = d->comm->grad_dtype};
+                                .dtype = d->comm->grad_dtype, .joined = d->join_stream != NULL};
     b->started = 1;
     b->completed = 0;
     b->started_at = MPI_Wtime();
@@ -115,6 +117,8 @@ static int bucket_done(dp_strategy *d, dp_bucket *b)
  * all: a step costs the buckets in flight at each call, not all of them each time. */
 int dp_strategy_poll(dp_strategy *d)
 {
+    if (d->join_stream) /* the device completes them: nothing for the host to look at */
+        return 0;
     int status = dp_comm_progress(d->comm);
     for (int i = d->polled_from; !status && i < d->polled_to; i++) {
         dp_bucket *b = &d->buckets[i];
@@ -127,9 +131,11 @@ int dp_strategy_poll(dp_strategy *d)
     return status;
 }
 
+/* Bucket b's collective complete: on the host (a wait), or for the work queued on join_stream. */
 int dp_strategy_wait_bucket(dp_strategy *d, dp_bucket *b)
 {
-    int status = b->request ? dp_request_wait(&b->request) : 0;
+    int status = !b->request ? 0 : d->join_stream ? dp_request_join(&b->request, d->join_stream)
+                                                  : dp_request_wait(&b->request);
     if (!status && b->started && !b->completed)
         status = bucket_done(d, b);
     return status;
@@ -161,11 +167,14 @@ int dp_strategy_reduce_whole(dp_strategy *d)
     snprintf(whole.label, sizeof whole.label, "the gradient");
     int status = dp_strategy_start_bucket(d, &whole);
     if (!status)
-        status = dp_request_wait(&whole.request);
-    if (!status)
-        status = bucket_done(d, &whole);
+        status = dp_strategy_wait_bucket(d, &whole);
     dp_strategy_account(d, &whole, 1);
     return status;
+}
+
+void dp_strategy_join_on(dp_strategy *d, void *stream)
+{
+    d->join_stream = stream;
 }
 
 void dp_strategy_account_buckets(dp_strategy *d)

@@ -31,15 +31,25 @@ typedef void (*fakecuda_task)(void *args);
 cudaError_t fakecuda_enqueue(fakecuda_task run, const void *args, size_t size, const char *name);
 cudaError_t fakecuda_enqueue_on(cudaStream_t stream, fakecuda_task run, const void *args, size_t size,
                                 const char *name, long *id);
+/* enqueue_on, the task also waiting for task `after` (0: none): a graph's join replayed. */
+cudaError_t fakecuda_enqueue_after(cudaStream_t stream, fakecuda_task run, const void *args, size_t size,
+                                   const char *name, long after, long *id);
 
 /* Stream capture (graph.c, queue.c): while a stream captures, its work is recorded into the
- * graph (fakecuda_record; cudaErrorStreamCaptureInvalidated once the capture broke) instead of
- * queued. capture_forbids is the check of a call that needs the host: while any stream
+ * graph (fakecuda_record, on the stream's lane, after node `after` - 1 too where after is not 0,
+ * giving its node; cudaErrorStreamCaptureInvalidated once the capture broke) instead of
+ * queued. A stream that waits for an event recorded in a capture is forked into it on a new
+ * lane (fakecuda_graph_fork); fakecuda_graph_unjoined counts the lanes whose work lane 0 does
+ * not wait for at the end. The serial tells captures apart for the events recorded in them.
+ * capture_forbids is the check of a call that needs the host: while any stream
  * captures (stream NULL), or while `stream` does, it complains, invalidates every capture and
  * returns cudaErrorStreamCaptureUnsupported, as the runtime's global capture mode does. */
 cudaGraph_t fakecuda_graph_new(void);
-cudaError_t fakecuda_record(cudaGraph_t graph, fakecuda_task run, const void *args, size_t size, const char *name,
-                            cudaEvent_t event);
+long fakecuda_graph_serial(cudaGraph_t graph);
+int fakecuda_graph_fork(cudaGraph_t graph);
+int fakecuda_graph_unjoined(cudaGraph_t graph);
+cudaError_t fakecuda_record(cudaGraph_t graph, int lane, size_t after, fakecuda_task run, const void *args, size_t size,
+                            const char *name, cudaEvent_t event, size_t *node);
 /* An external event record in a graph (event not NULL above) is re-made by each launch: the
  * event's newest record becomes the launched task. */
 void fakecuda_event_recorded(cudaEvent_t event, long task);

@@ -5,8 +5,10 @@
  * of the tasks whose dependencies are done, the one issued LAST runs first, so a consumer
  * that forgot to wait for another stream's producer runs before it and reads stale data.
  * cudaEventQuery answers cudaErrorNotReady once before an event's work runs, so polling
- * loops are exercised. A capturing stream's work goes to its graph instead (graph.c); while any
- * stream captures, the calls that would wait for the device fail as in the runtime's global
+ * loops are exercised. A capturing stream's work goes to its graph instead (graph.c); a stream
+ * that waits for an event recorded in a capture joins it (a fork), and the capture's origin
+ * must wait for the forked streams' work before it ends (a join). While any stream captures,
+ * the calls that would wait for the device or query it fail as in the runtime's global
  * capture mode and invalidate the capture. One recursive lock serialises callers (a progress
  * thread may query). */
 #define _GNU_SOURCE
@@ -23,12 +25,15 @@ struct CUstream_st {
     int blocking; /* synchronises with the legacy default stream */
     long last;    /* the stream's newest task, 0 for none */
     cudaGraph_t capture; /* while capturing: the graph its work is recorded into */
+    int lane;            /* its lane in that graph: 0 for the stream that began the capture */
     struct CUstream_st *next;
 };
 
 struct CUevent_st {
     long task;    /* the marker task of the newest record, 0 for none */
     int captured; /* the newest record was made in a capturing stream: no time, nothing to wait for */
+    long capture; /* its capture's serial, and the record's node there */
+    size_t node;
     int queried;  /* cudaEventQuery already said "not ready" for this record */
     int timing;   /* created without cudaEventDisableTiming */
     int recorded; /* a record has completed: time holds when */
@@ -230,8 +235,8 @@ static cudaError_t after_queueing(long id)
     return blocking && strcmp(blocking, "1") == 0 ? run_until(id) : cudaSuccess;
 }
 
-cudaError_t fakecuda_enqueue_on(cudaStream_t stream, fakecuda_task run, const void *args, size_t size,
-                                const char *name, long *id)
+cudaError_t fakecuda_enqueue_after(cudaStream_t stream, fakecuda_task run, const void *args, size_t size,
+                                   const char *name, long after, long *id)
 {
     fakecuda_lock();
     cudaError_t e = sticky;
@@ -239,15 +244,21 @@ cudaError_t fakecuda_enqueue_on(cudaStream_t stream, fakecuda_task run, const vo
     if (id)
         *id = 0;
     if (e == cudaSuccess && s->capture) {
-        e = fakecuda_record(s->capture, run, args, size, name, NULL);
+        e = fakecuda_record(s->capture, s->lane, 0, run, args, size, name, NULL, NULL);
     } else if (e == cudaSuccess) {
-        long queued = append(s, run, args, size, name, 0);
+        long queued = append(s, run, args, size, name, after);
         if (id)
             *id = queued;
         e = after_queueing(queued);
     }
     fakecuda_unlock();
     return e;
+}
+
+cudaError_t fakecuda_enqueue_on(cudaStream_t stream, fakecuda_task run, const void *args, size_t size,
+                                const char *name, long *id)
+{
+    return fakecuda_enqueue_after(stream, run, args, size, name, 0, id);
 }
 
 cudaError_t fakecuda_enqueue(fakecuda_task run, const void *args, size_t size, const char *name)
@@ -329,21 +340,52 @@ cudaError_t cudaStreamQuery(cudaStream_t stream)
     return e;
 }
 
-/* In a capture, a wait for an event recorded in the same capture orders nothing more (the
- * capture is one stream's chain); a wait for work outside it cannot be captured. */
+/* The capture an event was recorded in, while it still runs (its origin stream's graph). */
+static cudaGraph_t capture_of(const struct CUevent_st *event)
+{
+    for (struct CUstream_st *s = streams; s; s = s->next)
+        if (s->capture && fakecuda_graph_serial(s->capture) == event->capture)
+            return s->capture;
+    return NULL;
+}
+
+/* A wait for an event recorded in a capture: a stream not capturing is forked into it on a
+ * lane of its own, a capturing one gets the record as a dependency (a join); either way a
+ * node that waits for the record. */
+static cudaError_t wait_in_capture(struct CUstream_st *s, const struct CUevent_st *event)
+{
+    cudaGraph_t g = capture_of(event);
+    const char *problem = !g ? "an event recorded in a capture that has ended"
+                          : s == &legacy ? "the legacy default stream waits for an event recorded in a capture"
+                          : s->capture && s->capture != g ? "a stream capturing one graph waits for an event of another"
+                          : NULL;
+    if (problem) {
+        fakecuda_complain("cudaStreamWaitEvent: %s", problem);
+        if (s->capture)
+            fakecuda_graph_invalidate(s->capture);
+        return cudaErrorStreamCaptureIsolation;
+    }
+    if (!s->capture) {
+        s->capture = g;
+        s->lane = fakecuda_graph_fork(g);
+    }
+    return fakecuda_record(g, s->lane, event->node + 1, nothing, NULL, 0, "cudaStreamWaitEvent", NULL, NULL);
+}
+
+/* Outside a capture, a wait for another stream's work; in one, see wait_in_capture. A wait of
+ * a capturing stream for work outside the capture cannot be captured. */
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
 {
     (void)flags;
     fakecuda_lock();
     cudaError_t e = sticky;
     struct CUstream_st *s = resolve(stream);
-    if (e == cudaSuccess && s->capture && !event->captured && find(event->task)) {
+    if (e == cudaSuccess && event->captured) {
+        e = wait_in_capture(s, event);
+    } else if (e == cudaSuccess && s->capture && find(event->task)) {
         fakecuda_complain("cudaStreamWaitEvent: a capturing stream waits for uncaptured work; the capture is invalidated");
         fakecuda_graph_invalidate(s->capture);
         e = cudaErrorStreamCaptureIsolation;
-    } else if (e == cudaSuccess && !s->capture && event->captured) {
-        fakecuda_complain("cudaStreamWaitEvent: an event recorded in a capture joins another stream into it (not faked)");
-        e = cudaErrorNotSupported;
     } else if (e == cudaSuccess && !s->capture) {
         append(s, nothing, NULL, 0, "cudaStreamWaitEvent", event->task);
     }
@@ -385,19 +427,22 @@ static void stamp(void *args)
     event->recorded = 1;
 }
 
-/* In a capture, a plain record only marks the capture (no time); an external one becomes the
- * graph's own record, made anew by every launch (fakecuda_event_recorded). */
+/* In a capture, a plain record only marks a node of the capture (no time), which a wait for
+ * the event then depends on; an external one becomes the graph's own record, made anew by
+ * every launch (fakecuda_event_recorded). */
 cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags)
 {
     fakecuda_lock();
     cudaError_t e = sticky;
     struct CUstream_st *s = resolve(stream);
     if (e == cudaSuccess && s->capture && (flags & cudaEventRecordExternal)) {
-        e = fakecuda_record(s->capture, stamp, &event, sizeof event, "cudaEventRecord", event);
+        e = fakecuda_record(s->capture, s->lane, 0, stamp, &event, sizeof event, "cudaEventRecord", event, NULL);
+    } else if (e == cudaSuccess && s->capture) {
+        e = fakecuda_record(s->capture, s->lane, 0, nothing, NULL, 0, "cudaEventRecord", NULL, &event->node);
+        event->captured = e == cudaSuccess;
+        event->capture = fakecuda_graph_serial(s->capture);
     } else if (e == cudaSuccess) {
-        event->captured = s->capture != NULL;
-        if (!event->captured)
-            fakecuda_event_recorded(event, append(s, stamp, &event, sizeof event, "cudaEventRecord", 0));
+        fakecuda_event_recorded(event, append(s, stamp, &event, sizeof event, "cudaEventRecord", 0));
     }
     fakecuda_unlock();
     return e;
@@ -415,10 +460,14 @@ void fakecuda_event_recorded(cudaEvent_t event, long task)
     event->captured = 0;
 }
 
+/* A query while any stream captures fails and breaks the capture (global mode); after it, an
+ * event last recorded in a capture has no state to query. */
 cudaError_t cudaEventQuery(cudaEvent_t event)
 {
     fakecuda_lock();
-    cudaError_t e = event->captured ? cudaErrorCapturedEvent : sticky;
+    cudaError_t e = capture_forbids(NULL, "cudaEventQuery");
+    if (e == cudaSuccess)
+        e = event->captured ? cudaErrorCapturedEvent : sticky;
     if (e == cudaSuccess && find(event->task)) {
         if (!event->queried) {
             event->queried = 1;
@@ -450,7 +499,8 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event)
 {
-    return event->captured ? cudaErrorCapturedEvent : fakecuda_wait(event->task);
+    cudaError_t e = fakecuda_capture_forbids(NULL, "cudaEventSynchronize");
+    return e != cudaSuccess ? e : event->captured ? cudaErrorCapturedEvent : fakecuda_wait(event->task);
 }
 
 /* ---- stream capture (the graphs themselves: graph.c) ---- */
@@ -498,25 +548,35 @@ cudaError_t cudaStreamBeginCapture(cudaStream_t stream, enum cudaStreamCaptureMo
         e = s == &legacy ? cudaErrorStreamCaptureUnsupported : cudaErrorIllegalState;
     if (e == cudaSuccess && !(s->capture = fakecuda_graph_new()))
         e = cudaErrorMemoryAllocation;
+    s->lane = 0;
     fakecuda_unlock();
     return e;
 }
 
-/* The recorded graph, or NULL and cudaErrorStreamCaptureInvalidated when a forbidden call broke it. */
+/* The recorded graph, or NULL and cudaErrorStreamCaptureInvalidated when a forbidden call broke
+ * it, cudaErrorStreamCaptureUnjoined when a stream forked into it was not joined back. Every
+ * stream of the capture stops capturing; only the one that began it may end it. */
 cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph)
 {
     fakecuda_lock();
     struct CUstream_st *s = resolve(stream);
-    cudaError_t e = s->capture ? sticky : cudaErrorIllegalState;
+    cudaGraph_t g = s->capture;
+    cudaError_t e = !g ? cudaErrorIllegalState : s->lane ? cudaErrorStreamCaptureUnmatched : sticky;
     *graph = NULL;
-    if (s->capture) {
-        if (fakecuda_graph_invalidated(s->capture)) {
-            cudaGraphDestroy(s->capture);
-            e = cudaErrorStreamCaptureInvalidated;
+    if (g && !s->lane) {
+        int unjoined = fakecuda_graph_invalidated(g) ? 0 : fakecuda_graph_unjoined(g);
+        if (unjoined)
+            fakecuda_complain("cudaStreamEndCapture: %d stream(s) forked into the capture not joined back: "
+                              "cudaErrorStreamCaptureUnjoined", unjoined);
+        for (struct CUstream_st *other = streams; other; other = other->next)
+            if (other->capture == g)
+                other->capture = NULL;
+        if (fakecuda_graph_invalidated(g) || unjoined) {
+            cudaGraphDestroy(g);
+            e = unjoined ? cudaErrorStreamCaptureUnjoined : cudaErrorStreamCaptureInvalidated;
         } else {
-            *graph = s->capture;
+            *graph = g;
         }
-        s->capture = NULL;
     }
     fakecuda_unlock();
     return e;

@@ -159,6 +159,10 @@ static const struct {
      "operation failed due to a previous error during capture"},
     {cudaErrorStreamCaptureIsolation, "cudaErrorStreamCaptureIsolation",
      "dependency created on uncaptured work in another stream"},
+    {cudaErrorStreamCaptureUnmatched, "cudaErrorStreamCaptureUnmatched",
+     "the capture was not initiated in this stream"},
+    {cudaErrorStreamCaptureUnjoined, "cudaErrorStreamCaptureUnjoined",
+     "capturing stream has unjoined work"},
     {cudaErrorCapturedEvent, "cudaErrorCapturedEvent", "operation not permitted on an event last recorded in a capturing stream"},
 };
 

@@ -179,7 +179,6 @@ START_TEST(a_host_wait_during_a_capture_breaks_it)
     ck_assert_int_eq(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
     ck_assert_int_eq(cudaMemsetAsync(d, 0, sizeof *d, s), cudaSuccess);
     ck_assert_int_eq(cudaEventRecord(marker, s), cudaSuccess);
-    ck_assert_int_eq(cudaEventQuery(marker), cudaErrorCapturedEvent);
     ck_assert_int_eq(cudaStreamSynchronize(s), cudaErrorStreamCaptureUnsupported);
     ck_assert_int_eq(cudaMemcpy(&host, d, sizeof host, cudaMemcpyDeviceToHost), cudaErrorStreamCaptureUnsupported);
     ck_assert_int_eq(cudaMemcpyAsync(&host, d, sizeof host, cudaMemcpyDeviceToHost, s), cudaErrorStreamCaptureUnsupported);
@@ -188,8 +187,127 @@ START_TEST(a_host_wait_during_a_capture_breaks_it)
     ck_assert_int_eq(cudaStreamEndCapture(s, &graph), cudaErrorStreamCaptureInvalidated);
     ck_assert_ptr_null(graph);
     ck_assert_int_eq(cudaStreamSynchronize(s), cudaSuccess); /* the capture is over */
+    ck_assert_int_eq(cudaEventQuery(marker), cudaErrorCapturedEvent);
     cudaEventDestroy(marker);
     cudaStreamDestroy(s);
+    cudaFree(d);
+}
+END_TEST
+
+/* Streams for a fork and join inside a capture: the origin s, the forked t (NCCL's, in a
+ * step), the events between them. */
+typedef struct forked {
+    cudaStream_t s, t;
+    cudaEvent_t fork, join;
+} forked;
+
+static forked fork_capture(void)
+{
+    forked f;
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&f.s, cudaStreamNonBlocking), cudaSuccess);
+    ck_assert_int_eq(cudaStreamCreateWithFlags(&f.t, cudaStreamNonBlocking), cudaSuccess);
+    ck_assert_int_eq(cudaEventCreateWithFlags(&f.fork, cudaEventDisableTiming), cudaSuccess);
+    ck_assert_int_eq(cudaEventCreateWithFlags(&f.join, cudaEventDisableTiming), cudaSuccess);
+    ck_assert_int_eq(cudaStreamBeginCapture(f.s, cudaStreamCaptureModeGlobal), cudaSuccess);
+    return f;
+}
+
+static void free_forked(forked *f)
+{
+    enum cudaStreamCaptureStatus capturing;
+    ck_assert_int_eq(cudaStreamIsCapturing(f->t, &capturing), cudaSuccess);
+    ck_assert_int_eq(capturing, cudaStreamCaptureStatusNone); /* the capture's end ended t's part too */
+    cudaEventDestroy(f->fork);
+    cudaEventDestroy(f->join);
+    cudaStreamDestroy(f->t);
+    cudaStreamDestroy(f->s);
+}
+
+/* A stream that waits for an event recorded in a capture records into it (a fork) until the
+ * origin waits for its work (a join); each launch replays both in their order: t's copy after
+ * s's first add, s's second add after t's copy (the scheduler runs the latest-issued ready
+ * task first, so a lost dependency would show in the values). */
+START_TEST(a_forked_stream_records_into_the_capture_and_replays_in_order)
+{
+    float zero = 0.0f, value = 1.0f, *d = NULL, *seen = NULL, *one = NULL, *pinned = NULL;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
+    ck_assert_int_eq(cudaMalloc((void **)&d, sizeof *d), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc((void **)&seen, sizeof *seen), cudaSuccess);
+    ck_assert_int_eq(cudaMalloc((void **)&one, sizeof *one), cudaSuccess);
+    ck_assert_int_eq(cudaMallocHost((void **)&pinned, 2 * sizeof *pinned), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(d, &zero, sizeof zero, cudaMemcpyHostToDevice), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpy(one, &value, sizeof value, cudaMemcpyHostToDevice), cudaSuccess);
+    forked f = fork_capture();
+    ck_assert_int_eq(dp_cuda_accumulate(f.s, d, one, 1, 1), cudaSuccess);   /* d += 1 */
+    ck_assert_int_eq(cudaEventRecord(f.fork, f.s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamWaitEvent(f.t, f.fork, 0), cudaSuccess);
+    ck_assert_int_eq(dp_cuda_accumulate(f.t, seen, d, 1, 0), cudaSuccess); /* seen = d, on t */
+    ck_assert_int_eq(cudaEventRecord(f.join, f.t), cudaSuccess);
+    ck_assert_int_eq(cudaStreamWaitEvent(f.s, f.join, 0), cudaSuccess);
+    ck_assert_int_eq(dp_cuda_accumulate(f.s, d, one, 1, 1), cudaSuccess);   /* d += 1 */
+    ck_assert_int_eq(cudaMemcpyAsync(pinned, d, sizeof *d, cudaMemcpyDeviceToHost, f.s), cudaSuccess);
+    ck_assert_int_eq(cudaMemcpyAsync(pinned + 1, seen, sizeof *seen, cudaMemcpyDeviceToHost, f.s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamEndCapture(f.s, &graph), cudaSuccess);
+    ck_assert_int_eq(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    ck_assert_int_eq(cudaGraphDestroy(graph), cudaSuccess);
+    ck_assert_int_eq(cudaGraphLaunch(exec, f.s), cudaSuccess);
+    ck_assert_int_eq(cudaGraphLaunch(exec, f.s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamSynchronize(f.s), cudaSuccess);
+    ck_assert_float_eq(pinned[0], 4.0f); /* two adds per launch */
+    ck_assert_float_eq(pinned[1], 3.0f); /* the second launch's copy, between its adds */
+    ck_assert_int_eq(cudaGraphExecDestroy(exec), cudaSuccess);
+    free_forked(&f);
+    cudaFreeHost(pinned);
+    cudaFree(one);
+    cudaFree(seen);
+    cudaFree(d);
+}
+END_TEST
+
+/* A capture with t forked into it at once, a memset of d queued on t. */
+static forked fork_with_work(float *d)
+{
+    forked f = fork_capture();
+    ck_assert_int_eq(cudaEventRecord(f.fork, f.s), cudaSuccess);
+    ck_assert_int_eq(cudaStreamWaitEvent(f.t, f.fork, 0), cudaSuccess);
+    ck_assert_int_eq(cudaMemsetAsync(d, 0, sizeof *d, f.t), cudaSuccess);
+    return f;
+}
+
+/* The runtime's rule: every stream forked into a capture joins the origin before it ends. */
+START_TEST(a_capture_with_a_fork_not_joined_back_fails)
+{
+    float *d = NULL;
+    cudaGraph_t graph = NULL;
+    ck_assert_int_eq(cudaMalloc((void **)&d, sizeof *d), cudaSuccess);
+    forked f = fork_with_work(d);
+    ck_assert_int_eq(cudaStreamEndCapture(f.t, &graph), cudaErrorStreamCaptureUnmatched); /* not its capture */
+    ck_assert_int_eq(cudaStreamEndCapture(f.s, &graph), cudaErrorStreamCaptureUnjoined);
+    ck_assert_ptr_null(graph);
+    free_forked(&f);
+    cudaFree(d);
+}
+END_TEST
+
+/* What a host that polls a collective inside a captured step does (nccl's completion event
+ * queried, its stream synchronised): each fails and breaks the capture, even with the fork
+ * joined back afterwards. */
+START_TEST(a_query_of_forked_work_during_a_capture_breaks_it)
+{
+    float *d = NULL;
+    cudaGraph_t graph = NULL;
+    ck_assert_int_eq(cudaMalloc((void **)&d, sizeof *d), cudaSuccess);
+    forked f = fork_with_work(d);
+    ck_assert_int_eq(cudaEventRecord(f.join, f.t), cudaSuccess);
+    ck_assert_int_eq(cudaEventQuery(f.join), cudaErrorStreamCaptureUnsupported);
+    ck_assert_int_eq(cudaEventSynchronize(f.join), cudaErrorStreamCaptureUnsupported);
+    ck_assert_int_eq(cudaStreamSynchronize(f.t), cudaErrorStreamCaptureUnsupported);
+    ck_assert_int_eq(cudaStreamQuery(f.t), cudaErrorStreamCaptureUnsupported);
+    ck_assert_int_eq(cudaStreamWaitEvent(f.s, f.join, 0), cudaErrorStreamCaptureInvalidated);
+    ck_assert_int_eq(cudaStreamEndCapture(f.s, &graph), cudaErrorStreamCaptureInvalidated);
+    ck_assert_ptr_null(graph);
+    free_forked(&f);
     cudaFree(d);
 }
 END_TEST
@@ -306,6 +424,9 @@ int main(void)
     tcase_add_test(tc, gemm_checks_arguments_as_cublas_does);
     tcase_add_test(tc, a_capture_records_and_each_launch_replays);
     tcase_add_test(tc, a_host_wait_during_a_capture_breaks_it);
+    tcase_add_test(tc, a_forked_stream_records_into_the_capture_and_replays_in_order);
+    tcase_add_test(tc, a_capture_with_a_fork_not_joined_back_fails);
+    tcase_add_test(tc, a_query_of_forked_work_during_a_capture_breaks_it);
     suite_add_tcase(s, tc);
     TCase *backend = tcase_create("backend errors");
     tcase_add_test(backend, a_kernel_fault_is_reported_by_the_next_call_with_the_hint);
