@@ -15,6 +15,8 @@
 
 /* The floats a working slot for n floats takes (0: unknown stays 0). */
 size_t dp_zero_slot_floats(size_t n);
+/* Where a slot's contents start: at `offset` (in the flat buffers) modulo the alignment. */
+float *dp_zero_aligned_like(float *base, size_t offset);
 
 typedef struct dp_zero_plan_input {
     size_t params;           /* Psi: trainable parameters */

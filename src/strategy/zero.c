@@ -24,13 +24,6 @@
 
 #include <stdlib.h>
 
-dp_range dp_zero_overlap(dp_range range, size_t offset, size_t count)
-{
-    size_t begin = range.begin > offset ? range.begin : offset;
-    size_t end = range.end < offset + count ? range.end : offset + count;
-    return (dp_range){begin, end > begin ? end : begin};
-}
-
 static const dp_backend *backend(const dp_strategy *d)
 {
     return d->buffers.be;
@@ -49,11 +42,6 @@ static int alloc_host_copy(const dp_strategy *d, size_t n, const char *what, flo
         return 0;
     *out = backend(d)->alloc_host(backend(d), (n ? n : 1) * sizeof(float), what);
     return *out ? 0 : DP_ENOMEM;
-}
-
-float *dp_zero_aligned_like(float *base, size_t offset)
-{
-    return base + offset % DP_ZERO_SLOT_ALIGN_FLOATS;
 }
 
 int dp_zero_grad_slots(const dp_strategy *d)
@@ -204,31 +192,6 @@ static int acquire_slot(dp_strategy *d, int bucket)
         }
     }
     return status;
-}
-
-int dp_zero_unit_at(const dp_strategy_units *u, size_t offset)
-{
-    int lo = 0, hi = u->layout.segments - 1;
-    while (lo < hi) {
-        int mid = lo + (hi - lo + 1) / 2;
-        if (u->offset[mid] <= offset)
-            lo = mid;
-        else
-            hi = mid - 1;
-    }
-    return lo;
-}
-
-int dp_zero_segment_is_cut(const dp_strategy *d, int segment)
-{
-    return d->layout.count[segment] > d->block_floats;
-}
-
-void dp_zero_count_wait(dp_strategy *d, double entered)
-{
-    double spent = MPI_Wtime() - entered;
-    d->times.exposed += spent;
-    *(d->zero->backward ? &d->times.in_backward : &d->times.in_forward) += spent;
 }
 
 /* A whole segment's gradient memory: its bucket's slot, taken when backward reaches the bucket. */

@@ -116,12 +116,10 @@ void dp_zero_lay_out_columns(const dp_strategy *d, int k, const float *from, siz
  * returns the slot. */
 int dp_zero_gathered(dp_strategy *d, int unit, zero_gather_slot **slot);
 
-/* Shared by zero.c and zero_gather.c: where a slot's contents start (at `offset` in the flat
- * buffers, modulo the alignment); the unit of u holding flat offset `offset` (units lie in
- * ascending offsets); a wait for a gather or a slot inside a module's pass counted as
- * communication, as in the before hook. */
-float *dp_zero_aligned_like(float *base, size_t offset);
+/* The unit of u holding flat offset `offset` (units lie in ascending offsets; zero_units.c). */
 int dp_zero_unit_at(const dp_strategy_units *u, size_t offset);
+/* A wait for a gather or a slot inside a module's pass counted as communication, as in the
+ * before hook (zero_gather.c). */
 void dp_zero_count_wait(dp_strategy *d, double entered);
 
 /* Stage 3 (zero_gather.c): unit's parameters whole in a slot, and the next unit the pass reads

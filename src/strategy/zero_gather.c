@@ -5,9 +5,17 @@
 #include "src/strategy/zero.h"
 
 #include "dp/error.h"
+#include "dp/zero_plan.h"
 
 #include <math.h>
 #include <stdio.h>
+
+void dp_zero_count_wait(dp_strategy *d, double entered)
+{
+    double spent = MPI_Wtime() - entered;
+    d->times.exposed += spent;
+    *(d->zero->backward ? &d->times.in_backward : &d->times.in_forward) += spent;
+}
 
 static zero_gather_slot *holding(struct dp_zero *z, int unit)
 {

@@ -12,6 +12,11 @@ size_t dp_zero_slot_floats(size_t n)
     return n ? n + DP_ZERO_SLOT_ALIGN_FLOATS : 0;
 }
 
+float *dp_zero_aligned_like(float *base, size_t offset)
+{
+    return base + offset % DP_ZERO_SLOT_ALIGN_FLOATS;
+}
+
 dp_zero_plan dp_zero_predict(const dp_zero_plan_input *in, int stage)
 {
     double all = (double)in->params;

@@ -1,7 +1,9 @@
 /* What ZeRO stages 2 and 3 gather and reduce under --zero-live-mb: units of at most a block
  * of floats. A segment that fits is one unit; a larger one is cut in blocks of whole rows
  * counted from its end (as a Linear computes its weight gradient), its tail (the bias) a unit
- * of its own, so a module's pieces and the units are the same slices. */
+ * of its own, so a module's pieces and the units are the same slices. Also what the stages ask
+ * of units and segments: the part of a range in a shard, the unit at an offset, whether a
+ * segment is cut. */
 #include "src/strategy/zero.h"
 
 #include "dp/error.h"
@@ -83,4 +85,29 @@ int dp_strategy_plan_units(const dp_strategy_layout *l, const dp_strategy_type *
             set_unit(u, n++, l->offset[s] + rows * row, tail, s);
     }
     return n;
+}
+
+dp_range dp_zero_overlap(dp_range range, size_t offset, size_t count)
+{
+    size_t begin = range.begin > offset ? range.begin : offset;
+    size_t end = range.end < offset + count ? range.end : offset + count;
+    return (dp_range){begin, end > begin ? end : begin};
+}
+
+int dp_zero_unit_at(const dp_strategy_units *u, size_t offset)
+{
+    int lo = 0, hi = u->layout.segments - 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        if (u->offset[mid] <= offset)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+int dp_zero_segment_is_cut(const dp_strategy *d, int segment)
+{
+    return d->layout.count[segment] > d->block_floats;
 }
