@@ -101,7 +101,7 @@ DP_EXACT_ELEMENT int64_t dp_exact_units(double x, double u)
     int64_t bits_t, bits_c;
     memcpy(&bits_t, &t, sizeof bits_t);
     memcpy(&bits_c, &c, sizeof bits_c);
-    return bits_t - bits_c;
+    return (int64_t)((uint64_t)bits_t - (uint64_t)bits_c);
 }
 
 /* The inverse: units x u as a double, exactly, for |units| < 2^51. */
@@ -110,7 +110,7 @@ DP_EXACT_ELEMENT double dp_exact_from_units(int64_t units, double u)
     double c = dp_dmul(0x1.8p52, u), t;
     int64_t bits_c;
     memcpy(&bits_c, &c, sizeof bits_c);
-    bits_c += units;
+    bits_c = (int64_t)((uint64_t)bits_c + (uint64_t)units); /* unsigned: garbage units (a NaN's) wrap */
     memcpy(&t, &bits_c, sizeof t);
     return dp_dsub(t, c);
 }
@@ -134,8 +134,10 @@ DP_EXACT_ELEMENT int64_t dp_exact_first_digit(double high, double low, double ne
     whole = dp_dadd(whole, carry);
     fraction = dp_dsub(fraction, carry);
     double top = dp_exact_round_to(whole, next);
-    int64_t digit = dp_exact_units(dp_dsub(whole, top), 1.0) * ((int64_t)1 << DP_EXACT_FRACTION_BITS) +
-                    dp_exact_units(fraction, 0x1p-48);
+    /* Unsigned: where the sum is not finite the units are garbage that the select below drops,
+     * and they must not overflow a signed product on the way. */
+    int64_t digit = (int64_t)(((uint64_t)dp_exact_units(dp_dsub(whole, top), 1.0) << DP_EXACT_FRACTION_BITS) +
+                              (uint64_t)dp_exact_units(fraction, 0x1p-48));
     *rest = top;
     return fraction == fraction ? digit : DP_EXACT_MARK; /* NaN pieces: a select, so it vectorises */
 }
