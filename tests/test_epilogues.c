@@ -6,13 +6,17 @@
  * cuBLAS's product with the kernels' arithmetic (on a GPU, within the CPU's tolerance). Then a
  * model: which GEMMs a Sequential fuses where the backend runs the epilogues, where cuBLASLt
  * lacks one (the fake's FAKECUDA_LT_DECLINE), under --fuse off and for a later micro-batch,
- * each pass's outputs and gradients equal to the unfused model's. Exits 77 without a GPU. */
+ * each pass's outputs and gradients equal to the unfused model's. At bf16 a forward GEMM also
+ * writes its output in bf16 (gemm_rounded_bf16): the FP32 result rounded to nearest even, bitwise
+ * on the fake. Exits 77 without a GPU. */
 #include "dp/backend.h"
 #include "dp/error.h"
 #include "dp/nn.h"
 #include "dp/rng.h"
+#include "src/backend/kernel_math.h"
 #include "tests/testutil.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,6 +172,82 @@ START_TEST(each_epilogue_equals_its_unfused_passes_at_every_precision)
         check_epilogues(precisions[p].tolerance, precisions[p].bias_grad_fused);
         dp_backend_close(gpu);
     }
+}
+END_TEST
+
+/* x rounded to bf16 and widened back: what a bf16 copy holds. */
+static float *bf16_values(const float *x, size_t n)
+{
+    float *r = malloc((n ? n : 1) * sizeof *r);
+    ck_assert_ptr_nonnull(r);
+    for (size_t i = 0; i < n; i++)
+        r[i] = dp_bf16_value(dp_bf16_bits(x[i]));
+    return r;
+}
+
+static void *bf16_copy_on_gpu(const float *dev, size_t n)
+{
+    void *copy = gpu->alloc(gpu, (n ? n : 1) * sizeof(uint16_t), DP_MEM_OTHER, "a bf16 copy");
+    ck_assert_msg(copy != NULL, "%s", dp_last_error());
+    gpu->round_operand(gpu, copy, dev, n);
+    return copy;
+}
+
+/* gemm_rounded_bf16 with each forward epilogue, with and without a bias: on the fake, bitwise the
+ * FP32 output of gemm_rounded (its bias the bf16 copy's values) rounded to nearest even, and the
+ * same mask; on a GPU, within bf16's tolerance of the CPU's GEMM and pass. */
+START_TEST(a_bf16_output_is_the_fp32_output_rounded)
+{
+    gpu = open_gpu(DP_PRECISION_BF16, 0);
+    ck_assert_msg(dp_backend_require(gpu, "gemm_rounded_bf16", DP_DTYPE_BF16) == 0, "%s", dp_last_error());
+    size_t nx = (size_t)ROWS * IN, nw = (size_t)OUT * IN, ny = (size_t)ROWS * OUT;
+    float *x = random_floats(nx, 31), *w = random_floats(nw, 32), *bias = random_floats(OUT, 33);
+    float *bias_r = bf16_values(bias, OUT), *x_r = bf16_values(x, nx), *w_r = bf16_values(w, nw);
+    float *dx = to_gpu(x, nx), *dw = to_gpu(w, nw), *dbias = to_gpu(bias, OUT), *dbias_r = to_gpu(bias_r, OUT);
+    void *x16 = bf16_copy_on_gpu(dx, nx), *w16 = bf16_copy_on_gpu(dw, nw), *bias16 = bf16_copy_on_gpu(dbias, OUT);
+    uint16_t *y16 = gpu->alloc(gpu, ny * sizeof *y16, DP_MEM_OTHER, "a bf16 output");
+    float *y = gpu->alloc(gpu, ny * sizeof *y, DP_MEM_OTHER, "an FP32 output");
+    unsigned char *mask16 = gpu->alloc(gpu, dp_relu_mask_bytes(ROWS, OUT), DP_MEM_OTHER, "a mask");
+    unsigned char *mask = gpu->alloc(gpu, dp_relu_mask_bytes(ROWS, OUT), DP_MEM_OTHER, "a mask");
+    float *ref = malloc(ny * sizeof *ref), *got = malloc(ny * sizeof *got);
+    uint16_t *bits = malloc(ny * sizeof *bits);
+    unsigned char *mask_got = malloc(dp_relu_mask_bytes(ROWS, OUT)), *mask_want = malloc(dp_relu_mask_bytes(ROWS, OUT));
+    static const dp_epilogue kinds[] = {DP_EPILOGUE_BIAS, DP_EPILOGUE_RELU, DP_EPILOGUE_RELU_MASK};
+    for (size_t k = 0; k < sizeof kinds / sizeof *kinds; k++)
+        for (int with_bias = 0; with_bias < 2; with_bias++) {
+            long ld = dp_relu_mask_ld(OUT);
+            dp_gemm_epilogue e16 = {.kind = kinds[k], .bias16 = with_bias ? bias16 : NULL, .mask = mask16, .mask_ld = ld};
+            dp_gemm_epilogue e = {.kind = kinds[k], .bias = with_bias ? dbias_r : NULL, .mask = mask, .mask_ld = ld};
+            gpu->gemm_rounded_bf16(gpu, 0, 1, ROWS, OUT, IN, 1.0f, x16, IN, w16, IN, y16, OUT, &e16);
+            gpu->gemm_rounded(gpu, 0, 1, ROWS, OUT, IN, 1.0f, x16, IN, w16, IN, 0.0f, y, OUT, &e);
+            gpu->download(gpu, bits, y16, ny * sizeof *bits);
+            gpu->download(gpu, got, y, ny * sizeof *got);
+            for (size_t i = 0; i < ny; i++) {
+                if (bitwise)
+                    ck_assert_msg(bits[i] == dp_bf16_bits(got[i]), "%s, bias %d: value %zu is %#x, the FP32 %g "
+                                  "rounds to %#x", dp_epilogue_ops[kinds[k]], with_bias, i, bits[i], got[i],
+                                  dp_bf16_bits(got[i]));
+                got[i] = dp_bf16_value(bits[i]);
+            }
+            cpu->gemm(cpu, 0, 1, ROWS, OUT, IN, 1.0f, x_r, IN, w_r, IN, 0.0f, ref, OUT);
+            cpu->bias_act_forward(cpu, ref, with_bias ? bias_r : NULL, ROWS, OUT, kinds[k] != DP_EPILOGUE_BIAS);
+            double error = dp_test_relative_error(got, ref, ny);
+            ck_assert_msg(error < 2e-2, "%s, bias %d: relative error %g against the CPU", dp_epilogue_ops[kinds[k]],
+                          with_bias, error);
+            if (kinds[k] != DP_EPILOGUE_RELU_MASK || !bitwise)
+                continue;
+            gpu->download(gpu, mask_got, mask16, dp_relu_mask_bytes(ROWS, OUT));
+            gpu->download(gpu, mask_want, mask, dp_relu_mask_bytes(ROWS, OUT));
+            ck_assert_msg(memcmp(mask_got, mask_want, dp_relu_mask_bytes(ROWS, OUT)) == 0, "bias %d: the bf16 "
+                          "output's ReLU mask differs from the FP32 output's", with_bias);
+        }
+    void *device[] = {dx, dw, dbias, dbias_r, x16, w16, bias16, y16, y, mask16, mask};
+    for (size_t i = 0; i < sizeof device / sizeof *device; i++)
+        gpu->free(gpu, device[i]);
+    void *host[] = {x, w, bias, bias_r, x_r, w_r, ref, got, bits, mask_got, mask_want};
+    for (size_t i = 0; i < sizeof host / sizeof *host; i++)
+        free(host[i]);
+    dp_backend_close(gpu);
 }
 END_TEST
 
@@ -343,6 +423,7 @@ int main(int argc, char **argv)
     tcase_add_test(ops, a_sequential_fuses_bias_relu_and_their_gradients);
     tcase_add_test(ops, without_drelu_the_relu_backward_stays_a_pass_of_its_own);
     tcase_add_test(ops, fuse_off_calls_no_fused_gemm);
+    tcase_add_test(ops, a_bf16_output_is_the_fp32_output_rounded);
     suite_add_tcase(s, ops);
     int failed = dp_test_run_mpi_suite(s);
     MPI_Finalize();

@@ -69,6 +69,7 @@ typedef enum dp_epilogue {
 typedef struct dp_gemm_epilogue {
     dp_epilogue kind;
     const float *bias;   /* BIAS, RELU, RELU_MASK: n values */
+    const void *bias16;  /* gemm_rounded_bf16's bias instead: n bf16 values (cuBLASLt's bias takes D's type) */
     float *bias_grad;    /* BIAS_GRAD: m values */
     unsigned char *mask; /* RELU_MASK: written; DRELU: read (backend memory) */
     long mask_ld;        /* bits from one row's mask to the next: dp_relu_mask_ld(n) */
@@ -144,6 +145,13 @@ struct dp_backend {
     void (*gemm_rounded)(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
                          const void *a, int lda, const void *b, int ldb, float beta, float *c, int ldc,
                          const dp_gemm_epilogue *epilogue);
+    /* gemm_rounded with C written in bf16 and beta 0, where supports(be, "gemm_rounded_bf16",
+     * DP_DTYPE_BF16) (NULL where the backend has none): the product summed in FP32, the epilogue
+     * (BIAS, RELU or RELU_MASK, its bias the bf16 copy bias16 or none) applied in FP32, then C
+     * rounded to nearest even. For an output only another GEMM reads (a Linear's bf16 activation). */
+    void (*gemm_rounded_bf16)(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                              const void *a, int lda, const void *b, int ldb, void *c, int ldc,
+                              const dp_gemm_epilogue *epilogue);
 
     /* y[r, c] += bias[c] (bias may be NULL), then max(0, y) when relu. */
     void (*bias_act_forward)(const dp_backend *be, float *y, const float *bias, int rows, int cols, int relu);

@@ -332,7 +332,8 @@ static const char *cuda_describe(const dp_backend *be)
 }
 
 /* Every operation computes in float32; GEMMs also take bf16 (their operands rounded into bf16
- * copies for bf16 tensor cores, FP32 accumulation and outputs). */
+ * copies for bf16 tensor cores, FP32 accumulation and outputs, a forward GEMM's output in bf16
+ * where cuBLASLt writes it: gemm_rounded_bf16). */
 static int cuda_supports(const dp_backend *be, const char *op, dp_dtype dtype, char *why, size_t size)
 {
     if (strncmp(op, "gemm_fused/", 11) == 0)
@@ -341,6 +342,8 @@ static int cuda_supports(const dp_backend *be, const char *op, dp_dtype dtype, c
         snprintf(why, size, "CUDA_LAUNCH_BLOCKING=1 synchronises after every kernel, which a CUDA graph capture cannot hold");
         return 0;
     }
+    if (strcmp(op, "gemm_rounded_bf16") == 0 && dtype == DP_DTYPE_BF16)
+        return dp_cuda_lt_writes_bf16(ctx_of(be)->lt, why, size);
     if (strcmp(op, "gemm_rounded") == 0) {
         if (dtype == DP_DTYPE_BF16 && ctx_of(be)->operands == CUDA_R_16BF)
             return 1;
@@ -433,6 +436,7 @@ const dp_backend dp_cuda_operations = {
     .gemm_fused = dp_cuda_gemm_fused,
     .round_operand = dp_cuda_round_operand,
     .gemm_rounded = dp_cuda_gemm_rounded,
+    .gemm_rounded_bf16 = dp_cuda_gemm_rounded_bf16,
     .bias_act_forward = cuda_bias_act_forward,
     .relu_forward = cuda_relu_forward,
     .relu_backward = cuda_relu_backward,

@@ -1,7 +1,8 @@
 /* The CUDA backend's GEMMs: cuBLAS's cublasGemmEx, or cuBLASLt's matmul with an epilogue
  * (cuda_lt.c), on operands as the context's precision has them: the caller's floats, or at
  * --precision bf16 their bf16 copies (cuda_operands.c), rounded here per GEMM or once by a
- * caller that keeps them (round_operand, gemm_rounded). cuda.c's table points at these. */
+ * caller that keeps them (round_operand, gemm_rounded), which may also have the output written
+ * in bf16 (gemm_rounded_bf16). cuda.c's table points at these. */
 #include "config.h"
 
 #include "src/backend/cuda_gemm.h"
@@ -29,13 +30,15 @@ static void gemm_operands(cuda_context *c, int trans_a, int trans_b, int m, int 
     *b_out = b16;
 }
 
-/* One GEMM on operands as cuBLAS reads them: cublasGemmEx (epilogue NULL) or cuBLASLt with it. */
+/* One GEMM on operands as cuBLAS reads them: cublasGemmEx (epilogue NULL) or cuBLASLt with it,
+ * which also writes a bf16 out (out_bf16). */
 static void run_gemm(const cuda_context *c, int trans_a, int trans_b, int m, int n, int k, float alpha,
-                     const void *a, int lda, const void *b, int ldb, float beta, float *out, int ldc,
+                     const void *a, int lda, const void *b, int ldb, float beta, void *out, int out_bf16, int ldc,
                      const dp_gemm_epilogue *epilogue)
 {
     if (epilogue) {
-        MUST(dp_cuda_lt_matmul(c->lt, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, out, ldc, epilogue));
+        MUST(dp_cuda_lt_matmul(c->lt, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, out, out_bf16, ldc,
+                               epilogue));
     } else {
         if (m == 0 || n == 0)
             return;
@@ -60,7 +63,7 @@ void dp_cuda_gemm(const dp_backend *be, int trans_a, int trans_b, int m, int n, 
         return;
     const void *a_in, *b_in;
     gemm_operands(c, trans_a, trans_b, m, n, k, a, lda, b, ldb, &a_in, &b_in);
-    run_gemm(c, trans_a, trans_b, m, n, k, alpha, a_in, lda, b_in, ldb, beta, out, ldc, NULL);
+    run_gemm(c, trans_a, trans_b, m, n, k, alpha, a_in, lda, b_in, ldb, beta, out, 0, ldc, NULL);
 }
 
 void dp_cuda_gemm_fused(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
@@ -71,7 +74,7 @@ void dp_cuda_gemm_fused(const dp_backend *be, int trans_a, int trans_b, int m, i
     const void *a_in = a, *b_in = b;
     if (m > 0 && n > 0 && k > 0)
         gemm_operands(c, trans_a, trans_b, m, n, k, a, lda, b, ldb, &a_in, &b_in);
-    run_gemm(c, trans_a, trans_b, m, n, k, alpha, a_in, lda, b_in, ldb, beta, out, ldc, epilogue);
+    run_gemm(c, trans_a, trans_b, m, n, k, alpha, a_in, lda, b_in, ldb, beta, out, 0, ldc, epilogue);
 }
 
 /* What gemm_operands does to one operand, for a caller that reads the copy in several GEMMs. */
@@ -84,5 +87,13 @@ void dp_cuda_gemm_rounded(const dp_backend *be, int trans_a, int trans_b, int m,
                           const void *a, int lda, const void *b, int ldb, float beta, float *out, int ldc,
                           const dp_gemm_epilogue *epilogue)
 {
-    run_gemm(ctx_of(be), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, out, ldc, epilogue);
+    run_gemm(ctx_of(be), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, out, 0, ldc, epilogue);
+}
+
+/* A bf16 activation: cuBLASLt's D in bf16, always with an epilogue (DEFAULT for BIAS without a bias). */
+void dp_cuda_gemm_rounded_bf16(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                               const void *a, int lda, const void *b, int ldb, void *c, int ldc,
+                               const dp_gemm_epilogue *epilogue)
+{
+    run_gemm(ctx_of(be), trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, 1, ldc, epilogue);
 }

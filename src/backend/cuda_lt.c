@@ -3,8 +3,9 @@
  * gradient, in the GEMM's own kernel. Row-major operands swap as in cuda.c's gemm (cuBLAS
  * reads a row-major matrix as its transpose), so our op(A) is cuBLASLt's op(B): the bias
  * gradient of a weight GEMM dW = dY^T X is its BGRADB. At --precision bf16 the operands come
- * as bf16 copies (cuda_operands.c; layouts CUDA_R_16BF, compute 32F), C, D and the vectors FP32.
- * Each shape's descriptors and algorithm
+ * as bf16 copies (cuda_operands.c; layouts CUDA_R_16BF, compute 32F), C, D and the vectors FP32,
+ * except where a forward GEMM writes a bf16 activation (gemm_rounded_bf16): C and D are then
+ * bf16, and so is the bias, as cuBLASLt takes a bias of D's type. Each shape's descriptors and algorithm
  * are found once (the heuristic costs more than the call) and kept; one workspace per context,
  * charged to the allocation counter. make check runs this file against the fake cuBLASLt of
  * tests/fakecuda/cublaslt.c. */
@@ -45,10 +46,10 @@ static const struct {
     [DP_EPILOGUE_BIAS_GRAD] = {CUBLASLT_EPILOGUE_BGRADB, CUBLASLT_EPILOGUE_BGRADB, 1, 0, 1},
 };
 
-/* What decides a plan: the shape, the epilogue, and the alignments its algorithm may assume
- * (cuBLASLt's operands A, B, C and the vector or mask). */
+/* What decides a plan: the shape, the epilogue, C's type, and the alignments its algorithm may
+ * assume (cuBLASLt's operands A, B, C and the vector or mask). */
 typedef struct plan_key {
-    int kind, with_vector, trans_a, trans_b, m, n, k, lda, ldb, ldc, beta_zero, mask_ld;
+    int kind, with_vector, out_bf16, trans_a, trans_b, m, n, k, lda, ldb, ldc, beta_zero, mask_ld;
     unsigned align[4]; /* ints alone: no padding, so keys compare with memcmp */
 } plan_key;
 
@@ -67,6 +68,8 @@ struct dp_cuda_lt {
     void *workspace;
     int supported[DP_EPILOGUES];
     char why[DP_EPILOGUES][192];
+    int writes_bf16; /* the forward epilogues run with C and D bf16 (gemm_rounded_bf16) */
+    char why_not_bf16[192];
     plan plans[PLANS];
     int next; /* the plan a new shape replaces once all are used */
 };
@@ -101,10 +104,13 @@ static void destroy_plan(dp_cuda_lt *lt, plan *p)
     memset(p, 0, sizeof *p);
 }
 
-/* The epilogue's vector: the bias it reads or the bias gradient it writes (NULL: none). */
+/* The epilogue's vector: the bias it reads (FP32, or bf16 beside a bf16 C) or the bias gradient
+ * it writes (NULL: none). */
 static const void *vector_of(const dp_gemm_epilogue *e)
 {
-    return e->kind == DP_EPILOGUE_BIAS_GRAD ? (const void *)e->bias_grad : (const void *)e->bias;
+    if (e->kind == DP_EPILOGUE_BIAS_GRAD)
+        return e->bias_grad;
+    return e->bias16 ? e->bias16 : (const void *)e->bias;
 }
 
 static int masked(dp_epilogue kind)
@@ -150,7 +156,8 @@ static int describe_operation(dp_cuda_lt *lt, plan *p, const plan_key *key)
                 api->layout_create(&p->b, lt->setup.operands, (uint64_t)(key->trans_a ? key->m : key->k),
                                    (uint64_t)(key->trans_a ? key->k : key->m), key->lda)));
     return LT_CALL(lt, "cublasLtMatrixLayoutCreate(C)",
-                   api->layout_create(&p->c, CUDA_R_32F, (uint64_t)key->n, (uint64_t)key->m, key->ldc));
+                   api->layout_create(&p->c, key->out_bf16 ? CUDA_R_16BF : CUDA_R_32F, (uint64_t)key->n,
+                                      (uint64_t)key->m, key->ldc));
 }
 
 /* The heuristic's best algorithm for p within the workspace and the key's alignments; *found 0
@@ -189,11 +196,12 @@ static int choose_algorithm(dp_cuda_lt *lt, plan *p, int *found)
 }
 
 static plan_key key_of(int trans_a, int trans_b, int m, int n, int k, const void *a, int lda, const void *b, int ldb,
-                       float beta, const float *c, int ldc, const dp_gemm_epilogue *e)
+                       float beta, const void *c, int out_bf16, int ldc, const dp_gemm_epilogue *e)
 {
     const void *vector = vector_of(e);
     int with_mask = masked(e->kind);
-    return (plan_key){.kind = e->kind, .with_vector = vector != NULL, .trans_a = trans_a, .trans_b = trans_b,
+    return (plan_key){.kind = e->kind, .with_vector = vector != NULL, .out_bf16 = out_bf16, .trans_a = trans_a,
+                      .trans_b = trans_b,
                       .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb, .ldc = ldc, .beta_zero = beta == 0.0f,
                       .mask_ld = with_mask ? (int)e->mask_ld : 0,
                       .align = {alignment_of(b), alignment_of(a), alignment_of(c),
@@ -228,7 +236,7 @@ static int plan_for(dp_cuda_lt *lt, const plan_key *key, const dp_gemm_epilogue 
     return 0;
 }
 
-/* No products to sum (k = 0, a rank without rows): C and the bias gradient are zeros. */
+/* No products to sum (k = 0, a rank without rows): C (FP32: backward) and the bias gradient are zeros. */
 static int empty_product(dp_cuda_lt *lt, int m, int n, float beta, float *c, int ldc, const dp_gemm_epilogue *e)
 {
     if (beta != 0.0f || (e->kind != DP_EPILOGUE_BIAS_GRAD && e->kind != DP_EPILOGUE_DRELU))
@@ -248,16 +256,20 @@ static int empty_product(dp_cuda_lt *lt, int m, int n, float beta, float *c, int
 }
 
 int dp_cuda_lt_matmul(dp_cuda_lt *lt, int trans_a, int trans_b, int m, int n, int k, float alpha, const void *a,
-                      int lda, const void *b, int ldb, float beta, float *c, int ldc, const dp_gemm_epilogue *e)
+                      int lda, const void *b, int ldb, float beta, void *c, int out_bf16, int ldc,
+                      const dp_gemm_epilogue *e)
 {
     if (!lt->supported[e->kind])
         return dp_fail(DP_EINVAL, "%s was asked for, but this context declines it: %s", dp_epilogue_ops[e->kind],
                        lt->why[e->kind]);
+    if (out_bf16 && !lt->writes_bf16)
+        return dp_fail(DP_EINVAL, "a GEMM writing bf16 was asked for, but this context declines it: %s",
+                       lt->why_not_bf16);
     if (m == 0 || n == 0)
         return 0;
     if (k == 0)
         return empty_product(lt, m, n, beta, c, ldc, e);
-    plan_key key = key_of(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc, e);
+    plan_key key = key_of(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, out_bf16, ldc, e);
     plan *p = NULL;
     int found = 0;
     TRY(plan_for(lt, &key, e, &p, &found));
@@ -269,6 +281,54 @@ int dp_cuda_lt_matmul(dp_cuda_lt *lt, int trans_a, int trans_b, int m, int n, in
     return LT_CALL(lt, "cublasLtMatmul",
                    lt->api.matmul(lt->handle, p->desc, &alpha, b, p->a, a, p->b, &beta, c, p->c, c, p->c, &p->algo,
                                   lt->workspace, WORKSPACE_BYTES, lt->setup.stream));
+}
+
+/* Whether cuBLASLt has an algorithm for epilogue `kind` on a Linear's shape (64 x 64 x 64) with
+ * the pointers given (their alignment is what an algorithm may assume): with its vector and,
+ * where `both` (a ReLU without bias; DEFAULT for a bias), without. */
+static int probe_epilogue(dp_cuda_lt *lt, dp_epilogue kind, const void *operand, void *c, const void *vector,
+                          int out_bf16, int both, int *found)
+{
+    *found = 1;
+    for (int v = 0; *found && v < (both ? 2 : 1); v++) {
+        dp_gemm_epilogue e = {.kind = kind, .mask = lt->workspace, .mask_ld = dp_relu_mask_ld(64)};
+        if (!v && kind == DP_EPILOGUE_BIAS_GRAD)
+            e.bias_grad = (float *)vector;
+        else if (!v && out_bf16)
+            e.bias16 = vector;
+        else if (!v)
+            e.bias = vector;
+        plan_key key = key_of(epilogues[kind].trans_a, epilogues[kind].trans_b, 64, 64, 64, operand, 64, operand, 64,
+                              0.0f, c, out_bf16, 64, &e);
+        plan *p = NULL;
+        TRY(plan_for(lt, &key, &e, &p, found));
+    }
+    return 0;
+}
+
+/* Whether the forward epilogues also write a bf16 C (gemm_rounded_bf16), asked with bf16 C and
+ * bias at 256-byte boundaries, as a Linear's activation and its bias copy sit. */
+static int probe_bf16_output(dp_cuda_lt *lt)
+{
+    static const dp_epilogue forward[] = {DP_EPILOGUE_BIAS, DP_EPILOGUE_RELU, DP_EPILOGUE_RELU_MASK};
+    if (lt->setup.operands != CUDA_R_16BF) {
+        snprintf(lt->why_not_bf16, sizeof lt->why_not_bf16, "the GEMMs read float32 operands (only --precision bf16 "
+                 "writes bf16 activations)");
+        return 0;
+    }
+    int found = 1;
+    for (size_t i = 0; found && i < sizeof forward / sizeof *forward; i++) {
+        if (!lt->supported[forward[i]]) {
+            snprintf(lt->why_not_bf16, sizeof lt->why_not_bf16, "%s", lt->why[forward[i]]);
+            return 0;
+        }
+        TRY(probe_epilogue(lt, forward[i], lt->workspace, lt->workspace, lt->workspace, 1, 1, &found));
+    }
+    lt->writes_bf16 = found;
+    if (!found)
+        snprintf(lt->why_not_bf16, sizeof lt->why_not_bf16, "cuBLASLt has no algorithm for a forward epilogue "
+                 "writing bf16");
+    return 0;
 }
 
 /* Whether cuBLASLt runs each epilogue at this precision, asked once for a Linear's shape with
@@ -286,30 +346,22 @@ static int probe(dp_cuda_lt *lt)
                      "gradient; the unfused pass sums it in FP32", dp_epilogue_ops[kind]);
             continue;
         }
-        int found = 1, variants = epilogues[kind].without_vector != epilogues[kind].with_vector &&
-                                          epilogues[kind].without_vector != CUBLASLT_EPILOGUE_DEFAULT
-                                      ? 2
-                                      : 1;
-        for (int v = 0; found && v < variants; v++) {
-            dp_gemm_epilogue e = {.kind = kind, .bias = v ? NULL : any, .bias_grad = v ? NULL : any,
-                                  .mask = lt->workspace, .mask_ld = dp_relu_mask_ld(64)};
-            plan_key key = key_of(epilogues[kind].trans_a, epilogues[kind].trans_b, 64, 64, 64, operand, 64,
-                                  operand, 64, 0.0f, any, 64, &e);
-            plan *p = NULL;
-            TRY(plan_for(lt, &key, &e, &p, &found));
-        }
+        int found = 1, both = epilogues[kind].without_vector != epilogues[kind].with_vector &&
+                              epilogues[kind].without_vector != CUBLASLT_EPILOGUE_DEFAULT;
+        TRY(probe_epilogue(lt, kind, operand, any, any, 0, both, &found));
         lt->supported[kind] = found;
         if (!found)
             snprintf(lt->why[kind], sizeof lt->why[kind], "cuBLASLt has no algorithm for epilogue %s at this precision",
                      dp_epilogue_ops[kind]);
     }
-    return 0;
+    return probe_bf16_output(lt);
 }
 
 static void decline_all(dp_cuda_lt *lt, const char *why)
 {
     for (int kind = 0; kind < DP_EPILOGUES; kind++)
         snprintf(lt->why[kind], sizeof lt->why[kind], "%s", why);
+    snprintf(lt->why_not_bf16, sizeof lt->why_not_bf16, "%s", why);
 }
 
 int dp_cuda_lt_open(const dp_cuda_lt_setup *setup, dp_cuda_lt **out)
@@ -371,6 +423,13 @@ void dp_cuda_lt_describe(const dp_cuda_lt *lt, char *text, size_t size)
         }
     if (!any)
         snprintf(text, size, "no fused epilogues (%s)", lt->why[0]);
+}
+
+int dp_cuda_lt_writes_bf16(const dp_cuda_lt *lt, char *why, size_t size)
+{
+    if (!lt->writes_bf16)
+        snprintf(why, size, "%s", lt->why_not_bf16);
+    return lt->writes_bf16;
 }
 
 int dp_cuda_lt_supports(const dp_cuda_lt *lt, const char *op, char *why, size_t size)

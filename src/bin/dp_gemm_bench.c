@@ -28,12 +28,17 @@ static const dp_backend *real;
 static int repeat, timing, gemm_count;
 static double total_ms, total_flop;
 
-/* One GEMM of the step, plain (epilogue NULL) or with the epilogue dp_worker fuses into it; with
- * rounded, a and b are copies the Linear rounded once (gemm_rounded), else floats. */
+/* What a GEMM reads and writes: floats, copies the Linear rounded once (gemm_rounded), or those
+ * with a bf16 output (gemm_rounded_bf16). */
+enum { FLOATS, ROUNDED, ROUNDED_TO_BF16 };
+
+/* One GEMM of the step, plain (epilogue NULL) or with the epilogue dp_worker fuses into it. */
 static void real_gemm(int rounded, int trans_a, int trans_b, int m, int n, int k, float alpha, const void *a, int lda,
-                      const void *b, int ldb, float beta, float *c, int ldc, const dp_gemm_epilogue *epilogue)
+                      const void *b, int ldb, float beta, void *c, int ldc, const dp_gemm_epilogue *epilogue)
 {
-    if (rounded)
+    if (rounded == ROUNDED_TO_BF16)
+        real->gemm_rounded_bf16(real, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, c, ldc, epilogue);
+    else if (rounded)
         real->gemm_rounded(real, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
     else if (epilogue)
         real->gemm_fused(real, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
@@ -43,7 +48,7 @@ static void real_gemm(int rounded, int trans_a, int trans_b, int m, int n, int k
 
 /* Runs a GEMM, or while timing runs it `repeat` times alone and prints its line. */
 static void time_gemm(int rounded, int trans_a, int trans_b, int m, int n, int k, float alpha, const void *a, int lda,
-                      const void *b, int ldb, float beta, float *c, int ldc, const dp_gemm_epilogue *epilogue)
+                      const void *b, int ldb, float beta, void *c, int ldc, const dp_gemm_epilogue *epilogue)
 {
     if (!timing) {
         real_gemm(rounded, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
@@ -67,7 +72,7 @@ static void timed_gemm(const dp_backend *be, int trans_a, int trans_b, int m, in
                        int lda, const float *b, int ldb, float beta, float *c, int ldc)
 {
     (void)be;
-    time_gemm(0, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL);
+    time_gemm(FLOATS, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, NULL);
 }
 
 /* The fused GEMMs (cuBLASLt epilogues) are the step's GEMMs too: timed with their epilogue. */
@@ -76,7 +81,7 @@ static void timed_gemm_fused(const dp_backend *be, int trans_a, int trans_b, int
                              const dp_gemm_epilogue *epilogue)
 {
     (void)be;
-    time_gemm(0, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
+    time_gemm(FLOATS, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
 }
 
 /* At --precision bf16 the Linear's GEMMs read operands it rounded once: timed on those copies
@@ -86,7 +91,16 @@ static void timed_gemm_rounded(const dp_backend *be, int trans_a, int trans_b, i
                                const dp_gemm_epilogue *epilogue)
 {
     (void)be;
-    time_gemm(1, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
+    time_gemm(ROUNDED, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, epilogue);
+}
+
+/* ...and where a Linear's output is a bf16 activation, the GEMM writing it. */
+static void timed_gemm_rounded_bf16(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                                    const void *a, int lda, const void *b, int ldb, void *c, int ldc,
+                                    const dp_gemm_epilogue *epilogue)
+{
+    (void)be;
+    time_gemm(ROUNDED_TO_BF16, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc, epilogue);
 }
 
 static void usage(FILE *out)
@@ -206,6 +220,8 @@ static int run(const bench_options *o)
         timed.gemm_fused = timed_gemm_fused;
     if (real->gemm_rounded)
         timed.gemm_rounded = timed_gemm_rounded;
+    if (real->gemm_rounded_bf16)
+        timed.gemm_rounded_bf16 = timed_gemm_rounded_bf16;
     dp_model model;
     int status = dp_model_create(&model, &timed, &o->spec, o->spec.inputs, o->batch);
     if (status)

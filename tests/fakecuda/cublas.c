@@ -132,7 +132,7 @@ size_t fakecuda_span_bytes(cudaDataType type, int rows, int cols, int ld)
 
 /* The calls counted by fakecuda_count_gemm and fakecuda_count_rounding, and the process that
  * reports them. */
-static long gemms_fp32, gemms_bf16, roundings, rounded_values;
+static long gemms_fp32, gemms_bf16, outputs_bf16, roundings, rounded_values;
 static pid_t counting;
 
 static void report_counts(void)
@@ -140,6 +140,7 @@ static void report_counts(void)
     if (getpid() != counting)
         return;
     fprintf(stderr, "fakecuda: GEMM operands: %ld float32, %ld bfloat16\n", gemms_fp32, gemms_bf16);
+    fprintf(stderr, "fakecuda: GEMM outputs in bfloat16: %ld\n", outputs_bf16);
     fprintf(stderr, "fakecuda: bf16 roundings: %ld launches, %ld values\n", roundings, rounded_values);
 }
 
@@ -154,11 +155,13 @@ static int counts(void)
     return counting != 0;
 }
 
-void fakecuda_count_gemm(cudaDataType operands)
+void fakecuda_count_gemm(cudaDataType operands, cudaDataType out)
 {
     fakecuda_lock();
-    if (counts())
+    if (counts()) {
         *(operands == CUDA_R_16BF ? &gemms_bf16 : &gemms_fp32) += 1;
+        outputs_bf16 += out == CUDA_R_16BF;
+    }
     fakecuda_unlock();
 }
 
@@ -172,14 +175,17 @@ void fakecuda_count_rounding(size_t values)
     fakecuda_unlock();
 }
 
-int fakecuda_gemm_run(const fakecuda_gemm *g)
+int fakecuda_gemm_check(const fakecuda_gemm *g)
 {
     int a_rows = g->trans_a ? g->k : g->m, a_cols = g->trans_a ? g->m : g->k;
     int b_rows = g->trans_b ? g->n : g->k, b_cols = g->trans_b ? g->k : g->n;
-    if (!fakecuda_need(g->a, fakecuda_span_bytes(g->operands, a_rows, a_cols, g->lda), g->a_name) ||
-        !fakecuda_need(g->b, fakecuda_span_bytes(g->operands, b_rows, b_cols, g->ldb), g->b_name) ||
-        !fakecuda_need(g->c, fakecuda_span_bytes(CUDA_R_32F, g->m, g->n, g->ldc), g->c_name))
-        return 0;
+    return fakecuda_need(g->a, fakecuda_span_bytes(g->operands, a_rows, a_cols, g->lda), g->a_name) &&
+           fakecuda_need(g->b, fakecuda_span_bytes(g->operands, b_rows, b_cols, g->ldb), g->b_name) &&
+           fakecuda_need(g->c, fakecuda_span_bytes(g->out, g->m, g->n, g->ldc), g->c_name);
+}
+
+void fakecuda_gemm_product(const fakecuda_gemm *g, float *into, int ld)
+{
     /* cuBLAS picks its kernel by the operands' alignment, and its kernels round differently:
      * operands not all 256-byte aligned (the most cuBLASLt keys on) are summed in float here
      * (another kernel), so code that expects the same bits from differently aligned copies
@@ -195,10 +201,17 @@ int fakecuda_gemm_run(const fakecuda_gemm *g)
                 float b = g->input(fakecuda_operand(g->operands, g->b, at_b));
                 sum = aligned ? sum + (double)a * b : (double)(float)(sum + (double)(a * b));
             }
-            float *c = &g->c[(size_t)j * g->ldc + i];
+            float *c = &into[(size_t)j * ld + i];
             /* beta 0: C is written, never read (it may hold NaN). */
             *c = (float)(g->alpha * sum + (g->beta != 0.0f ? (double)g->beta * *c : 0.0));
         }
+}
+
+int fakecuda_gemm_run(const fakecuda_gemm *g)
+{
+    if (!fakecuda_gemm_check(g))
+        return 0;
+    fakecuda_gemm_product(g, g->c, g->ldc);
     return 1;
 }
 
@@ -233,7 +246,7 @@ cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cub
         fakecuda_complain("cublasGemmEx: only the default algorithm is faked");
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
-    fakecuda_count_gemm(Atype);
+    fakecuda_count_gemm(Atype, Ctype);
     if (m == 0 || n == 0)
         return CUBLAS_STATUS_SUCCESS;
     /* The default pointer mode: alpha and beta are host values, read now. */

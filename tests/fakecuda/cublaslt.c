@@ -5,7 +5,11 @@
  * reference (gemm.h: inputs rounded as the compute type reads them, sums in double) and the
  * epilogue is applied to its float result with the arithmetic of the unfused kernels
  * (kernel_math.h), so a fused GEMM equals GEMM + kernel to the bit. Operands are float32 or
- * bf16 (the bias gradient of B then sums B's bf16 values, as cuBLASLt can only see those). An algorithm remembers the
+ * bf16 (the bias gradient of B then sums B's bf16 values, as cuBLASLt can only see those). With
+ * bf16 operands C and D may be bf16 too, for the forward epilogues: the epilogue is applied to the
+ * FP32 product, then D rounded to nearest even; the bias then has D's type, as cuBLASLt documents
+ * (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: the vector's type is D's but for integer and fp8 kernels),
+ * and a bias of another type is refused. An algorithm remembers the
  * alignments it was chosen for, and cublasLtMatmul refuses pointers aligned less. Every
  * handle and descriptor counts for FAKECUDA_CHECK_LEAKS. FAKECUDA_LT_DECLINE=NAME,... (bias,
  * relu_bias, relu_aux_bias, drelu, bgradb, ...) plays a cuBLASLt without those epilogues. */
@@ -30,6 +34,7 @@ typedef struct fake_desc {
     cublasComputeType_t compute;
     cublasOperation_t trans_a, trans_b;
     uint32_t epilogue;
+    int32_t bias_type; /* -1: D's type, cuBLASLt's default */
     const void *vector, *aux;
     int64_t aux_ld;
 } fake_desc;
@@ -53,11 +58,12 @@ static const struct {
     const char *name;
     int vector; /* 1: the bias read (m values); 2: the bias gradient of B written (n values) */
     int relu, aux; /* aux 1: the mask written; 2: read (DRELU) */
+    int bf16_out;  /* faked with a bf16 C and D too */
 } faked[] = {
-    {CUBLASLT_EPILOGUE_DEFAULT, "default", 0, 0, 0},     {CUBLASLT_EPILOGUE_BIAS, "bias", 1, 0, 0},
-    {CUBLASLT_EPILOGUE_RELU, "relu", 0, 1, 0},           {CUBLASLT_EPILOGUE_RELU_BIAS, "relu_bias", 1, 1, 0},
-    {CUBLASLT_EPILOGUE_RELU_AUX, "relu_aux", 0, 1, 1},   {CUBLASLT_EPILOGUE_RELU_AUX_BIAS, "relu_aux_bias", 1, 1, 1},
-    {CUBLASLT_EPILOGUE_DRELU, "drelu", 0, 0, 2},         {CUBLASLT_EPILOGUE_BGRADB, "bgradb", 2, 0, 0},
+    {CUBLASLT_EPILOGUE_DEFAULT, "default", 0, 0, 0, 1},     {CUBLASLT_EPILOGUE_BIAS, "bias", 1, 0, 0, 1},
+    {CUBLASLT_EPILOGUE_RELU, "relu", 0, 1, 0, 1},           {CUBLASLT_EPILOGUE_RELU_BIAS, "relu_bias", 1, 1, 0, 1},
+    {CUBLASLT_EPILOGUE_RELU_AUX, "relu_aux", 0, 1, 1, 1},   {CUBLASLT_EPILOGUE_RELU_AUX_BIAS, "relu_aux_bias", 1, 1, 1, 1},
+    {CUBLASLT_EPILOGUE_DRELU, "drelu", 0, 0, 2, 0},         {CUBLASLT_EPILOGUE_BGRADB, "bgradb", 2, 0, 0, 0},
 };
 #define FAKED ((int)(sizeof faked / sizeof *faked))
 
@@ -147,6 +153,7 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t *desc, cublasComput
         d->compute = compute;
         d->trans_a = d->trans_b = CUBLAS_OP_N;
         d->epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+        d->bias_type = -1;
     }
     *desc = (cublasLtMatmulDesc_t)d;
     return s;
@@ -181,6 +188,7 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasL
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return take(&d->vector, sizeof d->vector, buf, bytes, "BIAS_POINTER");
     case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: return take(&d->aux, sizeof d->aux, buf, bytes, "AUX_POINTER");
     case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: return take(&d->aux_ld, sizeof d->aux_ld, buf, bytes, "AUX_LD");
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: return take(&d->bias_type, sizeof d->bias_type, buf, bytes, "BIAS_DATA_TYPE");
     default:
         fakecuda_complain("cublasLtMatmulDescSetAttribute: attribute %d is not faked", (int)attr);
         return CUBLAS_STATUS_NOT_SUPPORTED;
@@ -242,11 +250,25 @@ cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p
     return CUBLAS_STATUS_NOT_SUPPORTED;
 }
 
+/* cuBLAS's types (gemm.h), or bf16 operands at FP32 compute writing a bf16 C: cuBLASLt's
+ * CUDA_R_16BF row (the faked epilogues then decide). */
+static int output_types(cudaDataType a, cudaDataType b, cudaDataType c, cublasComputeType_t compute)
+{
+    if (c != CUDA_R_16BF)
+        return fakecuda_gemm_types("cublasLtMatmul", a, b, c, compute);
+    if (a == CUDA_R_16BF && b == CUDA_R_16BF && (compute == CUBLAS_COMPUTE_32F || compute == CUBLAS_COMPUTE_32F_PEDANTIC))
+        return 1;
+    fakecuda_complain("cublasLtMatmul: a bf16 C is faked for bf16 operands at FP32 compute only (A %d, B %d, "
+                      "compute %d)", (int)a, (int)b, (int)compute);
+    return 0;
+}
+
 /* A matmul as the descriptors give it, checked as cuBLASLt checks it. */
 typedef struct lt_call {
     fakecuda_gemm g;
     int faked;          /* index into faked[] */
     const void *vector; /* bias (read) or bias gradient (written) */
+    cudaDataType vector_type;
     unsigned char *aux;
     int64_t aux_ld;
 } lt_call;
@@ -266,11 +288,18 @@ static cublasStatus_t check_call(const fake_desc *d, const fake_layout *a, const
                           (unsigned long long)b->cols, (unsigned long long)c->rows, (unsigned long long)c->cols);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
-    if (!fakecuda_gemm_types("cublasLtMatmul", a->type, b->type, c->type, d->compute) || dl->type != c->type)
+    if (dl->type != c->type || !output_types(a->type, b->type, c->type, d->compute))
         return CUBLAS_STATUS_NOT_SUPPORTED;
     int f = faked_index(d->epilogue);
     if (f < 0 || declined(faked[f].name))
         return CUBLAS_STATUS_NOT_SUPPORTED;
+    cudaDataType vector_type = d->bias_type == -1 ? c->type : (cudaDataType)d->bias_type;
+    if ((c->type == CUDA_R_16BF && !faked[f].bf16_out) || (faked[f].vector && vector_type != c->type)) {
+        fakecuda_complain("cublasLtMatmul: epilogue %s with C type %d and vector type %d: cuBLASLt's vector takes "
+                          "D's type, and a bf16 D is faked for the forward epilogues only", faked[f].name,
+                          (int)c->type, (int)vector_type);
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     if ((faked[f].vector && !d->vector) ||
         (faked[f].aux && (!d->aux || d->aux_ld % 128 || d->aux_ld < (int64_t)m))) {
         fakecuda_complain("cublasLtMatmul: epilogue %s needs its vector, or a mask with a leading dimension that is "
@@ -279,11 +308,12 @@ static cublasStatus_t check_call(const fake_desc *d, const fake_layout *a, const
         return CUBLAS_STATUS_INVALID_VALUE;
     }
     call->g = (fakecuda_gemm){.trans_a = ta, .trans_b = tb, .m = (int)m, .n = (int)n, .k = (int)k, .lda = (int)a->ld,
-                              .ldb = (int)b->ld, .ldc = (int)c->ld, .operands = a->type,
+                              .ldb = (int)b->ld, .ldc = (int)c->ld, .operands = a->type, .out = c->type,
                               .input = fakecuda_gemm_input(d->compute), .a_name = "cublasLtMatmul's A",
                               .b_name = "cublasLtMatmul's B", .c_name = "cublasLtMatmul's C"};
     call->faked = f;
     call->vector = d->vector;
+    call->vector_type = vector_type;
     call->aux = (unsigned char *)d->aux;
     call->aux_ld = d->aux_ld;
     return CUBLAS_STATUS_SUCCESS;
@@ -314,20 +344,20 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
     return CUBLAS_STATUS_SUCCESS;
 }
 
-/* The epilogue over C = D [m, n] (column-major) after the product, in the unfused kernels'
- * arithmetic: bias per row i, the ReLU's mask bit i + j * ld (set where the value before the
- * ReLU was not <= 0), the bias gradient of op(B) summed over k in bias_grad's lanes. */
-static void apply_epilogue(const lt_call *call)
+/* The epilogue over the FP32 product c [m, n] (column-major, leading dimension ldc), in the
+ * unfused kernels' arithmetic: bias per row i, the ReLU's mask bit i + j * ld (set where the
+ * value before the ReLU was not <= 0), the bias gradient of op(B) summed over k in bias_grad's lanes. */
+static void apply_epilogue(const lt_call *call, float *c, int ldc)
 {
     const fakecuda_gemm *g = &call->g;
     int f = call->faked;
     for (int j = 0; j < g->n && faked[f].vector != 2; j++)
         for (int i = 0; i < g->m; i++) {
-            float *v = &g->c[(size_t)j * g->ldc + i];
+            float *v = &c[(size_t)j * ldc + i];
             size_t bit = (size_t)i + (size_t)j * (size_t)call->aux_ld;
             if (faked[f].aux == 2 && !(call->aux[bit / 8] >> (bit % 8) & 1u))
                 *v = 0.0f;
-            float before = faked[f].vector == 1 ? dp_add(*v, ((const float *)call->vector)[i]) : *v;
+            float before = faked[f].vector == 1 ? dp_add(*v, fakecuda_operand(call->vector_type, call->vector, i)) : *v;
             if (faked[f].aux == 1)
                 call->aux[bit / 8] = (unsigned char)((call->aux[bit / 8] & ~(1u << (bit % 8))) |
                                                      (unsigned)!(before <= 0.0f) << (bit % 8));
@@ -347,17 +377,40 @@ static void apply_epilogue(const lt_call *call)
     }
 }
 
+/* A bf16 D: the product and epilogue in FP32 on the host, then each value rounded to nearest even. */
+static void run_to_bf16(const lt_call *call)
+{
+    const fakecuda_gemm *g = &call->g;
+    float *product = malloc(((size_t)g->m * (size_t)g->n + 1) * sizeof *product);
+    if (!product) {
+        fakecuda_complain("cublasLtMatmul: no host memory for the fake's FP32 product");
+        fakecuda_fault();
+        return;
+    }
+    fakecuda_gemm_product(g, product, g->m);
+    apply_epilogue(call, product, g->m);
+    for (int j = 0; j < g->n; j++)
+        for (int i = 0; i < g->m; i++)
+            ((uint16_t *)g->c)[(size_t)j * g->ldc + i] = dp_bf16_bits(product[(size_t)j * g->m + i]);
+    free(product);
+}
+
 static void run_matmul(void *raw)
 {
     const lt_call *call = raw;
     const fakecuda_gemm *g = &call->g;
     int f = call->faked;
-    size_t vector_bytes = (size_t)(faked[f].vector == 2 ? g->n : g->m) * sizeof(float);
+    size_t vector_bytes = (size_t)(faked[f].vector == 2 ? g->n : g->m) * (call->vector_type == CUDA_R_16BF ? 2 : 4);
     size_t aux_bytes = (size_t)g->n * (size_t)(call->aux_ld / 8);
     if ((faked[f].vector && !fakecuda_need(call->vector, vector_bytes, "cublasLtMatmul's bias")) ||
-        (faked[f].aux && !fakecuda_need(call->aux, aux_bytes, "cublasLtMatmul's mask")) || !fakecuda_gemm_run(g))
+        (faked[f].aux && !fakecuda_need(call->aux, aux_bytes, "cublasLtMatmul's mask")) || !fakecuda_gemm_check(g))
         return;
-    apply_epilogue(call);
+    if (g->out == CUDA_R_16BF) {
+        run_to_bf16(call);
+        return;
+    }
+    fakecuda_gemm_product(g, g->c, g->ldc);
+    apply_epilogue(call, g->c, g->ldc);
 }
 
 static uint64_t alignment_of(const void *p)
@@ -393,12 +446,16 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                               i, (unsigned long long)alignment_of(pointers[i]), (unsigned long long)algo->data[1 + i]);
             return CUBLAS_STATUS_INVALID_VALUE;
         }
-    fakecuda_count_gemm(call.g.operands);
+    fakecuda_count_gemm(call.g.operands, call.g.out);
     if (call.g.m == 0 || call.g.n == 0)
         return CUBLAS_STATUS_SUCCESS;
     /* The default pointer mode: alpha and beta are host values, read now. */
     call.g.alpha = *(const float *)alpha;
     call.g.beta = *(const float *)beta;
+    if (call.g.out == CUDA_R_16BF && call.g.beta != 0.0f) {
+        fakecuda_complain("cublasLtMatmul: a bf16 C is faked with beta 0 only");
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
     call.g.a = A;
     call.g.b = B;
     call.g.c = D;

@@ -13,6 +13,7 @@
 #include "tests/fakecuda/fakecuda.h"
 #include "tests/testutil.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -337,6 +338,68 @@ START_TEST(gemm_checks_arguments_as_cublas_does)
 }
 END_TEST
 
+/* The heuristic's answer for a 64 x 64 x 64 GEMM with A and B of `operands`, C and D of `out`,
+ * the epilogue and, where bias_type is not -1, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE. */
+static cublasStatus_t lt_heuristic(cublasLtHandle_t h, cudaDataType operands, cudaDataType out, uint32_t epilogue,
+                                   int32_t bias_type, const void *bias)
+{
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulPreference_t pref;
+    ck_assert_int_eq(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
+                     CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+                     CUBLAS_STATUS_SUCCESS);
+    int64_t ld = 128;
+    ck_assert_int_eq(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &bias, sizeof bias),
+                     CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld),
+                     CUBLAS_STATUS_SUCCESS);
+    if (bias_type != -1)
+        ck_assert_int_eq(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                        sizeof bias_type), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatrixLayoutCreate(&a, operands, 64, 64, 64), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatrixLayoutCreate(&b, operands, 64, 64, 64), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatrixLayoutCreate(&c, out, 64, 64, 64), CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(cublasLtMatmulPreferenceCreate(&pref), CUBLAS_STATUS_SUCCESS);
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(h, desc, a, b, c, c, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(a);
+    cublasLtMatrixLayoutDestroy(b);
+    cublasLtMatrixLayoutDestroy(c);
+    cublasLtMatmulDescDestroy(desc);
+    return s;
+}
+
+/* A bf16 D (--precision bf16's activations): bf16 operands at FP32 compute, a forward epilogue,
+ * and the bias of D's type, cuBLASLt's default (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE documents no
+ * FP32 bias beside a bf16 D but for integer and fp8 kernels); the rest refused, as not faked. */
+START_TEST(cublaslt_writes_bf16_only_as_documented)
+{
+    cublasLtHandle_t h;
+    ck_assert_int_eq(cublasLtCreate(&h), CUBLAS_STATUS_SUCCESS);
+    void *bias = NULL;
+    ck_assert_int_eq(cudaMalloc(&bias, 64 * 64), cudaSuccess);
+    ck_assert_int_eq(lt_heuristic(h, CUDA_R_16BF, CUDA_R_16BF, CUBLASLT_EPILOGUE_RELU_AUX_BIAS, -1, bias),
+                     CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(lt_heuristic(h, CUDA_R_16BF, CUDA_R_16BF, CUBLASLT_EPILOGUE_BIAS, CUDA_R_16BF, bias),
+                     CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(lt_heuristic(h, CUDA_R_16BF, CUDA_R_16BF, CUBLASLT_EPILOGUE_BIAS, CUDA_R_32F, bias),
+                     CUBLAS_STATUS_NOT_SUPPORTED);
+    ck_assert_int_eq(lt_heuristic(h, CUDA_R_16BF, CUDA_R_32F, CUBLASLT_EPILOGUE_BIAS, CUDA_R_16BF, bias),
+                     CUBLAS_STATUS_NOT_SUPPORTED);
+    ck_assert_int_eq(lt_heuristic(h, CUDA_R_32F, CUDA_R_16BF, CUBLASLT_EPILOGUE_BIAS, -1, bias),
+                     CUBLAS_STATUS_NOT_SUPPORTED);
+    ck_assert_int_eq(lt_heuristic(h, CUDA_R_16BF, CUDA_R_16BF, CUBLASLT_EPILOGUE_DRELU, -1, bias),
+                     CUBLAS_STATUS_NOT_SUPPORTED);
+    ck_assert_int_eq(cudaFree(bias), cudaSuccess);
+    ck_assert_int_eq(cublasLtDestroy(h), CUBLAS_STATUS_SUCCESS);
+}
+END_TEST
+
 static jmp_buf after_failure;
 
 static void return_to_test(void)
@@ -422,6 +485,7 @@ int main(void)
     tcase_add_test(tc, queued_work_lands_only_at_a_synchronisation_point);
     tcase_add_test(tc, streams_order_only_what_events_and_the_legacy_stream_order);
     tcase_add_test(tc, gemm_checks_arguments_as_cublas_does);
+    tcase_add_test(tc, cublaslt_writes_bf16_only_as_documented);
     tcase_add_test(tc, a_capture_records_and_each_launch_replays);
     tcase_add_test(tc, a_host_wait_during_a_capture_breaks_it);
     tcase_add_test(tc, a_forked_stream_records_into_the_capture_and_replays_in_order);
