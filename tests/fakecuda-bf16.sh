@@ -1,9 +1,12 @@
 # --precision bf16 through the CUDA backend on the fake CUDA runtime (its cuBLAS rounds the GEMM
-# inputs to bfloat16 and adds in FP32): bf16 training within 1% of FP32 after 20 steps, and
-# W = 2, 3, 4 ranks within the same 1% of one rank at bf16 (test_mpi_train's bf16 case);
-# then through dp_worker: checkpoints hold FP32 master weights and optimizer state only, a
-# resume at bf16 continues bit-exactly (the same --save bytes as one uninterrupted run), and
-# a resume at fp32 says the compute changed. Exits 77 where not built.
+# inputs to bfloat16 and adds in FP32; its cuBLASLt writes the hidden layers' activations in
+# bf16): bf16 training within 1% of FP32 after 20 steps, and W = 2, 3, 4 ranks within the same
+# 1% of one rank at bf16 (test_mpi_train's bf16 case, 20,32,16,5: two bf16 activations);
+# then through dp_worker: the GEMMs write bf16 activations, checkpoints hold FP32 master
+# weights and optimizer state only, a resume at bf16 continues bit-exactly (the same --save
+# bytes as one uninterrupted run), a resume at fp32 says the compute changed, --cuda-graph on
+# gives eager's bits on 1 rank and on 2 (NCCL); and --memory-plan's activations at bf16 on the
+# wide model (8192,8192,8192,10, --batch 4096) are the bf16 ones. Exits 77 where not built.
 . "$srcdir/tests/common.sh"
 fake="$top_builddir/tests/fakecuda"
 [ -x "$fake/test_mpi_train" ] || { echo "fake CUDA tests not built"; exit 77; }
@@ -25,8 +28,16 @@ done
 
 base="--data synthetic:300,8,3 --layers 8,16,3 --batch 30 --seed 5 --device cuda --precision bf16 --log-every 0"
 # shellcheck disable=SC2086
-dp_mpirun 120 2 sh -c 'FAKECUDA_DEVICES="fake$OMPI_COMM_WORLD_RANK" exec "$0" "$@"' "$fake/dp_worker" $base \
-    --steps 20 --save "$dir/whole.safetensors" >"$dir/out" 2>&1 || { echo "FAIL 20 bf16 steps:"; cat "$dir/out"; exit 1; }
+FAKECUDA_COUNT_GEMMS=1 dp_mpirun 120 2 sh -c 'FAKECUDA_DEVICES="fake$OMPI_COMM_WORLD_RANK" exec "$0" "$@"' \
+    "$fake/dp_worker" $base --steps 20 --save "$dir/whole.safetensors" >"$dir/out" 2>&1 ||
+    { echo "FAIL 20 bf16 steps:"; cat "$dir/out"; exit 1; }
+cases=$((cases + 1))
+written=$(sed -n 's/^fakecuda: GEMM outputs in bfloat16: \([0-9]*\)$/\1/p' "$dir/out" | sort -u)
+if [ -n "$written" ] && [ "$written" -gt 0 ]; then
+    echo "ok   20 bf16 steps: the hidden layer's GEMM wrote its activation in bf16 ($written times a rank)"
+else
+    dp_fail_case "20 bf16 steps wrote no bf16 activation: '$written'" "$dir/out"
+fi
 # shellcheck disable=SC2086
 dp_mpirun 120 2 sh -c 'FAKECUDA_DEVICES="fake$OMPI_COMM_WORLD_RANK" exec "$0" "$@"' "$fake/dp_worker" $base \
     --steps 10 --checkpoint-dir "$dir/ck" >"$dir/out" 2>&1 || { echo "FAIL 10 bf16 steps:"; cat "$dir/out"; exit 1; }
@@ -50,5 +61,29 @@ fp32=$(echo "$base" | sed 's/--precision bf16/--precision fp32/')
 dp_mpirun 120 2 sh -c 'FAKECUDA_DEVICES="fake$OMPI_COMM_WORLD_RANK" exec "$0" "$@"' "$fake/dp_worker" $fp32 \
     --steps 20 --resume "$dir/ck" >"$dir/resume-fp32" 2>&1
 dp_check_outcome "fp32 resume of a bf16 checkpoint" ok $? "$dir/resume-fp32" "compute cuda, bf16 GEMM inputs -> cuda"
+# --cuda-graph on replays the bf16 step to eager's bits: one rank, and two over NCCL.
+for w in 1 2; do
+    nccl=""
+    [ "$w" = 2 ] && nccl="--allreduce nccl"
+    for graph in on off; do
+        # shellcheck disable=SC2086
+        dp_mpirun 120 "$w" sh -c 'FAKECUDA_DEVICES="fake$OMPI_COMM_WORLD_RANK" exec "$0" "$@"' \
+            "$fake/dp_worker" $base $nccl --steps 20 --cuda-graph "$graph" --save "$dir/graph-$w-$graph.safetensors" \
+            >"$dir/graph-$w-$graph" 2>&1 || dp_fail_case "W=$w bf16 --cuda-graph $graph" "$dir/graph-$w-$graph"
+    done
+    dp_check_same_bits "W=$w bf16: --cuda-graph on equals eager" "$dir/graph-$w-on.safetensors" "$dir/graph-$w-off.safetensors"
+done
+
+# --memory-plan: FP32's activations of the wide model, then at bf16 the two hidden outputs in
+# bf16 (-2 x 4096 x 8192 x 2 bytes) and the bf16 operand copies without the two inputs those are.
+"$fake/dp_worker" --memory-plan --precision bf16 --layers 8192,8192,8192,10 --batch 4096 --world 1 >"$dir/plan" 2>&1
+cases=$((cases + 1))
+if grep -q "^activations per rank, every stage alike .*: 537.0 MB for --batch 4096" "$dir/plan" &&
+    grep -q "^activations per rank on a GPU at bf16 .*: 402.8 MB$" "$dir/plan" &&
+    grep -q "^bf16 GEMM operands per rank on a GPU.*: 470.0 MB$" "$dir/plan"; then
+    echo "ok   --memory-plan at bf16, wide model: activations 537.0 MB in FP32, 402.8 MB with bf16 activations, copies 470.0 MB"
+else
+    dp_fail_case "--memory-plan's bf16 activations" "$dir/plan"
+fi
 echo "$cases cases, $failures failed"
 [ "$failures" -eq 0 ]

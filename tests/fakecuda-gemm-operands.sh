@@ -5,10 +5,12 @@
 # allocation inside one; evaluation growing it later must keep the graph's) and under ZeRO-3 on
 # 2 ranks. The banner says which operands, and at
 # bf16 the bias gradient is not fused (BGRADB would sum the bf16 copy). At bf16 a Linear rounds
-# X, W and dY once per micro-batch for its three GEMMs: the fake's count of bf16 rounding
-# launches per micro-batch is 3 a layer (9 for 8,16,16,3), where each GEMM rounding its own
-# two operands made 16 (the first layer computes no input gradient). tests/test_gpu.c checks
-# that the held copies give per-GEMM rounding's bits. Exits 77 where not built.
+# X, W and dY once per micro-batch for its three GEMMs, where each GEMM rounding its own two
+# operands made 16 launches for 8,16,16,3 (the first layer computes no input gradient); the two
+# hidden layers write bf16 activations, which the next layer reads as its X unrounded, and round
+# their bias for that GEMM instead: 3 a layer, 9 a micro-batch, and 2 GEMMs writing bf16 (none
+# at fp32, tf32 or --fuse off). tests/test_gpu.c checks that the held copies give per-GEMM
+# rounding's bits. Exits 77 where not built.
 . "$srcdir/tests/common.sh"
 fake="$top_builddir/tests/fakecuda"
 [ -x "$fake/dp_worker" ] || { echo "fake CUDA tests not built"; exit 77; }
@@ -59,6 +61,9 @@ dp_check_same_bits "bf16: a graph replayed after evaluation grew the operand buf
 roundings() {
     sed -n 's/^fakecuda: bf16 roundings: \([0-9]*\) launches, [0-9]* values$/\1/p' "$dir/$1"
 }
+bf16_outputs() {
+    sed -n 's/^fakecuda: GEMM outputs in bfloat16: \([0-9]*\)$/\1/p' "$dir/$1"
+}
 for accum in 1 2; do
     for steps in 2 4; do
         run "rounds-$steps-accum$accum" 1 bf16 --steps "$steps" --accum "$accum" --cuda-graph off
@@ -66,16 +71,24 @@ for accum in 1 2; do
     cases=$((cases + 1))
     two=$(roundings "rounds-2-accum$accum") four=$(roundings "rounds-4-accum$accum")
     extra=$(( ${four:-0} - ${two:-0} ))
-    if [ -n "$two" ] && [ -n "$four" ] && [ "$extra" -eq $((2 * accum * 9)) ]; then
-        echo "ok   --accum $accum: 9 bf16 roundings per micro-batch for 3 Linears ($two after 2 steps, $four after 4)"
+    written=$(( $(bf16_outputs "rounds-4-accum$accum") - $(bf16_outputs "rounds-2-accum$accum") ))
+    if [ -n "$two" ] && [ -n "$four" ] && [ "$extra" -eq $((2 * accum * 9)) ] && [ "$written" -eq $((2 * accum * 2)) ]; then
+        echo "ok   --accum $accum: 9 bf16 roundings and 2 bf16 activations per micro-batch for 3 Linears ($two roundings after 2 steps, $four after 4)"
     else
-        dp_fail_case "--accum $accum: $extra bf16 roundings in 2 steps, want $((2 * accum * 9)) ($two after 2 steps, $four after 4)" \
+        dp_fail_case "--accum $accum: $extra bf16 roundings and $written bf16 outputs in 2 steps, want $((2 * accum * 9)) and $((2 * accum * 2)) ($two after 2 steps, $four after 4)" \
             "$dir/rounds-4-accum$accum"
     fi
 done
 
 cases=$((cases + 1))
-if grep -q "bf16 tensor-core (bf16 operands, FP32 accumulation and outputs) GEMMs, cuBLASLt epilogues: bias, relu, relu_mask, drelu;" \
+none=$(cat "$dir/bf16-unfused" "$dir/fp32-fused" "$dir/tf32-fused" | sed -n 's/^fakecuda: GEMM outputs in bfloat16: //p' | sort -u)
+if [ "$none" = 0 ] && [ "$(bf16_outputs bf16-fused)" -gt 0 ]; then
+    echo "ok   bf16 activations at bf16 with cuBLASLt only ($(bf16_outputs bf16-fused) GEMMs wrote bf16; none at fp32, tf32 or --fuse off)"
+else
+    dp_fail_case "GEMMs writing bf16: '$none' at fp32, tf32 and --fuse off, $(bf16_outputs bf16-fused) at bf16" "$dir/bf16-fused"
+fi
+cases=$((cases + 1))
+if grep -q "bf16 tensor-core (bf16 operands, FP32 accumulation and outputs; bf16 activations with cuBLASLt) GEMMs, cuBLASLt epilogues: bias, relu, relu_mask, drelu;" \
     "$dir/bf16-fused" && grep -q "cuBLASLt epilogues: bias, relu, relu_mask, drelu, bias_grad;" "$dir/fp32-fused"; then
     echo "ok   the banner names bf16 operands, and the bias gradient is fused at fp32 only"
 else

@@ -8,9 +8,11 @@
  * lacks one (the fake's FAKECUDA_LT_DECLINE), under --fuse off and for a later micro-batch,
  * each pass's outputs and gradients equal to the unfused model's. At bf16 a forward GEMM also
  * writes its output in bf16 (gemm_rounded_bf16): the FP32 result rounded to nearest even, bitwise
- * on the fake. Exits 77 without a GPU. */
+ * on the fake; and a model writes bf16 activations where only the next Linear reads them, with
+ * the activation memory that saves. Exits 77 without a GPU. */
 #include "dp/backend.h"
 #include "dp/error.h"
+#include "dp/memory.h"
 #include "dp/nn.h"
 #include "dp/rng.h"
 #include "src/backend/kernel_math.h"
@@ -403,6 +405,55 @@ START_TEST(fuse_off_calls_no_fused_gemm)
 }
 END_TEST
 
+/* At bf16 SPEC's two hidden layers write bf16 activations, which the next Linear reads as its
+ * input copy (the logits stay FP32): their outputs take 2 bytes a value, not 4, and the layers
+ * after them keep no copy of their input, but the layer writing one with a bias keeps its bias's
+ * copy. Copies are DP_GEMM_OPERAND_ALIGN-aligned runs of bf16 values (128 a run). The model
+ * trains within bf16's tolerance of FP32. */
+static size_t activation_bytes_after_a_pass(const dp_backend *be, float **out, float **grads, size_t *params)
+{
+    size_t before = dp_memory_usage_now().bytes[DP_MEM_ACTIVATIONS];
+    dp_model m;
+    build(&m, be);
+    pass(&m, be, 1, 0, out, grads);
+    size_t bytes = dp_memory_usage_now().bytes[DP_MEM_ACTIVATIONS] - before;
+    float *eval_out, *eval_grads;
+    pass(&m, be, 0, 0, &eval_out, &eval_grads); /* evaluation reads the same bf16 activations */
+    double error = dp_test_relative_error(eval_out, *out, (size_t)M_ROWS * 3);
+    ck_assert_msg(error < 1e-6, "evaluation's output differs from training's by %g", error);
+    free(eval_out);
+    free(eval_grads);
+    *params = dp_params_floats(&m.params);
+    dp_model_free(&m);
+    return bytes;
+}
+
+START_TEST(a_bf16_model_holds_bf16_activations_where_only_a_gemm_reads_them)
+{
+    const dp_backend *fp32 = open_gpu(DP_PRECISION_FP32, 0);
+    gpu = open_gpu(DP_PRECISION_BF16, 0);
+    float *out32, *grads32, *out16, *grads16;
+    size_t n;
+    size_t bytes32 = activation_bytes_after_a_pass(fp32, &out32, &grads32, &n);
+    size_t bytes16 = activation_bytes_after_a_pass(gpu, &out16, &grads16, &n);
+    /* copies, in runs of 128 values: layer 0 X 96 -> 128, W 128, dY 192 -> 256; layer 2 (bf16 in)
+     * W 256, dY 256, bias 16 -> 128; layer 4 (bf16 in) W 48 -> 128, dY 36 -> 128 */
+    size_t copies = 2 * (128 + 128 + 256 + 256 + 256 + 128 + 128 + 128);
+    size_t saved = 2 * (size_t)M_ROWS * 16 * 2; /* two [12, 16] outputs at 2 bytes a value, not 4 */
+    ck_assert_msg(bytes16 == bytes32 - saved + copies, "bf16 activations: %zu bytes, expected %zu (FP32's %zu less "
+                  "%zu for the bf16 outputs, plus %zu of copies)", bytes16, bytes32 - saved + copies, bytes32, saved,
+                  copies);
+    double error = dp_test_relative_error(grads16, grads32, n);
+    ck_assert_msg(error < 5e-2, "bf16 gradients: relative error %g against FP32", error);
+    free(out32);
+    free(grads32);
+    free(out16);
+    free(grads16);
+    dp_backend_close(gpu);
+    dp_backend_close(fp32);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     int rank, size;
@@ -424,6 +475,7 @@ int main(int argc, char **argv)
     tcase_add_test(ops, without_drelu_the_relu_backward_stays_a_pass_of_its_own);
     tcase_add_test(ops, fuse_off_calls_no_fused_gemm);
     tcase_add_test(ops, a_bf16_output_is_the_fp32_output_rounded);
+    tcase_add_test(ops, a_bf16_model_holds_bf16_activations_where_only_a_gemm_reads_them);
     suite_add_tcase(s, ops);
     int failed = dp_test_run_mpi_suite(s);
     MPI_Finalize();

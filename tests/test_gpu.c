@@ -216,7 +216,8 @@ static float *step_gradients(const dp_backend *be, const dp_model_spec *spec, co
  * (gemm_rounded); without gemm_rounded each GEMM rounds its own two operands. The gradients
  * must be the same bits: the same backend with gemm_rounded taken away is the reference, over
  * BatchNorm, dropout, a ReLU's backward fused into the next GEMM and --accum's second
- * micro-batch, with cuBLASLt's epilogues and without (--fuse off). */
+ * micro-batch, with cuBLASLt's epilogues and without (--fuse off). Both without bf16
+ * activations (gemm_rounded_bf16), whose GEMMs add a bf16 copy of the bias: test_epilogues. */
 static void check_held_operands_equal_per_gemm_rounding(int unfused)
 {
     dp_backend_close(gpu);
@@ -224,7 +225,8 @@ static void check_held_operands_equal_per_gemm_rounding(int unfused)
                                   .unfused = unfused, .local_size = 1};
     ck_assert_msg(dp_backend_open(&request, &gpu) == 0, "%s", dp_last_error());
     ck_assert_int_eq(dp_backend_require(gpu, "gemm_rounded", DP_DTYPE_BF16), 0);
-    dp_backend per_gemm = *gpu; /* its state is gpu's, so gpu's operations serve it */
+    dp_backend held_copies = *gpu, per_gemm = *gpu; /* their state is gpu's, so gpu's operations serve them */
+    held_copies.gemm_rounded_bf16 = NULL;
     per_gemm.round_operand = NULL;
     per_gemm.gemm_rounded = NULL;
     dp_model_spec spec;
@@ -235,7 +237,7 @@ static void check_held_operands_equal_per_gemm_rounding(int unfused)
     ck_assert_int_eq(dp_model_create(&probe, cpu, &spec, HELD_FEATURES, 1), 0);
     float *params = random_floats(dp_params_floats(&probe.params), 19, 0.3f);
     dp_model_free(&probe);
-    float *held = step_gradients(gpu, &spec, params, &n);
+    float *held = step_gradients(&held_copies, &spec, params, &n);
     float *reference = step_gradients(&per_gemm, &spec, params, &n_ref);
     ck_assert_uint_eq(n, n_ref);
     size_t differ = 0;

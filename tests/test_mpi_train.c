@@ -383,7 +383,7 @@ START_TEST(training_is_bitwise_deterministic_run_to_run)
 END_TEST
 
 /* --precision bf16 (GPU only: tests/fakecuda-bf16.sh, tests/gpu-train-w2.sh): GEMM inputs
- * rounded to bfloat16, FP32 everywhere else. After STEPS steps its parameters stay within
+ * rounded to bfloat16, the hidden layers' activations written in bf16, FP32 everywhere else. After STEPS steps its parameters stay within
  * BF16_TOLERANCE of FP32 training's (relative, over all parameters) yet differ from them (the
  * rounding happened); W ranks stay within the same tolerance of one rank at bf16, and agree
  * with each other bitwise. */

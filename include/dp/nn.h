@@ -168,9 +168,14 @@ void dp_model_module_params(const dp_model *m, int module, size_t *offset, size_
 void dp_model_module_rows(const dp_model *m, int module, size_t *row, size_t *rows);
 
 /* Backend memory m's Linears hold at --precision bf16 on a GPU for max_rows rows: each one's
- * bf16 copies of its input, weight and output gradient, rounded once per micro-batch for its
- * three GEMMs (a layer reading its weight in pieces, ZeRO-3's under a budget, holds none). */
+ * bf16 copies of its input (none where it is the bf16 output of the Linear before), weight and
+ * output gradient, rounded once per micro-batch for its three GEMMs (a layer reading its weight
+ * in pieces, ZeRO-3's under a budget, holds none), and of its bias where its output is bf16. */
 size_t dp_model_rounded_operand_bytes(const dp_model *m);
+/* --memory-plan at --precision bf16: plans m (built on the CPU) as a GPU with every cuBLASLt
+ * epilogue and bf16 outputs would, so dp_model_rounded_operand_bytes says what that GPU holds,
+ * and returns the activation bytes its bf16 outputs save against m's FP32 ones. */
+size_t dp_model_plan_bf16_on_gpu(dp_model *m);
 /* Modules larger than pieces->max_floats read their parameters through it from now on. */
 void dp_model_set_param_pieces(dp_model *m, const dp_param_pieces *pieces);
 

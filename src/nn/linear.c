@@ -4,7 +4,8 @@
  * backend fuses GEMM epilogues (the model's plan, m->fused), that pass is the forward GEMM's
  * epilogue, the bias gradient the weight-gradient GEMM's, and a ReLU before this layer has its
  * backward in this layer's input-gradient GEMM. At --precision bf16 its GEMMs read X, W and dY
- * rounded once per micro-batch (linear_operands.h). */
+ * rounded once per micro-batch (linear_operands.h), and where the model's plan says so
+ * (layer_plan.c) it writes its output in bf16 for the next Linear, or reads its input so. */
 #include "src/nn/linear_operands.h"
 #include "src/nn/module.h"
 
@@ -57,11 +58,28 @@ static void linear_describe(const dp_module *m, char *text, size_t size)
     snprintf(text, size, "(%d)", m->out_width);
 }
 
+/* The output buffer for the plan now, bf16 or FP32 values. The plan only moves from bf16 to FP32
+ * after allocation (ZeRO-3 making this layer or its reader fetch in pieces, at the engine's
+ * start): the buffer then grows once, at the next forward. */
+static int output_buffer(dp_module *m, const dp_backend *be)
+{
+    dp_linear_operands *o = m->state;
+    size_t bytes = (size_t)o->max_rows * (size_t)m->out_width * (m->bf16_out ? 2 : sizeof(float));
+    if (m->out && bytes <= o->out_bytes)
+        return 0;
+    be->free(be, m->out);
+    o->out_bytes = 0;
+    m->out = be->alloc(be, bytes ? bytes : 1, DP_MEM_ACTIVATIONS, "a Linear layer's output");
+    if (!m->out)
+        return DP_ENOMEM;
+    o->out_bytes = bytes;
+    return 0;
+}
+
 static int linear_allocate(dp_module *m, const dp_backend *be, int max_rows)
 {
     dp_linear_operands_prepare(m->state, be, max_rows);
-    int status = dp_module_alloc(be, (size_t)max_rows * m->out_width, DP_MEM_ACTIVATIONS, "a Linear layer's output",
-                                 &m->out);
+    int status = output_buffer(m, be);
     if (status || !(m->fused & DP_FUSE_MASK))
         return status;
     m->relu_mask = be->alloc(be, dp_relu_mask_bytes(max_rows, m->out_width), DP_MEM_ACTIVATIONS, "a ReLU's mask");
@@ -95,10 +113,26 @@ static int forward_in_pieces(dp_module *m, const dp_nn_context *ctx, const float
     return status;
 }
 
+/* A bf16 activation: the GEMM writes it, with the bias's bf16 copy (cuBLASLt's bias takes the
+ * output's type, as PyTorch's autocast casts it) and the ReLU applied in FP32 before rounding. */
+static int forward_to_bf16(dp_module *m, const dp_backend *be, const void *x16, const void *w16, int rows,
+                           dp_gemm_epilogue *e)
+{
+    int in = m->in_width, out = m->out_width;
+    if (e->bias && !(e->bias16 = dp_linear_operands_round(m->state, m, be, DP_HELD_BIAS, e->bias, (size_t)out)))
+        return DP_ENOMEM;
+    e->bias = NULL;
+    be->gemm_rounded_bf16(be, 0, 1, rows, out, in, 1.0f, x16, in, w16, in, m->out, out, e);
+    return 0;
+}
+
 static int linear_forward(dp_module *m, const dp_nn_context *ctx, const float *x, int rows, const float **y)
 {
     const dp_backend *be = ctx->be;
     int in = m->in_width, out = m->out_width;
+    int status = output_buffer(m, be);
+    if (status)
+        return status;
     *y = m->out;
     if (dp_module_fetches(m))
         return forward_in_pieces(m, ctx, x, rows);
@@ -113,6 +147,8 @@ static int linear_forward(dp_module *m, const dp_nn_context *ctx, const float *x
         const void *w16 = x16 ? dp_linear_operands_round(o, m, be, DP_HELD_W, m->weights, (size_t)out * in) : NULL;
         if (!w16)
             return DP_ENOMEM;
+        if (m->bf16_out)
+            return forward_to_bf16(m, be, x16, w16, rows, &e);
         be->gemm_rounded(be, 0, 1, rows, out, in, 1.0f, x16, in, w16, in, 0.0f, m->out, out, fused);
     } else if (fused) {
         be->gemm_fused(be, 0, 1, rows, out, in, 1.0f, x, in, m->weights, in, 0.0f, m->out, out, fused);
@@ -141,26 +177,30 @@ static int fused_param_grads(dp_module *m, const dp_nn_context *ctx, const float
     return status ? status : dp_grad_pieces_ready(pieces, m, 0, weight);
 }
 
-/* Rows [first, end) of dW (+)= columns [first, end) of dY^T X. A layer of one block reads the
- * held copies: dY rounded here for backward_input too, X from forward, spent. A block of dY's
- * columns would sit in memory unlike the per-GEMM copy of it (and cuBLAS picks kernels by
- * alignment), so blocks round per GEMM. */
+/* Rows [first, end) of dW (+)= columns [first, end) of dY^T X, block j of `blocks`. A layer of
+ * one block reads the held copies: dY rounded here for backward_input too, X from forward,
+ * spent. A block of dY's columns would sit in memory unlike the per-GEMM copy of it (and cuBLAS
+ * picks kernels by alignment), so blocks round per GEMM, but for a bf16 input, which has no FP32
+ * values to round: there each block reads its columns of dY's copy, rounded at the first. */
 static int weight_grad(dp_module *m, const dp_nn_context *ctx, const float *x, const float *dy, int rows,
-                       size_t first, size_t end, size_t blocks, float *into)
+                       size_t first, size_t end, size_t j, size_t blocks, float *into)
 {
     const dp_backend *be = ctx->be;
     int in = m->in_width, out = m->out_width;
     float beta = ctx->accumulate ? 1.0f : 0.0f;
-    if (blocks > 1 || !dp_linear_operands_used(m)) {
+    if ((blocks > 1 && !m->bf16_in) || !dp_linear_operands_used(m)) {
         be->gemm(be, 1, 0, (int)(end - first), in, rows, 1.0f, dy + first, out, x, in, beta, into, in);
         return 0;
     }
     dp_linear_operands *o = m->state;
-    const void *dy16 = dp_linear_operands_round(o, m, be, DP_HELD_DY, dy, (size_t)rows * out);
-    const void *x16 = dy16 ? dp_linear_operands_read(o, m, be, DP_HELD_X, x, (size_t)rows * in, 1) : NULL;
+    size_t n = (size_t)rows * out;
+    const uint16_t *dy16 = j == 0 ? dp_linear_operands_round(o, m, be, DP_HELD_DY, dy, n)
+                                  : dp_linear_operands_read(o, m, be, DP_HELD_DY, dy, n, 0);
+    const void *x16 = dy16 ? dp_linear_operands_read(o, m, be, DP_HELD_X, x, (size_t)rows * in, j + 1 == blocks)
+                           : NULL;
     if (!x16)
         return DP_ENOMEM;
-    be->gemm_rounded(be, 1, 0, out, in, rows, 1.0f, dy16, out, x16, in, beta, into, in, NULL);
+    be->gemm_rounded(be, 1, 0, (int)(end - first), in, rows, 1.0f, dy16 + first, out, x16, in, beta, into, in, NULL);
     return 0;
 }
 
@@ -191,7 +231,7 @@ static int linear_backward_params(dp_module *m, const dp_nn_context *ctx, const 
         dp_module_block_rows(m, per, j, &first, &end);
         size_t at = first * (size_t)in, count = (end - first) * (size_t)in;
         if (!(status = dp_grad_pieces_place(pieces, m, at, count, &into)) &&
-            !(status = weight_grad(m, ctx, x, dy, rows, first, end, blocks, into)))
+            !(status = weight_grad(m, ctx, x, dy, rows, first, end, j, blocks, into)))
             status = dp_grad_pieces_ready(pieces, m, at, count);
     }
     return status;

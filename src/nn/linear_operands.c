@@ -25,18 +25,21 @@ int dp_linear_operands_used(const dp_module *m)
     return ((const dp_linear_operands *)m->state)->rounds && !dp_module_fetches(m);
 }
 
-/* Each copy's values: X [rows, in], W [out, in], dY [rows, out]. */
-static void capacities(int in, int out, int max_rows, size_t values[DP_HELDS])
+/* Each copy's values: X [rows, in] unless the input arrives in bf16, W [out, in], dY [rows, out],
+ * the bias [out] where the output is bf16. */
+static void capacities(const dp_module *m, int max_rows, size_t values[DP_HELDS])
 {
-    values[DP_HELD_X] = (size_t)max_rows * (size_t)in;
-    values[DP_HELD_W] = (size_t)out * (size_t)in;
-    values[DP_HELD_DY] = (size_t)max_rows * (size_t)out;
+    size_t in = (size_t)m->in_width, out = (size_t)m->out_width;
+    values[DP_HELD_X] = m->bf16_in ? 0 : (size_t)max_rows * in;
+    values[DP_HELD_W] = out * in;
+    values[DP_HELD_DY] = (size_t)max_rows * out;
+    values[DP_HELD_BIAS] = m->bf16_out && m->options.bias ? out : 0;
 }
 
 size_t dp_linear_operands_bytes(const dp_module *m, int max_rows)
 {
     size_t values[DP_HELDS], total = 0;
-    capacities(m->in_width, m->out_width, max_rows, values);
+    capacities(m, max_rows, values);
     for (int i = 0; i < DP_HELDS; i++)
         total += aligned(values[i]);
     return total * 2;
@@ -45,7 +48,7 @@ size_t dp_linear_operands_bytes(const dp_module *m, int max_rows)
 static int allocate(dp_linear_operands *o, const dp_module *m, const dp_backend *be)
 {
     size_t values[DP_HELDS];
-    capacities(m->in_width, m->out_width, o->max_rows, values);
+    capacities(m, o->max_rows, values);
     unsigned char *base = be->alloc(be, dp_linear_operands_bytes(m, o->max_rows),
                                     DP_MEM_ACTIVATIONS, "a Linear's bf16 copies of its input, weight and output gradient");
     if (!base)
@@ -62,6 +65,8 @@ const void *dp_linear_operands_round(dp_linear_operands *o, const dp_module *m, 
 {
     if (!o->copy[0] && allocate(o, m, be))
         return NULL;
+    if (which == DP_HELD_X && m->bf16_in)
+        return x;
     be->round_operand(be, o->copy[which], x, n);
     o->of[which] = x;
     return o->copy[which];
@@ -70,6 +75,8 @@ const void *dp_linear_operands_round(dp_linear_operands *o, const dp_module *m, 
 const void *dp_linear_operands_read(dp_linear_operands *o, const dp_module *m, const dp_backend *be, dp_held which,
                                     const float *x, size_t n, int spent)
 {
+    if (which == DP_HELD_X && m->bf16_in)
+        return x;
     const void *copy = o->of[which] == x ? o->copy[which] : dp_linear_operands_round(o, m, be, which, x, n);
     if (spent)
         o->of[which] = NULL;

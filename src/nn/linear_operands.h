@@ -1,7 +1,9 @@
 /* --precision bf16: a Linear's GEMM operands rounded once per micro-batch and read by each of
  * its GEMMs, where the backend's GEMMs read bf16 copies (gemm_rounded), as PyTorch's autocast
  * casts once: forward rounds X and W for Y = X W^T, backward_params rounds dY for
- * dW = dY^T X, backward_input reads dY and W for dX = dY W. */
+ * dW = dY^T X, backward_input reads dY and W for dX = dY W. A layer whose input is the bf16
+ * output of the Linear before it (m->bf16_in) reads that as X and keeps no copy of it; a layer
+ * writing a bf16 output (m->bf16_out) rounds its bias too, which cuBLASLt then adds. */
 #ifndef DP_NN_LINEAR_OPERANDS_H
 #define DP_NN_LINEAR_OPERANDS_H
 
@@ -13,6 +15,7 @@ typedef enum dp_held {
     DP_HELD_X,  /* the input [rows, in]: rounded by forward, last read by backward_params */
     DP_HELD_W,  /* the weight [out, in]: rounded by forward, last read by backward_input */
     DP_HELD_DY, /* the output gradient [rows, out]: rounded by backward_params, last read by backward_input */
+    DP_HELD_BIAS, /* the bias [out] where the output is bf16: rounded and read by forward */
     DP_HELDS
 } dp_held;
 
@@ -25,6 +28,7 @@ typedef struct dp_linear_operands {
     const float *of[DP_HELDS]; /* what each copy holds now; NULL: spent */
     int max_rows;
     int rounds; /* the backend's GEMMs read bf16 copies (gemm_rounded): asked once, at allocation */
+    size_t out_bytes; /* the layer's output buffer as allocated (bf16 or FP32 values) */
 } dp_linear_operands;
 
 /* Sizes o for max_rows rows and asks be once whether its GEMMs read bf16 copies. */
@@ -38,7 +42,8 @@ int dp_linear_operands_used(const dp_module *m);
 size_t dp_linear_operands_bytes(const dp_module *m, int max_rows);
 
 /* Rounds x (n values) into copy `which`, allocating the copies at their first use (an eager
- * step's, before any CUDA graph capture), and returns it held; NULL with the error recorded. */
+ * step's, before any CUDA graph capture, after the model's plan is final), and returns it held;
+ * NULL with the error recorded. X of a layer with a bf16 input is x itself, already bf16. */
 const void *dp_linear_operands_round(dp_linear_operands *o, const dp_module *m, const dp_backend *be, dp_held which,
                                      const float *x, size_t n);
 /* Copy `which` of x: the held one, else x rounded now; spent marks it spent after this read. */

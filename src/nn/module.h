@@ -26,6 +26,8 @@ struct dp_module {
     unsigned fused;                  /* which neighbouring passes its GEMMs apply (enum dp_fusion) */
     unsigned char *relu_mask;        /* DP_FUSE_MASK: its absorbed ReLU's mask from the last training forward */
     const struct dp_module *drelu_of; /* the layer whose ReLU mask its input-gradient GEMM applies, or NULL */
+    int bf16_out;                    /* writes its output in bf16, read by the next Linear's GEMMs alone */
+    int bf16_in;                     /* its input is that bf16 output: its GEMMs read it as it is */
     void *state;                     /* its type's own state (type->state_size bytes, zeroed) */
 };
 
@@ -37,6 +39,10 @@ enum dp_fusion {
                                   * ReLU applies its backward (drelu_of), so this one does not */
     DP_FUSE_BIAS_GRAD = 1u << 2, /* the bias gradient in the weight-gradient GEMM */
 };
+
+/* Plans m's layers for its backend (layer_plan.c): their fused epilogues (dp_module.fused,
+ * drelu_of) and bf16 outputs (bf16_out, bf16_in). */
+void dp_model_plan_layers(dp_model *m);
 
 /* Reports [first, first + count) of module m's slice of the flat gradient buffer final. */
 int dp_grad_pieces_ready(const dp_grad_pieces *pieces, const dp_module *m, size_t first, size_t count);

@@ -159,38 +159,6 @@ static size_t widest(const dp_model *m)
     return w;
 }
 
-static int backend_fuses(const dp_backend *be, dp_epilogue kind)
-{
-    char why[256];
-    return be->gemm_fused && be->supports(be, dp_epilogue_ops[kind], DP_DTYPE_F32, why, sizeof why);
-}
-
-/* Which passes a layer's GEMMs take into their epilogues, where the backend runs them: its bias
- * and absorbed ReLU in the forward GEMM, its bias gradient in the weight-gradient GEMM, and the
- * ReLU's backward in the input-gradient GEMM of a layer right after that ReLU (the layer before
- * the ReLU then keeps the ReLU's mask). A layer reading its parameters in pieces fuses nothing. */
-static void plan_fusion(dp_model *m)
-{
-    const dp_backend *be = m->be;
-    for (int i = 0; i < m->count; i++) {
-        dp_module *mod = &m->modules[i];
-        mod->fused = 0;
-        mod->drelu_of = NULL;
-        if (!mod->type->fuses || dp_module_fetches(mod))
-            continue;
-        if (mod->absorbs_next ? backend_fuses(be, DP_EPILOGUE_RELU) : mod->options.bias && backend_fuses(be, DP_EPILOGUE_BIAS))
-            mod->fused |= DP_FUSE_FORWARD;
-        if (mod->options.bias && backend_fuses(be, DP_EPILOGUE_BIAS_GRAD))
-            mod->fused |= DP_FUSE_BIAS_GRAD;
-        dp_module *before = i >= 2 && m->modules[i - 1].absorbed ? &m->modules[i - 2] : NULL;
-        if (before && (before->fused & DP_FUSE_FORWARD) && backend_fuses(be, DP_EPILOGUE_RELU_MASK) &&
-            backend_fuses(be, DP_EPILOGUE_DRELU)) {
-            before->fused |= DP_FUSE_MASK;
-            mod->drelu_of = before;
-        }
-    }
-}
-
 static int allocate(dp_model *m, unsigned owns)
 {
     const dp_backend *be = m->be;
@@ -210,7 +178,7 @@ static int allocate(dp_model *m, unsigned owns)
     m->inputs_of = dp_calloc((size_t)m->count, sizeof *m->inputs_of, "the modules' inputs");
     if (!m->counters || !m->inputs_of)
         return DP_ENOMEM;
-    plan_fusion(m);
+    dp_model_plan_layers(m);
     for (int i = 0; !status && i < m->count; i++) {
         dp_module *mod = &m->modules[i];
         mod->weights = m->weights ? m->weights + mod->first_param : NULL;
@@ -269,12 +237,13 @@ void dp_model_module_rows(const dp_model *m, int module, size_t *row, size_t *ro
     dp_module_weight_rows(mod->type, &mod->options, mod->param_count, row, rows);
 }
 
-/* Layers that now read their parameters in pieces stop fusing (no mask is needed that was not
- * allocated: pieces only turn fusion off). */
+/* Layers that now read their parameters in pieces stop fusing and writing bf16 outputs (no mask
+ * is needed that was not allocated: pieces only turn fusion off; a Linear's output grows to FP32
+ * at its next forward). */
 void dp_model_set_param_pieces(dp_model *m, const dp_param_pieces *pieces)
 {
     m->param_pieces = *pieces;
-    plan_fusion(m);
+    dp_model_plan_layers(m);
 }
 
 void dp_model_bind(dp_model *m, int module, float *weights, float *grads)

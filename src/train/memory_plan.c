@@ -103,8 +103,9 @@ static int model_layout(const dp_options *o, int stage, dp_zero_plan_input *in)
 /* The activation memory one rank's model holds for its slice of --batch: the model built on the
  * CPU for that many rows, as the trainer builds it, and its allocations of that kind counted
  * (module outputs, their gradients, conv2d's lowered inputs, BatchNorm's normalised inputs);
- * and what its Linears would add as bf16 operand copies on a GPU (the CPU makes none). */
-static int model_activations(const dp_options *o, int world, size_t *bytes, size_t *rounded)
+ * and on a GPU at bf16 what its bf16 outputs save of those and what its Linears add as bf16
+ * operand copies (the CPU makes neither). */
+static int model_activations(const dp_options *o, int world, size_t *bytes, size_t *saved, size_t *rounded)
 {
     dp_dims input;
     int status = model_inputs(o, &input);
@@ -117,6 +118,7 @@ static int model_activations(const dp_options *o, int world, size_t *bytes, size
     if (status)
         return dp_fail_context(status, "--memory-plan: the model's activations");
     *bytes = dp_memory_usage_now().bytes[DP_MEM_ACTIVATIONS] - before;
+    *saved = dp_model_plan_bf16_on_gpu(&m);
     *rounded = dp_model_rounded_operand_bytes(&m);
     dp_model_free(&m);
     return 0;
@@ -208,17 +210,21 @@ int dp_memory_plan_print(const dp_options *o, int world)
     }
     if (status)
         return status;
-    size_t activations = 0, rounded = 0;
-    if (known_layout && (status = model_activations(o, in.world, &activations, &rounded)))
+    size_t activations = 0, saved = 0, rounded = 0;
+    if (known_layout && (status = model_activations(o, in.world, &activations, &saved, &rounded)))
         return status;
     if (known_layout)
         printf("activations per rank, every stage alike (module outputs, their gradients, conv2d's lowered inputs, "
                "BatchNorm's normalised inputs): %.1f %s for --batch %ld over %d ranks\n", activations / unit, unit_name,
                o->batch, in.world);
-    if (known_layout && o->precision == DP_PRECISION_BF16)
-        printf("bf16 GEMM operands per rank on a GPU, counted as activations (each Linear's input, weight and output "
-               "gradient rounded once per micro-batch; none for a layer ZeRO-3 fetches in pieces): %.1f %s\n",
-               rounded / unit, unit_name);
+    if (known_layout && o->precision == DP_PRECISION_BF16) {
+        printf("activations per rank on a GPU at bf16 (a Linear's output that only the next Linear's GEMMs read is "
+               "bf16; the logits, BatchNorm's and Dropout's stay FP32): %.1f %s\n", (activations - saved) / unit,
+               unit_name);
+        printf("bf16 GEMM operands per rank on a GPU, counted as activations (each Linear's input unless it is a "
+               "bf16 activation, weight and output gradient rounded once per micro-batch; none for a layer ZeRO-3 "
+               "fetches in pieces): %.1f %s\n", rounded / unit, unit_name);
+    }
     print_data(o);
     print_notes(&in, known_layout, unit, unit_name);
     fflush(stdout);
