@@ -418,9 +418,10 @@ static size_t activation_bytes_after_a_pass(const dp_backend *be, float **out, f
     pass(&m, be, 1, 0, out, grads);
     size_t bytes = dp_memory_usage_now().bytes[DP_MEM_ACTIVATIONS] - before;
     float *eval_out, *eval_grads;
-    pass(&m, be, 0, 0, &eval_out, &eval_grads); /* evaluation reads the same bf16 activations */
+    pass(&m, be, 0, 0, &eval_out, &eval_grads); /* evaluation writes and reads the same bf16 activations */
     double error = dp_test_relative_error(eval_out, *out, (size_t)M_ROWS * 3);
-    ck_assert_msg(error < 1e-6, "evaluation's output differs from training's by %g", error);
+    /* on a GPU the ReLU epilogue without the mask may be another kernel, whose bits bf16 rounds */
+    ck_assert_msg(error < (bitwise ? 1e-7 : 2e-2), "evaluation's output differs from training's by %g", error);
     free(eval_out);
     free(eval_grads);
     *params = dp_params_floats(&m.params);
