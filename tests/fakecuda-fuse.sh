@@ -46,7 +46,8 @@ same() {
 # At bf16 the GEMMs read bf16 copies of their operands: the bias gradient (BGRADB would sum dY's
 # copy) stays the unfused FP32 pass. There the fused hidden layers write bf16 activations, the
 # same bits the unfused next layer rounds its FP32 input to, but for a bias: cuBLASLt adds a bf16
-# copy of it (fakecuda-bf16.sh holds that to FP32's tolerance), so the bitwise MLP has none.
+# copy of it (fakecuda-bf16.sh holds that to FP32's tolerance), so the bitwise MLP has none,
+# and its hidden layers' output gradients are written in bf16 too (the bits of FP32 rounded).
 for precision in fp32 tf32 bf16; do
     epilogues="bias, relu, relu_mask, drelu, bias_grad"
     net=$mlp

@@ -147,8 +147,9 @@ struct dp_backend {
                          const dp_gemm_epilogue *epilogue);
     /* gemm_rounded with C written in bf16 and beta 0, where supports(be, "gemm_rounded_bf16",
      * DP_DTYPE_BF16) (NULL where the backend has none): the product summed in FP32, the epilogue
-     * (BIAS, RELU or RELU_MASK, its bias the bf16 copy bias16 or none) applied in FP32, then C
-     * rounded to nearest even. For an output only another GEMM reads (a Linear's bf16 activation). */
+     * (BIAS, RELU or RELU_MASK, its bias the bf16 copy bias16 or none; DRELU) applied in FP32,
+     * then C rounded to nearest even. For an output only other GEMMs read (a Linear's bf16
+     * activation, and the input gradient of a bias-free one). */
     void (*gemm_rounded_bf16)(const dp_backend *be, int trans_a, int trans_b, int m, int n, int k, float alpha,
                               const void *a, int lda, const void *b, int ldb, void *c, int ldc,
                               const dp_gemm_epilogue *epilogue);

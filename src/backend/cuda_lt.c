@@ -4,8 +4,8 @@
  * reads a row-major matrix as its transpose), so our op(A) is cuBLASLt's op(B): the bias
  * gradient of a weight GEMM dW = dY^T X is its BGRADB. At --precision bf16 the operands come
  * as bf16 copies (cuda_operands.c; layouts CUDA_R_16BF, compute 32F), C, D and the vectors FP32,
- * except where a forward GEMM writes a bf16 activation (gemm_rounded_bf16): C and D are then
- * bf16, and so is the bias, as cuBLASLt takes a bias of D's type. Each shape's descriptors and algorithm
+ * except where a GEMM writes a bf16 activation or its gradient (gemm_rounded_bf16): C and D
+ * are then bf16, and so is the bias, as cuBLASLt takes a bias of D's type. Each shape's descriptors and algorithm
  * are found once (the heuristic costs more than the call) and kept; one workspace per context,
  * charged to the allocation counter. make check runs this file against the fake cuBLASLt of
  * tests/fakecuda/cublaslt.c. */
@@ -306,11 +306,13 @@ static int probe_epilogue(dp_cuda_lt *lt, dp_epilogue kind, const void *operand,
     return 0;
 }
 
-/* Whether the forward epilogues also write a bf16 C (gemm_rounded_bf16), asked with bf16 C and
- * bias at 256-byte boundaries, as a Linear's activation and its bias copy sit. */
+/* Whether the forward epilogues and DRELU also write a bf16 C (gemm_rounded_bf16), asked with
+ * bf16 C and bias at 256-byte boundaries, as a Linear's activation, its bias copy and the model's
+ * gradient buffers sit. */
 static int probe_bf16_output(dp_cuda_lt *lt)
 {
-    static const dp_epilogue forward[] = {DP_EPILOGUE_BIAS, DP_EPILOGUE_RELU, DP_EPILOGUE_RELU_MASK};
+    static const dp_epilogue forward[] = {DP_EPILOGUE_BIAS, DP_EPILOGUE_RELU, DP_EPILOGUE_RELU_MASK,
+                                          DP_EPILOGUE_DRELU};
     if (lt->setup.operands != CUDA_R_16BF) {
         snprintf(lt->why_not_bf16, sizeof lt->why_not_bf16, "the GEMMs read float32 operands (only --precision bf16 "
                  "writes bf16 activations)");
@@ -322,12 +324,14 @@ static int probe_bf16_output(dp_cuda_lt *lt)
             snprintf(lt->why_not_bf16, sizeof lt->why_not_bf16, "%s", lt->why[forward[i]]);
             return 0;
         }
-        TRY(probe_epilogue(lt, forward[i], lt->workspace, lt->workspace, lt->workspace, 1, 1, &found));
+        int drelu = forward[i] == DP_EPILOGUE_DRELU; /* no vector */
+        TRY(probe_epilogue(lt, forward[i], lt->workspace, lt->workspace, drelu ? NULL : lt->workspace, 1, !drelu,
+                           &found));
     }
     lt->writes_bf16 = found;
     if (!found)
         snprintf(lt->why_not_bf16, sizeof lt->why_not_bf16, "cuBLASLt has no algorithm for a forward epilogue "
-                 "writing bf16");
+                 "or DRELU writing bf16");
     return 0;
 }
 

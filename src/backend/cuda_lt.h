@@ -27,12 +27,12 @@ int dp_cuda_lt_open(const dp_cuda_lt_setup *setup, dp_cuda_lt **out);
 int dp_cuda_lt_close(dp_cuda_lt *lt, int report);
 /* supports() for "gemm_fused/..." (dp_epilogue_ops). */
 int dp_cuda_lt_supports(const dp_cuda_lt *lt, const char *op, char *why, size_t size);
-/* supports() for "gemm_rounded_bf16": 1 when the forward epilogues also write a bf16 C. */
+/* supports() for "gemm_rounded_bf16": 1 when the forward epilogues and DRELU also write a bf16 C. */
 int dp_cuda_lt_writes_bf16(const dp_cuda_lt *lt, char *why, size_t size);
 /* The epilogues it fuses, or why none, for the banner. */
 void dp_cuda_lt_describe(const dp_cuda_lt *lt, char *text, size_t size);
 /* gemm_fused's arguments as the backend table has them, a and b of the setup's operand type, c
- * float32 or (out_bf16: gemm_rounded_bf16, beta 0, a forward epilogue) bf16; 0 or the recorded error. */
+ * float32 or (out_bf16: gemm_rounded_bf16, beta 0, a forward epilogue or DRELU) bf16; 0 or the recorded error. */
 int dp_cuda_lt_matmul(dp_cuda_lt *lt, int trans_a, int trans_b, int m, int n, int k, float alpha, const void *a,
                       int lda, const void *b, int ldb, float beta, void *c, int out_bf16, int ldc,
                       const dp_gemm_epilogue *e);

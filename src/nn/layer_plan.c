@@ -1,6 +1,6 @@
 /* Which passes a model's layers take into their GEMMs where the backend runs them: the fused
  * epilogues, and at --precision bf16 which Linears write their output in bf16 for the next
- * Linear's GEMMs ("bf16 activations where safe"). Planned for the model's backend, or for
+ * Linear's GEMMs ("bf16 activations where safe"), and which receive their output gradient so. Planned for the model's backend, or for
  * --memory-plan as a GPU with every cuBLASLt epilogue and bf16 outputs would plan it. */
 #include "src/nn/module.h"
 
@@ -61,15 +61,24 @@ static int bf16_output_safe(const dp_model *m, int i)
            (!mod->absorbs_next || (mod->fused & DP_FUSE_MASK));
 }
 
+/* A bf16 output's gradient is bf16 too where only GEMMs read it: the layer has no bias (whose
+ * gradient would sum it outside a GEMM) and its ReLU's backward is the next layer's DRELU, so
+ * the next layer's input-gradient GEMM writes it in bf16 and this layer's dW and dX GEMMs read
+ * it as their dY copy. */
 static void plan_bf16_activations(dp_model *m, const layer_caps *caps)
 {
-    for (int i = 0; i < m->count; i++)
-        m->modules[i].bf16_out = m->modules[i].bf16_in = 0;
-    for (int i = 0; caps->writes_bf16 && i < m->count; i++)
-        if (bf16_output_safe(m, i)) {
-            m->modules[i].bf16_out = 1;
-            m->modules[i + 1 + m->modules[i].absorbs_next].bf16_in = 1;
-        }
+    for (int i = 0; i < m->count; i++) {
+        dp_module *mod = &m->modules[i];
+        mod->bf16_out = mod->bf16_in = mod->bf16_dy = mod->bf16_dx = 0;
+    }
+    for (int i = 0; caps->writes_bf16 && i < m->count; i++) {
+        dp_module *mod = &m->modules[i];
+        if (!bf16_output_safe(m, i))
+            continue;
+        dp_module *next = &m->modules[i + 1 + mod->absorbs_next];
+        mod->bf16_out = next->bf16_in = 1;
+        mod->bf16_dy = next->bf16_dx = !mod->options.bias;
+    }
 }
 
 void dp_model_plan_layers(dp_model *m)

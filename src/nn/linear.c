@@ -180,15 +180,15 @@ static int fused_param_grads(dp_module *m, const dp_nn_context *ctx, const float
 /* Rows [first, end) of dW (+)= columns [first, end) of dY^T X, block j of `blocks`. A layer of
  * one block reads the held copies: dY rounded here for backward_input too, X from forward,
  * spent. A block of dY's columns would sit in memory unlike the per-GEMM copy of it (and cuBLAS
- * picks kernels by alignment), so blocks round per GEMM, but for a bf16 input, which has no FP32
- * values to round: there each block reads its columns of dY's copy, rounded at the first. */
+ * picks kernels by alignment), so blocks round per GEMM, but for a bf16 input or dY, which have no
+ * FP32 values to round: there each block reads its columns of dY's copy, rounded at the first. */
 static int weight_grad(dp_module *m, const dp_nn_context *ctx, const float *x, const float *dy, int rows,
                        size_t first, size_t end, size_t j, size_t blocks, float *into)
 {
     const dp_backend *be = ctx->be;
     int in = m->in_width, out = m->out_width;
     float beta = ctx->accumulate ? 1.0f : 0.0f;
-    if ((blocks > 1 && !m->bf16_in) || !dp_linear_operands_used(m)) {
+    if ((blocks > 1 && !m->bf16_in && !m->bf16_dy) || !dp_linear_operands_used(m)) {
         be->gemm(be, 1, 0, (int)(end - first), in, rows, 1.0f, dy + first, out, x, in, beta, into, in);
         return 0;
     }
@@ -269,7 +269,11 @@ static int linear_backward_input(dp_module *m, const dp_nn_context *ctx, const f
         const void *w16 = dy16 ? dp_linear_operands_read(o, m, be, DP_HELD_W, m->weights, (size_t)out * in, 1) : NULL;
         if (!w16)
             return DP_ENOMEM;
-        be->gemm_rounded(be, 0, 0, rows, in, out, 1.0f, dy16, out, w16, in, 0.0f, dx, in, fused);
+        if (m->bf16_dx) /* the layer before reads it through GEMMs alone: DRELU, or nothing, then bf16 */
+            be->gemm_rounded_bf16(be, 0, 0, rows, in, out, 1.0f, dy16, out, w16, in, dx, in,
+                                  fused ? fused : &(dp_gemm_epilogue){.kind = DP_EPILOGUE_BIAS});
+        else
+            be->gemm_rounded(be, 0, 0, rows, in, out, 1.0f, dy16, out, w16, in, 0.0f, dx, in, fused);
     } else if (fused) {
         be->gemm_fused(be, 0, 0, rows, in, out, 1.0f, dy, out, m->weights, in, 0.0f, dx, in, fused);
     } else {

@@ -25,14 +25,14 @@ int dp_linear_operands_used(const dp_module *m)
     return ((const dp_linear_operands *)m->state)->rounds && !dp_module_fetches(m);
 }
 
-/* Each copy's values: X [rows, in] unless the input arrives in bf16, W [out, in], dY [rows, out],
+/* Each copy's values: X [rows, in] and dY [rows, out] unless they arrive in bf16, W [out, in],
  * the bias [out] where the output is bf16. */
 static void capacities(const dp_module *m, int max_rows, size_t values[DP_HELDS])
 {
     size_t in = (size_t)m->in_width, out = (size_t)m->out_width;
     values[DP_HELD_X] = m->bf16_in ? 0 : (size_t)max_rows * in;
     values[DP_HELD_W] = out * in;
-    values[DP_HELD_DY] = (size_t)max_rows * out;
+    values[DP_HELD_DY] = m->bf16_dy ? 0 : (size_t)max_rows * out;
     values[DP_HELD_BIAS] = m->bf16_out && m->options.bias ? out : 0;
 }
 
@@ -43,6 +43,12 @@ size_t dp_linear_operands_bytes(const dp_module *m, int max_rows)
     for (int i = 0; i < DP_HELDS; i++)
         total += aligned(values[i]);
     return total * 2;
+}
+
+/* X or dY handed over already bf16 by the layer that wrote it: read as it is. */
+static int arrives_bf16(const dp_module *m, dp_held which)
+{
+    return (which == DP_HELD_X && m->bf16_in) || (which == DP_HELD_DY && m->bf16_dy);
 }
 
 static int allocate(dp_linear_operands *o, const dp_module *m, const dp_backend *be)
@@ -65,7 +71,7 @@ const void *dp_linear_operands_round(dp_linear_operands *o, const dp_module *m, 
 {
     if (!o->copy[0] && allocate(o, m, be))
         return NULL;
-    if (which == DP_HELD_X && m->bf16_in)
+    if (arrives_bf16(m, which))
         return x;
     be->round_operand(be, o->copy[which], x, n);
     o->of[which] = x;
@@ -75,7 +81,7 @@ const void *dp_linear_operands_round(dp_linear_operands *o, const dp_module *m, 
 const void *dp_linear_operands_read(dp_linear_operands *o, const dp_module *m, const dp_backend *be, dp_held which,
                                     const float *x, size_t n, int spent)
 {
-    if (which == DP_HELD_X && m->bf16_in)
+    if (arrives_bf16(m, which))
         return x;
     const void *copy = o->of[which] == x ? o->copy[which] : dp_linear_operands_round(o, m, be, which, x, n);
     if (spent)

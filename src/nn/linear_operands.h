@@ -2,8 +2,9 @@
  * its GEMMs, where the backend's GEMMs read bf16 copies (gemm_rounded), as PyTorch's autocast
  * casts once: forward rounds X and W for Y = X W^T, backward_params rounds dY for
  * dW = dY^T X, backward_input reads dY and W for dX = dY W. A layer whose input is the bf16
- * output of the Linear before it (m->bf16_in) reads that as X and keeps no copy of it; a layer
- * writing a bf16 output (m->bf16_out) rounds its bias too, which cuBLASLt then adds. */
+ * output of the Linear before it (m->bf16_in) reads that as X and keeps no copy of it, as one
+ * whose output gradient arrives in bf16 (m->bf16_dy) reads that as dY; a layer writing a bf16
+ * output (m->bf16_out) rounds its bias too, which cuBLASLt then adds. */
 #ifndef DP_NN_LINEAR_OPERANDS_H
 #define DP_NN_LINEAR_OPERANDS_H
 
@@ -43,7 +44,7 @@ size_t dp_linear_operands_bytes(const dp_module *m, int max_rows);
 
 /* Rounds x (n values) into copy `which`, allocating the copies at their first use (an eager
  * step's, before any CUDA graph capture, after the model's plan is final), and returns it held;
- * NULL with the error recorded. X of a layer with a bf16 input is x itself, already bf16. */
+ * NULL with the error recorded. X or dY that arrives in bf16 is x itself. */
 const void *dp_linear_operands_round(dp_linear_operands *o, const dp_module *m, const dp_backend *be, dp_held which,
                                      const float *x, size_t n);
 /* Copy `which` of x: the held one, else x rounded now; spent marks it spent after this read. */

@@ -28,6 +28,8 @@ struct dp_module {
     const struct dp_module *drelu_of; /* the layer whose ReLU mask its input-gradient GEMM applies, or NULL */
     int bf16_out;                    /* writes its output in bf16, read by the next Linear's GEMMs alone */
     int bf16_in;                     /* its input is that bf16 output: its GEMMs read it as it is */
+    int bf16_dy;                     /* a bf16_out layer without bias: its output gradient arrives in bf16 */
+    int bf16_dx;                     /* writes its input gradient in bf16 for such a layer */
     void *state;                     /* its type's own state (type->state_size bytes, zeroed) */
 };
 
@@ -41,7 +43,7 @@ enum dp_fusion {
 };
 
 /* Plans m's layers for its backend (layer_plan.c): their fused epilogues (dp_module.fused,
- * drelu_of) and bf16 outputs (bf16_out, bf16_in). */
+ * drelu_of) and bf16 outputs and output gradients (bf16_out, bf16_in, bf16_dy, bf16_dx). */
 void dp_model_plan_layers(dp_model *m);
 
 /* Reports [first, first + count) of module m's slice of the flat gradient buffer final. */

@@ -6,7 +6,7 @@
  * epilogue is applied to its float result with the arithmetic of the unfused kernels
  * (kernel_math.h), so a fused GEMM equals GEMM + kernel to the bit. Operands are float32 or
  * bf16 (the bias gradient of B then sums B's bf16 values, as cuBLASLt can only see those). With
- * bf16 operands C and D may be bf16 too, for the forward epilogues: the epilogue is applied to the
+ * bf16 operands C and D may be bf16 too, for the forward epilogues and DRELU: the epilogue is applied to the
  * FP32 product, then D rounded to nearest even; the bias then has D's type, as cuBLASLt documents
  * (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE: the vector's type is D's but for integer and fp8 kernels),
  * and a bias of another type is refused. An algorithm remembers the
@@ -63,7 +63,7 @@ static const struct {
     {CUBLASLT_EPILOGUE_DEFAULT, "default", 0, 0, 0, 1},     {CUBLASLT_EPILOGUE_BIAS, "bias", 1, 0, 0, 1},
     {CUBLASLT_EPILOGUE_RELU, "relu", 0, 1, 0, 1},           {CUBLASLT_EPILOGUE_RELU_BIAS, "relu_bias", 1, 1, 0, 1},
     {CUBLASLT_EPILOGUE_RELU_AUX, "relu_aux", 0, 1, 1, 1},   {CUBLASLT_EPILOGUE_RELU_AUX_BIAS, "relu_aux_bias", 1, 1, 1, 1},
-    {CUBLASLT_EPILOGUE_DRELU, "drelu", 0, 0, 2, 0},         {CUBLASLT_EPILOGUE_BGRADB, "bgradb", 2, 0, 0, 0},
+    {CUBLASLT_EPILOGUE_DRELU, "drelu", 0, 0, 2, 1},         {CUBLASLT_EPILOGUE_BGRADB, "bgradb", 2, 0, 0, 0},
 };
 #define FAKED ((int)(sizeof faked / sizeof *faked))
 
@@ -296,7 +296,7 @@ static cublasStatus_t check_call(const fake_desc *d, const fake_layout *a, const
     cudaDataType vector_type = d->bias_type == -1 ? c->type : (cudaDataType)d->bias_type;
     if ((c->type == CUDA_R_16BF && !faked[f].bf16_out) || (faked[f].vector && vector_type != c->type)) {
         fakecuda_complain("cublasLtMatmul: epilogue %s with C type %d and vector type %d: cuBLASLt's vector takes "
-                          "D's type, and a bf16 D is faked for the forward epilogues only", faked[f].name,
+                          "D's type, and a bf16 D is faked for the forward epilogues and DRELU only", faked[f].name,
                           (int)c->type, (int)vector_type);
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }

@@ -374,9 +374,10 @@ static cublasStatus_t lt_heuristic(cublasLtHandle_t h, cudaDataType operands, cu
     return s;
 }
 
-/* A bf16 D (--precision bf16's activations): bf16 operands at FP32 compute, a forward epilogue,
- * and the bias of D's type, cuBLASLt's default (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE documents no
- * FP32 bias beside a bf16 D but for integer and fp8 kernels); the rest refused, as not faked. */
+/* A bf16 D (--precision bf16's activations): bf16 operands at FP32 compute, a forward epilogue
+ * or DRELU, and the bias of D's type, cuBLASLt's default (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE
+ * documents no FP32 bias beside a bf16 D but for integer and fp8 kernels); the rest refused (the
+ * bias gradient of BGRADB with a bf16 D as not faked). */
 START_TEST(cublaslt_writes_bf16_only_as_documented)
 {
     cublasLtHandle_t h;
@@ -394,6 +395,8 @@ START_TEST(cublaslt_writes_bf16_only_as_documented)
     ck_assert_int_eq(lt_heuristic(h, CUDA_R_32F, CUDA_R_16BF, CUBLASLT_EPILOGUE_BIAS, -1, bias),
                      CUBLAS_STATUS_NOT_SUPPORTED);
     ck_assert_int_eq(lt_heuristic(h, CUDA_R_16BF, CUDA_R_16BF, CUBLASLT_EPILOGUE_DRELU, -1, bias),
+                     CUBLAS_STATUS_SUCCESS);
+    ck_assert_int_eq(lt_heuristic(h, CUDA_R_16BF, CUDA_R_16BF, CUBLASLT_EPILOGUE_BGRADB, -1, bias),
                      CUBLAS_STATUS_NOT_SUPPORTED);
     ck_assert_int_eq(cudaFree(bias), cudaSuccess);
     ck_assert_int_eq(cublasLtDestroy(h), CUBLAS_STATUS_SUCCESS);
