@@ -107,7 +107,7 @@ START_TEST(the_sum_to_floats_is_the_host_loops)
         device_sums s = open_sums(SIZES[t], 1);
         add_shards(&s, 11 + t, 1);
         float *host = malloc(s.n * sizeof *host);
-        dp_exact_to_floats(s.host_acc, s.n, host);
+        dp_exact_to_floats((dp_exact_sums){.acc = s.host_acc}, s.n, host);
         s.be->exact_to_floats(s.be, s.acc, s.n, s.values);
         same_bytes(s.be, s.values, host, s.n * sizeof *host, "the floats");
         free(host);
@@ -126,13 +126,13 @@ START_TEST(the_digits_and_magnitude_are_the_host_loops)
             add_shards(&s, 7 * t + r, t % 2); /* finite sums, or some not: every digit marked */
             int64_t *host = calloc((size_t)max_digits * s.n, sizeof *host);
             uint64_t largest = 0;
-            int bits = dp_exact_first_digits(s.host_acc, s.n, ranks, sent, host);
+            int bits = dp_exact_first_digits((dp_exact_sums){.acc = s.host_acc}, s.n, ranks, sent, host);
             s.be->exact_to_digits(s.be, s.acc, s.n, dp_exact_digit_bits(ranks), 0, sent, s.digits, s.largest);
             s.be->download(s.be, &largest, s.largest, sizeof largest);
             ck_assert_int_eq(dp_exact_magnitude_of(largest), bits);
             same_bytes(s.be, s.digits, host, (size_t)sent * s.n * sizeof *host, "the first digits");
             same_accumulators(&s, "after the first digits");
-            dp_exact_to_digits(s.host_acc, s.n, ranks, sent, max_digits, host);
+            dp_exact_to_digits((dp_exact_sums){.acc = s.host_acc}, s.n, ranks, sent, max_digits, host);
             s.be->exact_to_digits(s.be, s.acc, s.n, dp_exact_digit_bits(ranks), sent, max_digits, s.digits, s.largest);
             same_bytes(s.be, s.digits, host, (size_t)max_digits * s.n * sizeof *host, "the later digits");
             same_accumulators(&s, "after the later digits");
@@ -152,7 +152,7 @@ START_TEST(summed_digits_to_floats_are_the_host_loops)
         float *host = malloc(s.n * sizeof *host);
         for (int rank = 0; rank < ranks; rank++) { /* each rank's digits, added as integers (exact) */
             add_shards(&s, 100 * t + rank, 0);
-            dp_exact_to_digits(s.host_acc, s.n, ranks, 0, max_digits, digits);
+            dp_exact_to_digits((dp_exact_sums){.acc = s.host_acc}, s.n, ranks, 0, max_digits, digits);
             for (size_t i = 0; i < count; i++)
                 summed[i] += digits[i];
         }

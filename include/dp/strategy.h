@@ -137,8 +137,9 @@ typedef struct dp_step_hooks {
     int (*finish)(void *arg);
     /* After the optimizer: ZeRO's parameters whole again (stages 1, 2) or forgotten (3). */
     int (*after_update)(void *arg);
-    /* --exact: after each shard's backward, its gradient (written alone) is final. */
-    int (*shard_done)(void *arg);
+    /* --exact: after each shard's backward, its gradient (written alone) is final; last: the
+     * rank's last shard of the step (its gradient stays put until finish). */
+    int (*shard_done)(void *arg, int last);
     /* Under a ZeRO budget (NULL otherwise): where a module larger than the budget's block reads
      * the parameter piece [offset, offset + count) or a block of a weight's columns (stage 3),
      * and where backward writes a gradient piece (stages 2 and 3): the nn layer's

@@ -194,7 +194,7 @@ int dp_engine_exact_shards(dp_engine *e, dp_range step, const dp_row_source *sou
         if (!status) {
             double started = MPI_Wtime(); /* adding the shard up counts as backward's work */
             add_shard_totals(e);
-            status = e->hooks.shard_done(e->hooks.arg);
+            status = e->hooks.shard_done(e->hooks.arg, k + 1 == mine.end);
             stats->split.backward += MPI_Wtime() - started;
         }
     }

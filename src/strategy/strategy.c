@@ -363,10 +363,10 @@ static int after_update(void *arg)
     return status;
 }
 
-static int shard_done(void *arg)
+static int shard_done(void *arg, int last)
 {
     dp_strategy *d = arg;
-    return d->type->add_shard ? d->type->add_shard(d) : 0;
+    return d->type->add_shard ? d->type->add_shard(d, last) : 0;
 }
 
 void dp_strategy_attach(dp_strategy *d, dp_step_hooks *hooks)
