@@ -336,6 +336,33 @@ START_TEST(a_pending_last_shard_gives_the_sums_it_was_added_into)
 }
 END_TEST
 
+/* The usual step's single digit back to float by its short path: bitwise the general path's
+ * (the same sums as two digits, the upper one 0), on digits of every size up to the bound at
+ * W = 2, halfway cases of the rounding to double (and one that rounding straight to float would
+ * take the other way), zero and the mark. */
+START_TEST(a_single_digit_gives_the_general_paths_float)
+{
+    enum { N = 4096, RANKS = 2 };
+    const int64_t bound = (int64_t)1 << 61; /* digit 0's sums at W = 2 when one digit holds them */
+    static int64_t digits[2 * N];
+    uint64_t state = 31337;
+    for (int i = 0; i < N; i++) {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        int64_t magnitude = (int64_t)(state >> (3 + (state >> 58)));           /* 2^0 to 2^61 */
+        digits[i] = (state >> 2) & 1 ? -(magnitude % bound) : magnitude % bound;
+    }
+    const int64_t special[] = {0, 1, -1, bound - 1, -(bound - 1), ((int64_t)1 << 60) + 128, ((int64_t)1 << 60) + 384,
+                               ((int64_t)1 << 60) + 129, -((int64_t)1 << 60) - 128, ((int64_t)1 << 60) + ((int64_t)1 << 36) + 1, DP_EXACT_MARK};
+    memcpy(digits, special, sizeof special);
+    float single[N], general[N];
+    dp_exact_from_digits(digits, N, RANKS, 1, single); /* digits[N..2N) are 0: the upper digit */
+    dp_exact_from_digits(digits, N, RANKS, 2, general);
+    ck_assert(isnan(single[10]) && isnan(general[10]));
+    ck_assert_mem_eq(single, general, 10 * sizeof *single);
+    ck_assert_mem_eq(single + 11, general + 11, (N - 11) * sizeof *single);
+}
+END_TEST
+
 START_TEST(rounded_loss_sums_add_exactly_in_any_order)
 {
     uint64_t state = 99;
@@ -365,6 +392,7 @@ int main(void)
     tcase_add_test(tc, any_split_over_ranks_and_any_order_give_the_reference_bits);
     tcase_add_test(tc, first_digits_in_one_pass_are_the_separate_passes);
     tcase_add_test(tc, a_pending_last_shard_gives_the_sums_it_was_added_into);
+    tcase_add_test(tc, a_single_digit_gives_the_general_paths_float);
     tcase_add_test(tc, rounded_loss_sums_add_exactly_in_any_order);
     suite_add_tcase(s, tc);
     return dp_test_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;

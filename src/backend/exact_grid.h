@@ -53,6 +53,10 @@ static inline DP_HD void dp_exact_from_digits_thread(const int64_t *digits, size
                                                      dp_span s)
 {
     for (size_t i = s.first; i < n; i += s.step) {
+        if (count == 1) { /* the usual step: the host loops' short path */
+            out[i] = (float)dp_exact_single_digit_sum(digits[i]);
+            continue;
+        }
         double whole = 0.0, fraction = 0.0;
         for (int k = 0; k < count; k++)
             dp_exact_take_digit(digits[(size_t)k * n + i], k > 0 ? dp_exact_digit_unit(b, k - 1) : 0.0, k, &whole,
