@@ -231,6 +231,7 @@ static int sum_digits(dp_strategy *d)
     size_t total = d->layout.total;
     int ranks = d->comm->size, sent = x->digits_sent, status;
     int64_t *needs = x->message + NEEDS, *digits = message_digits(x), *flags = digits + (size_t)x->max_digits * total;
+    double started = MPI_Wtime();
     int bits = digits_to_message(d, ranks, 0, sent);
     memset(x->message, 0, (size_t)(needs + x->max_digits - x->message) * sizeof *x->message);
     needs[digits_needed(x, bits, ranks) - 1] = 1;
@@ -255,6 +256,8 @@ static int sum_digits(dp_strategy *d)
         return status;
     digits_to_gradient(x, total, ranks, needed > sent ? needed : sent, d->buffers.grads);
     x->digits_sent = needed;
+    if (d->on_span) /* the timeline's one span for the sums: digits, all-reduces, floats */
+        d->on_span(d->span_arg, "the exact sums (digits, all-reduce, floats)", started, MPI_Wtime());
     return 0;
 }
 
