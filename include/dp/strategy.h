@@ -231,6 +231,10 @@ void dp_strategy_free(dp_strategy *d);
 /* The strategy's hooks for the engine's step. */
 void dp_strategy_attach(dp_strategy *d, dp_step_hooks *hooks);
 
+/* The most collectives d reports (on_span) in a step of `groups` micro-batches or shards: the
+ * timeline's room for them. */
+size_t dp_strategy_spans_per_step(const dp_strategy *d, size_t groups);
+
 /* Replaces the default bucket hook (see dp_bucket_hook); before the first step. */
 void dp_strategy_set_bucket_hook(dp_strategy *d, const dp_bucket_hook *hook);
 

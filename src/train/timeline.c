@@ -83,11 +83,9 @@ int dp_trainer_open_timeline(trainer *t)
     if (!tl->module_began)
         return DP_ENOMEM;
     /* Per step: every module's two passes per row group (micro-batch or shard), a gather and a
-     * shard's add each, the buckets (or the whole gradient; ZeRO-2 and 3: every micro-batch's),
-     * ZeRO-3's parameter gathers (two per module) or ZeRO-1 and 2's after the update, --exact's
-     * digits, collectives and floats, the update, an evaluation at most. */
-    size_t groups = groups_per_step(e), segments = (size_t)e->strategy.layout.segments;
-    size_t per_step = groups * (2 * (size_t)e->model.count + 2) + groups * (size_t)e->strategy.nbuckets + 2 * segments + 8;
+     * shard's add each, the strategy's collectives, the update, an evaluation at most. */
+    size_t groups = groups_per_step(e);
+    size_t per_step = groups * (2 * (size_t)e->model.count + 2) + dp_strategy_spans_per_step(&e->strategy, groups) + 4;
     size_t passes = groups * 2 * (size_t)e->model.count; /* the device's view of each pass, on a GPU */
     if (e->be->timer_mark) { /* passes beyond the timer's slots go untimed */
         dp_device_spans *d = &tl->device_spans;
