@@ -21,6 +21,14 @@ enum {
     DP_EXACT_DIGITS = 2,         /* the digits a sum may need on up to DP_EXACT_MAX_RANKS ranks */
 };
 
+/* The sums a pass reads: the accumulator's (acc, DP_EXACT_PIECES x n; NULL: no shard in it)
+ * plus, element by element, a shard's gradient never added into it (last; NULL: none): the
+ * rank's last shard of a step costs no pass of its own, and acc is only read. */
+typedef struct dp_exact_sums {
+    const double *acc;
+    const float *last;
+} dp_exact_sums;
+
 /* Inlined into each host build of the loops (a call per element would stop the vectoriser). */
 #ifdef __CUDACC__
 #define DP_EXACT_ELEMENT static __forceinline__ DP_HD

@@ -27,8 +27,8 @@ typedef struct dp_exact {
     int max_digits;
     int digits_sent;  /* digits sent first: the count the ranks needed at the last step */
     size_t terms;     /* shards computed since the last finish */
-    int pending;      /* on the host: the gradient buffer holds the rank's last shard, not added
-                       * (the passes of finish add it as they read the accumulator) */
+    int pending;      /* the gradient buffer holds the rank's last shard, not added (the passes
+                       * of finish add it as they read the accumulator) */
 } dp_exact;
 
 /* The message: ranks whose sums are not finite (1 each), then max_digits needs (1 at the count
@@ -117,9 +117,9 @@ static void exact_close(dp_strategy *d)
     d->exact = NULL;
 }
 
-/* The gradient backward just wrote (one shard's alone) into the accumulator, where it lies; on
- * the host the rank's last shard of the step stays in the gradient buffer for finish's passes,
- * which add it as they read: one pass over the accumulator fewer. */
+/* The gradient backward just wrote (one shard's alone) into the accumulator, where it lies; the
+ * rank's last shard of the step stays in the gradient buffer for finish's passes, which add it
+ * as they read: one pass over the accumulator fewer. */
 static int exact_add_shard(dp_strategy *d, int last)
 {
     dp_exact *x = d->exact;
@@ -127,18 +127,18 @@ static int exact_add_shard(dp_strategy *d, int last)
     if (++x->terms > DP_EXACT_MAX_TERMS)
         return dp_fail(DP_EINVAL, "--exact: more than %zu shards in one step on one rank; use a larger --exact-shard",
                        DP_EXACT_MAX_TERMS);
-    if (x->on_device)
-        x->be->exact_add(x->be, x->acc, d->buffers.grads, total, x->terms == 1);
-    else if (last)
+    if (last)
         x->pending = 1;
+    else if (x->on_device)
+        x->be->exact_add(x->be, x->acc, d->buffers.grads, total, x->terms == 1);
     else
         dp_exact_add(x->acc, d->buffers.grads, total, x->terms == 1);
     return 0;
 }
 
-/* The host's sums: the accumulator (none when the pending shard is the step's only one) and the
+/* The sums: the accumulator (none when the pending shard is the step's only one) and the
  * pending shard. */
-static dp_exact_sums host_sums(const dp_strategy *d)
+static dp_exact_sums sums_of(const dp_strategy *d)
 {
     const dp_exact *x = d->exact;
     int in_acc = !(x->pending && x->terms == 1);
@@ -174,13 +174,14 @@ static int digits_to_message(dp_strategy *d, int ranks, int first, int digits)
     int64_t *out = message_digits(x);
     if (!x->on_device) {
         if (first == 0)
-            return dp_exact_first_digits(host_sums(d), total, ranks, digits, out);
-        dp_exact_to_digits(host_sums(d), total, ranks, first, digits, out);
+            return dp_exact_first_digits(sums_of(d), total, ranks, digits, out);
+        dp_exact_to_digits(sums_of(d), total, ranks, first, digits, out);
         return 0;
     }
     int64_t *device_digits = x->digits + 1;
     size_t offset = (size_t)first * total, count = (size_t)(digits - first) * total;
-    x->be->exact_to_digits(x->be, x->acc, total, dp_exact_digit_bits(ranks), first, digits, device_digits,
+    dp_exact_sums sums = sums_of(d);
+    x->be->exact_to_digits(x->be, sums.acc, sums.last, total, dp_exact_digit_bits(ranks), first, digits, device_digits,
                            (uint64_t *)x->digits);
     if (first > 0) {
         x->be->download(x->be, out + offset, device_digits + offset, count * sizeof *out);
@@ -277,9 +278,10 @@ static int exact_finish(dp_strategy *d)
         if ((status = sum_digits(d)))
             return status;
     } else if (x->on_device) {
-        x->be->exact_to_floats(x->be, x->acc, total, d->buffers.grads);
+        dp_exact_sums sums = sums_of(d);
+        x->be->exact_to_floats(x->be, sums.acc, sums.last, total, d->buffers.grads);
     } else {
-        dp_exact_to_floats(host_sums(d), total, d->buffers.grads);
+        dp_exact_to_floats(sums_of(d), total, d->buffers.grads);
     }
     x->terms = 0;
     x->pending = 0;

@@ -33,14 +33,6 @@ void dp_exact_add(double *acc, const float *values, size_t n, int first);
 int dp_exact_digit_bits(int ranks);
 /* The most digits a world of ranks needs for any accumulator: DP_EXACT_DIGITS. */
 int dp_exact_max_digits(int ranks);
-/* The sums a pass reads: the accumulator's (acc, DP_EXACT_PIECES x n; NULL: no shard in it)
- * plus, element by element, a shard's gradient never added into it (last; NULL: none): the
- * rank's last shard of a step costs no pass of its own, and acc is only read. */
-typedef struct dp_exact_sums {
-    const double *acc;
-    const float *last;
-} dp_exact_sums;
-
 /* The bits of the largest |sum| in acc (0 when all are 0; -1 when one is not finite). */
 int dp_exact_magnitude_bits(const double *acc, size_t n);
 /* dp_exact_magnitude_bits from the largest dp_exact_size_bits of the elements (a device
