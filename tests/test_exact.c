@@ -59,7 +59,7 @@ START_TEST(the_bound_holds_at_its_worst_case)
     for (size_t t = 0; t < DP_EXACT_MAX_TERMS; t++)
         dp_exact_add(acc, worst, N, t == 0);
     float out[N];
-    dp_exact_to_floats(acc, N, out);
+    dp_exact_to_floats((dp_exact_sums){.acc = acc}, N, out);
     for (int i = 0; i < N; i++) {
         wide expected = reference_units(worst[i]) * (wide)DP_EXACT_MAX_TERMS;
         ck_assert_msg(same_bits(out[i], reference_float(expected)), "value %d: %a after 2^13 terms, want %a", i,
@@ -75,7 +75,7 @@ START_TEST(the_bound_holds_at_its_worst_case)
         float back[N];
         double scratch[DP_EXACT_PIECES * N]; /* to_digits works in its accumulator */
         memcpy(scratch, acc, sizeof scratch);
-        dp_exact_to_digits(scratch, N, ranks, 0, digits, d);
+        dp_exact_to_digits((dp_exact_sums){.acc = scratch}, N, ranks, 0, digits, d);
         dp_exact_from_digits(d, N, ranks, digits, back);
         ck_assert_mem_eq(back, out, sizeof out);
         free(d);
@@ -119,7 +119,7 @@ static int64_t *digits_of(const float *values, size_t n, size_t terms, int ranks
         dp_exact_add(acc, values, n, t == 0);
     *needed = dp_exact_digits_for(dp_exact_magnitude_bits(acc, n), ranks);
     int64_t *d = malloc(2 * n * sizeof *d);
-    dp_exact_to_digits(acc, n, ranks, 0, 2, d);
+    dp_exact_to_digits((dp_exact_sums){.acc = acc}, n, ranks, 0, 2, d);
     free(acc);
     return d;
 }
@@ -169,7 +169,7 @@ START_TEST(values_out_of_range_make_the_sum_nan)
     double acc[DP_EXACT_PIECES * 4];
     dp_exact_add(acc, bad, 4, 1);
     float out[4];
-    dp_exact_to_floats(acc, 4, out);
+    dp_exact_to_floats((dp_exact_sums){.acc = acc}, 4, out);
     for (int i = 0; i < 3; i++)
         ck_assert(isnan(out[i]));
     ck_assert(out[3] == 1.0f);
@@ -177,7 +177,7 @@ START_TEST(values_out_of_range_make_the_sum_nan)
     int count = dp_exact_max_digits(2);
     int64_t *digits = malloc((size_t)count * 4 * sizeof *digits), flags[4] = {0};
     float back[4];
-    dp_exact_to_digits(acc, 4, 2, 0, count, digits);
+    dp_exact_to_digits((dp_exact_sums){.acc = acc}, 4, 2, 0, count, digits);
     for (int k = 0; k < count; k++)
         for (int i = 0; i < 4; i++)
             ck_assert(i < 3 ? digits[k * 4 + i] == DP_EXACT_MARK : digits[k * 4 + i] != DP_EXACT_MARK);
@@ -222,7 +222,7 @@ START_TEST(any_split_over_ranks_and_any_order_give_the_reference_bits)
     double *acc = malloc(DP_EXACT_PIECES * VALUES * sizeof *acc);
     float one_rank[VALUES];
     accumulate(table, 0, TERMS, 1, acc);
-    dp_exact_to_floats(acc, VALUES, one_rank);
+    dp_exact_to_floats((dp_exact_sums){.acc = acc}, VALUES, one_rank);
     ck_assert_mem_eq(one_rank, expected, sizeof expected);
     for (int ranks = 2; ranks <= 8; ranks++) {
         int digits = dp_exact_max_digits(ranks);
@@ -236,8 +236,8 @@ START_TEST(any_split_over_ranks_and_any_order_give_the_reference_bits)
             /* In two calls split at a digit of its own (none, one or all in the first), as a
              * rank sends more digits when the ranks find the first ones too few. */
             int split = r % (digits + 1);
-            dp_exact_to_digits(acc, VALUES, ranks, 0, split, mine + (size_t)r * size);
-            dp_exact_to_digits(acc, VALUES, ranks, split, digits, mine + (size_t)r * size);
+            dp_exact_to_digits((dp_exact_sums){.acc = acc}, VALUES, ranks, 0, split, mine + (size_t)r * size);
+            dp_exact_to_digits((dp_exact_sums){.acc = acc}, VALUES, ranks, split, digits, mine + (size_t)r * size);
         }
         /* Integer sums over the ranks in two orders, as different all-reduce algorithms add. */
         for (size_t j = 0; j < size; j++)
@@ -275,14 +275,91 @@ START_TEST(first_digits_in_one_pass_are_the_separate_passes)
     int64_t *separate = malloc((size_t)digits * N * sizeof *separate),
             *together = malloc((size_t)digits * N * sizeof *together);
     int bits = dp_exact_magnitude_bits(apart, N);
-    dp_exact_to_digits(apart, N, RANKS, 0, digits, separate);
-    ck_assert_int_eq(dp_exact_first_digits(fused, N, RANKS, digits, together), bits);
+    dp_exact_to_digits((dp_exact_sums){.acc = apart}, N, RANKS, 0, digits, separate);
+    ck_assert_int_eq(dp_exact_first_digits((dp_exact_sums){.acc = fused}, N, RANKS, digits, together), bits);
     ck_assert_mem_eq(together, separate, (size_t)digits * N * sizeof *together);
     ck_assert_mem_eq(fused, apart, DP_EXACT_PIECES * N * sizeof *apart);
     free(apart);
     free(fused);
     free(separate);
     free(together);
+}
+END_TEST
+
+/* A rank's last shard left pending (never added into the accumulator) and added by the passes
+ * that read the sums: the digits, size and floats of the accumulator it was added into, with
+ * the accumulator unchanged; the only shard pending (no accumulator) likewise; the floats
+ * written over the pending shard itself. Over chunks and their remainder, with values out of
+ * range and not finite in the pending shard in one case. */
+START_TEST(a_pending_last_shard_gives_the_sums_it_was_added_into)
+{
+    enum { N = 1500, RANKS = 2 };
+    int digits = dp_exact_max_digits(RANKS);
+    for (int alone = 0; alone <= 1; alone++)
+        for (int specials = 0; specials <= 1; specials++) {
+            uint64_t state = 4242 + 2 * (uint64_t)alone + (uint64_t)specials;
+            double *acc = malloc(DP_EXACT_PIECES * N * sizeof *acc), *added = malloc(DP_EXACT_PIECES * N * sizeof *added);
+            float last[N], in_place[N], want[N], got[N];
+            for (int t = 0; !alone && t < 2; t++) {
+                for (int i = 0; i < N; i++)
+                    last[i] = random_value(&state);
+                dp_exact_add(acc, last, N, t == 0);
+            }
+            for (int i = 0; i < N; i++)
+                last[i] = specials && i % 97 == 5 ? (i % 3 == 0 ? NAN : i % 3 == 1 ? INFINITY : 0x1p40f)
+                                                  : random_value(&state);
+            if (!alone)
+                memcpy(added, acc, DP_EXACT_PIECES * N * sizeof *acc);
+            dp_exact_add(added, last, N, alone);
+            dp_exact_sums pending = {.acc = alone ? NULL : acc, .last = last}, reference = {.acc = added};
+            int64_t *a = malloc((size_t)digits * N * sizeof *a), *b = malloc((size_t)digits * N * sizeof *b);
+            ck_assert_int_eq(dp_exact_first_digits(pending, N, RANKS, 1, a),
+                             dp_exact_first_digits(reference, N, RANKS, 1, b));
+            dp_exact_to_digits(pending, N, RANKS, 1, digits, a);
+            dp_exact_to_digits(reference, N, RANKS, 1, digits, b);
+            ck_assert_mem_eq(a, b, (size_t)digits * N * sizeof *a);
+            dp_exact_to_floats(reference, N, want);
+            dp_exact_to_floats(pending, N, got);
+            ck_assert_mem_eq(got, want, sizeof want);
+            memcpy(in_place, last, sizeof last);
+            dp_exact_to_floats((dp_exact_sums){.acc = pending.acc, .last = in_place}, N, in_place);
+            ck_assert_mem_eq(in_place, want, sizeof want);
+            if (!alone) { /* only read: the accumulator still lacks the pending shard */
+                dp_exact_add(acc, last, N, 0);
+                ck_assert_mem_eq(acc, added, DP_EXACT_PIECES * N * sizeof *acc);
+            }
+            free(acc);
+            free(added);
+            free(a);
+            free(b);
+        }
+}
+END_TEST
+
+/* The usual step's single digit back to float by its short path: bitwise the general path's
+ * (the same sums as two digits, the upper one 0), on digits of every size up to the bound at
+ * W = 2, halfway cases of the rounding to double (and one that rounding straight to float would
+ * take the other way), zero and the mark. */
+START_TEST(a_single_digit_gives_the_general_paths_float)
+{
+    enum { N = 4096, RANKS = 2 };
+    const int64_t bound = (int64_t)1 << 61; /* digit 0's sums at W = 2 when one digit holds them */
+    static int64_t digits[2 * N];
+    uint64_t state = 31337;
+    for (int i = 0; i < N; i++) {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        int64_t magnitude = (int64_t)(state >> (3 + (state >> 58)));           /* 2^0 to 2^61 */
+        digits[i] = (state >> 2) & 1 ? -(magnitude % bound) : magnitude % bound;
+    }
+    const int64_t special[] = {0, 1, -1, bound - 1, -(bound - 1), ((int64_t)1 << 60) + 128, ((int64_t)1 << 60) + 384,
+                               ((int64_t)1 << 60) + 129, -((int64_t)1 << 60) - 128, ((int64_t)1 << 60) + ((int64_t)1 << 36) + 1, DP_EXACT_MARK};
+    memcpy(digits, special, sizeof special);
+    float single[N], general[N];
+    dp_exact_from_digits(digits, N, RANKS, 1, single); /* digits[N..2N) are 0: the upper digit */
+    dp_exact_from_digits(digits, N, RANKS, 2, general);
+    ck_assert(isnan(single[10]) && isnan(general[10]));
+    ck_assert_mem_eq(single, general, 10 * sizeof *single);
+    ck_assert_mem_eq(single + 11, general + 11, (N - 11) * sizeof *single);
 }
 END_TEST
 
@@ -314,6 +391,8 @@ int main(void)
     tcase_add_test(tc, digits_stay_within_their_bounds_at_the_largest_sums);
     tcase_add_test(tc, any_split_over_ranks_and_any_order_give_the_reference_bits);
     tcase_add_test(tc, first_digits_in_one_pass_are_the_separate_passes);
+    tcase_add_test(tc, a_pending_last_shard_gives_the_sums_it_was_added_into);
+    tcase_add_test(tc, a_single_digit_gives_the_general_paths_float);
     tcase_add_test(tc, rounded_loss_sums_add_exactly_in_any_order);
     suite_add_tcase(s, tc);
     return dp_test_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;

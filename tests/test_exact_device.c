@@ -2,7 +2,8 @@
  * in the fake-CUDA build on the host through the kernels' own per-thread code; exits 77 where
  * no GPU is visible or CUDA was not built): every result is bitwise the
  * host loops' (src/strategy/exact_sum.c) on the same values: the accumulator after each shard
- * added, the floats, the digits from 0 and from a later digit, the magnitude from the 8 bytes
+ * added, the floats and the digits from 0 and from a later digit (of the accumulator, with a
+ * pending shard, and of a pending shard alone; the accumulator left as it was), the magnitude from the 8 bytes
  * the device leaves, what is left of the sums, and the floats of summed digits. Values span
  * 2^-60 to 2^20, with zeros, infinities, NaN and values past the 2^32 limit. */
 #include "src/strategy/exact_sum.h"
@@ -36,7 +37,8 @@ typedef struct device_sums {
     const dp_backend *be;
     size_t n;
     double *acc, *host_acc; /* the device's accumulator, and the host loops' beside it */
-    float *values;
+    float *values;          /* the last shard added; after add_shards, a shard left pending */
+    float *pending;         /* the host's copy of that pending shard */
     int64_t *digits;
     uint64_t *largest;
 } device_sums;
@@ -51,7 +53,8 @@ static device_sums open_sums(size_t n, int max_digits)
     s.digits = s.be->alloc(s.be, (size_t)max_digits * n * sizeof *s.digits, DP_MEM_OTHER, "digits");
     s.largest = s.be->alloc(s.be, sizeof *s.largest, DP_MEM_OTHER, "largest");
     s.host_acc = calloc(DP_EXACT_PIECES * n, sizeof *s.host_acc);
-    ck_assert(s.acc && s.values && s.digits && s.largest && s.host_acc);
+    s.pending = malloc(n * sizeof *s.pending);
+    ck_assert(s.acc && s.values && s.digits && s.largest && s.host_acc && s.pending);
     return s;
 }
 
@@ -62,6 +65,7 @@ static void close_sums(device_sums *s)
     s->be->free(s->be, s->digits);
     s->be->free(s->be, s->largest);
     free(s->host_acc);
+    free(s->pending);
     dp_backend_close(s->be);
 }
 
@@ -75,19 +79,36 @@ static void same_accumulators(const device_sums *s, const char *when)
     free(copy);
 }
 
-/* SHARDS random shards added on both sides; seed picks the values. */
+/* SHARDS random shards added on both sides, and one more left pending (s->values on the device,
+ * s->pending on the host); seed picks the values. */
 static void add_shards(device_sums *s, uint64_t seed, int specials)
 {
-    float *values = malloc(s->n * sizeof *values);
-    for (int shard = 0; shard < SHARDS; shard++) {
+    for (int shard = 0; shard <= SHARDS; shard++) {
         for (size_t i = 0; i < s->n; i++)
-            values[i] = random_value(&seed, specials);
-        s->be->upload(s->be, s->values, values, s->n * sizeof *values);
+            s->pending[i] = random_value(&seed, specials);
+        s->be->upload(s->be, s->values, s->pending, s->n * sizeof *s->pending);
+        if (shard == SHARDS)
+            break;
         s->be->exact_add(s->be, s->acc, s->values, s->n, shard == 0);
-        dp_exact_add(s->host_acc, values, s->n, shard == 0);
+        dp_exact_add(s->host_acc, s->pending, s->n, shard == 0);
         same_accumulators(s, "after a shard");
     }
-    free(values);
+}
+
+/* The three ways the sums are read: the accumulator alone, with the pending shard, the pending
+ * shard alone (a rank's only shard). */
+enum { ACC, ACC_AND_PENDING, PENDING_ALONE, READS };
+static dp_exact_sums host_sums(const device_sums *s, int read)
+{
+    return (dp_exact_sums){.acc = read == PENDING_ALONE ? NULL : s->host_acc, .last = read == ACC ? NULL : s->pending};
+}
+static const double *device_acc(const device_sums *s, int read)
+{
+    return read == PENDING_ALONE ? NULL : s->acc;
+}
+static const float *device_pending(const device_sums *s, int read)
+{
+    return read == ACC ? NULL : s->values;
 }
 
 /* bytes from the device equal the host's. */
@@ -103,16 +124,19 @@ static const size_t SIZES[] = {1, 3, 255, 1000, 70001};
 
 START_TEST(the_sum_to_floats_is_the_host_loops)
 {
-    for (size_t t = 0; t < sizeof SIZES / sizeof *SIZES; t++) {
-        device_sums s = open_sums(SIZES[t], 1);
-        add_shards(&s, 11 + t, 1);
-        float *host = malloc(s.n * sizeof *host);
-        dp_exact_to_floats(s.host_acc, s.n, host);
-        s.be->exact_to_floats(s.be, s.acc, s.n, s.values);
-        same_bytes(s.be, s.values, host, s.n * sizeof *host, "the floats");
-        free(host);
-        close_sums(&s);
-    }
+    for (size_t t = 0; t < sizeof SIZES / sizeof *SIZES; t++)
+        for (int read = 0; read < READS; read++) {
+            device_sums s = open_sums(SIZES[t], 1);
+            add_shards(&s, 11 + t, 1);
+            float *host = malloc(s.n * sizeof *host);
+            dp_exact_to_floats(host_sums(&s, read), s.n, host);
+            /* in place over the pending shard, as finish writes the gradient buffer */
+            s.be->exact_to_floats(s.be, device_acc(&s, read), device_pending(&s, read), s.n, s.values);
+            same_bytes(s.be, s.values, host, s.n * sizeof *host, "the floats");
+            same_accumulators(&s, "after the floats");
+            free(host);
+            close_sums(&s);
+        }
 }
 END_TEST
 
@@ -121,19 +145,21 @@ START_TEST(the_digits_and_magnitude_are_the_host_loops)
     static const int RANKS[] = {2, 3, 8, 256};
     for (size_t t = 0; t < sizeof SIZES / sizeof *SIZES; t++)
         for (size_t r = 0; r < sizeof RANKS / sizeof *RANKS; r++) {
-            int ranks = RANKS[r], max_digits = dp_exact_max_digits(ranks), sent = 2;
+            int ranks = RANKS[r], max_digits = dp_exact_max_digits(ranks), sent = 2, read = (int)((t + r) % READS);
             device_sums s = open_sums(SIZES[t], max_digits);
             add_shards(&s, 7 * t + r, t % 2); /* finite sums, or some not: every digit marked */
             int64_t *host = calloc((size_t)max_digits * s.n, sizeof *host);
             uint64_t largest = 0;
-            int bits = dp_exact_first_digits(s.host_acc, s.n, ranks, sent, host);
-            s.be->exact_to_digits(s.be, s.acc, s.n, dp_exact_digit_bits(ranks), 0, sent, s.digits, s.largest);
+            int bits = dp_exact_first_digits(host_sums(&s, read), s.n, ranks, sent, host);
+            s.be->exact_to_digits(s.be, device_acc(&s, read), device_pending(&s, read), s.n, dp_exact_digit_bits(ranks),
+                                  0, sent, s.digits, s.largest);
             s.be->download(s.be, &largest, s.largest, sizeof largest);
             ck_assert_int_eq(dp_exact_magnitude_of(largest), bits);
             same_bytes(s.be, s.digits, host, (size_t)sent * s.n * sizeof *host, "the first digits");
             same_accumulators(&s, "after the first digits");
-            dp_exact_to_digits(s.host_acc, s.n, ranks, sent, max_digits, host);
-            s.be->exact_to_digits(s.be, s.acc, s.n, dp_exact_digit_bits(ranks), sent, max_digits, s.digits, s.largest);
+            dp_exact_to_digits(host_sums(&s, read), s.n, ranks, sent, max_digits, host);
+            s.be->exact_to_digits(s.be, device_acc(&s, read), device_pending(&s, read), s.n, dp_exact_digit_bits(ranks),
+                                  sent, max_digits, s.digits, s.largest);
             same_bytes(s.be, s.digits, host, (size_t)max_digits * s.n * sizeof *host, "the later digits");
             same_accumulators(&s, "after the later digits");
             free(host);
@@ -152,7 +178,7 @@ START_TEST(summed_digits_to_floats_are_the_host_loops)
         float *host = malloc(s.n * sizeof *host);
         for (int rank = 0; rank < ranks; rank++) { /* each rank's digits, added as integers (exact) */
             add_shards(&s, 100 * t + rank, 0);
-            dp_exact_to_digits(s.host_acc, s.n, ranks, 0, max_digits, digits);
+            dp_exact_to_digits((dp_exact_sums){.acc = s.host_acc}, s.n, ranks, 0, max_digits, digits);
             for (size_t i = 0; i < count; i++)
                 summed[i] += digits[i];
         }

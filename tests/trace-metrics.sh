@@ -1,6 +1,7 @@
 # --trace and --metrics on 2 ranks: the timeline is valid JSON with every rank's data, forward,
-# backward, collective and optimizer spans, collectives overlap backward with buckets and never
-# with --no-overlap; on fake GPUs every pass also has its device-lane span from CUDA events;
+# backward, collective and optimizer spans, none dropped, collectives overlap backward with
+# buckets and never with --no-overlap, --exact's shards each with its add, ZeRO-3's blocks each
+# gathered; on fake GPUs every pass also has its device-lane span from CUDA events;
 # the metrics are one JSON object per step and a summary (tests/trace_check.py, python3's json
 # module: a reader independent of ours).
 . "$srcdir/tests/common.sh"
@@ -31,6 +32,20 @@ for mode in overlap no-overlap; do
     dp_check_outcome "train with --trace and --metrics ($mode)" ok $? "$dir/out" "summary:"
     check_trace "$mode"
 done
+# --exact: 4 shards a rank each step, every one's backward and exact add in the trace (it was cut
+# short: its room was counted in micro-batches), and the step's exact sums as one collective.
+dp_mpirun 60 2 "$worker" --data synthetic:2000,64,10 --layers 64,512,512,10 --batch 128 --steps "$steps" \
+    --log-every 1 --threads 1 --exact --exact-shard 16 --trace "$dir/exact.json" --metrics "$dir/exact.jsonl" \
+    >"$dir/out" 2>&1
+dp_check_outcome "train with --exact and --trace" ok $? "$dir/out" "summary:"
+check_trace exact
+# ZeRO-3 under a budget smaller than a layer: each layer gathered in blocks for every pass (its
+# room in the trace was counted in whole layers).
+dp_mpirun 60 2 "$worker" --data synthetic:2000,64,10 --layers 64,512,512,10 --batch 128 --steps "$steps" \
+    --log-every 1 --threads 1 --zero 3 --zero-live-mb 0.05 --trace "$dir/zero3.json" --metrics "$dir/zero3.jsonl" \
+    >"$dir/out" 2>&1
+dp_check_outcome "train with --zero 3 under a sub-layer budget and --trace" ok $? "$dir/out" "summary:"
+check_trace zero3
 # On a GPU (the fake CUDA runtime, where built) the passes are also timed by CUDA events.
 fake="$top_builddir/tests/fakecuda/dp_worker"
 if [ -x "$fake" ]; then

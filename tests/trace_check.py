@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Checks a dp_worker --trace file (Chrome trace event JSON) and --metrics file (JSON lines),
 independently of the C code that wrote them: python's json module parses them.
-Usage: trace_check.py TRACE METRICS RANKS STEPS overlap|no-overlap|device
-(device: a GPU run, whose module passes are also in the device lane, timed by CUDA events.)
+Usage: trace_check.py TRACE METRICS RANKS STEPS overlap|no-overlap|device|exact|zero3
+(device: a GPU run, whose module passes are also in the device lane, timed by CUDA events;
+exact: an --exact run, each shard's add a span and each step's exact sums a collective;
+zero3: ZeRO-3 under a budget smaller than a layer, its blocks gathered for every pass.)
 Exit 0 when every property holds; prints each failure."""
 import json
 import sys
@@ -26,6 +28,8 @@ expect({e["pid"] for e in spans} == set(range(ranks)), f"spans from every one of
 names = {e["name"] for e in events if e.get("ph") == "M" and e["name"] == "process_name"}
 expect(names == {"process_name"} and sum(e.get("name") == "process_name" for e in events) == ranks,
        "one process_name per rank")
+expect(not any("dropped" in e.get("args", {}).get("name", "") for e in events if e.get("name") == "process_name"),
+       "no rank's trace dropped spans (its capacity holds every step)")
 for rank in range(ranks):
     mine = [e for e in spans if e["pid"] == rank]
     cats = {}
@@ -44,6 +48,15 @@ for rank in range(ranks):
             overlapping += 1
     if mode == "overlap":
         expect(overlapping >= steps, f"rank {rank}: {overlapping} collective spans overlap backward spans")
+    elif mode == "exact":
+        first_layer = [e for e in cats.get("backward", []) if e["name"].startswith("backward layers.0 ")]
+        expect(len(cats.get("exact", [])) == len(first_layer) >= 2 * steps,
+               f"rank {rank}: one exact add per shard ({len(cats.get('exact', []))} for {len(first_layer)} shards)")
+        expect(len(cats.get("collective", [])) == steps, f"rank {rank}: one span of the exact sums per step")
+    elif mode == "zero3":
+        passes = [e for e in cats.get("forward", []) + cats.get("backward", []) if e["name"].endswith("(linear)")]
+        expect(len(cats.get("collective", [])) > len(passes),
+               f"rank {rank}: more gathers than Linear passes ({len(cats.get('collective', []))} for {len(passes)})")
     elif mode == "no-overlap":
         expect(overlapping == 0, f"rank {rank}: no collective span overlaps a backward span (--no-overlap)")
     # The device lane: on a GPU every host pass has its device twin, in issue order, none

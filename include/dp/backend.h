@@ -286,12 +286,14 @@ struct dp_backend {
      * memory is host memory, whose loops are src/strategy/exact_sum.c's) ---- */
     /* exact_sum.h's dp_exact_add, dp_exact_to_floats, dp_exact_to_digits and
      * dp_exact_from_digits (int64 digits of digit_bits bits) on backend memory, bit for bit;
-     * from digit 0, exact_to_digits also leaves the largest dp_exact_size_bits (exact_math.h) in
-     * *largest (backend memory), so 8 bytes tell the host the sums' magnitude. */
+     * the sums read are acc's (NULL: none) plus a pending shard's `last` (NULL: none), as
+     * exact_math.h's dp_exact_sums; from digit 0, exact_to_digits also leaves the largest
+     * dp_exact_size_bits in *largest (backend memory), so 8 bytes tell the host the sums'
+     * magnitude. */
     void (*exact_add)(const dp_backend *be, double *acc, const float *values, size_t n, int first);
-    void (*exact_to_floats)(const dp_backend *be, const double *acc, size_t n, float *out);
-    void (*exact_to_digits)(const dp_backend *be, const double *acc, size_t n, int digit_bits, int first, int digits,
-                            int64_t *out, uint64_t *largest);
+    void (*exact_to_floats)(const dp_backend *be, const double *acc, const float *last, size_t n, float *out);
+    void (*exact_to_digits)(const dp_backend *be, const double *acc, const float *last, size_t n, int digit_bits,
+                            int first, int digits, int64_t *out, uint64_t *largest);
     void (*exact_from_digits)(const dp_backend *be, const int64_t *digits, size_t n, int digit_bits, int count,
                               float *out);
 };

@@ -137,8 +137,9 @@ typedef struct dp_step_hooks {
     int (*finish)(void *arg);
     /* After the optimizer: ZeRO's parameters whole again (stages 1, 2) or forgotten (3). */
     int (*after_update)(void *arg);
-    /* --exact: after each shard's backward, its gradient (written alone) is final. */
-    int (*shard_done)(void *arg);
+    /* --exact: after each shard's backward, its gradient (written alone) is final; last: the
+     * rank's last shard of the step (its gradient stays put until finish). */
+    int (*shard_done)(void *arg, int last);
     /* Under a ZeRO budget (NULL otherwise): where a module larger than the budget's block reads
      * the parameter piece [offset, offset + count) or a block of a weight's columns (stage 3),
      * and where backward writes a gradient piece (stages 2 and 3): the nn layer's
@@ -229,6 +230,10 @@ void dp_strategy_free(dp_strategy *d);
 
 /* The strategy's hooks for the engine's step. */
 void dp_strategy_attach(dp_strategy *d, dp_step_hooks *hooks);
+
+/* The most collectives d reports (on_span) in a step of `groups` micro-batches or shards: the
+ * timeline's room for them. */
+size_t dp_strategy_spans_per_step(const dp_strategy *d, size_t groups);
 
 /* Replaces the default bucket hook (see dp_bucket_hook); before the first step. */
 void dp_strategy_set_bucket_hook(dp_strategy *d, const dp_bucket_hook *hook);

@@ -403,15 +403,15 @@ static void cuda_exact_add(const dp_backend *be, double *acc, const float *value
     MUST(LAUNCH(ctx_of(be), dp_cuda_exact_add, acc, values, n, first));
 }
 
-static void cuda_exact_to_floats(const dp_backend *be, const double *acc, size_t n, float *out)
+static void cuda_exact_to_floats(const dp_backend *be, const double *acc, const float *last, size_t n, float *out)
 {
-    MUST(LAUNCH(ctx_of(be), dp_cuda_exact_to_floats, acc, n, out));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_exact_to_floats, acc, last, n, out));
 }
 
-static void cuda_exact_to_digits(const dp_backend *be, const double *acc, size_t n, int digit_bits, int first, int digits,
-                                 int64_t *out, uint64_t *largest)
+static void cuda_exact_to_digits(const dp_backend *be, const double *acc, const float *last, size_t n, int digit_bits,
+                                 int first, int digits, int64_t *out, uint64_t *largest)
 {
-    MUST(LAUNCH(ctx_of(be), dp_cuda_exact_to_digits, acc, n, digit_bits, first, digits, out, largest));
+    MUST(LAUNCH(ctx_of(be), dp_cuda_exact_to_digits, acc, last, n, digit_bits, first, digits, out, largest));
 }
 
 static void cuda_exact_from_digits(const dp_backend *be, const int64_t *digits, size_t n, int digit_bits, int count,

@@ -13,15 +13,15 @@ __global__ void exact_add_kernel(dp_shape s, double *acc, const float *values, s
     dp_exact_add_thread(acc, values, n, first, span_x(s));
 }
 
-__global__ void exact_to_floats_kernel(dp_shape s, const double *acc, size_t n, float *out)
+__global__ void exact_to_floats_kernel(dp_shape s, dp_exact_sums sums, size_t n, float *out)
 {
-    dp_exact_to_floats_thread(acc, n, out, span_x(s));
+    dp_exact_to_floats_thread(sums, n, out, span_x(s));
 }
 
-__global__ void exact_to_digits_kernel(dp_shape s, const double *acc, size_t n, int b, int first, int digits, int64_t *out,
-                                       unsigned long long *largest)
+__global__ void exact_to_digits_kernel(dp_shape s, dp_exact_sums sums, size_t n, int b, int first, int digits,
+                                       int64_t *out, unsigned long long *largest)
 {
-    unsigned long long mine = dp_exact_digits_thread(acc, n, b, first, digits, out, span_x(s));
+    unsigned long long mine = dp_exact_digits_thread(sums, n, b, first, digits, out, span_x(s));
     if (first != 0)
         return;
     for (int offset = DP_WARP / 2; offset > 0; offset /= 2) { /* the warp's maximum: 32x fewer atomics */
@@ -44,20 +44,21 @@ extern "C" cudaError_t dp_cuda_exact_add(cudaStream_t stream, double *acc, const
     LAUNCH(n, dp_shape_flat(n), exact_add_kernel, acc, values, n, first);
 }
 
-extern "C" cudaError_t dp_cuda_exact_to_floats(cudaStream_t stream, const double *acc, size_t n, float *out)
+extern "C" cudaError_t dp_cuda_exact_to_floats(cudaStream_t stream, const double *acc, const float *last, size_t n,
+                                               float *out)
 {
-    LAUNCH(n, dp_shape_flat(n), exact_to_floats_kernel, acc, n, out);
+    LAUNCH(n, dp_shape_flat(n), exact_to_floats_kernel, dp_exact_sums{acc, last}, n, out);
 }
 
-extern "C" cudaError_t dp_cuda_exact_to_digits(cudaStream_t stream, const double *acc, size_t n, int digit_bits, int first,
-                                               int digits, int64_t *out, uint64_t *largest)
+extern "C" cudaError_t dp_cuda_exact_to_digits(cudaStream_t stream, const double *acc, const float *last, size_t n,
+                                               int digit_bits, int first, int digits, int64_t *out, uint64_t *largest)
 {
     if (first == 0) {
         cudaError_t e = cudaMemsetAsync(largest, 0, sizeof *largest, stream);
         if (e != cudaSuccess)
             return e;
     }
-    LAUNCH(n, dp_shape_flat(n), exact_to_digits_kernel, acc, n, digit_bits, first, digits, out,
+    LAUNCH(n, dp_shape_flat(n), exact_to_digits_kernel, dp_exact_sums{acc, last}, n, digit_bits, first, digits, out,
            (unsigned long long *)largest);
 }
 

@@ -15,10 +15,10 @@ extern "C" {
 #endif
 
 cudaError_t dp_cuda_exact_add(cudaStream_t stream, double *acc, const float *values, size_t n, int first);
-cudaError_t dp_cuda_exact_to_floats(cudaStream_t stream, const double *acc, size_t n, float *out);
+cudaError_t dp_cuda_exact_to_floats(cudaStream_t stream, const double *acc, const float *last, size_t n, float *out);
 /* From digit 0, *largest (zeroed here first) gets the largest size's bits by atomicMax. */
-cudaError_t dp_cuda_exact_to_digits(cudaStream_t stream, const double *acc, size_t n, int digit_bits, int first, int digits,
-                                    int64_t *out, uint64_t *largest);
+cudaError_t dp_cuda_exact_to_digits(cudaStream_t stream, const double *acc, const float *last, size_t n, int digit_bits,
+                                    int first, int digits, int64_t *out, uint64_t *largest);
 cudaError_t dp_cuda_exact_from_digits(cudaStream_t stream, const int64_t *digits, size_t n, int digit_bits, int count,
                                       float *out);
 

@@ -21,6 +21,14 @@ enum {
     DP_EXACT_DIGITS = 2,         /* the digits a sum may need on up to DP_EXACT_MAX_RANKS ranks */
 };
 
+/* The sums a pass reads: the accumulator's (acc, DP_EXACT_PIECES x n; NULL: no shard in it)
+ * plus, element by element, a shard's gradient never added into it (last; NULL: none): the
+ * rank's last shard of a step costs no pass of its own, and acc is only read. */
+typedef struct dp_exact_sums {
+    const double *acc;
+    const float *last;
+} dp_exact_sums;
+
 /* Inlined into each host build of the loops (a call per element would stop the vectoriser). */
 #ifdef __CUDACC__
 #define DP_EXACT_ELEMENT static __forceinline__ DP_HD
@@ -170,6 +178,20 @@ DP_EXACT_ELEMENT void dp_exact_take_digit(int64_t digit, double unit, int k, dou
                    ((int64_t)1 << (63 - DP_EXACT_FRACTION_BITS));
     *whole = digit == DP_EXACT_MARK ? (double)NAN : dp_exact_from_units(high, 1.0);
     *fraction = dp_exact_from_units(low, 0x1p-48);
+}
+
+/* The double nearest a sum the ranks' single digits hold (units of 2^-48, |digit| < 2^62), from
+ * the digit's two halves converted exactly and added with one rounding: the canonical form's
+ * dp_exact_to_float rounds the same sum to double once, so its float is this one's, in a third
+ * of the steps. DP_EXACT_MARK: NaN. */
+DP_EXACT_ELEMENT double dp_exact_single_digit_sum(int64_t digit)
+{
+    const uint64_t offset = (uint64_t)1 << 63; /* a logical shift of digit + 2^63: no signed shift */
+    int64_t high = (int64_t)(((uint64_t)digit + offset) >> 32) - ((int64_t)1 << 31);
+    int64_t low = (int64_t)((uint64_t)digit & 0xffffffffu);
+    double sum = dp_dadd(dp_exact_from_units(high, 0x1p32), dp_exact_from_units(low, 1.0));
+    double value = dp_dmul(sum, 0x1p-48); /* made first: the select below then vectorises */
+    return digit == DP_EXACT_MARK ? (double)NAN : value;
 }
 
 #endif

@@ -194,8 +194,10 @@ int dp_engine_exact_shards(dp_engine *e, dp_range step, const dp_row_source *sou
         if (!status) {
             double started = MPI_Wtime(); /* adding the shard up counts as backward's work */
             add_shard_totals(e);
-            status = e->hooks.shard_done(e->hooks.arg);
-            stats->split.backward += MPI_Wtime() - started;
+            status = e->hooks.shard_done(e->hooks.arg, k + 1 == mine.end);
+            double done = MPI_Wtime();
+            stats->split.backward += done - started;
+            dp_engine_observe_span(e, "add the shard's gradient exactly", "exact", started, done);
         }
     }
     return status;

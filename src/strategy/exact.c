@@ -26,7 +26,9 @@ typedef struct dp_exact {
     int64_t *message; /* the all-reduce's buffer (host), see the slots below */
     int max_digits;
     int digits_sent;  /* digits sent first: the count the ranks needed at the last step */
-    size_t terms;     /* shards added since the last finish */
+    size_t terms;     /* shards computed since the last finish */
+    int pending;      /* the gradient buffer holds the rank's last shard, not added (the passes
+                       * of finish add it as they read the accumulator) */
 } dp_exact;
 
 /* The message: ranks whose sums are not finite (1 each), then max_digits needs (1 at the count
@@ -115,19 +117,32 @@ static void exact_close(dp_strategy *d)
     d->exact = NULL;
 }
 
-/* The gradient backward just wrote (one shard's alone) into the accumulator, where it lies. */
-static int exact_add_shard(dp_strategy *d)
+/* The gradient backward just wrote (one shard's alone) into the accumulator, where it lies; the
+ * rank's last shard of the step stays in the gradient buffer for finish's passes, which add it
+ * as they read: one pass over the accumulator fewer. */
+static int exact_add_shard(dp_strategy *d, int last)
 {
     dp_exact *x = d->exact;
     size_t total = d->layout.total;
     if (++x->terms > DP_EXACT_MAX_TERMS)
         return dp_fail(DP_EINVAL, "--exact: more than %zu shards in one step on one rank; use a larger --exact-shard",
                        DP_EXACT_MAX_TERMS);
-    if (x->on_device)
+    if (last)
+        x->pending = 1;
+    else if (x->on_device)
         x->be->exact_add(x->be, x->acc, d->buffers.grads, total, x->terms == 1);
     else
         dp_exact_add(x->acc, d->buffers.grads, total, x->terms == 1);
     return 0;
+}
+
+/* The sums: the accumulator (none when the pending shard is the step's only one) and the
+ * pending shard. */
+static dp_exact_sums sums_of(const dp_strategy *d)
+{
+    const dp_exact *x = d->exact;
+    int in_acc = !(x->pending && x->terms == 1);
+    return (dp_exact_sums){.acc = in_acc ? x->acc : NULL, .last = x->pending ? d->buffers.grads : NULL};
 }
 
 /* Digits sums of `bits` bits need (all of them where one is not finite: its size is unknown). */
@@ -152,18 +167,21 @@ static int sum_over_ranks(dp_strategy *d, int64_t *values, size_t count)
 /* Digits [first, digits) of this rank's sums into the message (from 0, their magnitude
  * returned): made where the accumulator lives, so a device sends down only the digits, with the
  * sums' size in the same copy. */
-static int digits_to_message(dp_exact *x, size_t total, int ranks, int first, int digits)
+static int digits_to_message(dp_strategy *d, int ranks, int first, int digits)
 {
+    dp_exact *x = d->exact;
+    size_t total = d->layout.total;
     int64_t *out = message_digits(x);
     if (!x->on_device) {
         if (first == 0)
-            return dp_exact_first_digits(x->acc, total, ranks, digits, out);
-        dp_exact_to_digits(x->acc, total, ranks, first, digits, out);
+            return dp_exact_first_digits(sums_of(d), total, ranks, digits, out);
+        dp_exact_to_digits(sums_of(d), total, ranks, first, digits, out);
         return 0;
     }
     int64_t *device_digits = x->digits + 1;
     size_t offset = (size_t)first * total, count = (size_t)(digits - first) * total;
-    x->be->exact_to_digits(x->be, x->acc, total, dp_exact_digit_bits(ranks), first, digits, device_digits,
+    dp_exact_sums sums = sums_of(d);
+    x->be->exact_to_digits(x->be, sums.acc, sums.last, total, dp_exact_digit_bits(ranks), first, digits, device_digits,
                            (uint64_t *)x->digits);
     if (first > 0) {
         x->be->download(x->be, out + offset, device_digits + offset, count * sizeof *out);
@@ -214,7 +232,8 @@ static int sum_digits(dp_strategy *d)
     size_t total = d->layout.total;
     int ranks = d->comm->size, sent = x->digits_sent, status;
     int64_t *needs = x->message + NEEDS, *digits = message_digits(x), *flags = digits + (size_t)x->max_digits * total;
-    int bits = digits_to_message(x, total, ranks, 0, sent);
+    double started = MPI_Wtime();
+    int bits = digits_to_message(d, ranks, 0, sent);
     memset(x->message, 0, (size_t)(needs + x->max_digits - x->message) * sizeof *x->message);
     needs[digits_needed(x, bits, ranks) - 1] = 1;
     if (bits < 0) {
@@ -228,7 +247,7 @@ static int sum_digits(dp_strategy *d)
     while (needs[needed - 1] == 0) /* some rank needs at least one digit */
         needed--;
     if (needed > sent) {
-        digits_to_message(x, total, ranks, sent, needed);
+        digits_to_message(d, ranks, sent, needed);
         if (bits < 0)
             dp_exact_take_marks(digits, total, sent, needed, flags);
         if ((status = sum_over_ranks(d, digits + (size_t)sent * total, (size_t)(needed - sent) * total)))
@@ -238,6 +257,8 @@ static int sum_digits(dp_strategy *d)
         return status;
     digits_to_gradient(x, total, ranks, needed > sent ? needed : sent, d->buffers.grads);
     x->digits_sent = needed;
+    if (d->on_span) /* the timeline's one span for the sums: digits, all-reduces, floats */
+        d->on_span(d->span_arg, "the exact sums (digits, all-reduce, floats)", started, MPI_Wtime());
     return 0;
 }
 
@@ -257,11 +278,13 @@ static int exact_finish(dp_strategy *d)
         if ((status = sum_digits(d)))
             return status;
     } else if (x->on_device) {
-        x->be->exact_to_floats(x->be, x->acc, total, d->buffers.grads);
+        dp_exact_sums sums = sums_of(d);
+        x->be->exact_to_floats(x->be, sums.acc, sums.last, total, d->buffers.grads);
     } else {
-        dp_exact_to_floats(x->acc, total, d->buffers.grads);
+        dp_exact_to_floats(sums_of(d), total, d->buffers.grads);
     }
     x->terms = 0;
+    x->pending = 0;
     return 0;
 }
 

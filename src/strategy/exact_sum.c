@@ -109,22 +109,54 @@ PER_CHUNK void chunk_digits_from(const double *high, const double *low, size_t b
         chunk_digits(high, low, begin, n, total, b, 0, 1, out);
 }
 
-WIDEST_VECTORS void dp_exact_to_digits(const double *acc, size_t n, int ranks, int first, int digits, int64_t *out)
+/* The pieces of the sums of elements [begin, begin + n) of `total`: the accumulator's where
+ * nothing is pending, else with the pending shard added into the chunk's L1 locals (high_at,
+ * low_at), the accumulator only read. */
+PER_CHUNK void chunk_sums(dp_exact_sums sums, size_t begin, size_t n, size_t total, double *restrict high_at,
+                          double *restrict low_at, const double **high, const double **low)
+{
+    if (!sums.last) {
+        *high = sums.acc + begin;
+        *low = sums.acc + total + begin;
+        return;
+    }
+    const float *restrict last = sums.last + begin;
+    if (sums.acc) {
+        const double *restrict from_high = sums.acc + begin, *restrict from_low = sums.acc + total + begin;
+        for (size_t i = 0; i < n; i++) {
+            high_at[i] = from_high[i];
+            low_at[i] = from_low[i];
+            dp_exact_add_value(last[i], &high_at[i], &low_at[i], 0);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++)
+            dp_exact_add_value(last[i], &high_at[i], &low_at[i], 1);
+    }
+    *high = high_at;
+    *low = low_at;
+}
+
+WIDEST_VECTORS void dp_exact_to_digits(dp_exact_sums sums, size_t n, int ranks, int first, int digits, int64_t *out)
 {
     int b = dp_exact_digit_bits(ranks);
+    double high_at[CHUNK], low_at[CHUNK];
     for (size_t begin = 0; begin < n; begin += CHUNK) {
         size_t count = begin + CHUNK < n ? CHUNK : n - begin;
-        chunk_digits_from(acc + begin, acc + n + begin, begin, count, n, b, first, digits, out);
+        const double *high, *low;
+        chunk_sums(sums, begin, count, n, high_at, low_at, &high, &low);
+        chunk_digits_from(high, low, begin, count, n, b, first, digits, out);
     }
 }
 
-WIDEST_VECTORS int dp_exact_first_digits(const double *acc, size_t n, int ranks, int digits, int64_t *out)
+WIDEST_VECTORS int dp_exact_first_digits(dp_exact_sums sums, size_t n, int ranks, int digits, int64_t *out)
 {
     int b = dp_exact_digit_bits(ranks);
     uint64_t largest = 0;
+    double high_at[CHUNK], low_at[CHUNK];
     for (size_t begin = 0; begin < n; begin += CHUNK) {
         size_t count = begin + CHUNK < n ? CHUNK : n - begin;
-        const double *high = acc + begin, *low = acc + n + begin; /* the chunk stays in the L1 cache */
+        const double *high, *low; /* the chunk stays in the L1 cache through both passes */
+        chunk_sums(sums, begin, count, n, high_at, low_at, &high, &low);
         largest = largest_size(high, low, count, largest);
         chunk_digits_from(high, low, begin, count, n, b, 0, digits, out);
     }
@@ -153,6 +185,13 @@ WIDEST_VECTORS void dp_exact_from_digits(const int64_t *digits_in, size_t n, int
     double whole[CHUNK], fraction[CHUNK]; /* a chunk's sums, in the L1 cache: no pass over memory */
     for (size_t begin = 0; begin < n; begin += CHUNK) {
         size_t count = begin + CHUNK < n ? CHUNK : n - begin;
+        if (digits == 1) { /* the usual step: each sum one int64 (int64 to double, then to float: each loop vectorises) */
+            for (size_t i = 0; i < count; i++)
+                whole[i] = dp_exact_single_digit_sum(digits_in[begin + i]);
+            for (size_t i = 0; i < count; i++)
+                out[begin + i] = (float)whole[i];
+            continue;
+        }
         for (int k = 0; k < digits; k++) {
             const int64_t *restrict digit = digits_in + (size_t)k * n + begin;
             /* digit 0 starts the sums: no zeroing pass; the unit only counts above it */
@@ -167,12 +206,18 @@ WIDEST_VECTORS void dp_exact_from_digits(const int64_t *digits_in, size_t n, int
     }
 }
 
-WIDEST_VECTORS void dp_exact_to_floats(const double *acc, size_t n, float *out)
+WIDEST_VECTORS void dp_exact_to_floats(dp_exact_sums sums, size_t n, float *out)
 {
-    for (size_t i = 0; i < n; i++) {
-        double whole, fraction;
-        dp_exact_accumulated_sum(acc[i], acc[n + i], &whole, &fraction);
-        out[i] = dp_exact_to_float(whole, fraction);
+    double high_at[CHUNK], low_at[CHUNK];
+    for (size_t begin = 0; begin < n; begin += CHUNK) {
+        size_t count = begin + CHUNK < n ? CHUNK : n - begin;
+        const double *high, *low; /* read before out is written: out may be sums.last */
+        chunk_sums(sums, begin, count, n, high_at, low_at, &high, &low);
+        for (size_t i = 0; i < count; i++) {
+            double whole, fraction;
+            dp_exact_accumulated_sum(high[i], low[i], &whole, &fraction);
+            out[begin + i] = dp_exact_to_float(whole, fraction);
+        }
     }
 }
 

@@ -41,14 +41,14 @@ int dp_exact_magnitude_of(uint64_t largest_size_bits);
 /* Digits needed for sums of at most `bits` bits on a world of ranks. */
 int dp_exact_digits_for(int bits, int ranks);
 
-/* acc's exact sums as arrays of n int64 digits of dp_exact_digit_bits(ranks) bits, the lowest
+/* The exact sums as arrays of n int64 digits of dp_exact_digit_bits(ranks) bits, the lowest
  * first (digit k at out + k n): digits [first, digits) of the DP_EXACT_DIGITS, so a call from 0
  * to K and one from K on give what one call from 0 gives; a sum that is not finite becomes
- * DP_EXACT_MARK in every digit. acc is only read. */
-void dp_exact_to_digits(const double *acc, size_t n, int ranks, int first, int digits, int64_t *out);
-/* dp_exact_magnitude_bits and dp_exact_to_digits from 0 to `digits` in one pass over acc, chunk
- * by chunk: the same digits; the magnitude returned. */
-int dp_exact_first_digits(const double *acc, size_t n, int ranks, int digits, int64_t *out);
+ * DP_EXACT_MARK in every digit. */
+void dp_exact_to_digits(dp_exact_sums sums, size_t n, int ranks, int first, int digits, int64_t *out);
+/* dp_exact_magnitude_bits and dp_exact_to_digits from 0 to `digits` in one pass over the sums,
+ * chunk by chunk: the same digits; the magnitude returned. */
+int dp_exact_first_digits(dp_exact_sums sums, size_t n, int ranks, int digits, int64_t *out);
 /* A rank's own marks of sums that are not finite, from digits [first, digits) to flags (1
  * there), the digits set to 0: summed over the ranks, the flags say which sums any rank lost. */
 void dp_exact_take_marks(int64_t *digits_in, size_t n, int first, int digits, int64_t *flags);
@@ -57,8 +57,8 @@ void dp_exact_put_marks(int64_t *digit0, size_t n, const int64_t *flags);
 /* Digits summed over the ranks back to values: each the exact sum's float (canonical form), NaN
  * where digit 0 is DP_EXACT_MARK. */
 void dp_exact_from_digits(const int64_t *digits_in, size_t n, int ranks, int digits, float *out);
-/* One rank's accumulator straight to values, bitwise what the digits would give. */
-void dp_exact_to_floats(const double *acc, size_t n, float *out);
+/* One rank's sums straight to values, bitwise what the digits would give; out may be sums.last. */
+void dp_exact_to_floats(dp_exact_sums sums, size_t n, float *out);
 
 /* A shard's loss sum rounded to a multiple of 2^-24: such values add exactly in doubles, in
  * any order, while the total stays below 2^29. */

@@ -107,6 +107,16 @@ size_t dp_strategy_largest_bucket(const dp_strategy *d)
     return largest;
 }
 
+size_t dp_strategy_spans_per_step(const dp_strategy *d, size_t groups)
+{
+    size_t per_group = (size_t)d->nbuckets;
+    if (d->type->shards_params) { /* stage 3: each unit gathered for both passes, each column unit for dX */
+        size_t units = d->gathers.layout.segments > 0 ? (size_t)d->gathers.layout.segments : (size_t)d->layout.segments;
+        per_group += 2 * units + (d->zero ? (size_t)d->zero->columns.units : 0);
+    }
+    return groups * per_group + 2; /* and after the last group: ZeRO-1 and 2's all-gather, or --exact's sums */
+}
+
 size_t dp_strategy_largest_unit(const dp_strategy *d)
 {
     size_t largest = 0;
@@ -363,10 +373,10 @@ static int after_update(void *arg)
     return status;
 }
 
-static int shard_done(void *arg)
+static int shard_done(void *arg, int last)
 {
     dp_strategy *d = arg;
-    return d->type->add_shard ? d->type->add_shard(d) : 0;
+    return d->type->add_shard ? d->type->add_shard(d, last) : 0;
 }
 
 void dp_strategy_attach(dp_strategy *d, dp_step_hooks *hooks)

@@ -29,7 +29,7 @@ typedef struct dp_strategy_type {
     int (*after_update)(dp_strategy *d);
     /* --exact: a shard's gradient is final (add it up); finish instead of the buckets' wait;
      * the banner's line. */
-    int (*add_shard)(dp_strategy *d);
+    int (*add_shard)(dp_strategy *d, int last);
     int (*finish)(dp_strategy *d);
     int (*describe)(const dp_strategy *d, char *text, size_t size);
 } dp_strategy_type;

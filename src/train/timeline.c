@@ -61,6 +61,16 @@ static void on_collective(void *arg, const char *label, double begin, double end
     dp_trace_add(&t->trace, label, "collective", DP_LANE_COMM, begin, end);
 }
 
+/* The row groups this rank computes in a step: its micro-batches, or under --exact at most
+ * its run of the step's shards. */
+static size_t groups_per_step(const dp_engine *e)
+{
+    if (!e->exact_shard)
+        return (size_t)e->accum;
+    size_t shards = (e->micro_batch * (size_t)e->accum + e->exact_shard - 1) / e->exact_shard;
+    return (shards + (size_t)e->comm->size - 1) / (size_t)e->comm->size;
+}
+
 int dp_trainer_open_timeline(trainer *t)
 {
     if (!t->o->trace_path[0])
@@ -72,12 +82,11 @@ int dp_trainer_open_timeline(trainer *t)
     tl->module_began = dp_calloc((size_t)e->model.count + 1, sizeof *tl->module_began, "module start times");
     if (!tl->module_began)
         return DP_ENOMEM;
-    /* Per step: every module's two passes per micro-batch, a gather each, the buckets (or the
-     * whole gradient; ZeRO-2 and 3: every micro-batch's), ZeRO-3's parameter gathers (two
-     * per module) or ZeRO-1 and 2's after the update, the update, an evaluation at most. */
-    size_t micro = (size_t)t->o->accum, segments = (size_t)e->strategy.layout.segments;
-    size_t per_step = micro * (2 * (size_t)e->model.count + 1) + micro * (size_t)e->strategy.nbuckets + 2 * segments + 4;
-    size_t passes = micro * 2 * (size_t)e->model.count; /* the device's view of each pass, on a GPU */
+    /* Per step: every module's two passes per row group (micro-batch or shard), a gather and a
+     * shard's add each, the strategy's collectives, the update, an evaluation at most. */
+    size_t groups = groups_per_step(e);
+    size_t per_step = groups * (2 * (size_t)e->model.count + 2) + dp_strategy_spans_per_step(&e->strategy, groups) + 4;
+    size_t passes = groups * 2 * (size_t)e->model.count; /* the device's view of each pass, on a GPU */
     if (e->be->timer_mark) { /* passes beyond the timer's slots go untimed */
         dp_device_spans *d = &tl->device_spans;
         d->pending = dp_calloc(passes, sizeof *d->pending, "the device's spans of a step");

@@ -10,7 +10,7 @@
 typedef struct exact_args {
     dp_shape s;
     double *acc;
-    const float *values;  /* add: the shard's gradient */
+    const float *values;  /* add: the shard's gradient; to_floats, to_digits: the pending shard (or NULL) */
     int64_t *digits_out;  /* to_digits */
     const int64_t *digits_in; /* from_digits */
     float *out;
@@ -38,6 +38,17 @@ static int need_acc(const exact_args *a)
     return fakecuda_need(a->acc, DP_EXACT_PIECES * a->n * sizeof *a->acc, "the accumulator");
 }
 
+/* The sums to_floats and to_digits read: the accumulator (where given) and the pending shard. */
+static int need_sums(const exact_args *a)
+{
+    return (!a->acc || need_acc(a)) && (!a->values || fakecuda_need(a->values, a->n * sizeof(float), "the pending shard"));
+}
+
+static dp_exact_sums sums_of(const exact_args *a)
+{
+    return (dp_exact_sums){.acc = a->acc, .last = a->values};
+}
+
 static uint64_t add_thread(exact_args *a, dp_span span)
 {
     dp_exact_add_thread(a->acc, a->values, a->n, a->first, span);
@@ -59,32 +70,32 @@ cudaError_t dp_cuda_exact_add(cudaStream_t stream, double *acc, const float *val
 
 static uint64_t to_floats_thread(exact_args *a, dp_span span)
 {
-    dp_exact_to_floats_thread(a->acc, a->n, a->out, span);
+    dp_exact_to_floats_thread(sums_of(a), a->n, a->out, span);
     return 0;
 }
 
 static void run_to_floats(void *raw)
 {
     exact_args *a = raw;
-    if (need_acc(a) && fakecuda_need(a->out, a->n * sizeof(float), "out"))
+    if (need_sums(a) && fakecuda_need(a->out, a->n * sizeof(float), "out"))
         each_thread(a, to_floats_thread);
 }
 
-cudaError_t dp_cuda_exact_to_floats(cudaStream_t stream, const double *acc, size_t n, float *out)
+cudaError_t dp_cuda_exact_to_floats(cudaStream_t stream, const double *acc, const float *last, size_t n, float *out)
 {
-    exact_args a = {.s = dp_shape_flat(n), .acc = (double *)acc, .out = out, .n = n};
+    exact_args a = {.s = dp_shape_flat(n), .acc = (double *)acc, .values = last, .out = out, .n = n};
     return n == 0 ? cudaSuccess : QUEUE(run_to_floats, a, "exact_to_floats_kernel");
 }
 
 static uint64_t to_digits_thread(exact_args *a, dp_span span)
 {
-    return dp_exact_digits_thread(a->acc, a->n, a->b, a->first, a->digits, a->digits_out, span);
+    return dp_exact_digits_thread(sums_of(a), a->n, a->b, a->first, a->digits, a->digits_out, span);
 }
 
 static void run_to_digits(void *raw)
 {
     exact_args *a = raw;
-    if (!need_acc(a) || !fakecuda_need(a->digits_out, (size_t)a->digits * a->n * sizeof(int64_t), "digits") ||
+    if (!need_sums(a) || !fakecuda_need(a->digits_out, (size_t)a->digits * a->n * sizeof(int64_t), "digits") ||
         (a->first == 0 && !fakecuda_need(a->largest, sizeof *a->largest, "largest")))
         return;
     uint64_t largest = each_thread(a, to_digits_thread);
@@ -92,11 +103,11 @@ static void run_to_digits(void *raw)
         *a->largest = largest;
 }
 
-cudaError_t dp_cuda_exact_to_digits(cudaStream_t stream, const double *acc, size_t n, int digit_bits, int first, int digits,
-                                    int64_t *out, uint64_t *largest)
+cudaError_t dp_cuda_exact_to_digits(cudaStream_t stream, const double *acc, const float *last, size_t n, int digit_bits,
+                                    int first, int digits, int64_t *out, uint64_t *largest)
 {
-    exact_args a = {.s = dp_shape_flat(n), .acc = (double *)acc, .digits_out = out, .largest = largest, .n = n, .first = first,
-                    .digits = digits, .b = digit_bits};
+    exact_args a = {.s = dp_shape_flat(n), .acc = (double *)acc, .values = last, .digits_out = out, .largest = largest,
+                    .n = n, .first = first, .digits = digits, .b = digit_bits};
     return QUEUE(run_to_digits, a, "exact_to_digits_kernel");
 }
 
