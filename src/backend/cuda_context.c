@@ -116,7 +116,8 @@ static const struct {
     [DP_PRECISION_FP32] = {CUBLAS_COMPUTE_32F, CUDA_R_32F, "exact FP32"},
     [DP_PRECISION_TF32] = {CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F, "TF32 tensor-core"},
     [DP_PRECISION_BF16] = {CUBLAS_COMPUTE_32F, CUDA_R_16BF,
-                           "bf16 tensor-core (bf16 operands, FP32 accumulation and outputs; bf16 activations with cuBLASLt)"},
+                           "bf16 tensor-core (bf16 operands, FP32 accumulation and outputs; "
+                           "bf16 activations with cuBLASLt)"},
 };
 
 static int describe_device(cuda_context *c, const dp_backend_request *request)

@@ -1,7 +1,8 @@
 /* Which passes a model's layers take into their GEMMs where the backend runs them: the fused
  * epilogues, and at --precision bf16 which Linears write their output in bf16 for the next
- * Linear's GEMMs ("bf16 activations where safe"), and which receive their output gradient so. Planned for the model's backend, or for
- * --memory-plan as a GPU with every cuBLASLt epilogue and bf16 outputs would plan it. */
+ * Linear's GEMMs ("bf16 activations where safe"), and which receive their output gradient so.
+ * Planned for the model's backend, or for --memory-plan as a GPU with every cuBLASLt epilogue
+ * and bf16 outputs would plan it. */
 #include "src/nn/module.h"
 
 /* What the backend runs: each fused epilogue, and gemm_rounded_bf16. */

@@ -185,7 +185,7 @@ WIDEST_VECTORS void dp_exact_from_digits(const int64_t *digits_in, size_t n, int
     double whole[CHUNK], fraction[CHUNK]; /* a chunk's sums, in the L1 cache: no pass over memory */
     for (size_t begin = 0; begin < n; begin += CHUNK) {
         size_t count = begin + CHUNK < n ? CHUNK : n - begin;
-        if (digits == 1) { /* the usual step: each sum one int64 (int64 to double, then to float: each loop vectorises) */
+        if (digits == 1) { /* the usual step: each sum one int64; to double, then to float (each loop vectorises) */
             for (size_t i = 0; i < count; i++)
                 whole[i] = dp_exact_single_digit_sum(digits_in[begin + i]);
             for (size_t i = 0; i < count; i++)

@@ -41,7 +41,8 @@ static int need_acc(const exact_args *a)
 /* The sums to_floats and to_digits read: the accumulator (where given) and the pending shard. */
 static int need_sums(const exact_args *a)
 {
-    return (!a->acc || need_acc(a)) && (!a->values || fakecuda_need(a->values, a->n * sizeof(float), "the pending shard"));
+    return (!a->acc || need_acc(a)) &&
+           (!a->values || fakecuda_need(a->values, a->n * sizeof(float), "the pending shard"));
 }
 
 static dp_exact_sums sums_of(const exact_args *a)
