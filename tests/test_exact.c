@@ -348,7 +348,7 @@ START_TEST(a_single_digit_gives_the_general_paths_float)
     uint64_t state = 31337;
     for (int i = 0; i < N; i++) {
         state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-        int64_t magnitude = (int64_t)(state >> (3 + (state >> 58)));           /* 2^0 to 2^61 */
+        int64_t magnitude = (int64_t)(state >> (3 + (state >> 58) % 61)); /* below 2^61 down to 0 or 1 */
         digits[i] = (state >> 2) & 1 ? -(magnitude % bound) : magnitude % bound;
     }
     const int64_t special[] = {0, 1, -1, bound - 1, -(bound - 1), ((int64_t)1 << 60) + 128, ((int64_t)1 << 60) + 384,
