@@ -47,6 +47,20 @@ static float random_value(uint64_t *state)
     return ((r >> 40) & 1 ? -1.0f : 1.0f) * ldexpf(mantissa, exponent);
 }
 
+/* An accumulator of n sums (freed with dp_exact_acc_close). */
+static dp_exact_acc open_acc(size_t n)
+{
+    dp_exact_acc acc;
+    ck_assert_int_eq(dp_exact_acc_open(&acc, n), 0);
+    return acc;
+}
+
+/* The host sums of an accumulator alone. */
+static dp_exact_host_sums sums_of(const dp_exact_acc *acc)
+{
+    return (dp_exact_host_sums){.acc = acc};
+}
+
 START_TEST(the_bound_holds_at_its_worst_case)
 {
     /* The stated bound: 2^13 terms of |v| < 2^32 in steps of 2^-8 need 53 bits, a double's. */
@@ -55,31 +69,30 @@ START_TEST(the_bound_holds_at_its_worst_case)
      * 2^-48 piece's largest, a tie rounded to 0 in the piece above); both signs. */
     const float worst[] = {nextafterf(4294967296.0f, 0.0f), 0x1p-9f, -nextafterf(4294967296.0f, 0.0f), -0x1p-9f};
     enum { N = sizeof worst / sizeof *worst };
-    double acc[DP_EXACT_PIECES * N] = {0};
+    dp_exact_acc acc = open_acc(N);
     for (size_t t = 0; t < DP_EXACT_MAX_TERMS; t++)
-        dp_exact_add(acc, worst, N, t == 0);
+        dp_exact_add(&acc, worst, t == 0);
     float out[N];
-    dp_exact_to_floats((dp_exact_sums){.acc = acc}, N, out);
+    dp_exact_to_floats(sums_of(&acc), N, out);
     for (int i = 0; i < N; i++) {
         wide expected = reference_units(worst[i]) * (wide)DP_EXACT_MAX_TERMS;
         ck_assert_msg(same_bits(out[i], reference_float(expected)), "value %d: %a after 2^13 terms, want %a", i,
                       (double)out[i], (double)reference_float(expected));
         for (int p = 0; p < DP_EXACT_PIECES; p++)
-            ck_assert(fabs(acc[p * N + i]) <= ldexp(1.0, 45)); /* every piece within the bound */
+            ck_assert(fabs(acc.pieces[p * N + i]) <= ldexp(1.0, 45)); /* every piece within the bound */
     }
     /* The same sums as digits on 2 and 256 ranks (rank 0 holding them, the others zeros). */
     for (int ranks = 2; ranks <= DP_EXACT_MAX_RANKS; ranks *= 128) {
-        int digits = dp_exact_digits_for(dp_exact_magnitude_bits(acc, N), ranks);
+        int64_t *d = malloc(2 * N * sizeof *d);
+        int digits = dp_exact_digits_for(dp_exact_first_digits(sums_of(&acc), N, ranks, 2, d), ranks);
         ck_assert_int_le(digits, dp_exact_max_digits(ranks));
-        int64_t *d = malloc((size_t)digits * N * sizeof *d);
         float back[N];
-        double scratch[DP_EXACT_PIECES * N]; /* to_digits works in its accumulator */
-        memcpy(scratch, acc, sizeof scratch);
-        dp_exact_to_digits((dp_exact_sums){.acc = scratch}, N, ranks, 0, digits, d);
+        dp_exact_to_digits(sums_of(&acc), N, ranks, 0, digits, d);
         dp_exact_from_digits(d, N, ranks, digits, back);
         ck_assert_mem_eq(back, out, sizeof out);
         free(d);
     }
+    dp_exact_acc_close(&acc);
 }
 END_TEST
 
@@ -114,13 +127,12 @@ END_TEST
  * reference's float of the whole sum. */
 static int64_t *digits_of(const float *values, size_t n, size_t terms, int ranks, int *needed)
 {
-    double *acc = malloc(DP_EXACT_PIECES * n * sizeof *acc);
+    dp_exact_acc acc = open_acc(n);
     for (size_t t = 0; t < terms; t++)
-        dp_exact_add(acc, values, n, t == 0);
-    *needed = dp_exact_digits_for(dp_exact_magnitude_bits(acc, n), ranks);
+        dp_exact_add(&acc, values, t == 0);
     int64_t *d = malloc(2 * n * sizeof *d);
-    dp_exact_to_digits((dp_exact_sums){.acc = acc}, n, ranks, 0, 2, d);
-    free(acc);
+    *needed = dp_exact_digits_for(dp_exact_first_digits(sums_of(&acc), n, ranks, 2, d), ranks);
+    dp_exact_acc_close(&acc);
     return d;
 }
 
@@ -166,18 +178,18 @@ END_TEST
 START_TEST(values_out_of_range_make_the_sum_nan)
 {
     const float bad[] = {4294967296.0f, -INFINITY, NAN, 1.0f};
-    double acc[DP_EXACT_PIECES * 4];
-    dp_exact_add(acc, bad, 4, 1);
+    dp_exact_acc acc = open_acc(4);
+    dp_exact_add(&acc, bad, 1);
     float out[4];
-    dp_exact_to_floats((dp_exact_sums){.acc = acc}, 4, out);
+    dp_exact_to_floats(sums_of(&acc), 4, out);
     for (int i = 0; i < 3; i++)
         ck_assert(isnan(out[i]));
     ck_assert(out[3] == 1.0f);
-    ck_assert_int_eq(dp_exact_magnitude_bits(acc, 4), -1);
     int count = dp_exact_max_digits(2);
     int64_t *digits = malloc((size_t)count * 4 * sizeof *digits), flags[4] = {0};
     float back[4];
-    dp_exact_to_digits((dp_exact_sums){.acc = acc}, 4, 2, 0, count, digits);
+    ck_assert_int_eq(dp_exact_first_digits(sums_of(&acc), 4, 2, count, digits), -1);
+    dp_exact_to_digits(sums_of(&acc), 4, 2, 0, count, digits);
     for (int k = 0; k < count; k++)
         for (int i = 0; i < 4; i++)
             ck_assert(i < 3 ? digits[k * 4 + i] == DP_EXACT_MARK : digits[k * 4 + i] != DP_EXACT_MARK);
@@ -193,25 +205,43 @@ START_TEST(values_out_of_range_make_the_sum_nan)
     dp_exact_from_digits(digits, 4, 2, count, back);
     ck_assert(isnan(back[0]) && isnan(back[1]) && isnan(back[2]) && back[3] == 1.0f);
     free(digits);
+    dp_exact_acc_close(&acc);
 }
 END_TEST
 
-enum { VALUES = 64, TERMS = 300 };
+/* Four chunks of elements (the last one short), each summing differently: small values (in
+ * units throughout), values of any size (in pieces from the first term), small values with one
+ * large value in the middle term (units, then pieces from there), and values of 2^4 to 2^5 (at
+ * W = 1 their sums pass the units' limit late in the step; at W = 2 a rank's stay in units
+ * past what one digit carries, so its digits come from the pieces). */
+enum { VALUES = 3 * DP_EXACT_CHUNK + 64, TERMS = 300 };
+
+static float table_value(uint64_t *state, int t, int i)
+{
+    float v = random_value(state);
+    switch (i / DP_EXACT_CHUNK) {
+    case 0: return ldexpf(v, -22); /* below 2^-2 */
+    case 1: return v;
+    case 2: return t == TERMS / 2 && i % 7 == 0 ? 0x1p20f : ldexpf(v, -22);
+    default: return copysignf(16.0f + fmodf(fabsf(v), 16.0f), v);
+    }
+}
 
 /* The sum of terms [first, last) of the table added in order (reverse: last first). */
-static void accumulate(const float *table, int first, int last, int reverse, double *acc)
+static void accumulate(const float *table, int first, int last, int reverse, dp_exact_acc *acc)
 {
-    memset(acc, 0, DP_EXACT_PIECES * VALUES * sizeof *acc);
+    dp_exact_clear(acc);
     for (int t = first; t < last; t++)
-        dp_exact_add(acc, table + (size_t)(reverse ? first + last - 1 - t : t) * VALUES, VALUES, t == first);
+        dp_exact_add(acc, table + (size_t)(reverse ? first + last - 1 - t : t) * VALUES, t == first);
 }
 
 START_TEST(any_split_over_ranks_and_any_order_give_the_reference_bits)
 {
     uint64_t state = 12345;
     float *table = malloc((size_t)TERMS * VALUES * sizeof *table);
-    for (size_t i = 0; i < (size_t)TERMS * VALUES; i++)
-        table[i] = random_value(&state);
+    for (int t = 0; t < TERMS; t++)
+        for (int i = 0; i < VALUES; i++)
+            table[(size_t)t * VALUES + i] = table_value(&state, t, i);
     float expected[VALUES];
     for (int i = 0; i < VALUES; i++) {
         wide units = 0;
@@ -219,11 +249,12 @@ START_TEST(any_split_over_ranks_and_any_order_give_the_reference_bits)
             units += reference_units(table[(size_t)t * VALUES + i]);
         expected[i] = reference_float(units);
     }
-    double *acc = malloc(DP_EXACT_PIECES * VALUES * sizeof *acc);
+    dp_exact_acc acc = open_acc(VALUES);
     float one_rank[VALUES];
-    accumulate(table, 0, TERMS, 1, acc);
-    dp_exact_to_floats((dp_exact_sums){.acc = acc}, VALUES, one_rank);
+    accumulate(table, 0, TERMS, 1, &acc);
+    dp_exact_to_floats(sums_of(&acc), VALUES, one_rank);
     ck_assert_mem_eq(one_rank, expected, sizeof expected);
+    ck_assert(acc.bound[0] < DP_EXACT_UNITS_LIMIT && acc.bound[3] == INFINITY); /* the cases above */
     for (int ranks = 2; ranks <= 8; ranks++) {
         int digits = dp_exact_max_digits(ranks);
         size_t size = (size_t)digits * VALUES;
@@ -232,12 +263,12 @@ START_TEST(any_split_over_ranks_and_any_order_give_the_reference_bits)
         float out[VALUES];
         for (int r = 0; r < ranks; r++) { /* contiguous runs of terms, as the engine's shards */
             int first = TERMS * r / ranks, last = TERMS * (r + 1) / ranks;
-            accumulate(table, first, last, r % 2, acc);
+            accumulate(table, first, last, r % 2, &acc);
             /* In two calls split at a digit of its own (none, one or all in the first), as a
              * rank sends more digits when the ranks find the first ones too few. */
             int split = r % (digits + 1);
-            dp_exact_to_digits((dp_exact_sums){.acc = acc}, VALUES, ranks, 0, split, mine + (size_t)r * size);
-            dp_exact_to_digits((dp_exact_sums){.acc = acc}, VALUES, ranks, split, digits, mine + (size_t)r * size);
+            dp_exact_to_digits(sums_of(&acc), VALUES, ranks, 0, split, mine + (size_t)r * size);
+            dp_exact_to_digits(sums_of(&acc), VALUES, ranks, split, digits, mine + (size_t)r * size);
         }
         /* Integer sums over the ranks in two orders, as different all-reduce algorithms add. */
         for (size_t j = 0; j < size; j++)
@@ -252,69 +283,103 @@ START_TEST(any_split_over_ranks_and_any_order_give_the_reference_bits)
         free(forward);
         free(backward);
     }
-    free(acc);
+    dp_exact_acc_close(&acc);
     free(table);
 }
 END_TEST
 
+/* The bits of the largest |sum| of n 128-bit sums (dp_exact_magnitude_of's measure, exactly). */
+static int reference_bits(const wide *units, size_t n)
+{
+    wide largest = 0;
+    for (size_t i = 0; i < n; i++)
+        largest = units[i] > largest ? units[i] : -units[i] > largest ? -units[i] : largest;
+    int bits = 0;
+    while (largest >> bits)
+        bits++;
+    return bits ? bits + 1 : 0;
+}
+
 /* The pass that makes the first digits and finds the sums' size, over more elements than its
- * chunks and not a multiple of them: the digits, accumulator and size of the separate passes. */
+ * chunks and not a multiple of them, with chunks in units and in pieces: the digits of the
+ * separate pass, and a size that bounds the sums' (exactly theirs where all are in units). */
 START_TEST(first_digits_in_one_pass_are_the_separate_passes)
 {
     enum { N = 1500, TERMS_ADDED = 3, RANKS = 3 };
-    uint64_t state = 777;
-    double *apart = malloc(DP_EXACT_PIECES * N * sizeof *apart), *fused = malloc(DP_EXACT_PIECES * N * sizeof *fused);
-    float values[N];
-    for (int t = 0; t < TERMS_ADDED; t++) {
-        for (int i = 0; i < N; i++)
-            values[i] = random_value(&state);
-        dp_exact_add(apart, values, N, t == 0);
+    for (int small = 0; small <= 1; small++) {
+        uint64_t state = 777;
+        dp_exact_acc acc = open_acc(N);
+        float values[N];
+        wide sums[N] = {0};
+        for (int t = 0; t < TERMS_ADDED; t++) {
+            for (int i = 0; i < N; i++) {
+                values[i] = small || i < DP_EXACT_CHUNK ? ldexpf(random_value(&state), -20) : random_value(&state);
+                sums[i] += reference_units(values[i]);
+            }
+            dp_exact_add(&acc, values, t == 0);
+        }
+        int digits = dp_exact_max_digits(RANKS);
+        int64_t *separate = malloc((size_t)digits * N * sizeof *separate),
+                *together = malloc((size_t)digits * N * sizeof *together);
+        dp_exact_to_digits(sums_of(&acc), N, RANKS, 0, digits, separate);
+        int bits = dp_exact_first_digits(sums_of(&acc), N, RANKS, digits, together);
+        ck_assert_mem_eq(together, separate, (size_t)digits * N * sizeof *together);
+        if (small)
+            ck_assert_int_eq(bits, reference_bits(sums, N));
+        else
+            ck_assert_int_ge(bits, reference_bits(sums, N));
+        free(separate);
+        free(together);
+        dp_exact_acc_close(&acc);
     }
-    memcpy(fused, apart, DP_EXACT_PIECES * N * sizeof *apart);
-    int digits = dp_exact_max_digits(RANKS);
-    int64_t *separate = malloc((size_t)digits * N * sizeof *separate),
-            *together = malloc((size_t)digits * N * sizeof *together);
-    int bits = dp_exact_magnitude_bits(apart, N);
-    dp_exact_to_digits((dp_exact_sums){.acc = apart}, N, RANKS, 0, digits, separate);
-    ck_assert_int_eq(dp_exact_first_digits((dp_exact_sums){.acc = fused}, N, RANKS, digits, together), bits);
-    ck_assert_mem_eq(together, separate, (size_t)digits * N * sizeof *together);
-    ck_assert_mem_eq(fused, apart, DP_EXACT_PIECES * N * sizeof *apart);
-    free(apart);
-    free(fused);
-    free(separate);
-    free(together);
 }
 END_TEST
+
+/* The accumulator's bytes (pieces and bounds) and its units, to check that a pass only read it. */
+static void *copy_of(const dp_exact_acc *acc, size_t n)
+{
+    size_t chunks = (n + DP_EXACT_CHUNK - 1) / DP_EXACT_CHUNK;
+    char *copy = malloc(DP_EXACT_PIECES * n * sizeof(double) + chunks * sizeof(double));
+    memcpy(copy, acc->pieces, DP_EXACT_PIECES * n * sizeof(double));
+    memcpy(copy + DP_EXACT_PIECES * n * sizeof(double), acc->bound, chunks * sizeof(double));
+    return copy;
+}
 
 /* A rank's last shard left pending (never added into the accumulator) and added by the passes
  * that read the sums: the digits, size and floats of the accumulator it was added into, with
  * the accumulator unchanged; the only shard pending (no accumulator) likewise; the floats
- * written over the pending shard itself. Over chunks and their remainder, with values out of
- * range and not finite in the pending shard in one case. */
+ * written over the pending shard itself. Over chunks and their remainder, with sums in units
+ * and in pieces, a pending shard that takes units past their limit, and values out of range
+ * and not finite in the pending shard in one case. */
 START_TEST(a_pending_last_shard_gives_the_sums_it_was_added_into)
 {
     enum { N = 1500, RANKS = 2 };
     int digits = dp_exact_max_digits(RANKS);
     for (int alone = 0; alone <= 1; alone++)
-        for (int specials = 0; specials <= 1; specials++) {
-            uint64_t state = 4242 + 2 * (uint64_t)alone + (uint64_t)specials;
-            double *acc = malloc(DP_EXACT_PIECES * N * sizeof *acc), *added = malloc(DP_EXACT_PIECES * N * sizeof *added);
+        for (int kind = 0; kind < 3; kind++) { /* any sizes; small; small then past the limit and specials */
+            uint64_t state = 4242 + 3 * (uint64_t)alone + (uint64_t)kind;
+            dp_exact_acc acc = open_acc(N), added = open_acc(N);
             float last[N], in_place[N], want[N], got[N];
             for (int t = 0; !alone && t < 2; t++) {
                 for (int i = 0; i < N; i++)
-                    last[i] = random_value(&state);
-                dp_exact_add(acc, last, N, t == 0);
+                    last[i] = kind ? ldexpf(random_value(&state), -12) : random_value(&state);
+                dp_exact_add(&acc, last, t == 0);
+                dp_exact_add(&added, last, t == 0);
             }
             for (int i = 0; i < N; i++)
-                last[i] = specials && i % 97 == 5 ? (i % 3 == 0 ? NAN : i % 3 == 1 ? INFINITY : 0x1p40f)
-                                                  : random_value(&state);
-            if (!alone)
-                memcpy(added, acc, DP_EXACT_PIECES * N * sizeof *acc);
-            dp_exact_add(added, last, N, alone);
-            dp_exact_sums pending = {.acc = alone ? NULL : acc, .last = last}, reference = {.acc = added};
+                /* kind 2: the first chunk's sums not finite or out of range, the second's past
+                 * what units in one digit carry at W = 2, the third's small */
+                last[i] = kind == 2 && i % 97 == 5 && i < 2 * DP_EXACT_CHUNK
+                              ? (i >= DP_EXACT_CHUNK ? 0x1.8p12f : (const float[]){NAN, INFINITY, 0x1p40f}[i % 3])
+                          : kind ? ldexpf(random_value(&state), -12)
+                                 : random_value(&state);
+            void *before = copy_of(&acc, N);
+            dp_exact_add(&added, last, alone);
+            dp_exact_host_sums pending = {.acc = alone ? NULL : &acc, .last = last}, reference = sums_of(&added);
             int64_t *a = malloc((size_t)digits * N * sizeof *a), *b = malloc((size_t)digits * N * sizeof *b);
-            ck_assert_int_eq(dp_exact_first_digits(pending, N, RANKS, 1, a),
-                             dp_exact_first_digits(reference, N, RANKS, 1, b));
+            int bits = dp_exact_first_digits(pending, N, RANKS, 1, a);
+            ck_assert_int_eq(bits, dp_exact_first_digits(reference, N, RANKS, 1, b));
+            ck_assert_mem_eq(a, b, N * sizeof *a);
             dp_exact_to_digits(pending, N, RANKS, 1, digits, a);
             dp_exact_to_digits(reference, N, RANKS, 1, digits, b);
             ck_assert_mem_eq(a, b, (size_t)digits * N * sizeof *a);
@@ -322,17 +387,53 @@ START_TEST(a_pending_last_shard_gives_the_sums_it_was_added_into)
             dp_exact_to_floats(pending, N, got);
             ck_assert_mem_eq(got, want, sizeof want);
             memcpy(in_place, last, sizeof last);
-            dp_exact_to_floats((dp_exact_sums){.acc = pending.acc, .last = in_place}, N, in_place);
+            dp_exact_to_floats((dp_exact_host_sums){.acc = pending.acc, .last = in_place}, N, in_place);
             ck_assert_mem_eq(in_place, want, sizeof want);
-            if (!alone) { /* only read: the accumulator still lacks the pending shard */
-                dp_exact_add(acc, last, N, 0);
-                ck_assert_mem_eq(acc, added, DP_EXACT_PIECES * N * sizeof *acc);
+            if (!alone) { /* only read */
+                void *after = copy_of(&acc, N);
+                ck_assert_mem_eq(after, before, DP_EXACT_PIECES * N * sizeof(double) + 3 * sizeof(double));
+                free(after);
             }
-            free(acc);
-            free(added);
+            free(before);
+            dp_exact_acc_close(&acc);
+            dp_exact_acc_close(&added);
             free(a);
             free(b);
         }
+}
+END_TEST
+
+/* Sums the accumulator holds in units but one digit of a large world cannot (2^10 to 2^13; one
+ * digit carries 2^5 at W = 256): their digits come from the pieces, within the digits' bounds,
+ * and decode to the reference. */
+START_TEST(units_beyond_one_digit_give_the_reference_on_many_ranks)
+{
+    enum { N = 100, TERMS_ADDED = 4 };
+    uint64_t state = 5150;
+    dp_exact_acc acc = open_acc(N);
+    wide sums[N] = {0};
+    float values[N], back[N], expected[N];
+    for (int t = 0; t < TERMS_ADDED; t++) {
+        for (int i = 0; i < N; i++) {
+            values[i] = copysignf(1024.0f + fmodf(fabsf(random_value(&state)), 1024.0f), random_value(&state));
+            sums[i] += reference_units(values[i]);
+        }
+        dp_exact_add(&acc, values, t == 0);
+    }
+    ck_assert(acc.bound[0] < DP_EXACT_UNITS_LIMIT);
+    for (int i = 0; i < N; i++)
+        expected[i] = reference_float(sums[i]);
+    for (int ranks = 16; ranks <= DP_EXACT_MAX_RANKS; ranks *= 16) {
+        int64_t d[2 * N];
+        int digits = dp_exact_digits_for(dp_exact_first_digits(sums_of(&acc), N, ranks, 2, d), ranks);
+        ck_assert_int_eq(digits, 2);
+        for (int k = 0; k < 2; k++) /* so that W of them add within int64 */
+            for (int i = 0; i < N; i++)
+                ck_assert((wide)d[k * N + i] <= digit_bound(ranks, k) && -(wide)d[k * N + i] <= digit_bound(ranks, k));
+        dp_exact_from_digits(d, N, ranks, 2, back); /* one rank's digits: the sums themselves */
+        ck_assert_msg(memcmp(back, expected, sizeof back) == 0, "W=%d: the digits decode wrongly", ranks);
+    }
+    dp_exact_acc_close(&acc);
 }
 END_TEST
 
@@ -392,6 +493,7 @@ int main(void)
     tcase_add_test(tc, any_split_over_ranks_and_any_order_give_the_reference_bits);
     tcase_add_test(tc, first_digits_in_one_pass_are_the_separate_passes);
     tcase_add_test(tc, a_pending_last_shard_gives_the_sums_it_was_added_into);
+    tcase_add_test(tc, units_beyond_one_digit_give_the_reference_on_many_ranks);
     tcase_add_test(tc, a_single_digit_gives_the_general_paths_float);
     tcase_add_test(tc, rounded_loss_sums_add_exactly_in_any_order);
     suite_add_tcase(s, tc);

@@ -20,7 +20,8 @@ enum { FIRST_GUESS_BITS = DP_EXACT_FRACTION_BITS + 8 + 1 };
 typedef struct dp_exact {
     const dp_backend *be;
     int on_device;    /* the accumulator and digits live in backend memory (be->exact_add) */
-    double *acc;      /* DP_EXACT_PIECES x layout.total: this rank's shards' exact sum */
+    double *acc;      /* on a device: DP_EXACT_PIECES x layout.total, this rank's shards' exact sum */
+    dp_exact_acc host; /* on the host: the same sum, in units while it is small (exact_sum.h) */
     int64_t *digits;  /* on a device: the sums' size (dp_exact_size_bits), then max_digits x
                        * layout.total digits, made and summed there: one download takes both */
     int64_t *message; /* the all-reduce's buffer (host), see the slots below */
@@ -84,7 +85,7 @@ static int exact_open(dp_strategy *d)
                                                      "the exact all-reduce's digits") : NULL;
         if (!x->acc || (d->comm->size > 1 && !x->digits))
             return DP_ENOMEM;
-    } else if (!(x->acc = dp_calloc(DP_EXACT_PIECES * total, sizeof *x->acc, "the exact accumulator"))) {
+    } else if (dp_exact_acc_open(&x->host, d->layout.total)) {
         return DP_ENOMEM;
     }
     if (d->comm->size == 1)
@@ -110,7 +111,7 @@ static void exact_close(dp_strategy *d)
         if (x->message)
             x->be->free_host(x->be, x->message);
     } else {
-        free(x->acc);
+        dp_exact_acc_close(&x->host);
         free(x->message);
     }
     free(x);
@@ -132,17 +133,28 @@ static int exact_add_shard(dp_strategy *d, int last)
     else if (x->on_device)
         x->be->exact_add(x->be, x->acc, d->buffers.grads, total, x->terms == 1);
     else
-        dp_exact_add(x->acc, d->buffers.grads, total, x->terms == 1);
+        dp_exact_add(&x->host, d->buffers.grads, x->terms == 1);
     return 0;
 }
 
-/* The sums: the accumulator (none when the pending shard is the step's only one) and the
- * pending shard. */
+/* Whether the accumulator holds a shard: not when the pending shard is the step's only one. */
+static int acc_holds_shards(const dp_exact *x)
+{
+    return !(x->pending && x->terms == 1);
+}
+
+/* The sums on a device and on the host: the accumulator (if it holds shards) and the pending
+ * shard. */
 static dp_exact_sums sums_of(const dp_strategy *d)
 {
     const dp_exact *x = d->exact;
-    int in_acc = !(x->pending && x->terms == 1);
-    return (dp_exact_sums){.acc = in_acc ? x->acc : NULL, .last = x->pending ? d->buffers.grads : NULL};
+    return (dp_exact_sums){.acc = acc_holds_shards(x) ? x->acc : NULL, .last = x->pending ? d->buffers.grads : NULL};
+}
+static dp_exact_host_sums host_sums_of(const dp_strategy *d)
+{
+    const dp_exact *x = d->exact;
+    return (dp_exact_host_sums){.acc = acc_holds_shards(x) ? &x->host : NULL,
+                                .last = x->pending ? d->buffers.grads : NULL};
 }
 
 /* Digits sums of `bits` bits need (all of them where one is not finite: its size is unknown). */
@@ -174,8 +186,8 @@ static int digits_to_message(dp_strategy *d, int ranks, int first, int digits)
     int64_t *out = message_digits(x);
     if (!x->on_device) {
         if (first == 0)
-            return dp_exact_first_digits(sums_of(d), total, ranks, digits, out);
-        dp_exact_to_digits(sums_of(d), total, ranks, first, digits, out);
+            return dp_exact_first_digits(host_sums_of(d), total, ranks, digits, out);
+        dp_exact_to_digits(host_sums_of(d), total, ranks, first, digits, out);
         return 0;
     }
     int64_t *device_digits = x->digits + 1;
@@ -272,7 +284,7 @@ static int exact_finish(dp_strategy *d)
         if (x->on_device)
             x->be->zero(x->be, (float *)x->acc, DP_EXACT_PIECES * total * sizeof *x->acc / sizeof(float));
         else
-            memset(x->acc, 0, DP_EXACT_PIECES * total * sizeof *x->acc);
+            dp_exact_clear(&x->host);
     }
     if (d->comm->size > 1) {
         if ((status = sum_digits(d)))
@@ -281,7 +293,7 @@ static int exact_finish(dp_strategy *d)
         dp_exact_sums sums = sums_of(d);
         x->be->exact_to_floats(x->be, sums.acc, sums.last, total, d->buffers.grads);
     } else {
-        dp_exact_to_floats(sums_of(d), total, d->buffers.grads);
+        dp_exact_to_floats(host_sums_of(d), total, d->buffers.grads);
     }
     x->terms = 0;
     x->pending = 0;

@@ -7,8 +7,11 @@
 
 #include "src/strategy/exact_sum.h"
 
+#include "dp/error.h"
+
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The passes over every gradient built for AVX-512, AVX2 and the baseline, the widest this CPU
@@ -22,14 +25,111 @@
 /* The chunk passes inside each build: a call per chunk would stop the vectoriser. */
 #define PER_CHUNK static inline __attribute__((always_inline))
 
-/* Elements whose working values stay in the L1 cache through all the passes over digits. */
-enum { CHUNK = 512 };
+enum { CHUNK = DP_EXACT_CHUNK };
 
-WIDEST_VECTORS void dp_exact_add(double *acc, const float *values, size_t n, int first)
+static size_t chunks_of(size_t n)
 {
-    double *restrict high = acc, *restrict low = acc + n;
+    return (n + CHUNK - 1) / CHUNK;
+}
+
+int dp_exact_acc_open(dp_exact_acc *acc, size_t n)
+{
+    size_t elements = n ? n : 1;
+    acc->n = n;
+    acc->pieces = dp_calloc(DP_EXACT_PIECES * elements, sizeof *acc->pieces, "the exact accumulator");
+    acc->bound = dp_calloc(chunks_of(elements), sizeof *acc->bound, "the exact accumulator's bounds");
+    return acc->pieces && acc->bound ? 0 : DP_ENOMEM;
+}
+
+void dp_exact_acc_close(dp_exact_acc *acc)
+{
+    free(acc->pieces);
+    free(acc->bound);
+}
+
+void dp_exact_clear(dp_exact_acc *acc)
+{
+    memset(acc->pieces, 0, acc->n * sizeof(int64_t)); /* zero units */
+    memset(acc->bound, 0, chunks_of(acc->n) * sizeof *acc->bound);
+}
+
+/* A chunk's int64 units, in its high pieces' bytes (allocated memory: its type is the last
+ * store's, and each pass reads a chunk as what was last stored there). */
+static int64_t *units_at(const dp_exact_acc *acc, size_t begin)
+{
+    return (int64_t *)(void *)(acc->pieces + begin);
+}
+
+/* v's count of 2^-48 once rounded to the grid, by dp_exact_add_value's two roundings (each
+ * piece an exact count of its unit), for |v| < 2^43. */
+PER_CHUNK int64_t value_units(float value)
+{
+    double v = value;
+    double upper = dp_exact_round_to(v, 0x1p-8);
+    double lower = dp_exact_round_to(dp_dsub(v, upper), 0x1p-48);
+    return (int64_t)(((uint64_t)dp_exact_units(upper, 0x1p-8) << 40) + (uint64_t)dp_exact_units(lower, 0x1p-48));
+}
+
+/* A count of 2^-48 (below 2^62) as the two pieces: high the nearest multiple of 2^-8, low the
+ * rest (at most 2^-9), as one term's are. */
+PER_CHUNK void units_to_pieces(int64_t units, double *high, double *low)
+{
+    /* floor((units + 2^39) / 2^40) by a logical shift of units + 2^63 (no signed shift) */
+    const uint64_t offset = (uint64_t)1 << 63, half = (uint64_t)1 << 39;
+    int64_t upper = (int64_t)(((uint64_t)units + offset + half) >> 40) - ((int64_t)1 << 23);
+    *high = dp_exact_from_units(upper, 0x1p-8);
+    *low = dp_exact_from_units(units - upper * ((int64_t)1 << 40), 0x1p-48);
+}
+
+/* The largest |v| of n values; +inf where one is an infinity or a NaN. Their bit patterns without
+ * the sign order as the magnitudes do (an integer maximum, which vectorises). */
+PER_CHUNK double largest_magnitude(const float *values, size_t n)
+{
+    uint32_t largest = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, &values[i], sizeof bits);
+        bits &= 0x7fffffffu;
+        largest = bits > largest ? bits : largest;
+    }
+    float value;
+    memcpy(&value, &largest, sizeof value);
+    return isfinite(value) ? value : INFINITY;
+}
+
+/* One chunk of values added into its pieces (first: they start from them). */
+PER_CHUNK void add_pieces(double *restrict high, double *restrict low, const float *restrict values, size_t n, int first)
+{
     for (size_t i = 0; i < n; i++)
         dp_exact_add_value(values[i], &high[i], &low[i], first);
+}
+
+/* A chunk's units turned into its pieces, in place, for the rest of the step. */
+static void chunk_to_pieces(dp_exact_acc *acc, size_t begin, size_t n)
+{
+    int64_t units[CHUNK];
+    memcpy(units, units_at(acc, begin), n * sizeof *units);
+    for (size_t i = 0; i < n; i++)
+        units_to_pieces(units[i], &acc->pieces[begin + i], &acc->pieces[acc->n + begin + i]);
+}
+
+WIDEST_VECTORS void dp_exact_add(dp_exact_acc *acc, const float *values, int first)
+{
+    for (size_t begin = 0, c = 0; begin < acc->n; begin += CHUNK, c++) {
+        size_t n = begin + CHUNK < acc->n ? CHUNK : acc->n - begin;
+        const float *restrict v = values + begin;
+        double bound = (first ? 0.0 : acc->bound[c]) + largest_magnitude(v, n);
+        if (bound < DP_EXACT_UNITS_LIMIT) {
+            int64_t *restrict units = units_at(acc, begin);
+            for (size_t i = 0; i < n; i++)
+                units[i] = first ? value_units(v[i]) : units[i] + value_units(v[i]);
+        } else {
+            if (!first && acc->bound[c] < INFINITY)
+                chunk_to_pieces(acc, begin, n);
+            add_pieces(acc->pieces + begin, acc->pieces + acc->n + begin, v, n, first);
+        }
+        acc->bound[c] = bound < DP_EXACT_UNITS_LIMIT ? bound : INFINITY;
+    }
 }
 
 int dp_exact_digit_bits(int ranks)
@@ -74,11 +174,6 @@ int dp_exact_magnitude_of(uint64_t largest_bits)
     return largest > 0.0 ? exponent + 1 + DP_EXACT_FRACTION_BITS : 0;
 }
 
-WIDEST_VECTORS int dp_exact_magnitude_bits(const double *acc, size_t n)
-{
-    return dp_exact_magnitude_of(largest_size(acc, acc + n, n, 0));
-}
-
 /* Digit 0 (want0) and digit 1 (want1) of the sums of elements [begin, begin + n) of an
  * accumulator of `total` (its pieces already at begin), into out (digit k at out + k total +
  * begin). Inlined with constant wants, so each caller's loop makes only what it stores. */
@@ -109,54 +204,107 @@ PER_CHUNK void chunk_digits_from(const double *high, const double *low, size_t b
         chunk_digits(high, low, begin, n, total, b, 0, 1, out);
 }
 
-/* The pieces of the sums of elements [begin, begin + n) of `total`: the accumulator's where
- * nothing is pending, else with the pending shard added into the chunk's L1 locals (high_at,
- * low_at), the accumulator only read. */
-PER_CHUNK void chunk_sums(dp_exact_sums sums, size_t begin, size_t n, size_t total, double *restrict high_at,
-                          double *restrict low_at, const double **high, const double **low)
+/* Chunk c of the sums (elements [begin, begin + n)). Where they are units below `limit` with the
+ * pending shard's added, their units go to units_out and 1 is returned. Otherwise their pieces:
+ * the accumulator's own where nothing is pending, else made in the chunk's L1 locals (high_at,
+ * low_at) from its units or pieces and the pending shard's values; the accumulator is only read. */
+PER_CHUNK int chunk_sums(dp_exact_host_sums sums, size_t c, size_t begin, size_t n, double limit,
+                         int64_t *restrict units_out, double *restrict high_at, double *restrict low_at,
+                         const double **high, const double **low)
 {
-    if (!sums.last) {
-        *high = sums.acc + begin;
-        *low = sums.acc + total + begin;
-        return;
-    }
-    const float *restrict last = sums.last + begin;
-    if (sums.acc) {
-        const double *restrict from_high = sums.acc + begin, *restrict from_low = sums.acc + total + begin;
-        for (size_t i = 0; i < n; i++) {
-            high_at[i] = from_high[i];
-            low_at[i] = from_low[i];
-            dp_exact_add_value(last[i], &high_at[i], &low_at[i], 0);
-        }
-    } else {
-        for (size_t i = 0; i < n; i++)
-            dp_exact_add_value(last[i], &high_at[i], &low_at[i], 1);
+    const dp_exact_acc *acc = sums.acc;
+    const float *restrict last = sums.last ? sums.last + begin : NULL;
+    const int64_t *restrict units = acc ? units_at(acc, begin) : NULL;
+    double bound = acc ? acc->bound[c] : 0.0;
+    if (bound < INFINITY && bound + (last ? largest_magnitude(last, n) : 0.0) < limit) {
+        if (units && last)
+            for (size_t i = 0; i < n; i++)
+                units_out[i] = units[i] + value_units(last[i]);
+        else if (last)
+            for (size_t i = 0; i < n; i++)
+                units_out[i] = value_units(last[i]);
+        else if (units)
+            memcpy(units_out, units, n * sizeof *units_out);
+        else
+            memset(units_out, 0, n * sizeof *units_out);
+        return 1;
     }
     *high = high_at;
     *low = low_at;
+    if (acc && bound == INFINITY) {
+        const double *restrict from_high = acc->pieces + begin, *restrict from_low = acc->pieces + acc->n + begin;
+        if (!last) {
+            *high = from_high;
+            *low = from_low;
+            return 0;
+        }
+        memcpy(high_at, from_high, n * sizeof *high_at);
+        memcpy(low_at, from_low, n * sizeof *low_at);
+    } else if (acc) {
+        for (size_t i = 0; i < n; i++)
+            units_to_pieces(units[i], &high_at[i], &low_at[i]);
+    }
+    if (last)
+        add_pieces(high_at, low_at, last, n, acc == NULL);
+    return 0;
 }
 
-WIDEST_VECTORS void dp_exact_to_digits(dp_exact_sums sums, size_t n, int ranks, int first, int digits, int64_t *out)
+/* The largest dp_exact_size_bits of units' sums and `largest`. */
+PER_CHUNK uint64_t largest_units_size(const int64_t *units, size_t n, uint64_t largest)
+{
+    uint64_t most = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t size = units[i] < 0 ? -(uint64_t)units[i] : (uint64_t)units[i];
+        most = size > most ? size : most;
+    }
+    double size = dp_dmul((double)most, 0x1p-48);
+    uint64_t bits;
+    memcpy(&bits, &size, sizeof bits);
+    return bits > largest ? bits : largest;
+}
+
+/* Sums below this, as their units, are digit 0 whole, and digit 1 is 0 (exact_sum.h). */
+static double one_digit_limit(int b)
+{
+    return ldexp(1.0, b - 50);
+}
+
+WIDEST_VECTORS void dp_exact_to_digits(dp_exact_host_sums sums, size_t n, int ranks, int first, int digits,
+                                       int64_t *out)
 {
     int b = dp_exact_digit_bits(ranks);
     double high_at[CHUNK], low_at[CHUNK];
-    for (size_t begin = 0; begin < n; begin += CHUNK) {
+    int64_t units[CHUNK];
+    for (size_t begin = 0, c = 0; begin < n; begin += CHUNK, c++) {
         size_t count = begin + CHUNK < n ? CHUNK : n - begin;
         const double *high, *low;
-        chunk_sums(sums, begin, count, n, high_at, low_at, &high, &low);
-        chunk_digits_from(high, low, begin, count, n, b, first, digits, out);
+        if (!chunk_sums(sums, c, begin, count, one_digit_limit(b), units, high_at, low_at, &high, &low)) {
+            chunk_digits_from(high, low, begin, count, n, b, first, digits, out);
+            continue;
+        }
+        for (int k = first; k < digits; k++) {
+            if (k == 0)
+                memcpy(out + begin, units, count * sizeof *out);
+            else
+                memset(out + (size_t)k * n + begin, 0, count * sizeof *out);
+        }
     }
 }
 
-WIDEST_VECTORS int dp_exact_first_digits(dp_exact_sums sums, size_t n, int ranks, int digits, int64_t *out)
+WIDEST_VECTORS int dp_exact_first_digits(dp_exact_host_sums sums, size_t n, int ranks, int digits, int64_t *out)
 {
     int b = dp_exact_digit_bits(ranks);
     uint64_t largest = 0;
     double high_at[CHUNK], low_at[CHUNK];
-    for (size_t begin = 0; begin < n; begin += CHUNK) {
+    for (size_t begin = 0, c = 0; begin < n; begin += CHUNK, c++) {
         size_t count = begin + CHUNK < n ? CHUNK : n - begin;
         const double *high, *low; /* the chunk stays in the L1 cache through both passes */
-        chunk_sums(sums, begin, count, n, high_at, low_at, &high, &low);
+        if (chunk_sums(sums, c, begin, count, one_digit_limit(b), out + begin, high_at, low_at, &high, &low)) {
+            largest = largest_units_size(out + begin, count, largest);
+            if (digits > 1)
+                memset(out + n + begin, 0, count * sizeof *out);
+            continue;
+        }
         largest = largest_size(high, low, count, largest);
         chunk_digits_from(high, low, begin, count, n, b, 0, digits, out);
     }
@@ -206,13 +354,20 @@ WIDEST_VECTORS void dp_exact_from_digits(const int64_t *digits_in, size_t n, int
     }
 }
 
-WIDEST_VECTORS void dp_exact_to_floats(dp_exact_sums sums, size_t n, float *out)
+WIDEST_VECTORS void dp_exact_to_floats(dp_exact_host_sums sums, size_t n, float *out)
 {
-    double high_at[CHUNK], low_at[CHUNK];
-    for (size_t begin = 0; begin < n; begin += CHUNK) {
+    double high_at[CHUNK], low_at[CHUNK], sum_at[CHUNK];
+    int64_t units[CHUNK];
+    for (size_t begin = 0, c = 0; begin < n; begin += CHUNK, c++) {
         size_t count = begin + CHUNK < n ? CHUNK : n - begin;
         const double *high, *low; /* read before out is written: out may be sums.last */
-        chunk_sums(sums, begin, count, n, high_at, low_at, &high, &low);
+        if (chunk_sums(sums, c, begin, count, DP_EXACT_UNITS_LIMIT, units, high_at, low_at, &high, &low)) {
+            for (size_t i = 0; i < count; i++) /* one rank's sums are one digit's (to double, then float: each vectorises) */
+                sum_at[i] = dp_exact_single_digit_sum(units[i]);
+            for (size_t i = 0; i < count; i++)
+                out[begin + i] = (float)sum_at[i];
+            continue;
+        }
         for (size_t i = 0; i < count; i++) {
             double whole, fraction;
             dp_exact_accumulated_sum(high[i], low[i], &whole, &fraction);

@@ -25,18 +25,45 @@
 /* Terms one step may add, over all ranks: 2^32 x 2^13 = 2^45 in steps of 2^-8 is 53 bits. */
 #define DP_EXACT_MAX_TERMS ((size_t)1 << 13)
 
-/* acc: DP_EXACT_PIECES arrays of n doubles, one after the other; first: values are the first
- * term (acc is overwritten, so it needs no zeroing). */
-void dp_exact_add(double *acc, const float *values, size_t n, int first);
+/* The host's accumulator of n sums, chunk by chunk (DP_EXACT_CHUNK elements). While a chunk's
+ * sums stay below DP_EXACT_UNITS_LIMIT (by an upper bound: its shards' largest |v| summed),
+ * each element is one int64 count of 2^-48, the shard's value rounded to the grid as above and
+ * added as an integer: 8 bytes read and written an element, where the two pieces take 16 and
+ * two more additions. A shard that would take a chunk past the limit, or brings an infinity or
+ * a NaN, turns that chunk into the two pieces for the rest of the step. Both hold the same
+ * exact sum, so the digits and floats do not depend on which a chunk is in. */
+typedef struct dp_exact_acc {
+    double *pieces; /* DP_EXACT_PIECES x n doubles; a chunk in units keeps its int64 in its high pieces' bytes */
+    double *bound;  /* per chunk: an upper bound of its |sums| while in units; +inf once in pieces */
+    size_t n;
+} dp_exact_acc;
+
+enum { DP_EXACT_CHUNK = 512 }; /* elements whose working values stay in the L1 cache through a pass */
+/* Sums below 2^13 count fewer than 2^61 units; with a pending shard's (also below it), 2^62. */
+#define DP_EXACT_UNITS_LIMIT 0x1p13
+
+/* An accumulator of n sums (its memory allocated, every sum 0); 0 or DP_ENOMEM. */
+int dp_exact_acc_open(dp_exact_acc *acc, size_t n);
+void dp_exact_acc_close(dp_exact_acc *acc);
+/* Every sum 0, in units. */
+void dp_exact_clear(dp_exact_acc *acc);
+/* A shard's values added in; first: they are the first term (no zeroing needed). */
+void dp_exact_add(dp_exact_acc *acc, const float *values, int first);
+
+/* The sums a host pass reads: the accumulator's (NULL: none) plus, element by element, a shard's
+ * gradient never added into it (last; NULL: none), as exact_math.h's dp_exact_sums on a device. */
+typedef struct dp_exact_host_sums {
+    const dp_exact_acc *acc;
+    const float *last;
+} dp_exact_host_sums;
 
 /* The digit width for a world of ranks: W digits of |d| <= 2^(b-1) + 2^47 add within int64. */
 int dp_exact_digit_bits(int ranks);
 /* The most digits a world of ranks needs for any accumulator: DP_EXACT_DIGITS. */
 int dp_exact_max_digits(int ranks);
-/* The bits of the largest |sum| in acc (0 when all are 0; -1 when one is not finite). */
-int dp_exact_magnitude_bits(const double *acc, size_t n);
-/* dp_exact_magnitude_bits from the largest dp_exact_size_bits of the elements (a device
- * backend's exact_to_digits leaves it in backend memory). */
+/* The bits of the largest |sum| (an upper bound: 0 when all are 0; -1 when one is not finite)
+ * from the largest dp_exact_size_bits of the elements (a device backend's exact_to_digits
+ * leaves it in backend memory). */
 int dp_exact_magnitude_of(uint64_t largest_size_bits);
 /* Digits needed for sums of at most `bits` bits on a world of ranks. */
 int dp_exact_digits_for(int bits, int ranks);
@@ -45,10 +72,10 @@ int dp_exact_digits_for(int bits, int ranks);
  * first (digit k at out + k n): digits [first, digits) of the DP_EXACT_DIGITS, so a call from 0
  * to K and one from K on give what one call from 0 gives; a sum that is not finite becomes
  * DP_EXACT_MARK in every digit. */
-void dp_exact_to_digits(dp_exact_sums sums, size_t n, int ranks, int first, int digits, int64_t *out);
-/* dp_exact_magnitude_bits and dp_exact_to_digits from 0 to `digits` in one pass over the sums,
- * chunk by chunk: the same digits; the magnitude returned. */
-int dp_exact_first_digits(dp_exact_sums sums, size_t n, int ranks, int digits, int64_t *out);
+void dp_exact_to_digits(dp_exact_host_sums sums, size_t n, int ranks, int first, int digits, int64_t *out);
+/* dp_exact_to_digits from 0 to `digits`, and the sums' magnitude in bits (dp_exact_magnitude_of)
+ * returned, in one pass over the sums. */
+int dp_exact_first_digits(dp_exact_host_sums sums, size_t n, int ranks, int digits, int64_t *out);
 /* A rank's own marks of sums that are not finite, from digits [first, digits) to flags (1
  * there), the digits set to 0: summed over the ranks, the flags say which sums any rank lost. */
 void dp_exact_take_marks(int64_t *digits_in, size_t n, int first, int digits, int64_t *flags);
@@ -58,7 +85,7 @@ void dp_exact_put_marks(int64_t *digit0, size_t n, const int64_t *flags);
  * where digit 0 is DP_EXACT_MARK. */
 void dp_exact_from_digits(const int64_t *digits_in, size_t n, int ranks, int digits, float *out);
 /* One rank's sums straight to values, bitwise what the digits would give; out may be sums.last. */
-void dp_exact_to_floats(dp_exact_sums sums, size_t n, float *out);
+void dp_exact_to_floats(dp_exact_host_sums sums, size_t n, float *out);
 
 /* A shard's loss sum rounded to a multiple of 2^-24: such values add exactly in doubles, in
  * any order, while the total stays below 2^29. */
