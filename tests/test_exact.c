@@ -47,6 +47,24 @@ static float random_value(uint64_t *state)
     return ((r >> 40) & 1 ? -1.0f : 1.0f) * ldexpf(mantissa, exponent);
 }
 
+/* A value's units both ways (the conversion to int64 of AVX-512DQ's build, the two roundings
+ * of the others, whichever this CPU runs the loops with) against the reference, over every size
+ * the units hold: below 2^-24 (rounded, ties to even among them), up to just below 2^13, both
+ * signs, zero. */
+START_TEST(a_values_units_are_the_reference_both_ways)
+{
+    uint64_t state = 2718;
+    const float special[] = {0.0f, -0.0f, 0x1p-49f, 0x3p-49f, -0x1p-49f, 0x1p-50f, 0x1.8p-48f, 0x1p-25f + 0x1p-49f,
+                             nextafterf(0x1p13f, 0.0f), -nextafterf(0x1p13f, 0.0f), 0x1p-24f, 0x1.fffffep-25f};
+    for (int i = 0; i < 20000; i++) {
+        float v = i < (int)(sizeof special / sizeof *special) ? special[i] : ldexpf(random_value(&state), -8);
+        for (int converts = 0; converts <= 1; converts++)
+            ck_assert_msg((wide)dp_exact_value_units(v, converts) == reference_units(v), "%a (converts %d)", (double)v,
+                          converts);
+    }
+}
+END_TEST
+
 /* An accumulator of n sums (freed with dp_exact_acc_close). */
 static dp_exact_acc open_acc(size_t n)
 {
@@ -486,6 +504,7 @@ int main(void)
     Suite *s = suite_create("exact");
     TCase *tc = tcase_create("sums");
     tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, a_values_units_are_the_reference_both_ways);
     tcase_add_test(tc, the_bound_holds_at_its_worst_case);
     tcase_add_test(tc, values_out_of_range_make_the_sum_nan);
     tcase_add_test(tc, digit_sums_stay_inside_int64_for_every_world_size);

@@ -123,6 +123,21 @@ DP_EXACT_ELEMENT double dp_exact_from_units(int64_t units, double u)
     return dp_dsub(t, c);
 }
 
+/* v's count of 2^-48 once rounded to the grid (to nearest, ties to even: dp_exact_add_value's
+ * rounding), for |v| < 2^13 (the host's accumulator in units, src/strategy/exact_sum.h). With
+ * `converts` (where doubles convert to int64 as vectors), v x 2^48 (exact) rounded and converted;
+ * else the two roundings of dp_exact_add_value, each piece an exact count of its unit, which
+ * vectorise without such conversions. */
+DP_EXACT_ELEMENT int64_t dp_exact_value_units(float value, int converts)
+{
+    double v = value;
+    if (converts)
+        return (int64_t)nearbyint(dp_dmul(v, 0x1p48)); /* nearbyint, not rint: rint would become a scalar lrint */
+    double upper = dp_exact_round_to(v, 0x1p-8);
+    double lower = dp_exact_round_to(dp_dsub(v, upper), 0x1p-48);
+    return (int64_t)(((uint64_t)dp_exact_units(upper, 0x1p-8) << 40) + (uint64_t)dp_exact_units(lower, 0x1p-48));
+}
+
 /* The unit above digit k of b bits: digit k counts units of 2^(bk - 48) and stays near half of
  * this at most (exact_sum.h gives the bounds). */
 DP_EXACT_ELEMENT double dp_exact_digit_unit(int b, int k)

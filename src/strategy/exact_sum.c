@@ -14,13 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The passes over every gradient built for AVX-512, AVX2 and the baseline, the widest this CPU
- * runs chosen when the program loads (function multiversioning): their additions are exact,
- * so every build gives the same bits. */
+/* The passes over every gradient built for AVX-512 (x86-64-v4: F, DQ, BW, VL), AVX2 and the
+ * baseline, the widest this CPU runs chosen when the program loads (function multiversioning):
+ * their additions are exact, so every build gives the same bits. */
 #ifdef HAVE_CPU_LOOPS_X86
-#define WIDEST_VECTORS __attribute__((target_clones("avx512f", "avx2", "default")))
+#define WIDEST_VECTORS __attribute__((target_clones("arch=x86-64-v4", "avx2", "default")))
+/* AVX-512DQ converts doubles to int64 as vectors: the x86-64-v4 build, the one chosen where it runs. */
+#define CONVERTS_INT64_VECTORS() __builtin_cpu_supports("avx512dq")
 #else
 #define WIDEST_VECTORS
+#define CONVERTS_INT64_VECTORS() 0
 #endif
 /* The chunk passes inside each build: a call per chunk would stop the vectoriser. */
 #define PER_CHUNK static inline __attribute__((always_inline))
@@ -60,14 +63,23 @@ static int64_t *units_at(const dp_exact_acc *acc, size_t begin)
     return (int64_t *)(void *)(acc->pieces + begin);
 }
 
-/* v's count of 2^-48 once rounded to the grid, by dp_exact_add_value's two roundings (each
- * piece an exact count of its unit), for |v| < 2^43. */
-PER_CHUNK int64_t value_units(float value)
+/* out = from (NULL: 0) + each value's units; out may be from. Inlined with a constant converts,
+ * so each loop vectorises with one way. */
+PER_CHUNK void add_units_as(int64_t *out, const int64_t *from, const float *restrict values, size_t n, int converts)
 {
-    double v = value;
-    double upper = dp_exact_round_to(v, 0x1p-8);
-    double lower = dp_exact_round_to(dp_dsub(v, upper), 0x1p-48);
-    return (int64_t)(((uint64_t)dp_exact_units(upper, 0x1p-8) << 40) + (uint64_t)dp_exact_units(lower, 0x1p-48));
+    if (from)
+        for (size_t i = 0; i < n; i++)
+            out[i] = from[i] + dp_exact_value_units(values[i], converts);
+    else
+        for (size_t i = 0; i < n; i++)
+            out[i] = dp_exact_value_units(values[i], converts);
+}
+PER_CHUNK void add_units(int64_t *out, const int64_t *from, const float *restrict values, size_t n)
+{
+    if (CONVERTS_INT64_VECTORS())
+        add_units_as(out, from, values, n, 1);
+    else
+        add_units_as(out, from, values, n, 0);
 }
 
 /* A count of 2^-48 (below 2^62) as the two pieces: high the nearest multiple of 2^-8, low the
@@ -120,9 +132,8 @@ WIDEST_VECTORS void dp_exact_add(dp_exact_acc *acc, const float *values, int fir
         const float *restrict v = values + begin;
         double bound = (first ? 0.0 : acc->bound[c]) + largest_magnitude(v, n);
         if (bound < DP_EXACT_UNITS_LIMIT) {
-            int64_t *restrict units = units_at(acc, begin);
-            for (size_t i = 0; i < n; i++)
-                units[i] = first ? value_units(v[i]) : units[i] + value_units(v[i]);
+            int64_t *units = units_at(acc, begin);
+            add_units(units, first ? NULL : units, v, n);
         } else {
             if (!first && acc->bound[c] < INFINITY)
                 chunk_to_pieces(acc, begin, n);
@@ -217,12 +228,8 @@ PER_CHUNK int chunk_sums(dp_exact_host_sums sums, size_t c, size_t begin, size_t
     const int64_t *restrict units = acc ? units_at(acc, begin) : NULL;
     double bound = acc ? acc->bound[c] : 0.0;
     if (bound < INFINITY && bound + (last ? largest_magnitude(last, n) : 0.0) < limit) {
-        if (units && last)
-            for (size_t i = 0; i < n; i++)
-                units_out[i] = units[i] + value_units(last[i]);
-        else if (last)
-            for (size_t i = 0; i < n; i++)
-                units_out[i] = value_units(last[i]);
+        if (last)
+            add_units(units_out, units, last, n);
         else if (units)
             memcpy(units_out, units, n * sizeof *units_out);
         else
