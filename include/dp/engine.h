@@ -192,6 +192,10 @@ const char *dp_engine_graph_describe(const dp_engine *e);
  * graphs replay steps, else 1. */
 int dp_engine_row_slots(const dp_engine *e);
 
+/* The most row groups a rank computes alone in a full step: its micro-batches, or under --exact
+ * its run of shards (the timeline's room per step). */
+size_t dp_engine_row_groups_per_step(const dp_engine *e);
+
 /* How gradients reach the collectives, for the banner. */
 const char *dp_engine_gradient_path(const dp_engine *e);
 

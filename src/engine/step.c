@@ -175,14 +175,26 @@ static void add_shard_totals(dp_engine *e)
     e->be->upload(e->be, e->train_totals, totals, sizeof totals);
 }
 
+/* --exact: the shards a step of `rows` rows is cut into (the last may be shorter). */
+static size_t exact_shard_count(const dp_engine *e, size_t rows)
+{
+    return (rows + e->exact_shard - 1) / e->exact_shard;
+}
+
+size_t dp_engine_row_groups_per_step(const dp_engine *e)
+{
+    if (!e->exact_shard)
+        return (size_t)e->accum;
+    return dp_range_size(dp_partition(exact_shard_count(e, e->micro_batch * (size_t)e->accum), e->comm->size, 0));
+}
+
 /* --exact: the step cut into shards of e->exact_shard rows whatever W, this rank taking a
  * contiguous run of them. Each is computed alone (its own BatchNorm statistics, gradients
  * overwritten) so its bits do not depend on the rank, and handed to the strategy's exact sum.
  * Only the step's first shard, always rank 0's, moves BatchNorm's running statistics. */
 int dp_engine_exact_shards(dp_engine *e, dp_range step, const dp_row_source *source, dp_step_stats *stats)
 {
-    size_t shards = (dp_range_size(step) + e->exact_shard - 1) / e->exact_shard;
-    dp_range mine = dp_partition(shards, e->comm->size, e->comm->rank);
+    dp_range mine = dp_partition(exact_shard_count(e, dp_range_size(step)), e->comm->size, e->comm->rank);
     int status = 0;
     for (size_t k = mine.begin; !status && k < mine.end; k++) {
         dp_nn_context ctx = training_context(e);

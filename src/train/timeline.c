@@ -61,16 +61,6 @@ static void on_collective(void *arg, const char *label, double begin, double end
     dp_trace_add(&t->trace, label, "collective", DP_LANE_COMM, begin, end);
 }
 
-/* The row groups this rank computes in a step: its micro-batches, or under --exact at most
- * its run of the step's shards. */
-static size_t groups_per_step(const dp_engine *e)
-{
-    if (!e->exact_shard)
-        return (size_t)e->accum;
-    size_t shards = (e->micro_batch * (size_t)e->accum + e->exact_shard - 1) / e->exact_shard;
-    return (shards + (size_t)e->comm->size - 1) / (size_t)e->comm->size;
-}
-
 int dp_trainer_open_timeline(trainer *t)
 {
     if (!t->o->trace_path[0])
@@ -84,7 +74,7 @@ int dp_trainer_open_timeline(trainer *t)
         return DP_ENOMEM;
     /* Per step: every module's two passes per row group (micro-batch or shard), a gather and a
      * shard's add each, the strategy's collectives, the update, an evaluation at most. */
-    size_t groups = groups_per_step(e);
+    size_t groups = dp_engine_row_groups_per_step(e);
     size_t per_step = groups * (2 * (size_t)e->model.count + 2) + dp_strategy_spans_per_step(&e->strategy, groups) + 4;
     size_t passes = groups * 2 * (size_t)e->model.count; /* the device's view of each pass, on a GPU */
     if (e->be->timer_mark) { /* passes beyond the timer's slots go untimed */
