@@ -81,6 +81,9 @@ typedef struct dp_gemm_epilogue {
 
 /* The operation name supports() is asked for an epilogue: "gemm_fused/bias", ... */
 extern const char *const dp_epilogue_ops[DP_EPILOGUES];
+/* Whether an epilogue sums one of its GEMM's operands (the bias gradient sums dY): with bf16
+ * operand copies it would sum the copy, so backends run it with FP32 operands only. */
+extern const int dp_epilogue_sums_operand[DP_EPILOGUES];
 
 /* A ReLU mask's row pitch in bits for rows of `cols` values (cuBLASLt's: a multiple of 128). */
 static inline long dp_relu_mask_ld(int cols)

@@ -28,22 +28,20 @@
 /* Shapes kept with their algorithm: a model's GEMMs, a shorter last batch and evaluation's. */
 #define PLANS 64
 
-/* Each epilogue as cuBLASLt names it, with and without a bias (or bias gradient) vector, the
- * transposes a Linear calls it with (the probe at open asks for those), and whether it sums an
- * operand: with bf16 operands that sum would be of the bf16 copies. The vectors stay FP32 at
+/* Each epilogue as cuBLASLt names it, with and without a bias (or bias gradient) vector, and the
+ * transposes a Linear calls it with (the probe at open asks for those). The vectors stay FP32 at
  * every precision: cuBLASLt's bias and bias gradient take D's (C's) type, FP32 here
  * (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE and BIAS_POINTER in cublasLt.h), and the ReLU's aux is a
  * bit mask whatever the types. */
 static const struct {
     cublasLtEpilogue_t with_vector, without_vector;
     int trans_a, trans_b;
-    int sums_operand;
 } epilogues[DP_EPILOGUES] = {
-    [DP_EPILOGUE_BIAS] = {CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_DEFAULT, 0, 1, 0},
-    [DP_EPILOGUE_RELU] = {CUBLASLT_EPILOGUE_RELU_BIAS, CUBLASLT_EPILOGUE_RELU, 0, 1, 0},
-    [DP_EPILOGUE_RELU_MASK] = {CUBLASLT_EPILOGUE_RELU_AUX_BIAS, CUBLASLT_EPILOGUE_RELU_AUX, 0, 1, 0},
-    [DP_EPILOGUE_DRELU] = {CUBLASLT_EPILOGUE_DRELU, CUBLASLT_EPILOGUE_DRELU, 0, 0, 0},
-    [DP_EPILOGUE_BIAS_GRAD] = {CUBLASLT_EPILOGUE_BGRADB, CUBLASLT_EPILOGUE_BGRADB, 1, 0, 1},
+    [DP_EPILOGUE_BIAS] = {CUBLASLT_EPILOGUE_BIAS, CUBLASLT_EPILOGUE_DEFAULT, 0, 1},
+    [DP_EPILOGUE_RELU] = {CUBLASLT_EPILOGUE_RELU_BIAS, CUBLASLT_EPILOGUE_RELU, 0, 1},
+    [DP_EPILOGUE_RELU_MASK] = {CUBLASLT_EPILOGUE_RELU_AUX_BIAS, CUBLASLT_EPILOGUE_RELU_AUX, 0, 1},
+    [DP_EPILOGUE_DRELU] = {CUBLASLT_EPILOGUE_DRELU, CUBLASLT_EPILOGUE_DRELU, 0, 0},
+    [DP_EPILOGUE_BIAS_GRAD] = {CUBLASLT_EPILOGUE_BGRADB, CUBLASLT_EPILOGUE_BGRADB, 1, 0},
 };
 
 /* What decides a plan: the shape, the epilogue, C's type, and the alignments its algorithm may
@@ -345,7 +343,7 @@ static int probe(dp_cuda_lt *lt)
     float *any = (float *)((char *)lt->workspace + sizeof(float));
     const void *operand = lt->setup.operands == CUDA_R_32F ? (const void *)any : lt->workspace;
     for (int kind = 0; kind < DP_EPILOGUES; kind++) {
-        if (epilogues[kind].sums_operand && lt->setup.operands != CUDA_R_32F) {
+        if (dp_epilogue_sums_operand[kind] && lt->setup.operands != CUDA_R_32F) {
             snprintf(lt->why[kind], sizeof lt->why[kind], "with bf16 operands %s would sum the bf16 copy of the "
                      "gradient; the unfused pass sums it in FP32", dp_epilogue_ops[kind]);
             continue;

@@ -59,6 +59,7 @@ const char *const dp_epilogue_ops[DP_EPILOGUES] = {
     [DP_EPILOGUE_RELU_MASK] = "gemm_fused/relu_mask", [DP_EPILOGUE_DRELU] = "gemm_fused/drelu",
     [DP_EPILOGUE_BIAS_GRAD] = "gemm_fused/bias_grad",
 };
+const int dp_epilogue_sums_operand[DP_EPILOGUES] = {[DP_EPILOGUE_BIAS_GRAD] = 1};
 
 int dp_backend_require(const dp_backend *be, const char *op, dp_dtype dtype)
 {

@@ -93,7 +93,7 @@ size_t dp_model_plan_bf16_on_gpu(dp_model *m)
 {
     layer_caps caps = {.writes_bf16 = 1};
     for (int kind = 0; kind < DP_EPILOGUES; kind++)
-        caps.fuses[kind] = kind != DP_EPILOGUE_BIAS_GRAD; /* declined at bf16: it would sum dY's bf16 copy */
+        caps.fuses[kind] = !dp_epilogue_sums_operand[kind]; /* declined at bf16 */
     plan_fusion(m, &caps);
     plan_bf16_activations(m, &caps);
     size_t saved = 0;
