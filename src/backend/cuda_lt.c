@@ -29,10 +29,10 @@
 #define PLANS 64
 
 /* Each epilogue as cuBLASLt names it, with and without a bias (or bias gradient) vector, and the
- * transposes a Linear calls it with (the probe at open asks for those). The vectors stay FP32 at
- * every precision: cuBLASLt's bias and bias gradient take D's (C's) type, FP32 here
- * (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE and BIAS_POINTER in cublasLt.h), and the ReLU's aux is a
- * bit mask whatever the types. */
+ * transposes a Linear calls it with (the probe at open asks for those). cuBLASLt's bias and bias
+ * gradient take D's (C's) type (CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE and BIAS_POINTER in
+ * cublasLt.h): FP32 at every precision, but for the bf16 bias copy beside a bf16 D
+ * (gemm_rounded_bf16); the ReLU's aux is a bit mask whatever the types. */
 static const struct {
     cublasLtEpilogue_t with_vector, without_vector;
     int trans_a, trans_b;
