@@ -17,4 +17,9 @@ static inline size_t dp_range_size(dp_range r)
 /* Part `index` (0-based) of `total` items split into `parts` contiguous parts. */
 dp_range dp_partition(size_t total, int parts, int index);
 
+/* Part `index` of `total` items cut into blocks of `block` (the last may be shorter) and the
+ * blocks split as dp_partition splits items: every part holds whole blocks, and a block's
+ * items are the same whatever `parts` is. */
+dp_range dp_partition_blocks(size_t total, size_t block, int parts, int index);
+
 #endif

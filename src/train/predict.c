@@ -1,8 +1,10 @@
 /* Data-parallel inference, as the documents describe it: rank 0 reads the inputs, MPI_Scatterv
- * gives each rank its rows (sizes differ by at most one), every rank runs the --init model in
- * eval mode, MPI_Gatherv brings the outputs to rank 0, which writes them atomically. Every
- * forward takes exactly CHUNK_ROWS rows (the last padded with zeros), so each output row comes
- * from the same computation whatever the world size: the file is bitwise the same for any W. */
+ * gives each rank its rows, every rank runs the --init model in eval mode, MPI_Gatherv brings
+ * the outputs to rank 0, which writes them atomically. The rows are cut into blocks of
+ * BLOCK_ROWS at fixed global positions (the last padded with zeros) and each rank takes whole
+ * blocks, so every forward computes the same rows in the same places whatever the world size:
+ * the file is bitwise the same for any W without asking the BLAS to round a row alike in
+ * matrices of other heights. */
 #include "config.h"
 
 #include "dp/train.h"
@@ -17,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CHUNK_ROWS 256
+#define BLOCK_ROWS 256
 
 typedef struct predictor {
     const dp_options *o;
@@ -73,7 +75,7 @@ static int read_inputs(predictor *p)
         p->sample.dim[i] = (int64_t)shape[1 + i];
         p->dim *= (size_t)shape[1 + i];
     }
-    p->mine = dp_partition(p->rows, p->comm->size, p->comm->rank);
+    p->mine = dp_partition_blocks(p->rows, BLOCK_ROWS, p->comm->size, p->comm->rank);
     return 0;
 }
 
@@ -84,14 +86,14 @@ static int open_model(predictor *p)
     dp_engine_device device = dp_trainer_device(p->o);
     int status = dp_engine_open_device(e, p->comm, &device);
     if (!status)
-        status = dp_engine_build_forward(e, &p->o->model, &p->sample, CHUNK_ROWS);
+        status = dp_engine_build_forward(e, &p->o->model, &p->sample, BLOCK_ROWS);
     if (status)
         return status;
     dp_model *m = &e->model;
     size_t params = dp_params_floats(&m->params), buffers = dp_params_floats(&m->buffers);
     p->host_params = dp_alloc((params + 1) * sizeof(float), "the host copy of the parameters");
     p->host_buffers = dp_alloc((buffers + 1) * sizeof(float), "the host copy of the running statistics");
-    p->dev_x = e->be->alloc(e->be, CHUNK_ROWS * p->dim * sizeof(float), DP_MEM_ACTIVATIONS, "the input chunk");
+    p->dev_x = e->be->alloc(e->be, BLOCK_ROWS * p->dim * sizeof(float), DP_MEM_ACTIVATIONS, "the input block");
     if (!p->host_params || !p->host_buffers || !p->dev_x)
         return DP_ENOMEM;
     status = p->comm->rank == 0 ? dp_trainer_load_model(p->o, m, p->host_params, p->host_buffers, m->counters) : 0;
@@ -102,7 +104,7 @@ static int open_model(predictor *p)
     return status ? status : dp_trainer_share_model(p->comm, m, p->host_params, p->host_buffers);
 }
 
-/* Row counts and offsets of every rank (dp_partition), for the v-collectives. */
+/* Row counts and offsets of every rank (whole blocks), for the v-collectives. */
 static int plan_rows(predictor *p)
 {
     int size = p->comm->size;
@@ -111,7 +113,7 @@ static int plan_rows(predictor *p)
         return DP_ENOMEM;
     p->offsets = p->counts + size;
     for (int r = 0; r < size; r++) {
-        dp_range range = dp_partition(p->rows, size, r);
+        dp_range range = dp_partition_blocks(p->rows, BLOCK_ROWS, size, r);
         p->counts[r] = (int)dp_range_size(range);
         p->offsets[r] = (int)range.begin;
     }
@@ -134,7 +136,7 @@ static int scatter_rows(predictor *p)
     return status == MPI_SUCCESS ? 0 : dp_mpi_fail(status, "MPI_Scatterv", __FILE__, __LINE__);
 }
 
-/* Forward of this rank's rows in chunks of exactly CHUNK_ROWS; the outputs go to my_outputs. */
+/* Forward of this rank's blocks, each exactly BLOCK_ROWS rows; the outputs go to my_outputs. */
 static int run_forward(predictor *p)
 {
     dp_engine *e = &p->engine;
@@ -144,13 +146,13 @@ static int run_forward(predictor *p)
     if (!p->my_outputs)
         return DP_ENOMEM;
     dp_nn_context ctx = {.be = be, .training = 0};
-    for (size_t begin = 0; begin < mine; begin += CHUNK_ROWS) {
-        size_t rows = mine - begin < CHUNK_ROWS ? mine - begin : CHUNK_ROWS;
+    for (size_t begin = 0; begin < mine; begin += BLOCK_ROWS) {
+        size_t rows = mine - begin < BLOCK_ROWS ? mine - begin : BLOCK_ROWS;
         be->upload(be, p->dev_x, p->my_inputs + begin * p->dim, rows * p->dim * sizeof(float));
-        if (rows < CHUNK_ROWS)
-            be->zero(be, p->dev_x + rows * p->dim, (CHUNK_ROWS - rows) * p->dim);
+        if (rows < BLOCK_ROWS)
+            be->zero(be, p->dev_x + rows * p->dim, (BLOCK_ROWS - rows) * p->dim);
         const float *out;
-        int status = dp_engine_forward(e, &ctx, p->dev_x, CHUNK_ROWS, &out);
+        int status = dp_engine_forward(e, &ctx, p->dev_x, BLOCK_ROWS, &out);
         if (status)
             return status;
         be->download(be, p->my_outputs + begin * outputs, out, rows * outputs * sizeof(float));
