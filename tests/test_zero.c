@@ -10,6 +10,7 @@
 #include "dp/nn.h"
 #include "dp/options.h"
 #include "dp/train.h"
+#include "tests/blas_probe.h"
 #include "tests/testutil.h"
 
 #include <math.h>
@@ -231,13 +232,26 @@ END_TEST
  * is summed in the ring order of the whole layer's elements. Stage 3 also computes a cut
  * layer's forward in blocks of its weight's rows (each output's sum over the inputs whole) and
  * its input gradient in blocks of columns (each sum over the outputs whole): on the CPU every
- * budget, even blocks smaller than a layer, is ring DDP bit for bit, with and without overlap.
- * That needs a BLAS whose GEMM gives an element the same bits whatever the matrix's width
- * (OpenBLAS's SkylakeX and Cooperlake kernels at these shapes; not its Haswell and Zen ones,
- * docs/TESTING.md); one BLAS thread, as the bits of a GEMM split over threads are the BLAS's.
- * On a GPU (cuBLAS picks kernels by shape and alignment) both stages are bitwise with
- * whole-layer budgets, and smaller blocks train as DDP within
- * every_budget_trains_as_ddp_and_as_one_rank's tolerance. */
+ * budget, even blocks smaller than a layer, is ring DDP bit for bit, with and without overlap,
+ * where the BLAS gives an element the same bits whatever the block of the product it is
+ * computed in (OpenBLAS's SkylakeX and Cooperlake kernels at these shapes; not its Haswell and
+ * Zen ones, docs/RELIABILITY.md). The test asks the BLAS (tests/blas_probe.c, at every layer's
+ * shape and each rank's rows) and asserts bitwise where it says yes, DDP's 1e-5 otherwise, and
+ * says which. Whole-layer budgets cut nothing: they are bitwise on any BLAS. On a GPU (cuBLAS
+ * picks kernels by shape and alignment) only those are run here, and smaller blocks train as DDP
+ * within every_budget_trains_as_ddp_and_as_one_rank's tolerance. */
+static int blas_keeps_cut_bits(const dp_options *o, char *why, size_t size)
+{
+    static const int widths[] = {20, 32, 16, 5}; /* models[0]'s layers */
+    int keeps = 1;
+    for (int rank = 0; keeps && rank < world_size; rank++) {
+        int rows = (int)dp_range_size(dp_partition((size_t)o->batch, world_size, rank));
+        for (size_t l = 0; keeps && l + 1 < sizeof widths / sizeof *widths; l++)
+            keeps = dp_blas_probe_cuts(dp_backend_cpu(), rows, widths[l], widths[l + 1], why, size);
+    }
+    return keeps;
+}
+
 START_TEST(with_the_ring_budgets_are_bitwise_ring_ddp)
 {
     for (int overlap = 0; overlap < 2; overlap++) {
@@ -247,6 +261,11 @@ START_TEST(with_the_ring_budgets_are_bitwise_ring_ddp)
         o.threads = 1;
         o.no_overlap = !overlap;
         size_t n = param_count(&o);
+        char why[256];
+        int bitwise_cuts = test_device == DP_DEVICE_CPU && blas_keeps_cut_bits(&o, why, sizeof why);
+        if (world_rank == 0 && overlap == 0)
+            printf("ring DDP under ZeRO budgets smaller than a layer: %s here (%s)\n",
+                   bitwise_cuts ? "asserting bitwise" : "asserting within 1e-5", why);
         float *ddp = train_on(&o, MPI_COMM_WORLD);
         size_t blocks[] = {150, 20 * 32 + 32, 0}; /* under one layer, the first layer, unlimited */
         for (int stage = 2; stage < 4; stage++)
@@ -255,8 +274,13 @@ START_TEST(with_the_ring_budgets_are_bitwise_ring_ddp)
                 z.zero = stage;
                 z.zero_live_mb = live_mb_for_blocks(&z, stage, blocks[b]);
                 float *params = train_on(&z, MPI_COMM_WORLD);
-                ck_assert_msg(memcmp(params, ddp, n * sizeof(float)) == 0, "ring --zero %d --zero-live-mb %g%s differs "
-                              "from ring DDP", stage, z.zero_live_mb, overlap ? "" : " --no-overlap");
+                if (b > 0 || bitwise_cuts)
+                    ck_assert_msg(memcmp(params, ddp, n * sizeof(float)) == 0, "ring --zero %d --zero-live-mb %g%s "
+                                  "differs from ring DDP", stage, z.zero_live_mb, overlap ? "" : " --no-overlap");
+                else
+                    ck_assert_msg(dp_test_relative_error(params, ddp, n) < 1e-5, "ring --zero %d --zero-live-mb %g%s "
+                                  "is %g from ring DDP", stage, z.zero_live_mb, overlap ? "" : " --no-overlap",
+                                  dp_test_relative_error(params, ddp, n));
                 free(params);
             }
         free(ddp);
