@@ -4,6 +4,9 @@
 . "$srcdir/scripts/mpi-env.sh"
 # Oversubscribed ranks pinned to the same core would take turns; Check must not fork after MPI_Init.
 export OMPI_MCA_hwloc_base_binding_policy=none CK_FORK=no
+# BLAS threads per rank where a test's bits depend on them: the BLAS-core matrix sets
+# DP_TEST_THREADS (scripts/check-blas-cores.sh); 1 otherwise, whatever the machine's cores.
+dp_threads=${DP_TEST_THREADS:-1}
 
 # dp_mpirun SECONDS NP PROGRAM [ARGS...]: PROGRAM on NP ranks, killed after SECONDS.
 dp_mpirun() {

@@ -14,7 +14,7 @@ failures=0 cases=0
 # unevenly over 4 and 8 ranks. The device and BLAS threads pinned, as --exact needs.
 model="linear(16,bias=0),batchnorm,relu,dropout(0.2),linear(3)"
 exact="--exact --exact-shard 8"
-base="--data synthetic:500,12,3 --model $model --batch 42 --steps 30 --seed 3 --device cpu --threads 1"
+base="--data synthetic:500,12,3 --model $model --batch 42 --steps 30 --seed 3 --device cpu --threads $dp_threads"
 
 # train NAME RANKS [options]: 30 steps, parameters (and running statistics) to
 # $dir/NAME.safetensors, every step's logged loss to $dir/NAME.loss.

@@ -8,7 +8,7 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-grad-dtype-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 failures=0 cases=0
 # The device and BLAS threads pinned: the bits depend on them.
-base="--data synthetic:300,8,3 --model linear(16),relu,linear(3) --batch 30 --seed 5 --device cpu --threads 1 --allreduce ring"
+base="--data synthetic:300,8,3 --model linear(16),relu,linear(3) --batch 30 --seed 5 --device cpu --threads $dp_threads --allreduce ring"
 
 # run NAME WANT PHRASE [options]: 2 ranks with options.
 run() {

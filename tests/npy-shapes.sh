@@ -25,7 +25,7 @@ for model in "--layers 16,8,5" "--model linear(8),relu,linear(5)"; do
     for name in flat 30044 300144; do
         # shellcheck disable=SC2086
         dp_mpirun 60 2 "$worker" --data "$dir/$name.npy,$dir/labels.npy" $model --epochs 2 --batch 32 \
-            --device cpu --threads 1 --quiet --save "$dir/$name.safetensors" >"$dir/out" 2>&1
+            --device cpu --threads $dp_threads --quiet --save "$dir/$name.safetensors" >"$dir/out" 2>&1
         dp_check_outcome "train from $name.npy ($model)" ok $? "$dir/out" ""
     done
     for name in 30044 300144; do

@@ -10,7 +10,7 @@
 worker="$top_builddir/dp_worker"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-preempt-XXXXXX")
 trap 'kill -9 $(job_pids) 2>/dev/null; rm -rf "$dir"' EXIT
-run="--data synthetic:6000,64,10 --layers 64,512,512,10 --batch 384 --steps 60 --seed 5 --threads 1 --device cpu --log-every 0"
+run="--data synthetic:6000,64,10 --layers 64,512,512,10 --batch 384 --steps 60 --seed 5 --threads $dp_threads --device cpu --log-every 0"
 cases=0 failures=0
 
 fail() {

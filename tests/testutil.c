@@ -114,6 +114,13 @@ void dp_test_mpi_init(int *argc, char ***argv, int *rank, int *size)
     MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &thread_level);
     MPI_Comm_rank(MPI_COMM_WORLD, rank);
     MPI_Comm_size(MPI_COMM_WORLD, size);
+    dp_backend_cpu_set_threads(dp_test_blas_threads(), NULL);
+}
+
+int dp_test_blas_threads(void)
+{
+    const char *threads = getenv("DP_TEST_THREADS");
+    return threads && atoi(threads) > 0 ? atoi(threads) : 1;
 }
 
 int dp_test_run_mpi_suite(Suite *s)

@@ -19,8 +19,12 @@ int dp_test_run_suite(Suite *s);
 int dp_test_run_mpi_suite(Suite *s);
 
 /* Multi-rank: MPI_Init with thread-multiple (as dp_worker, so the watchdog can name missing
- * ranks), returning this rank and the world size. */
+ * ranks), returning this rank and the world size; the CPU backend on dp_test_blas_threads(). */
 void dp_test_mpi_init(int *argc, char ***argv, int *rank, int *size);
+
+/* BLAS threads per rank for the tests: DP_TEST_THREADS (the BLAS-core matrix sets it,
+ * scripts/check-blas-cores.sh), else 1, whatever the machine's core count. */
+int dp_test_blas_threads(void);
 
 /* Multi-rank: 1 on every rank when len bytes at `bytes` equal rank 0's on every rank. */
 int dp_test_same_on_every_rank(const void *bytes, size_t len);

@@ -13,7 +13,7 @@ failures=0 cases=0
 # 512 -> 2048 -> 2048 -> 10: 5.27M parameters, 80.4 MiB with gradients and AdamW state; a
 # --zero 3 rank holds a quarter (20.1 MiB), its 1 MiB budget and the activations.
 layers=512,2048,2048,10
-model="--data synthetic:600,512,10 --layers $layers --batch 64 --log-every 0 --device cpu --threads 1 --optimizer adamw --allreduce ring"
+model="--data synthetic:600,512,10 --layers $layers --batch 64 --log-every 0 --device cpu --threads $dp_threads --optimizer adamw --allreduce ring"
 limited="--zero 3 --zero-live-mb 1 --max-memory-mb 32"
 dp_mpirun 120 1 "$worker" $model --steps 1 --save "$dir/init.safetensors" >"$dir/out" 2>&1
 dp_check_outcome "the starting model" ok $? "$dir/out" "summary:"

@@ -357,8 +357,13 @@ static const char *cpu_describe(const dp_backend *be)
     cpu_state *c = state_of(be);
     char blas[384];
     dp_blas_describe(blas, sizeof blas);
-    snprintf(c->description, sizeof c->description, "cpu (%d BLAS thread%s per rank, shared by the %s loops: %s; %s)",
-             c->blas_threads, c->blas_threads == 1 ? "" : "s", c->loops->isa, c->threads_why, blas);
+    const char *asked = getenv(DP_CPU_LOOPS_VARIABLE);
+    char loops[96] = "";
+    if (asked)
+        snprintf(loops, sizeof loops, " (%s=%.16s%s)", DP_CPU_LOOPS_VARIABLE, asked,
+                 strcmp(asked, c->loops->isa) == 0 ? "" : ": not a build this CPU runs");
+    snprintf(c->description, sizeof c->description, "cpu (%d BLAS thread%s per rank, shared by the %s loops%s: %s; %s)",
+             c->blas_threads, c->blas_threads == 1 ? "" : "s", c->loops->isa, loops, c->threads_why, blas);
     return c->description;
 }
 

@@ -7,6 +7,7 @@
 #include "src/backend/cpu_loops.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern const dp_cpu_loops dp_cpu_loops_generic;
@@ -55,12 +56,14 @@ const dp_cpu_loops *dp_cpu_loops_for(const char *isa)
 
 static const dp_cpu_loops *best;
 
+/* DPTRAIN_CPU_LOOPS names a narrower build this CPU runs (the BLAS-core matrix runs the
+ * generic and avx2 loops on an AVX-512 CPU); one it does not run, or no name, gets the widest. */
 static void choose_best(void)
 {
-    size_t i = 0;
-    while (!builds[i].cpu_runs())
-        i++;
-    best = builds[i].loops;
+    const char *asked = getenv(DP_CPU_LOOPS_VARIABLE);
+    best = asked ? dp_cpu_loops_for(asked) : NULL;
+    for (size_t i = 0; !best; i++)
+        best = builds[i].cpu_runs() ? builds[i].loops : NULL;
 }
 
 const dp_cpu_loops *dp_cpu_loops_best(void)

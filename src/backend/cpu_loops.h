@@ -79,7 +79,9 @@ typedef struct dp_cpu_loops {
     dp_loop_fn gather_rows;       /* rows */
 } dp_cpu_loops;
 
-/* The best loops this CPU runs (the first call decides). */
+/* The loops a run uses (the first call decides): those DP_CPU_LOOPS_VARIABLE names where this
+ * CPU runs them, else the widest it runs. */
+#define DP_CPU_LOOPS_VARIABLE "DPTRAIN_CPU_LOOPS"
 const dp_cpu_loops *dp_cpu_loops_best(void);
 
 /* The loops of instruction set `isa` ("generic", "avx2", "avx512"), or NULL when this build or
