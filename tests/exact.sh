@@ -105,9 +105,9 @@ fi
 dp_mpirun 60 2 "$worker" $base --exact --exact-shard 41 >"$dir/small.out" 2>&1
 dp_check_outcome "a 1-row shard under BatchNorm" fail $? "$dir/small.out" "a BatchNorm normalises over each shard and needs at least 2 rows, but a shard of 1 row occurs (--exact-shard 41"
 dp_mpirun 60 1 "$worker" --data synthetic:50,4,2 --layers 4,2 --exact-shard 8 >"$dir/alone.out" 2>&1
-dp_check_outcome "--exact-shard without --exact" fail $? "$dir/alone.out" "--exact-shard 8 applies to --exact"
+dp_check_outcome "--exact-shard without --exact" fail $? "$dir/alone.out" "--exact-shard applies to the strategies exact, but the run's is ddp"
 dp_mpirun 60 1 "$worker" --data synthetic:50,4,2 --layers 4,2 --exact --zero 1 >"$dir/zero.out" 2>&1
-dp_check_outcome "--exact with --zero 1" fail $? "$dir/zero.out" "--exact and --zero 1 both choose how gradients are combined"
+dp_check_outcome "--exact with --zero 1" fail $? "$dir/zero.out" "--exact and --zero 1 both choose how the ranks' work is combined"
 
 echo "exact: $((cases - failures)) passed, $failures failed"
 [ "$failures" -eq 0 ]

@@ -41,19 +41,19 @@ static void base_options(dp_options *o)
 static float *train_on(const dp_options *o)
 {
     dp_train_result result;
-    ck_assert_msg(dp_test_train(o, &data, MPI_COMM_WORLD, &result) == 0, "--average-every %ld: %s", o->average_every,
+    ck_assert_msg(dp_test_train(o, &data, MPI_COMM_WORLD, &result) == 0, "--strategy %s: %s", o->strategy.label,
                   dp_last_error());
     ck_assert_msg(dp_test_same_on_every_rank(result.params, result.nparams * sizeof(float)),
-                  "--average-every %ld: the replicas differ after the last step, which averages", o->average_every);
+                  "%s: the replicas differ after the last step, which averages", o->strategy.label);
     return result.params;
 }
 
-/* K = 1 against DDP (o with average_every 0) on all ranks. */
+/* K = 1 against DDP on all ranks. */
 static void expect_ddp(const dp_options *o, const char *what)
 {
     dp_options local = *o, ddp = *o;
-    local.average_every = 1;
-    ddp.average_every = 0;
+    dp_test_strategy(&local, "local-sgd:every=1");
+    dp_test_strategy(&ddp, "ddp");
     size_t n = dp_test_param_count(o, data.dim);
     float *expected = train_on(&ddp), *got = train_on(&local);
     double error = dp_test_relative_error(got, expected, n);
@@ -92,7 +92,7 @@ static void window_options(dp_options *o)
 {
     base_options(o);
     o->momentum = 0.9f;
-    o->average_every = 4;
+    dp_test_strategy(o, "local-sgd:every=4");
     o->steps = 12;
 }
 
@@ -186,7 +186,9 @@ static double average_by_hand(const double *samples)
     stats[0] = value_of(world_rank, 2, 0);
     stats[1] = value_of(world_rank, 2, 1);
     dp_strategy_buffers buffers = {.comm_grads = grads, .be = dp_backend_cpu(), .weights = params, .grads = grads};
-    dp_strategy_config config = dp_strategy_default_config("local-sgd", 1, 0, layout.total);
+    dp_strategy_choice choice;
+    ck_assert_int_eq(dp_strategy_choose(&choice, "local-sgd", "the test"), 0);
+    dp_strategy_config config = dp_strategy_default_config(&choice, 1, 0, layout.total);
     dp_strategy d;
     ck_assert_int_eq(dp_strategy_init(&d, &comm, &layout, &buffers, &config), 0);
     ck_assert(dp_strategy_local_steps(&d));

@@ -97,8 +97,8 @@ static void check_equivalence(const dp_options *distributed, const dp_options *r
     if (world_rank == 0) {
         float *single = train_on(reference, &data, MPI_COMM_SELF);
         double moved = dp_test_relative_error(params, initial, n), error = dp_test_relative_error(params, single, n);
-        printf("W=%d %s %s zero %d batch %ld accum %ld%s%s: relative error vs 1 rank %.3g (training moved %.3g)\n",
-               world_size, distributed->model.text, distributed->allreduce, distributed->zero, distributed->batch,
+        printf("W=%d %s %s %s batch %ld accum %ld%s%s: relative error vs 1 rank %.3g (training moved %.3g)\n",
+               world_size, distributed->model.text, distributed->allreduce, distributed->strategy.name, distributed->batch,
                distributed->accum,
                distributed->drop_last ? " drop-last" : "", regression ? " mse" : "", error, moved);
         ck_assert_msg(moved > 0.05, "training barely moved the parameters (%g)", moved);
@@ -329,8 +329,10 @@ START_TEST(equivalence_for_a_cnn_with_sync_batchnorm_every_algorithm_and_zero)
     }
     o.batch = 67;
     strcpy(o.allreduce, "mpi"); /* the reference rank alone runs it too: nccl's fake spans the world only */
-    for (o.zero = 1; o.zero <= 3; o.zero++)
+    for (int stage = 1; stage <= 3; stage++) {
+        dp_test_strategy(&o, "zero-%d", stage);
         check_equivalence(&o, &o, 0);
+    }
     sample_shape = dp_dims_features(FEATURES);
 }
 END_TEST
@@ -348,8 +350,8 @@ START_TEST(cnn_under_a_budget_smaller_than_a_conv_trains_as_one_rank)
     o.batch = 67;
     strcpy(o.allreduce, "ring");
     dp_options reference = o;
-    for (o.zero = 2; o.zero <= 3; o.zero++) {
-        o.zero_live_mb = 30.0 * sizeof(float) * (o.zero == 3 ? 4 : 2) / (1 << 20);
+    for (int stage = 2; stage <= 3; stage++) {
+        dp_test_strategy(&o, "zero-%d:live-mb=%.17g", stage, 30.0 * sizeof(float) * (stage == 3 ? 4 : 2) / (1 << 20));
         check_equivalence(&o, &reference, 0);
     }
     sample_shape = dp_dims_features(FEATURES);
@@ -433,13 +435,13 @@ static void check_grad_bf16(dp_options *o, const dp_dataset *data, size_t n)
     float *bf16 = train_on(o, data, MPI_COMM_WORLD);
     o->grad_dtype = DP_DTYPE_F32;
     float *fp32 = train_on(o, data, MPI_COMM_WORLD);
-    ck_assert_msg(replicas_identical(bf16, n), "%s zero %d: bf16-gradient replicas differ", o->allreduce, o->zero);
+    ck_assert_msg(replicas_identical(bf16, n), "%s %s: bf16-gradient replicas differ", o->allreduce, o->strategy.name);
     double error = dp_test_relative_error(bf16, fp32, n);
     if (world_rank == 0)
-        printf("W=%d %s zero %d bucket %g MiB: --grad-dtype bf16 vs fp32: relative error %.3g (tolerance %g)\n",
-               world_size, o->allreduce, o->zero, o->bucket_mb, error, GRAD_BF16_TOLERANCE);
-    ck_assert_msg(error < GRAD_BF16_TOLERANCE && error > 1e-7, "%s zero %d: bf16 gradients vs fp32: relative error %g",
-                  o->allreduce, o->zero, error);
+        printf("W=%d %s %s bucket %g MiB: --grad-dtype bf16 vs fp32: relative error %.3g (tolerance %g)\n",
+               world_size, o->allreduce, o->strategy.name, o->bucket_mb, error, GRAD_BF16_TOLERANCE);
+    ck_assert_msg(error < GRAD_BF16_TOLERANCE && error > 1e-7, "%s %s: bf16 gradients vs fp32: relative error %g",
+                  o->allreduce, o->strategy.name, error);
     free(bf16);
     free(fp32);
 }
@@ -461,9 +463,11 @@ START_TEST(bf16_gradients_stay_near_fp32_every_algorithm_and_zero_stage)
     const char *zero_algorithms[] = {"ring", gpu && *dp_comm_gpu_algorithm_names() ? "nccl" : NULL};
     for (size_t a = 0; a < 2 && zero_algorithms[a]; a++) {
         strcpy(o.allreduce, zero_algorithms[a]);
-        for (o.zero = 1; o.zero <= 3; o.zero++)
+        for (int stage = 1; stage <= 3; stage++) {
+            dp_test_strategy(&o, "zero-%d", stage);
             check_grad_bf16(&o, &data, n);
-        o.zero = 0;
+        }
+        dp_test_strategy(&o, "ddp");
     }
     dp_dataset_free(&data);
 }

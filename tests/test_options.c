@@ -170,7 +170,6 @@ START_TEST(every_choice_sets_its_field)
         ROW("--optimizer", "sgd", optimizer, DP_OPTIMIZER_SGD), ROW("--optimizer", "adamw", optimizer, DP_OPTIMIZER_ADAMW),
         ROW("--lr-schedule", "constant", lr_schedule, DP_LR_CONSTANT),
         ROW("--lr-schedule", "cosine", lr_schedule, DP_LR_COSINE),
-        ROW("--zero", "0", zero, 0), ROW("--zero", "1", zero, 1), ROW("--zero", "2", zero, 2), ROW("--zero", "3", zero, 3),
         ROW("--precision", "fp32", precision, DP_PRECISION_FP32), ROW("--precision", "tf32", precision, DP_PRECISION_TF32),
         ROW("--precision", "bf16", precision, DP_PRECISION_BF16), ROW("--precision", "fp16", precision, DP_PRECISION_FP16),
         ROW("--precision", "mixed", precision, DP_PRECISION_MIXED),
@@ -202,12 +201,51 @@ START_TEST(every_choice_sets_its_field)
 END_TEST
 
 /* --zero and the memory options; --memory-plan's own options only with it. */
+/* --strategy and the options that name one: each --zero stage is its strategy; keys from the
+ * text or their options; two names, a key of another strategy, a bad key refused. */
+START_TEST(strategy_options_name_one_strategy)
+{
+    static const char *const stages[] = {"ddp", "zero-1", "zero-2", "zero-3"};
+    for (int stage = 0; stage < 4; stage++) {
+        dp_options o;
+        char text[2] = {(char)('0' + stage), 0};
+        const char *args[] = {"--zero", text, NULL};
+        ck_assert_int_eq(parse(&o, 2, args), DP_OPTIONS_RUN);
+        ck_assert_str_eq(o.strategy.name, stages[stage]);
+    }
+    dp_options o;
+    const char *keyed[] = {"--strategy", "zero-3:live-mb=64", NULL};
+    ck_assert_int_eq(parse(&o, 2, keyed), DP_OPTIONS_RUN);
+    ck_assert(dp_strategy_key_value(&o.strategy, "live-mb") == 64.0);
+    const char *alias[] = {"--zero-live-mb", "unlimited", "--zero", "2", NULL}; /* in any order */
+    ck_assert_int_eq(parse(&o, 2, alias), DP_OPTIONS_RUN);
+    ck_assert(dp_strategy_key_value(&o.strategy, "live-mb") == 0.0);
+    const char *exact[] = {"--exact", "--exact-shard", "8", NULL};
+    ck_assert_int_eq(parse(&o, 2, exact), DP_OPTIONS_RUN);
+    char text[64];
+    dp_strategy_choice_text(&o.strategy, 0, text, sizeof text);
+    ck_assert_str_eq(text, "exact:shard=8");
+    const char *both[] = {"--strategy", "zero-1", "--exact", NULL};
+    expect_error(2, both, "--strategy zero-1 and --exact both choose how the ranks' work is combined");
+    const char *foreign[] = {"--zero", "1", "--zero-live-mb", "4", NULL};
+    expect_error(2, foreign, "--zero-live-mb applies to the strategies zero-2, zero-3, but the run's is zero-1");
+    const char *unknown[] = {"--strategy", "zero-4", NULL};
+    expect_error(2, unknown, "--strategy 'zero-4': no strategy 'zero-4' (known: ddp, zero-1, zero-2, zero-3");
+    const char *bad_key[] = {"--strategy", "exact:shards=8", NULL};
+    expect_error(2, bad_key, "the strategy exact takes no key 'shards'");
+    const char *bad_value[] = {"--strategy", "local-sgd:every=0", NULL};
+    expect_error(2, bad_value, "--strategy local-sgd:every '0': must be a whole number from 1");
+    const char *no_pair[] = {"--strategy", "exact:32", NULL};
+    expect_error(2, no_pair, "'32' is not KEY=VALUE");
+}
+END_TEST
+
 START_TEST(zero_and_memory_options_are_applied_and_checked)
 {
     dp_options o;
     const char *args[] = {"--zero", "3", "--max-memory-mb", "512.5", "--checkpoint-dir", "ck", "--checkpoint-shards", NULL};
     ck_assert_int_eq(parse(&o, 2, args), DP_OPTIONS_RUN);
-    ck_assert_int_eq(o.zero, 3);
+    ck_assert_str_eq(o.strategy.name, "zero-3");
     ck_assert(o.max_memory_mb == 512.5);
     ck_assert_int_eq(o.checkpoint_shards, 1);
     const char *plan[] = {"--memory-plan", "--params", "70e9", "--world", "8", "--precision", "mixed", NULL};
@@ -268,11 +306,12 @@ START_TEST(average_every_is_applied_and_checked)
     const char *args[] = {"--average-every", "4", "--checkpoint-dir", "ck", "--checkpoint-every", "8",
                           "--check-replicas", "12", NULL};
     ck_assert_int_eq(parse(&o, 2, args), DP_OPTIONS_RUN);
-    ck_assert_int_eq(o.average_every, 4);
+    ck_assert_str_eq(o.strategy.name, "local-sgd");
+    ck_assert(dp_strategy_key_value(&o.strategy, "every") == 4.0);
     const char *none[] = {"--average-every", "0", NULL};
     expect_error(1, none, "--average-every '0'");
     const char *zero[] = {"--average-every", "4", "--zero", "1", NULL};
-    expect_error(2, zero, "--average-every 4 and --zero 1: local SGD keeps a whole replica");
+    expect_error(2, zero, "--average-every 4 and --zero 1 both choose how the ranks' work is combined");
     const char *sync[] = {"--average-every", "4", "--model", "linear(8),batchnorm(sync=1),relu,linear(10)", NULL};
     expect_error(2, sync, "--average-every 4 and SyncBatchNorm");
     const char *sync_all[] = {"--average-every", "4", "--sync-bn", "--model", "linear(8),batchnorm,linear(10)", NULL};
@@ -448,6 +487,7 @@ int main(void)
     tcase_add_test(tc, segment_bytes_takes_any_size_from_one_float);
     tcase_add_test(tc, values_are_applied);
     tcase_add_test(tc, model_and_adamw_options_are_applied);
+    tcase_add_test(tc, strategy_options_name_one_strategy);
     tcase_add_test(tc, zero_and_memory_options_are_applied_and_checked);
     tcase_add_test(tc, cuda_graph_is_applied_and_checked);
     tcase_add_test(tc, every_choice_sets_its_field);

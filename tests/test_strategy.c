@@ -32,7 +32,9 @@ static void open_rig(rig *r, const char *name)
     r->grads = exact_input(layout.total);
     dp_strategy_buffers buffers = {.comm_grads = r->grads, .be = dp_backend_cpu(), .weights = r->weights,
                                    .grads = r->grads};
-    dp_strategy_config config = dp_strategy_default_config(name, 1, 400.0 / MIB_FLOATS, layout.total);
+    dp_strategy_choice choice;
+    ck_assert_int_eq(dp_strategy_choose(&choice, name, "the test"), 0);
+    dp_strategy_config config = dp_strategy_default_config(&choice, 1, 400.0 / MIB_FLOATS, layout.total);
     config.first_bucket_mb = 100.0 / MIB_FLOATS;
     ck_assert_int_eq(dp_strategy_init(&r->strategy, &r->comm, &layout, &buffers, &config), 0);
     dp_strategy_attach(&r->strategy, &r->hooks);

@@ -52,6 +52,21 @@ static void base_options(dp_options *o, dp_optimizer_kind optimizer, const char 
     o->bucket_mb = 1e-3; /* 262 floats: several in flight (cutting modules under DDP and stage 1) */
 }
 
+/* o trains under --zero stage (0: DDP). */
+static void set_stage(dp_options *o, int stage)
+{
+    dp_test_strategy(o, "%s", dp_strategy_name_for_zero(stage));
+}
+
+/* o trains under --zero stage with a budget of live_mb MiB (0: unlimited). */
+static void set_budget(dp_options *o, int stage, double live_mb)
+{
+    if (live_mb > 0.0)
+        dp_test_strategy(o, "zero-%d:live-mb=%.17g", stage, live_mb);
+    else
+        dp_test_strategy(o, "zero-%d:live-mb=unlimited", stage);
+}
+
 static size_t param_count(const dp_options *o)
 {
     return dp_test_param_count(o, data.dim);
@@ -79,7 +94,7 @@ static int train_status(const dp_options *o, MPI_Comm mpi_comm, dp_train_result 
 static float *train_on(const dp_options *o, MPI_Comm mpi_comm)
 {
     dp_train_result result;
-    ck_assert_msg(train_status(o, mpi_comm, &result) == 0, "--zero %d: %s", o->zero, dp_last_error());
+    ck_assert_msg(train_status(o, mpi_comm, &result) == 0, "--strategy %s: %s", o->strategy.name, dp_last_error());
     return result.params;
 }
 
@@ -117,7 +132,7 @@ static void check_stages(const dp_options *o, const char *what)
     free(initial);
     for (int stage = 1; stage < 4; stage++) {
         dp_options z = *o;
-        z.zero = stage;
+        set_stage(&z, stage);
         char label[256];
         snprintf(label, sizeof label, "W=%d --zero %d %s (%s, batch %ld x %ld)", world_size, stage, what,
                  o->allreduce, o->batch, o->accum);
@@ -165,7 +180,7 @@ START_TEST(with_the_ring_every_stage_is_bitwise_ring_ddp)
             float *ddp = train_on(&o, MPI_COMM_WORLD);
             for (int stage = 1; stage < 4; stage++) {
                 dp_options z = o;
-                z.zero = stage;
+                set_stage(&z, stage);
                 float *params = train_on(&z, MPI_COMM_WORLD);
                 ck_assert_msg(memcmp(params, ddp, n * sizeof(float)) == 0, "ring --zero %d (%s%s) differs from ring DDP",
                               stage, k ? "adamw" : "sgd", overlap ? "" : ", --no-overlap");
@@ -213,12 +228,13 @@ START_TEST(every_budget_trains_as_ddp_and_as_one_rank)
             for (int stage = 2; stage < 4; stage++)
                 for (int b = 0; b < 3; b++) {
                     dp_options z = o;
-                    z.zero = stage;
-                    z.zero_live_mb = live_mb_for_blocks(&z, stage, blocks[b]);
+                    set_stage(&z, stage);
+                    double live_mb = live_mb_for_blocks(&z, stage, blocks[b]);
+                    set_budget(&z, stage, live_mb);
                     char label[256];
                     snprintf(label, sizeof label,
                              "W=%d --zero %d --zero-live-mb %g (blocks of %zu floats) %s, accum %d%s", world_size,
-                             stage, z.zero_live_mb, blocks[b], models[cases[c].model], accum,
+                             stage, live_mb, blocks[b], models[cases[c].model], accum,
                              o.no_overlap ? ", --no-overlap" : "");
                     expect_trains_as(&z, label, ddp, single, n);
                 }
@@ -271,15 +287,16 @@ START_TEST(with_the_ring_budgets_are_bitwise_ring_ddp)
         for (int stage = 2; stage < 4; stage++)
             for (int b = test_device == DP_DEVICE_CUDA; b < 3; b++) {
                 dp_options z = o;
-                z.zero = stage;
-                z.zero_live_mb = live_mb_for_blocks(&z, stage, blocks[b]);
+                set_stage(&z, stage);
+                double live_mb = live_mb_for_blocks(&z, stage, blocks[b]);
+                set_budget(&z, stage, live_mb);
                 float *params = train_on(&z, MPI_COMM_WORLD);
                 if (b > 0 || bitwise_cuts)
                     ck_assert_msg(memcmp(params, ddp, n * sizeof(float)) == 0, "ring --zero %d --zero-live-mb %g%s "
-                                  "differs from ring DDP", stage, z.zero_live_mb, overlap ? "" : " --no-overlap");
+                                  "differs from ring DDP", stage, live_mb, overlap ? "" : " --no-overlap");
                 else
                     ck_assert_msg(dp_test_relative_error(params, ddp, n) < 1e-5, "ring --zero %d --zero-live-mb %g%s "
-                                  "is %g from ring DDP", stage, z.zero_live_mb, overlap ? "" : " --no-overlap",
+                                  "is %g from ring DDP", stage, live_mb, overlap ? "" : " --no-overlap",
                                   dp_test_relative_error(params, ddp, n));
                 free(params);
             }
@@ -302,7 +319,7 @@ static void train_first_half(const dp_options *o, const char *dir, int shards)
 static float *resume_on(const dp_options *o, int stage, const char *dir, MPI_Comm comm)
 {
     dp_options resumed = *o;
-    resumed.zero = stage;
+    set_stage(&resumed, stage);
     snprintf(resumed.resume, sizeof resumed.resume, "%s", dir);
     return comm == MPI_COMM_NULL ? NULL : train_on(&resumed, comm);
 }
@@ -318,7 +335,7 @@ START_TEST(checkpoints_resume_into_any_stage_and_world_size)
     for (int shards = 0; shards < 2; shards++)
         for (int written = 1; written < 4; written += 2) {
             dp_options w = o;
-            w.zero = written;
+            set_stage(&w, written);
             char dir[512], name[64];
             snprintf(name, sizeof name, "ckpt-%d-%d", shards, written);
             dp_test_shared_path(name, dir, sizeof dir);
@@ -374,7 +391,7 @@ START_TEST(a_zero_checkpoint_holds_ddp_s_tensors)
     char dirs[2][512], path[2][600];
     for (int i = 0; i < 2; i++) {
         dp_options w = o;
-        w.zero = i ? 3 : 0;
+        set_stage(&w, i ? 3 : 0);
         char name[32];
         snprintf(name, sizeof name, "same-file-%d", i);
         dp_test_shared_path(name, dirs[i], sizeof dirs[i]);
@@ -399,7 +416,7 @@ START_TEST(replica_checks_catch_a_flipped_bit_in_every_stage)
     for (int stage = 1; stage < 4; stage++) {
         dp_options o;
         base_options(&o, DP_OPTIMIZER_SGD, models[0]);
-        o.zero = stage;
+        set_stage(&o, stage);
         o.check_replicas = 7;
         o.corrupt_rank = world_size - 1;
         o.corrupt_step = 7;
@@ -425,7 +442,7 @@ START_TEST(non_finite_gradients_are_caught_in_every_stage)
     for (int stage = 1; stage < 4; stage++) {
         dp_options o;
         base_options(&o, DP_OPTIMIZER_SGD, models[0]);
-        o.zero = stage;
+        set_stage(&o, stage);
         o.steps = 16; /* 2 epochs of 8 steps: one poisoned step each */
         dp_comm comm;
         ck_assert_int_eq(dp_comm_init(&comm, MPI_COMM_WORLD, "mpi"), 0);

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <math.h>
+#include <stdarg.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,16 @@ void dp_test_shared_path(const char *name, char *out, size_t size)
     snprintf(out, size, "%s", path);
     free(path);
     MPI_Bcast(out, (int)size, MPI_CHAR, 0, MPI_COMM_WORLD);
+}
+
+void dp_test_strategy(dp_options *o, const char *format, ...)
+{
+    char text[256];
+    va_list args;
+    va_start(args, format);
+    vsnprintf(text, sizeof text, format, args);
+    va_end(args);
+    ck_assert_msg(dp_strategy_choose(&o->strategy, text, "--strategy") == 0, "%s", dp_last_error());
 }
 
 size_t dp_test_param_count(const dp_options *o, int inputs)

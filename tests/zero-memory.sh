@@ -52,7 +52,7 @@ dp_check_outcome "--zero 0 over --max-memory-mb" fail $? "$dir/out" "--max-memor
 grep -q -- "--memory-plan --model" "$dir/out" || dp_fail_case "the limit's message does not point at --memory-plan" "$dir/out"
 for world in 2 4; do
     run "$world" 3
-    dp_check_outcome "--zero 3 on $world ranks under the same limit" ok $? "$dir/out" "memory and communication (--zero 3)"
+    dp_check_outcome "--zero 3 on $world ranks under the same limit" ok $? "$dir/out" "memory and communication (--strategy zero-3"
 done
 
 # The measured parameters + gradients + optimizer state and working buffers of each stage are

@@ -22,7 +22,7 @@ dp_check_outcome "--zero 0 from --init, the reference" ok $? "$dir/out" "summary
 dp_mpirun 300 4 "$worker" $model $limited --init "$dir/init.safetensors" --steps 4 --checkpoint-every 2 \
     --checkpoint-dir "$dir/ck" >"$dir/out" 2>&1
 dp_check_outcome "--zero 3 under --max-memory-mb 32 from --init, checkpointing" ok $? "$dir/out" \
-    "memory and communication (--zero 3)"
+    "memory and communication (--strategy zero-3"
 rm -f "$dir"/ck/step-000000004.safetensors
 dp_mpirun 300 4 "$worker" $model $limited --resume "$dir/ck" --steps 4 --save "$dir/zero3.safetensors" \
     >"$dir/out" 2>&1

@@ -92,14 +92,11 @@ typedef struct dp_engine_config {
     int max_rows;                  /* most rows one forward takes (a slice, or an evaluation chunk) */
     dp_loss loss;
     dp_optimizer_config optimizer;
-    const char *strategy;          /* by name: dp_strategy_find */
-    long average_every;            /* local-sgd: steps between averagings (the banner's) */
+    const dp_strategy_choice *strategy; /* which strategy, and its keys */
     int overlap;                   /* 0: --no-overlap */
     double bucket_mb;              /* 0: auto */
-    double live_mb;                /* ZeRO 2-3 working set, MiB (--zero-live-mb); 0: unlimited; < 0: auto */
     long progress_us;              /* a progress thread every so many us; 0: none */
     size_t micro_batch;            /* global rows per micro-batch (--batch) */
-    size_t exact_shard;            /* --exact (strategy "exact"): rows per shard; 0 otherwise */
     uint64_t seed;                 /* dropout masks */
     int skip_nonfinite;            /* --on-nan skip: a non-finite gradient drops the update */
     long accum;                    /* micro-batches per optimizer step */

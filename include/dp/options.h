@@ -7,14 +7,12 @@
 #include "dp/comm.h"
 #include "dp/nn.h"
 #include "dp/optim.h"
+#include "dp/strategy.h"
 
 #include <stdint.h>
 #include <stdio.h>
 
 #define DP_PATH_MAX 1024
-/* --exact-shard's default: large enough that adding each shard's gradient up costs little beside
- * its GEMMs (bench/RESULTS.md, "--exact"). */
-#define DP_EXACT_SHARD_DEFAULT 32
 
 typedef enum dp_loss_choice { DP_LOSS_AUTO, DP_LOSS_CHOICE_XENT, DP_LOSS_CHOICE_MSE } dp_loss_choice;
 
@@ -53,11 +51,8 @@ typedef struct dp_options {
     int no_overlap;               /* one collective of the whole gradient after backward */
     long progress_us;             /* > 0: a thread progresses collectives every so many microseconds;
                                    * 0: none; -1 (auto): 1000 when the job spans hosts */
-    int zero;                     /* --zero: 0 DDP; 1, 2, 3 shard optimizer state, + gradients, + parameters */
-    double zero_live_mb;          /* --zero 2, 3: working set budget, MiB; 0: unlimited; -1: auto */
-    long average_every;           /* --average-every K: local SGD, the replicas averaged every K steps; 0: off */
-    int exact;                    /* --exact: the same parameters, bit for bit, for every world size */
-    long exact_shard;             /* --exact-shard: rows per shard, whatever the world size */
+    dp_strategy_choice strategy;  /* --strategy NAME[:KEY=VALUE,...], or the options that name one
+                                   * (--zero, --exact, --average-every; --zero-live-mb, --exact-shard) */
     double max_memory_mb;         /* per-rank limit on backend memory (the allocation counter); 0: none */
     int memory_plan;              /* --memory-plan: print each stage's memory per rank and exit */
     double plan_params;           /* --params: the parameter count --memory-plan assumes (0: the model's) */

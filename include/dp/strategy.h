@@ -22,6 +22,7 @@
 #include "dp/comm.h"
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* The flat buffers as the model lays them out: one segment per module with parameters, in
  * forward order, each a contiguous slice [offset, offset + count). A segment that starts with
@@ -51,19 +52,74 @@ typedef struct dp_strategy_buffers {
     int staged;
 } dp_strategy_buffers;
 
-/* The stages of ZeRO's paper (0 is DDP), as --zero numbers them and checkpoints record. */
+/* The stages of ZeRO's paper (0 is DDP), as --zero numbers them and version 3's checkpoints record. */
 enum { DP_ZERO_STAGES = 4 };
 
+/* A strategy as the command line chose it: --strategy NAME[:KEY=VALUE,...] (zero-3:live-mb=64,
+ * exact:shard=32, local-sgd:every=8), or version 3's options that name one (--zero, --exact,
+ * --average-every and their keys' options). Each strategy declares its keys in its own table
+ * (name, default, range, whether they change the bits); the choice holds their values. */
+#define DP_STRATEGY_NAME_MAX 32
+#define DP_STRATEGY_KEYS_MAX 4
+typedef struct dp_strategy_choice {
+    char name[DP_STRATEGY_NAME_MAX];    /* a strategy of the registry */
+    double value[DP_STRATEGY_KEYS_MAX]; /* its keys, in its table's order: given, else their defaults */
+    char label[128];                    /* how the run named it, for messages: "--strategy zero-3", "--zero 3" */
+} dp_strategy_choice;
+
+/* DDP with no keys: what a run without a strategy option trains with. */
+void dp_strategy_choice_default(dp_strategy_choice *c);
+/* c from text NAME[:KEY=VALUE,...]; label names where the text came from in messages (the
+ * option). An unknown name or key, or a value out of its key's range, fails naming them. */
+int dp_strategy_choose(dp_strategy_choice *c, const char *text, const char *label);
+/* Sets key KEY of c's strategy from text; label names the option in messages. A key c's
+ * strategy does not take fails saying which strategies take it. */
+int dp_strategy_set_key(dp_strategy_choice *c, const char *key, const char *text, const char *label);
+/* The value of key `key` of c's strategy; NAN when it takes no such key. */
+double dp_strategy_key_value(const dp_strategy_choice *c, const char *key);
+/* What a checkpoint records as the world size and algorithm where c's strategy's bits depend
+ * on neither ("any (--exact)"); NULL where they do. */
+const char *dp_strategy_any_world(const dp_strategy_choice *c);
+/* A version-3 checkpoint's fields zero, average_every and exact_shard as the strategy text a
+ * checkpoint now records (dp_strategy_choice_text with the keys that change the bits). */
+int dp_strategy_from_version_3(const char *zero, const char *average_every, const char *exact_shard, char *text,
+                               size_t size);
+/* Whether a step of c's strategy can be captured as a CUDA graph (its collectives all in the
+ * buckets, joined on the device); where not, why gets the reason. */
+int dp_strategy_capturable(const dp_strategy_choice *c, char *why, size_t size);
+/* The ZeRO stage whose memory c's strategy holds per rank (0: whole replicas, as DDP). */
+int dp_strategy_memory_stage(const dp_strategy_choice *c);
+/* Every key of to's strategy that from's strategy takes too gets from's value. */
+void dp_strategy_take_keys(dp_strategy_choice *to, const dp_strategy_choice *from);
+/* c as text, NAME:KEY=VALUE,... with every key (all != 0) or only those that change the bits
+ * (a checkpoint's strategy field: exact:shard=32, local-sgd:every=4, zero-3). */
+void dp_strategy_choice_text(const dp_strategy_choice *c, int all, char *text, size_t size);
+/* What a strategy is asked to accept of a run (dp_strategy_check): the options around it, and
+ * once the data is known (step_batch > 0) the steps' sizes. */
+typedef struct dp_strategy_run {
+    dp_dtype grad_dtype;           /* --grad-dtype */
+    int sync_batchnorms, batchnorms; /* the model's SyncBatchNorm and BatchNorm modules */
+    long checkpoint_every, check_replicas; /* 0: none */
+    size_t step_batch;             /* global samples per optimizer step; 0: not known yet */
+    size_t last_step;              /* the epoch's last step's samples (shorter where it is cut) */
+    int drop_last;                 /* --drop-last (which the advice names) */
+    const char *model;             /* the model's text, for messages */
+} dp_strategy_run;
+/* The run c's strategy would make, refused naming the options where the strategy cannot honour
+ * it (its table's constraints: what it sums, what BatchNorm needs under it, ...). */
+int dp_strategy_check(const dp_strategy_choice *c, const dp_strategy_run *run);
+/* BLAS threads per rank c's strategy needs where --threads is not given (0: the cores the rank
+ * has); *why gets the reason for the banner. */
+int dp_strategy_default_threads(const dp_strategy_choice *c, const char **why);
+/* --help's lines for the strategies and their keys, one per line. */
+void dp_strategy_print_help(FILE *out);
+
 typedef struct dp_strategy_config {
-    const char *name;     /* the strategy's name in the table (dp_strategy_find) */
+    dp_strategy_choice choice; /* which strategy, and its keys */
     int overlap;          /* start each bucket's collective during backward (0: one after it) */
     double bucket_mb;     /* bucket size, as DDP's bucket_cap_mb (default 25) */
     double first_bucket_mb; /* the first bucket, small so communication starts early (DDP: 1) */
     long progress_us;     /* > 0: a progress thread every so many microseconds (comm.h) */
-    double live_mb;       /* ZeRO 2-3: the most gathered parameters and gradient blocks held at
-                           * once, MiB (--zero-live-mb); 0: unlimited (whole modules); < 0: auto,
-                           * DP_ZERO_LIVE_SHARE of the sharded state */
-    long average_every;   /* local-sgd: optimizer steps between averagings (for the banner) */
 } dp_strategy_config;
 
 /* --zero-live-mb's default: this share of a rank's sharded state (parameters, gradients and
@@ -71,7 +127,9 @@ typedef struct dp_strategy_config {
 #define DP_ZERO_LIVE_SHARE 0.125
 #define DP_ZERO_LIVE_MIN_MB 1.0
 
-/* config's --zero-live-mb, auto resolved for total parameters over world ranks (MiB; 0: unlimited). */
+/* config's live-mb key (ZeRO 2-3: the most gathered parameters and gradient blocks held at once;
+ * 0: unlimited, whole modules; < 0: auto, DP_ZERO_LIVE_SHARE of the sharded state), auto
+ * resolved for total parameters over world ranks (MiB; 0: unlimited or no such key). */
 double dp_strategy_live_mb(const dp_strategy_config *config, size_t total, int world);
 
 /* A contiguous slice of the gradient buffer reduced by one request: of segments
@@ -206,14 +264,15 @@ const char *dp_strategy_name_for_zero(int stage);
 
 /* Which of the model's flat buffers stay whole under the named strategy: bit 0 the weights,
  * bit 1 the gradients, as nn's DP_MODEL_OWNS_WEIGHTS and DP_MODEL_OWNS_GRADS (a known name). */
-unsigned dp_strategy_model_owns(const char *name);
+unsigned dp_strategy_model_owns(const dp_strategy_choice *choice);
 
-/* The configuration for the named strategy: overlap (0: --no-overlap), buckets of at most
+/* The configuration for the chosen strategy: overlap (0: --no-overlap), buckets of at most
  * bucket_mb after a first one of at most 1 MiB (DDP's); no progress thread. bucket_mb 0 is
  * auto: 25 (DDP's default), or an eighth of the gradients' total_floats when that is smaller,
  * at least 1: with DDP's 25 a model of a few MB makes one or two buckets and the last starts
  * only when backward ends (measured in bench/RESULTS.md, "Overlap"). */
-dp_strategy_config dp_strategy_default_config(const char *name, int overlap, double bucket_mb, size_t total_floats);
+dp_strategy_config dp_strategy_default_config(const dp_strategy_choice *choice, int overlap, double bucket_mb,
+                                              size_t total_floats);
 
 /* The bucket plan dp_strategy_init would make of layout under config over `world` ranks,
  * without a run: how many buckets, the largest (floats), and the largest unit a ZeRO stage

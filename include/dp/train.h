@@ -27,8 +27,7 @@ typedef struct dp_train_result {
     dp_time_split split;       /* rank 0's */
     size_t nparams;            /* trainable parameters */
     float *params;             /* with keep_params: the final parameters (malloc'd; free them) */
-    int zero;                  /* the ZeRO stage (0: DDP) */
-    long average_every;        /* local SGD's K (0: gradients all-reduced every step) */
+    char strategy[96];         /* the strategy and its keys (dp_strategy_choice_text) */
     int world;                 /* ranks */
     double sent[DP_COLLECTIVE_KINDS]; /* bytes sent in the training steps per rank (mean over ranks), per kind */
     double memory_peak;        /* backend bytes at the peak, the largest over ranks */

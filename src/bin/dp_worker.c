@@ -7,6 +7,7 @@
 #include "dp/error.h"
 #include "dp/launch_env.h"
 #include "dp/options.h"
+#include "dp/strategy.h"
 #include "dp/train.h"
 
 #include <stdio.h>
@@ -85,15 +86,16 @@ int main(int argc, char **argv)
     if (dp_launch_env_check(comm.rank, comm.size, comm.local_rank))
         abort_job(rank, EXIT_RUN_FAILED);
     char why[128] = "--threads";
-    int threads = o.threads;
+    const char *strategy_why;
+    int threads = o.threads, strategy_threads = dp_strategy_default_threads(&o.strategy, &strategy_why);
     if (!threads && o.predict_path[0]) {
         /* OpenBLAS rounds some products differently on more threads. */
         threads = 1;
         snprintf(why, sizeof why, "--predict's default, so any number of ranks writes the same bits");
-    } else if (!threads && o.exact) {
-        /* The bits must not depend on W, and the cores per rank do. */
-        threads = 1;
-        snprintf(why, sizeof why, "--exact's default: OpenBLAS rounds some products differently on more threads");
+    } else if (!threads && strategy_threads) {
+        /* The strategy's bits must not depend on W, and the cores per rank do. */
+        threads = strategy_threads;
+        snprintf(why, sizeof why, "%s", strategy_why);
     } else if (!threads) {
         threads = dp_backend_cpu_default_threads(comm.local_size, why, sizeof why);
     }

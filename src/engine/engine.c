@@ -6,6 +6,7 @@
 
 #include "dp/error.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,7 +42,7 @@ static int plan_segments(dp_engine *e, dp_strategy_layout *layout)
 
 /* Stages that keep the whole flat buffer stage the gradients (and ZeRO's updated parameters)
  * through one host buffer; stage 3 stages its working buffers itself. */
-static int allocate_staging(dp_engine *e, const char *strategy)
+static int allocate_staging(dp_engine *e, const dp_strategy_choice *strategy)
 {
     if (!e->stage_gradients || dp_strategy_model_owns(strategy) == 0)
         return 0;
@@ -60,14 +61,9 @@ static int open_strategy(dp_engine *e, const dp_engine_config *c)
     dp_strategy_buffers buffers = dp_engine_gradient_buffers(e);
     dp_strategy_config config = dp_strategy_default_config(c->strategy, c->overlap, c->bucket_mb, layout.total);
     config.progress_us = c->progress_us;
-    config.live_mb = c->live_mb;
-    config.average_every = c->average_every;
     if ((status = dp_strategy_init(&e->strategy, e->comm, &layout, &buffers, &config)))
         return status;
     e->has_strategy = 1;
-    if (dp_strategy_sums_shards(&e->strategy) != (c->exact_shard > 0))
-        return dp_fail(DP_EINVAL, "the strategy '%s' %s a shard size (--exact-shard)", c->strategy,
-                       c->exact_shard ? "takes no" : "needs");
     dp_strategy_attach(&e->strategy, &e->hooks);
     e->piece_floats = dp_strategy_piece_floats(&e->strategy);
     if (e->hooks.fetch) /* modules larger than the budget read their parameters in pieces */
@@ -123,7 +119,8 @@ int dp_engine_build(dp_engine *e, const dp_engine_config *c)
     e->loss = c->loss;
     e->micro_batch = c->micro_batch;
     e->accum = c->accum > 1 ? c->accum : 1; /* engines built without one take single micro-batches */
-    e->exact_shard = c->exact_shard;
+    double shard = dp_strategy_key_value(c->strategy, "shard");
+    e->exact_shard = isnan(shard) ? 0 : (size_t)shard;
     e->seed = c->seed;
     e->skip_nonfinite = c->skip_nonfinite;
     int status = dp_model_create_owning(&e->model, e->be, c->model, &c->input, c->max_rows,

@@ -34,8 +34,8 @@ static const char *unsupported(const dp_engine *e, const dp_engine_config *c, ch
     else if (e->comm->size > 1 && !dp_comm_joins_on_device(e->comm))
         snprintf(why, size, "%d ranks with --allreduce %s: its collectives run on the host between backward's "
                  "modules (--allreduce nccl's are captured)", e->comm->size, dp_comm_algorithm_name(e->comm));
-    else if (strcmp(c->strategy, "ddp") != 0)
-        snprintf(why, size, "the %s strategy (graphs replay plain DDP steps)", c->strategy);
+    else if (!dp_strategy_capturable(c->strategy, why, size))
+        return why;
     else if (c->skip_nonfinite)
         snprintf(why, size, "--on-nan skip decides on the host between the counting and the applying pass");
     else if (c->traced)

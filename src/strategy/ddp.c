@@ -4,6 +4,9 @@
 
 const dp_strategy_type dp_strategy_ddp = {
     .name = "ddp",
+    .summary = "PyTorch DDP: every rank holds the whole model and optimizer state; the gradients are "
+               "all-reduced bucket by bucket during backward (the default)",
+    .captured = 1,
     .gradient_collective = DP_ALLREDUCE,
     .collective_name = "all-reduce",
 };

@@ -312,8 +312,58 @@ static int exact_describe(const dp_strategy *d, char *text, size_t size)
                     dp_exact_digit_bits(d->comm->size), d->exact->max_digits);
 }
 
+/* The smallest shard of shard rows in a step of step_batch rows or the epoch's last of last_step. */
+static size_t smallest_shard(size_t shard, size_t step_batch, size_t last_step)
+{
+    size_t smallest = shard < last_step ? shard : last_step;
+    size_t rests[] = {step_batch % shard, last_step % shard};
+    for (size_t i = 0; i < sizeof rests / sizeof *rests; i++)
+        smallest = rests[i] && rests[i] < smallest ? rests[i] : smallest;
+    return smallest;
+}
+
+/* --exact all-reduces integer digits that must add exactly; a BatchNorm normalises over each
+ * shard, which needs 2 rows; the accumulator's bound holds for so many shards per step. */
+static int exact_check(const dp_strategy_choice *c, const dp_strategy_run *run)
+{
+    size_t shard = (size_t)dp_strategy_key_value(c, "shard");
+    if (run->grad_dtype != DP_DTYPE_F32)
+        return dp_fail(DP_EINVAL, "%s and --grad-dtype %s: --exact all-reduces its sums as integer digits in floats "
+                       "that every algorithm must add exactly, and bf16 would round them (8 significant bits of 24); "
+                       "drop one", c->label, dp_grad_dtype_name(run->grad_dtype));
+    if (!run->step_batch)
+        return 0;
+    size_t smallest = smallest_shard(shard, run->step_batch, run->last_step);
+    if (run->batchnorms && smallest < 2)
+        return dp_fail(DP_EINVAL, "--model '%s' with --exact: a BatchNorm normalises over each shard and needs at "
+                       "least 2 rows, but a shard of %zu row%s occurs (--exact-shard %zu, %zu samples per step%s); "
+                       "choose another --exact-shard%s", run->model, smallest, smallest == 1 ? "" : "s", shard,
+                       run->step_batch, run->drop_last ? "" : " and the epoch's last step",
+                       run->drop_last ? "" : " or --drop-last");
+    if ((run->step_batch + shard - 1) / shard > DP_EXACT_MAX_TERMS)
+        return dp_fail(DP_EINVAL, "--exact-shard %zu: %zu samples per step make more than %zu shards, beyond the "
+                       "exact accumulator's bound; use a larger --exact-shard", shard, run->step_batch,
+                       DP_EXACT_MAX_TERMS);
+    return 0;
+}
+
+static const dp_strategy_key keys[] = {
+    {.name = "shard", .metavar = "S", .fallback = 32, .least = 1, .most = 2147483647.0, .whole = 1, .arithmetic = 1,
+     .help = "rows per shard, whatever the world size; a BatchNorm needs at least 2 in every shard (--exact-shard S)"},
+};
+
 const dp_strategy_type dp_strategy_exact = {
     .name = "exact",
+    .summary = "bitwise the same parameters, losses and checkpoints for every world size, algorithm and --accum: "
+               "the step cut into fixed shards, each computed alone, their gradients summed exactly and "
+               "all-reduced as integers; BatchNorm normalises over each shard; 1 BLAS thread per rank unless "
+               "--threads (--exact; docs/STRATEGIES.md)",
+    .keys = keys,
+    .key_count = 1,
+    .check = exact_check,
+    .any_world = "any (--exact)",
+    .blas_threads = 1,
+    .blas_threads_why = "--exact's default: OpenBLAS rounds some products differently on more threads",
     .gradient_collective = DP_ALLREDUCE,
     .collective_name = "exact all-reduce",
     .open = exact_open,

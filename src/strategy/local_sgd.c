@@ -42,8 +42,41 @@ static void local_close(dp_strategy *d)
     d->local = NULL;
 }
 
+/* Local SGD needs whole replicas, no communication between averagings, and checkpoints and
+ * replica checks where the replicas are one model: right after an averaging. */
+static int local_check(const dp_strategy_choice *c, const dp_strategy_run *run)
+{
+    long k = (long)dp_strategy_key_value(c, "every");
+    if (run->grad_dtype != DP_DTYPE_F32)
+        return dp_fail(DP_EINVAL, "%s and --grad-dtype %s: local SGD reduces no gradients (it averages the replicas "
+                       "in float32)", c->label, dp_grad_dtype_name(run->grad_dtype));
+    if (run->sync_batchnorms)
+        return dp_fail(DP_EINVAL, "%s and SyncBatchNorm (--sync-bn or batchnorm(sync=1)): it sums statistics over the "
+                       "ranks in every forward and backward, the communication local SGD avoids, across replicas "
+                       "that differ; use plain batchnorm, whose running statistics are averaged with the parameters",
+                       c->label);
+    const char *option = run->checkpoint_every % k ? "--checkpoint-every" : run->check_replicas % k ? "--check-replicas"
+                                                                                                    : NULL;
+    if (option)
+        return dp_fail(DP_EINVAL, "%s %ld and %s: the ranks hold one model only right after an averaging, every %ld "
+                       "steps; use a multiple of %ld", option,
+                       run->checkpoint_every % k ? run->checkpoint_every : run->check_replicas, c->label, k, k);
+    return 0;
+}
+
+static const dp_strategy_key keys[] = {
+    {.name = "every", .metavar = "K", .fallback = 8, .least = 1, .most = 1e15, .whole = 1, .arithmetic = 1,
+     .help = "optimizer steps between averagings (--average-every K)"},
+};
+
 const dp_strategy_type dp_strategy_local_sgd = {
     .name = "local-sgd",
+    .summary = "local SGD (PostLocalSGDOptimizer): no gradient all-reduce; each rank steps on its own samples and "
+               "every K steps the parameters, optimizer state and BatchNorm statistics are averaged, weighted by "
+               "samples (docs/STRATEGIES.md; flawed by design: replicas drift between averagings)",
+    .keys = keys,
+    .key_count = 1,
+    .check = local_check,
     .gradient_collective = DP_ALLREDUCE,
     .collective_name = "all-reduce",
     .local_steps = 1,

@@ -20,14 +20,15 @@
 #define DDP_BUCKET_MB 25.0
 #define AUTO_BUCKETS 8.0
 
-dp_strategy_config dp_strategy_default_config(const char *name, int overlap, double bucket_mb, size_t total_floats)
+dp_strategy_config dp_strategy_default_config(const dp_strategy_choice *choice, int overlap, double bucket_mb,
+                                              size_t total_floats)
 {
     if (bucket_mb <= 0.0) {
         double share = (double)total_floats / MIB_FLOATS / AUTO_BUCKETS;
         bucket_mb = share < DDP_BUCKET_MB ? share : DDP_BUCKET_MB;
         bucket_mb = bucket_mb > FIRST_BUCKET_MB ? bucket_mb : FIRST_BUCKET_MB;
     }
-    return (dp_strategy_config){.name = name, .overlap = overlap, .bucket_mb = bucket_mb,
+    return (dp_strategy_config){.choice = *choice, .overlap = overlap, .bucket_mb = bucket_mb,
                                 .first_bucket_mb = FIRST_BUCKET_MB < bucket_mb ? FIRST_BUCKET_MB : bucket_mb};
 }
 
@@ -128,11 +129,11 @@ size_t dp_strategy_largest_unit(const dp_strategy *d)
 int dp_strategy_plan_sizes(const dp_strategy_layout *layout, const dp_strategy_config *config, int world,
                            int *buckets, size_t *largest_bucket, size_t *largest_unit)
 {
-    dp_strategy d = {.type = dp_strategy_find(config->name), .layout = *layout, .config = *config};
+    dp_strategy d = {.type = dp_strategy_find(config->choice.name), .layout = *layout, .config = *config};
     *buckets = 0;
     *largest_bucket = *largest_unit = 0;
     if (!d.type)
-        return dp_fail(DP_EINVAL, "no strategy called '%s' (known: %s)", config->name ? config->name : "",
+        return dp_fail(DP_EINVAL, "no strategy called '%s' (known: %s)", config->choice.name,
                        dp_strategy_names());
     int status = plan_units(&d, world);
     if (!status)
@@ -156,9 +157,9 @@ int dp_strategy_init(dp_strategy *d, dp_comm *comm, const dp_strategy_layout *la
                  const dp_strategy_config *config)
 {
     memset(d, 0, sizeof *d);
-    d->type = dp_strategy_find(config->name);
+    d->type = dp_strategy_find(config->choice.name);
     if (!d->type)
-        return dp_fail(DP_EINVAL, "no strategy called '%s' (known: %s)", config->name ? config->name : "",
+        return dp_fail(DP_EINVAL, "no strategy called '%s' (known: %s)", config->choice.name,
                        dp_strategy_names());
     d->comm = comm;
     d->layout = *layout;
@@ -410,8 +411,8 @@ static int describe_buckets(const dp_strategy *d, char *text, size_t size)
         return snprintf(text, size, "%s on one rank: nothing to reduce", d->type->name);
     if (d->type->local_steps)
         return snprintf(text, size, "%s: every %ld step%s the parameters, optimizer state and running statistics "
-                        "are averaged, weighted by samples", d->type->name, d->config.average_every,
-                        d->config.average_every == 1 ? "" : "s");
+                        "are averaged, weighted by samples", d->type->name, (long)dp_strategy_key_value(&d->config.choice, "every"),
+                        dp_strategy_key_value(&d->config.choice, "every") == 1 ? "" : "s");
     if (!d->config.overlap && d->type->reduces_every_micro)
         return snprintf(text, size, "%s, %d bucket%s in backward order, each %s run as backward finishes it, one "
                         "at a time (--no-overlap)", d->type->name, d->nbuckets, d->nbuckets == 1 ? "" : "s",

@@ -7,8 +7,35 @@
 
 #include "dp/strategy.h"
 
+/* A key a strategy takes after its name (--strategy NAME:KEY=VALUE): a number in [least,
+ * most] (whole when `whole`) or one of two words standing for values. */
+typedef struct dp_strategy_key {
+    const char *name;
+    const char *metavar;
+    double fallback;           /* the default */
+    double least, most;
+    int whole;
+    const char *least_why;     /* why nothing below least works, for the message */
+    const char *words[2];      /* named values ("auto", "unlimited"), NULL where none */
+    double word_values[2];
+    int arithmetic;            /* another value changes the bits: a checkpoint records it */
+    const char *help;
+} dp_strategy_key;
+
 typedef struct dp_strategy_type {
     const char *name;
+    const char *summary;               /* --help's line */
+    const dp_strategy_key *keys;       /* its keys, at most DP_STRATEGY_KEYS_MAX */
+    int key_count;
+    /* What it refuses of a run (NULL: nothing), and BLAS threads it needs per rank (0: any). */
+    int (*check)(const dp_strategy_choice *c, const dp_strategy_run *run);
+    int blas_threads;
+    const char *blas_threads_why;
+    /* What checkpoints record as the world size and algorithm where its bits depend on
+     * neither; NULL where they do. */
+    const char *any_world;
+    /* A step can be captured as a CUDA graph: its only collectives are the buckets'. */
+    int captured;
     dp_collective gradient_collective; /* what a bucket's gradients go through */
     const char *collective_name;       /* for the banner */
     int shards_state, shards_grads, shards_params;
@@ -33,6 +60,9 @@ typedef struct dp_strategy_type {
     int (*finish)(dp_strategy *d);
     int (*describe)(const dp_strategy *d, char *text, size_t size);
 } dp_strategy_type;
+
+/* The registry's i-th strategy (registry.c); NULL past the last. */
+const dp_strategy_type *dp_strategy_at(int i);
 
 extern const dp_strategy_type dp_strategy_ddp, dp_strategy_zero1, dp_strategy_zero2, dp_strategy_zero3,
     dp_strategy_local_sgd, dp_strategy_exact;

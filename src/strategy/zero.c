@@ -306,8 +306,20 @@ void dp_strategy_update_memory(const dp_strategy *d, float **params, float **gra
     *grads = d->type->shards_grads ? d->zero->grad_shard : d->buffers.grads + begin;
 }
 
+/* Stages 2 and 3's working set under a budget (DeepSpeed's stage3_max_live_parameters). */
+static const dp_strategy_key budget_keys[] = {
+    {.name = "live-mb", .metavar = "MB|auto|unlimited", .fallback = -1.0, .least = (double)sizeof(float) / (1 << 20), .most = 1e6,
+     .least_why = "one float; a block must also hold a layer's row, which the plan checks", .words = {"auto", "unlimited"},
+     .word_values = {-1.0, 0.0},
+     .help = "the most MiB of gathered parameters and gradient blocks a rank holds at once; a Linear or Conv2d "
+             "larger than its share is gathered and reduce-scattered in blocks of whole rows. auto: an eighth of "
+             "the rank's sharded state, at least 1 MiB; unlimited: whole modules (--zero-live-mb)"},
+};
+
 const dp_strategy_type dp_strategy_zero1 = {
     .name = "zero-1",
+    .summary = "ZeRO stage 1: the optimizer state sharded over the ranks; gradients reduce-scattered bucket by "
+               "bucket, the updated shards all-gathered after the update (--zero 1)",
     .gradient_collective = DP_REDUCE_SCATTER,
     .collective_name = "reduce-scatter",
     .shards_state = 1,
@@ -318,6 +330,10 @@ const dp_strategy_type dp_strategy_zero1 = {
 
 const dp_strategy_type dp_strategy_zero2 = {
     .name = "zero-2",
+    .summary = "ZeRO stage 2 (FSDP SHARD_GRAD_OP): the gradients sharded too, each bucket reduce-scattered into "
+               "this rank's shard every micro-batch (--zero 2)",
+    .keys = budget_keys,
+    .key_count = 1,
     .gradient_collective = DP_REDUCE_SCATTER,
     .collective_name = "reduce-scatter",
     .shards_state = 1,
@@ -333,6 +349,10 @@ const dp_strategy_type dp_strategy_zero2 = {
 
 const dp_strategy_type dp_strategy_zero3 = {
     .name = "zero-3",
+    .summary = "ZeRO stage 3 (FSDP FULL_SHARD): the parameters sharded too, each module's all-gathered before its "
+               "forward and backward (--zero 3)",
+    .keys = budget_keys,
+    .key_count = 1,
     .gradient_collective = DP_REDUCE_SCATTER,
     .collective_name = "reduce-scatter",
     .shards_state = 1,

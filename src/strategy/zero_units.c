@@ -8,6 +8,7 @@
 
 #include "dp/error.h"
 
+#include <math.h>
 #include <stdint.h>
 
 /* Working buffers one block each: the gradient slots, and stage 3's gather slots. */
@@ -19,8 +20,11 @@ int dp_zero_block_slots(const dp_strategy_type *type, const dp_strategy_config *
 
 double dp_strategy_live_mb(const dp_strategy_config *config, size_t total, int world)
 {
-    if (config->live_mb >= 0.0)
-        return config->live_mb;
+    double live_mb = dp_strategy_key_value(&config->choice, "live-mb");
+    if (isnan(live_mb))
+        return 0.0;
+    if (live_mb >= 0.0)
+        return live_mb;
     double mb = DP_ZERO_LIVE_SHARE * 16.0 * (double)total / (world > 0 ? world : 1) / (1 << 20);
     return mb > DP_ZERO_LIVE_MIN_MB ? mb : DP_ZERO_LIVE_MIN_MB;
 }

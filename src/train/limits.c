@@ -21,7 +21,6 @@ static const struct {
     {"epochs", DP_CHECKPOINT_MAX_STEP, "the largest step a checkpoint name holds"},
     {"steps", DP_CHECKPOINT_MAX_STEP, "the largest step a checkpoint name holds"},
     {"world", INT_MAX, "MPI counts ranks in an int"},
-    {"exact-shard", INT_MAX, "a forward counts its rows in an int"},
 };
 
 /* Float options that must stay below a bound (exclusive). */
@@ -151,10 +150,10 @@ int dp_explain_memory_failure(int status, const dp_options *o, int world, int ma
     char message[512];
     snprintf(message, sizeof message, "%s", dp_last_error());
     if (dp_memory_refusals())
-        return dp_fail(status, "%s. That is --zero %d's memory; ZeRO shards the optimizer state (--zero 1), also "
+        return dp_fail(status, "%s. That is --zero %d's memory (%s); ZeRO shards the optimizer state (--zero 1), also "
                        "the gradients (2) and also the parameters (3) over the ranks. Each stage's memory per rank, "
                        "without training: dp_worker --memory-plan %s '%s' --world %d%s",
-                       message, o->zero, model_option(o), o->model.text, world,
+                       message, dp_strategy_memory_stage(&o->strategy), o->strategy.label, model_option(o), o->model.text, world,
                        o->optimizer == DP_OPTIMIZER_ADAMW ? " --optimizer adamw" : "");
     return dp_fail(status, "%s. The sizes come from the options: --batch %ld over %d rank%s = "
                    "%d rows per rank (at least 256 when evaluating), x the widest %s width "

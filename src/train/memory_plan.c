@@ -86,10 +86,12 @@ static int model_layout(const dp_options *o, int stage, dp_zero_plan_input *in)
     dp_strategy_layout layout = {.segments = segments, .offset = offsets, .count = counts, .row = row, .rows = rows,
                                  .total = in->params};
     /* Stage 2's or 3's buckets (whole units), as its working buffers hold them. */
-    dp_strategy_config config = dp_strategy_default_config(dp_strategy_name_for_zero(stage < 2 ? 3 : stage),
-                                                           !o->no_overlap, o->bucket_mb, in->params);
-    config.live_mb = o->zero_live_mb;
+    dp_strategy_choice zero;
+    int status_choice = dp_strategy_choose(&zero, dp_strategy_name_for_zero(stage < 2 ? 3 : stage), "--memory-plan");
+    dp_strategy_take_keys(&zero, &o->strategy); /* the run's budget, where its strategy has one */
+    dp_strategy_config config = dp_strategy_default_config(&zero, !o->no_overlap, o->bucket_mb, in->params);
     int buckets = 0;
+    status = status ? status : status_choice;
     if (!status)
         status = dp_strategy_plan_sizes(&layout, &config, in->world, &buckets, &in->bucket_floats, &in->unit_floats);
     in->grad_slots = config.overlap && buckets > 1 ? 2 : 1; /* as src/strategy/zero.c */

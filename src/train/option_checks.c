@@ -7,7 +7,9 @@
 #include "dp/comm.h"
 #include "dp/error.h"
 #include "src/train/limits.h"
+#include "src/train/option_values.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* The option that only applies to another optimizer, if one was given. */
@@ -45,6 +47,7 @@ static int check_model(dp_options *o, const char *const *seen)
 static const int training_only[] = {
     OPT_SAVE, OPT_TRACE, OPT_METRICS, OPT_CHECKPOINT_DIR, OPT_CHECKPOINT_EVERY, OPT_CHECKPOINT_SHARDS, OPT_RESUME,
     OPT_ZERO, OPT_ZERO_LIVE_MB, OPT_MAX_MEMORY_MB, OPT_MEMORY_PLAN, OPT_AVERAGE_EVERY, OPT_PREEMPT_SIGNAL, OPT_EXACT, OPT_EXACT_SHARD,
+    OPT_STRATEGY,
 };
 
 static int check_predict(const dp_options *o, const char *const *seen)
@@ -64,21 +67,72 @@ static int check_predict(const dp_options *o, const char *const *seen)
     return 0;
 }
 
-/* --exact is a strategy of its own, keeping the whole model on every rank as DDP does. */
-static int check_exact(const dp_options *o, const char *const *seen)
+/* The options that name a strategy, in the order messages name them, as the text a
+ * --strategy would give (the value where the option takes one). */
+static const struct {
+    int id;
+    const char *strategy, *key; /* the strategy it names (NULL: the option's text), the key its value sets */
+} namers[] = {{OPT_STRATEGY, NULL, NULL}, {OPT_EXACT, "exact", NULL}, {OPT_AVERAGE_EVERY, "local-sgd", "every"},
+              {OPT_ZERO, NULL, NULL}};
+/* Options that set one key of the strategy named. */
+static const struct {
+    int id;
+    const char *key;
+} key_options[] = {{OPT_ZERO_LIVE_MB, "live-mb"}, {OPT_EXACT_SHARD, "shard"}};
+
+static const char *const zero_stages[] = {"0", "1", "2", "3"};
+
+/* The --strategy text namer n gives (in text), and how it is named (in label). */
+static int namer_text(int n, const char *const *seen, const char *const *args, char *text, char *label, size_t size)
 {
-    if (seen[OPT_EXACT_SHARD] && !o->exact)
-        return dp_fail(DP_EINVAL, "--exact-shard %ld applies to --exact", o->exact_shard);
-    if (o->exact && o->zero)
-        return dp_fail(DP_EINVAL, "--exact and --zero %d both choose how gradients are combined: use one", o->zero);
-    if (o->exact && o->average_every)
-        return dp_fail(DP_EINVAL, "--exact and --average-every %ld both choose how the ranks' work is combined: use one",
-                       o->average_every);
-    /* --exact all-reduces integer digits that must add exactly; bf16 keeps 8 of their 24 bits. */
-    if (o->exact && o->grad_dtype != DP_DTYPE_F32)
-        return dp_fail(DP_EINVAL, "--exact and --grad-dtype %s: --exact all-reduces its sums as integer digits in "
-                       "floats that every algorithm must add exactly, and bf16 would round them (8 significant "
-                       "bits of 24); drop one", dp_grad_dtype_name(o->grad_dtype));
+    int id = namers[n].id;
+    snprintf(label, size, "--%s%s%s", seen[id], args[id] ? " " : "", args[id] ? args[id] : "");
+    if (id == OPT_ZERO) {
+        int stage, status = dp_option_choice(seen[id], args[id], zero_stages, DP_ZERO_STAGES, &stage);
+        snprintf(text, size, "%s", status ? "" : dp_strategy_name_for_zero(stage));
+        return status;
+    }
+    snprintf(text, size, "%s", namers[n].strategy ? namers[n].strategy : args[id]);
+    return 0;
+}
+
+int dp_options_choose_strategy(dp_options *o, const char *const *seen, const char *const *args)
+{
+    const char *first = NULL;
+    char text[256], label[96], first_label[96];
+    for (size_t n = 0; n < sizeof namers / sizeof *namers; n++) {
+        if (!seen[namers[n].id])
+            continue;
+        int status = namer_text((int)n, seen, args, text, label, sizeof text);
+        if (status)
+            return status;
+        if (first)
+            return dp_fail(DP_EINVAL, "%s and %s both choose how the ranks' work is combined (the strategy): use one",
+                           first_label, label);
+        /* --strategy's keys are named in its own text; an alias's value in the option's. */
+        if ((status = dp_strategy_choose(&o->strategy, text, namers[n].id == OPT_STRATEGY ? "--strategy" : label)))
+            return status;
+        char key_label[96];
+        snprintf(key_label, sizeof key_label, "--%s", seen[namers[n].id]);
+        if (namers[n].key && (status = dp_strategy_set_key(&o->strategy, namers[n].key, args[namers[n].id], key_label)))
+            return status;
+        snprintf(o->strategy.label, sizeof o->strategy.label, "%s", label);
+        snprintf(first_label, sizeof first_label, "%s", label);
+        first = first_label;
+    }
+    /* --memory-plan's table shows every stage: a budget given alone is its stages 2 and 3's. */
+    if (!first && seen[OPT_MEMORY_PLAN] && seen[OPT_ZERO_LIVE_MB]) {
+        int status = dp_strategy_choose(&o->strategy, "zero-3", "--memory-plan");
+        if (status)
+            return status;
+    }
+    for (size_t k = 0; k < sizeof key_options / sizeof *key_options; k++) {
+        int id = key_options[k].id;
+        snprintf(label, sizeof label, "--%s", seen[id]);
+        int status = seen[id] ? dp_strategy_set_key(&o->strategy, key_options[k].key, args[id], label) : 0;
+        if (status)
+            return status;
+    }
     return 0;
 }
 
@@ -109,30 +163,12 @@ static int has_sync_batchnorm(const dp_model_spec *spec)
     return 0;
 }
 
-/* Local SGD needs whole replicas, no communication between averagings, and checkpoints and
- * replica checks where the replicas are one model: right after an averaging. */
-static int check_local_sgd(const dp_options *o)
+/* What the strategy refuses of the run's other options (its own table's constraints). */
+static int check_strategy(const dp_options *o)
 {
-    long k = o->average_every;
-    if (!k)
-        return 0;
-    if (o->grad_dtype != DP_DTYPE_F32)
-        return dp_fail(DP_EINVAL, "--average-every %ld and --grad-dtype %s: local SGD reduces no gradients (it averages "
-                       "the replicas in float32)", k, dp_grad_dtype_name(o->grad_dtype));
-    if (o->zero)
-        return dp_fail(DP_EINVAL, "--average-every %ld and --zero %d: local SGD keeps a whole replica (parameters and "
-                       "optimizer state) on every rank, which ZeRO shards; use one of them", k, o->zero);
-    if (has_sync_batchnorm(&o->model))
-        return dp_fail(DP_EINVAL, "--average-every %ld and SyncBatchNorm (--sync-bn or batchnorm(sync=1)): it sums "
-                       "statistics over the ranks in every forward and backward, the communication local SGD "
-                       "avoids, across replicas that differ; use plain batchnorm, whose running statistics are "
-                       "averaged with the parameters", k);
-    const char *option = o->checkpoint_every % k ? "--checkpoint-every" : o->check_replicas % k ? "--check-replicas" : NULL;
-    if (option)
-        return dp_fail(DP_EINVAL, "%s %ld and --average-every %ld: the ranks hold one model only right after an "
-                       "averaging, every %ld steps; use a multiple of %ld", option,
-                       o->checkpoint_every % k ? o->checkpoint_every : o->check_replicas, k, k, k);
-    return 0;
+    dp_strategy_run run = {.grad_dtype = o->grad_dtype, .sync_batchnorms = has_sync_batchnorm(&o->model),
+                           .checkpoint_every = o->checkpoint_every, .check_replicas = o->check_replicas};
+    return dp_strategy_check(&o->strategy, &run);
 }
 
 int dp_options_check_combination(dp_options *o, int world, const char *const *seen)
@@ -143,9 +179,7 @@ int dp_options_check_combination(dp_options *o, int world, const char *const *se
     if (!status)
         status = check_predict(o, seen);
     if (!status)
-        status = check_local_sgd(o);
-    if (!status)
-        status = check_exact(o, seen);
+        status = check_strategy(o);
     if (status)
         return status;
     const char *foreign = foreign_optimizer_option(o, seen);

@@ -85,6 +85,9 @@ static const struct option_doc option_docs[] = {
      "computes, besides the calls between pieces of backward; 0: none. auto: 1000 when the job "
      "spans hosts (TCP moves only inside MPI calls), none on one host (shared memory needs no "
      "help); 50-100 beside a GPU (docs/ALGORITHMS.md, Progress)"},
+    {{"strategy", required_argument, NULL, OPT_STRATEGY}, "NAME[:KEY=VALUE,...]", "ddp",
+     "how the ranks' work is combined: ddp, zero-1, zero-2, zero-3[:live-mb=MB], exact[:shard=S], "
+     "local-sgd[:every=K] (each with its keys below); --zero, --exact and --average-every name them too"},
     {{"zero", required_argument, NULL, OPT_ZERO}, "0|1|2|3", "0 (DDP)",
      "ZeRO stage: 1 shards the optimizer state over the ranks, 2 also the gradients (reduce-scattered "
      "bucket by bucket), 3 also the parameters (each module's gathered before its forward and "
@@ -218,9 +221,8 @@ void dp_options_defaults(dp_options *o)
     strcpy(o->hier_inner, "ring");
     o->segment_bytes = (long)DP_SEGMENT_BYTES_DEFAULT;
     o->bucket_mb = 0.0; /* auto */
-    o->zero_live_mb = -1.0; /* auto */
     o->progress_us = -1; /* auto */
-    o->exact_shard = DP_EXACT_SHARD_DEFAULT;
+    dp_strategy_choice_default(&o->strategy);
     o->log_every = 50;
     o->keep = 3;
     dp_preempt_parse_signals("--preempt-signal", DP_PREEMPT_DEFAULT_SIGNALS, &o->preempt_signals);
@@ -257,6 +259,8 @@ void dp_options_print_help(FILE *out)
                  "conv2d(64,3,padding=1,bias=0),batchnorm,relu,maxpool(2),flatten,linear(128),relu,dropout(0.3),"
                  "linear(10)' --sync-bn --optimizer adamw --lr 0.002 --weight-decay 0.05 --lr-schedule cosine --epochs 15 "
                  "--batch 128\n");
+    fprintf(out, "\nStrategies (--strategy NAME[:KEY=VALUE,...]):\n");
+    dp_strategy_print_help(out);
     fprintf(out, "All-reduce algorithms: %s\n", dp_comm_algorithm_names());
     if (*dp_comm_gpu_algorithm_names())
         fprintf(out, "On GPU memory only (--device cuda): %s\n", dp_comm_gpu_algorithm_names());
@@ -306,7 +310,6 @@ static const char *const fuse_modes[] = {"auto", "off"}; /* unfused */
 static const char *const graph_modes[] = {[DP_GRAPH_OFF] = "off", [DP_GRAPH_ON] = "on", [DP_GRAPH_AUTO] = "auto"};
 static const char *const placements[] = {[DP_DATA_OFF] = "off", [DP_DATA_ON] = "on", [DP_DATA_AUTO] = "auto"};
 static const char *const optimizers[] = {[DP_OPTIMIZER_SGD] = "sgd", [DP_OPTIMIZER_ADAMW] = "adamw"};
-static const char *const zero_stages[] = {"0", "1", "2", "3"};
 
 /* An option that names one of a list: the name's index is stored in an int-sized field. */
 struct choice_option {
@@ -320,7 +323,6 @@ static const struct choice_option choice_options[OPT_VERSION + 1] = {
     CHOICE(OPT_LOSS, losses, loss),
     CHOICE(OPT_OPTIMIZER, optimizers, optimizer),
     CHOICE(OPT_LR_SCHEDULE, schedules, lr_schedule),
-    CHOICE(OPT_ZERO, zero_stages, zero),
     CHOICE(OPT_PRECISION, dp_precision_names, precision),
     CHOICE(OPT_ON_NAN, nan_policies, skip_nonfinite),
     CHOICE(OPT_DEVICE, devices, device),
@@ -379,15 +381,8 @@ static int apply_option(dp_options *o, int id, const char *name, const char *arg
             return 0;
         }
         return dp_option_long(name, arg, 0, &o->progress_us);
-    case OPT_ZERO_LIVE_MB:
-        o->zero_live_mb = strcmp(arg, "auto") == 0 ? -1.0 : 0.0;
-        if (strcmp(arg, "auto") == 0 || strcmp(arg, "unlimited") == 0)
-            return 0;
-        return dp_option_mib(name, arg, DP_STRATEGY_MIN_BUCKET_BYTES, "the smallest bucket: a block is reduced "
-                             "in one collective", &o->zero_live_mb);
-    case OPT_AVERAGE_EVERY: return dp_option_long(name, arg, 1, &o->average_every);
-    case OPT_EXACT: o->exact = 1; return 0;
-    case OPT_EXACT_SHARD: return dp_option_long(name, arg, 1, &o->exact_shard);
+    /* What names a strategy, and its keys, compose once every option is read. */
+    case OPT_ZERO: case OPT_STRATEGY: case OPT_ZERO_LIVE_MB: case OPT_AVERAGE_EVERY: case OPT_EXACT: case OPT_EXACT_SHARD: return 0;
     case OPT_MAX_MEMORY_MB:
         return dp_option_mib(name, arg, 1, "the least a limit can be (0 would mean no limit)", &o->max_memory_mb);
     case OPT_CHECKPOINT_SHARDS: o->checkpoint_shards = 1; return 0;
@@ -455,6 +450,7 @@ int dp_options_parse(dp_options *o, int argc, char **argv, int world, FILE *out)
 
     dp_options_defaults(o);
     const char *seen[OPT_VERSION + 1] = {0}; /* each given option's name */
+    const char *args[OPT_VERSION + 1] = {0}; /* and its text */
     opterr = 0; /* our own messages name the option; getopt's would print once per rank */
     optind = 0; /* GNU getopt: a full re-initialisation, so tests can parse repeatedly */
     for (;;) {
@@ -469,10 +465,12 @@ int dp_options_parse(dp_options *o, int argc, char **argv, int world, FILE *out)
         if (status)
             return status;
         seen[id] = longopts[index].name;
+        args[id] = optarg;
     }
     if (optind < argc)
         return dp_fail(DP_EINVAL, "'%s': unexpected argument (options start with --; see --help)", argv[optind]);
-    return dp_options_check_combination(o, world, seen);
+    int status = dp_options_choose_strategy(o, seen, args);
+    return status ? status : dp_options_check_combination(o, world, seen);
 }
 
 dp_optimizer_config dp_options_optimizer(const dp_options *o)

@@ -78,13 +78,14 @@ static void report_memory(const dp_options *o, const dp_optimizer *opt, const dp
     in.state_bytes = (double)dp_optimizer_state_count(opt) * sizeof(float);
     double measured = (double)(now.bytes[DP_MEM_PARAMETERS] + now.bytes[DP_MEM_GRADIENTS] + now.bytes[DP_MEM_OPTIMIZER]);
     printf("memory by stage, rank 0, MiB: parameters + gradients + optimizer state = total (+ working buffers)\n");
+    int mine = dp_strategy_memory_stage(&o->strategy);
     for (int stage = 0; stage < DP_ZERO_STAGES; stage++) {
         dp_zero_plan p = dp_zero_predict(&in, stage);
         printf("  --zero %d: %9.2f + %9.2f + %9.2f = %9.2f (+ %.2f)", stage, mib(p.params), mib(p.grads),
                mib(p.optimizer), mib(dp_zero_plan_model_bytes(&p)), mib(p.working));
-        if (stage == o->zero)
+        if (stage == mine)
             printf("   this run, measured: %.2f (+ %.2f)", mib(measured), mib((double)now.bytes[DP_MEM_WORKING]));
-        if (stage == o->zero && in.live_bytes > 0.0)
+        if (stage == mine && in.live_bytes > 0.0)
             printf(" under --zero-live-mb %.2f", mib(in.live_bytes));
         printf("\n");
     }
@@ -206,14 +207,9 @@ void dp_report_summary(const dp_plan *plan, const dp_train_result *r)
         sent += r->sent[kind];
     /* The ZeRO paper's unit: a ring all-reduce sends 2 x Psi (W-1)/W elements per rank, "2 Psi". */
     double psi = (double)r->nparams * sizeof(float) * (r->world - 1) / (r->world ? r->world : 1);
-    char strategy[48];
-    if (r->average_every)
-        snprintf(strategy, sizeof strategy, "--average-every %ld", r->average_every);
-    else
-        snprintf(strategy, sizeof strategy, "--zero %d", r->zero);
-    printf("memory and communication (%s): peak %.2f MiB of backend memory per rank (rank %d's; rank 0's "
+    printf("memory and communication (--strategy %s): peak %.2f MiB of backend memory per rank (rank %d's; rank 0's "
            "peaks: parameters %.2f, gradients %.2f, optimizer state %.2f, working buffers %.2f); sent %.3f MiB "
-           "per step per rank (mean over ranks", strategy, mib(r->memory_peak), r->memory_peak_rank,
+           "per step per rank (mean over ranks", r->strategy, mib(r->memory_peak), r->memory_peak_rank,
            mib((double)r->memory.peak[DP_MEM_PARAMETERS]), mib((double)r->memory.peak[DP_MEM_GRADIENTS]),
            mib((double)r->memory.peak[DP_MEM_OPTIMIZER]), mib((double)r->memory.peak[DP_MEM_WORKING]),
            mib(sent / (double)r->steps));

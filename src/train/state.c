@@ -21,14 +21,15 @@
 typedef enum field_role {
     FIELD_IDENTITY, /* fixes the tensors or the sample order: must match */
     FIELD_EXACT,    /* changes the arithmetic: a different value continues, no longer bit-exact */
-    FIELD_RECORD    /* the position (step, epoch) or a note */
+    FIELD_RECORD,   /* the position (step, epoch) or a note */
+    FIELD_VERSION_3 /* read from version 3's checkpoints only, for what replaced it */
 } field_role;
 
 enum state_field {
     FIELD_MODEL, FIELD_STEP_BATCH, FIELD_DROP_LAST, FIELD_SEED, FIELD_TRAIN_SAMPLES, FIELD_OPTIMIZER,
     FIELD_OPTIMIZER_STATE, FIELD_WORLD_SIZE, FIELD_ALLREDUCE, FIELD_HIER_INNER, FIELD_BATCH, FIELD_ACCUM, FIELD_LR,
     FIELD_LR_SCHEDULE, FIELD_TOTAL_STEPS, FIELD_MOMENTUM, FIELD_WEIGHT_DECAY, FIELD_BETAS, FIELD_EPS,
-    FIELD_DECAY_ALL, FIELD_MODULE_OPTIONS, FIELD_ZERO, FIELD_AVERAGE_EVERY, FIELD_EXACT_SHARD, FIELD_GRAD_DTYPE, FIELD_COMPUTE, FIELD_STEP, FIELD_EPOCH, FIELD_RUN_ID, FIELD_FORMAT,
+    FIELD_DECAY_ALL, FIELD_MODULE_OPTIONS, FIELD_STRATEGY, FIELD_ZERO, FIELD_AVERAGE_EVERY, FIELD_EXACT_SHARD, FIELD_GRAD_DTYPE, FIELD_COMPUTE, FIELD_STEP, FIELD_EPOCH, FIELD_RUN_ID, FIELD_FORMAT,
     FIELD_VERSION, FIELD_SAMPLER, FIELD_COUNT
 };
 
@@ -60,15 +61,14 @@ static const struct {
     [FIELD_EPS] = {"eps", FIELD_EXACT},
     [FIELD_DECAY_ALL] = {"decay_all", FIELD_EXACT},
     [FIELD_MODULE_OPTIONS] = {"module_options", FIELD_EXACT},
-    /* Stages sum in other orders (reduce-scatter instead of all-reduce, stages 2 and 3 every
-     * micro-batch), so a change continues without being bit-exact. */
-    [FIELD_ZERO] = {"zero", FIELD_EXACT, "0"},
-    /* Local SGD's averagings fall on multiples of K by the global step, so the same K continues
-     * bit-exactly; another K (or none) continues from the checkpoint's single model. */
-    [FIELD_AVERAGE_EVERY] = {"average_every", FIELD_EXACT, "0"},
-    /* --exact's shards decide its bits (0: not --exact); under it the world size and the
-     * algorithm do not. */
-    [FIELD_EXACT_SHARD] = {"exact_shard", FIELD_EXACT, "0"},
+    /* The strategy and the keys that change its bits (exact:shard=32, local-sgd:every=4): ZeRO's
+     * stages sum in other orders than DDP, --exact's shards decide its bits, local SGD's
+     * averagings fall on multiples of K by the global step; so a change continues, not
+     * bit-exactly. Version 3 recorded it as the three fields below. */
+    [FIELD_STRATEGY] = {"strategy", FIELD_EXACT},
+    [FIELD_ZERO] = {"zero", FIELD_VERSION_3, "0"},
+    [FIELD_AVERAGE_EVERY] = {"average_every", FIELD_VERSION_3, "0"},
+    [FIELD_EXACT_SHARD] = {"exact_shard", FIELD_VERSION_3, "0"},
     /* bf16 gradients round every reduced sum: a resume with the other dtype is not bit-exact. */
     [FIELD_GRAD_DTYPE] = {"grad_dtype", FIELD_EXACT, "fp32"},
     /* OpenBLAS's sgemm rounds differently with another thread count for widths that are not a
@@ -106,9 +106,10 @@ static void describe_run(const trainer *t, run_fields *f)
     snprintf(v[FIELD_OPTIMIZER], size, "%s", dp_optimizer_kind_name(o->optimizer));
     optimizer_state_names(&t->engine.opt, v[FIELD_OPTIMIZER_STATE], size);
     v[FIELD_HIER_INNER][0] = '\0';
-    if (o->exact) {
-        snprintf(v[FIELD_WORLD_SIZE], size, "any (--exact)");
-        snprintf(v[FIELD_ALLREDUCE], size, "any (--exact)");
+    const char *any_world = dp_strategy_any_world(&o->strategy);
+    if (any_world) {
+        snprintf(v[FIELD_WORLD_SIZE], size, "%s", any_world);
+        snprintf(v[FIELD_ALLREDUCE], size, "%s", any_world);
     } else {
         snprintf(v[FIELD_WORLD_SIZE], size, "%d", t->comm->size);
         snprintf(v[FIELD_ALLREDUCE], size, "%s", dp_comm_algorithm_name(t->comm));
@@ -130,9 +131,7 @@ static void describe_run(const trainer *t, run_fields *f)
     dp_float_text(o->eps, v[FIELD_EPS]);
     snprintf(v[FIELD_DECAY_ALL], size, "%d", o->decay_all);
     dp_model_spec_canonical(&o->model, t->engine.model.inputs, 0, v[FIELD_MODULE_OPTIONS], size);
-    snprintf(v[FIELD_ZERO], size, "%d", o->zero);
-    snprintf(v[FIELD_AVERAGE_EVERY], size, "%ld", o->average_every);
-    snprintf(v[FIELD_EXACT_SHARD], size, "%ld", o->exact ? o->exact_shard : 0L);
+    dp_strategy_choice_text(&o->strategy, 0, v[FIELD_STRATEGY], size);
     snprintf(v[FIELD_GRAD_DTYPE], size, "%s", dp_grad_dtype_name(o->grad_dtype));
     dp_backend_arithmetic(t->engine.be, v[FIELD_COMPUTE], size);
     if (o->precision != DP_PRECISION_FP32 && !t->engine.be->host_memory) /* rounded GEMM inputs change the bits */
@@ -245,11 +244,13 @@ static int collect_state(trainer *t, int root, int with_state)
 static int run_metadata(const trainer *t, run_fields *f, const char **keys, const char **values)
 {
     describe_run(t, f);
-    for (int i = 0; i < FIELD_COUNT; i++) {
-        keys[i] = fields[i].key;
-        values[i] = f->value[i];
-    }
-    return FIELD_COUNT;
+    int count = 0;
+    for (int i = 0; i < FIELD_COUNT; i++)
+        if (fields[i].role != FIELD_VERSION_3) {
+            keys[count] = fields[i].key;
+            values[count++] = f->value[i];
+        }
+    return count;
 }
 
 /* Rank 0 writes DIR/step-N.safetensors: everything, or with shards the index alone (the
@@ -302,15 +303,31 @@ static const char *shown(const char *value)
     return value[0] ? value : "(none)";
 }
 
+/* A saved field's value, or what its absence meant. */
+static const char *field_or_absent(const dp_meta *saved, int i)
+{
+    return saved[i].value[0] || !fields[i].absent ? saved[i].value : fields[i].absent;
+}
+
 /* The identity fields must match; the others are listed in `changed` when they differ. */
 static int compare_fields(const char *path, const run_fields *mine, const dp_meta *saved, char *changed, size_t size)
 {
     size_t used = 0;
     changed[0] = '\0';
+    char version_3[DP_META_VALUE_MAX];
     for (int i = 0; i < FIELD_COUNT; i++) {
-        const char *theirs = saved[i].value[0] || !fields[i].absent ? saved[i].value : fields[i].absent;
+        const char *theirs = field_or_absent(saved, i);
         const char *ours = mine->value[i];
-        if (fields[i].role == FIELD_RECORD || strcmp(theirs, ours) == 0)
+        if (i == FIELD_STRATEGY && !saved[i].value[0]) { /* a version-3 checkpoint's three fields */
+            int status = dp_strategy_from_version_3(field_or_absent(saved, FIELD_ZERO),
+                                                    field_or_absent(saved, FIELD_AVERAGE_EVERY),
+                                                    field_or_absent(saved, FIELD_EXACT_SHARD), version_3,
+                                                    sizeof version_3);
+            if (status)
+                return dp_fail_context(status, "--resume %s", path);
+            theirs = version_3;
+        }
+        if (fields[i].role == FIELD_RECORD || fields[i].role == FIELD_VERSION_3 || strcmp(theirs, ours) == 0)
             continue;
         if (fields[i].role == FIELD_IDENTITY)
             return dp_fail(DP_EINVAL, "--resume %s: the checkpoint has %s=%s but this run has %s=%s; "

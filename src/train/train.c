@@ -4,11 +4,11 @@
 
 #include "dp/error.h"
 #include "dp/rng.h"
-#include "src/strategy/exact_sum.h"
 #include "src/train/limits.h"
 #include "src/train/preempt.h"
 #include "src/train/trainer.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,46 +25,21 @@ static size_t smallest_micro_batch(const trainer *t)
     return last_step % micro ? last_step % micro : micro;
 }
 
-/* --exact's smallest shard: a full one, or the last of a full step or of a short last step. */
-static size_t smallest_shard(const trainer *t)
-{
-    size_t step_batch = t->plan.step_batch, n = t->train->count, shard = (size_t)t->o->exact_shard;
-    size_t last_step = t->o->drop_last || n % step_batch == 0 ? step_batch : n % step_batch;
-    size_t smallest = shard < last_step ? shard : last_step;
-    size_t rests[] = {step_batch % shard, last_step % shard};
-    for (size_t i = 0; i < sizeof rests / sizeof *rests; i++)
-        smallest = rests[i] && rests[i] < smallest ? rests[i] : smallest;
-    return smallest;
-}
-
-/* --exact: a BatchNorm normalises over each shard, which needs 2 rows; the accumulator's
- * bound holds for so many shards per step. */
-static int check_exact_shards(const trainer *t)
-{
-    const dp_options *o = t->o;
-    size_t smallest = smallest_shard(t), step_batch = t->plan.step_batch, shard = (size_t)o->exact_shard;
-    if (t->engine.model.batchnorms && smallest < 2)
-        return dp_fail(DP_EINVAL, "--model '%s' with --exact: a BatchNorm normalises over each shard and needs at "
-                       "least 2 rows, but a shard of %zu row%s occurs (--exact-shard %ld, %zu samples per step%s); "
-                       "choose another --exact-shard%s", o->model.text, smallest, smallest == 1 ? "" : "s",
-                       o->exact_shard, step_batch, o->drop_last ? "" : " and the epoch's last step",
-                       o->drop_last ? "" : " or --drop-last");
-    if ((step_batch + shard - 1) / shard > DP_EXACT_MAX_TERMS)
-        return dp_fail(DP_EINVAL, "--exact-shard %ld: %zu samples per step make more than %zu shards, beyond the "
-                       "exact accumulator's bound; use a larger --exact-shard", o->exact_shard, step_batch,
-                       DP_EXACT_MAX_TERMS);
-    return 0;
-}
-
 /* BatchNorm's statistics need two values per feature: per rank, or per global micro-batch
  * with sync. Checked before training rather than in the middle of an epoch. */
 static int check_batchnorm_rows(const trainer *t)
 {
     const dp_options *o = t->o;
-    if (o->exact)
-        return check_exact_shards(t);
-    size_t micro = smallest_micro_batch(t), slice = micro / (size_t)t->comm->size;
+    size_t step_batch = t->plan.step_batch, n = t->train->count;
     const dp_model *model = &t->engine.model;
+    /* The options were checked when parsed: now the steps' sizes. */
+    dp_strategy_run run = {.grad_dtype = DP_DTYPE_F32, .batchnorms = model->batchnorms, .step_batch = step_batch,
+                           .last_step = o->drop_last || n % step_batch == 0 ? step_batch : n % step_batch,
+                           .drop_last = o->drop_last, .model = o->model.text};
+    int status = dp_strategy_check(&o->strategy, &run);
+    if (status || !isnan(dp_strategy_key_value(&o->strategy, "shard")))
+        return status;
+    size_t micro = smallest_micro_batch(t), slice = micro / (size_t)t->comm->size;
     if (model->batchnorms > model->sync_batchnorms && slice < 2)
         return dp_fail(DP_EINVAL, "--model '%s': a BatchNorm without sync needs at least 2 rows per rank in every "
                        "micro-batch, but some rank gets %zu (a micro-batch of %zu over %d ranks); use --sync-bn, "
@@ -90,8 +65,9 @@ static int plan_training(trainer *t)
         return status;
     plan->loss = dp_train_loss_for(o, t->train);
     size_t slice_rows = ((size_t)o->batch + t->comm->size - 1) / t->comm->size;
-    if (o->exact)
-        slice_rows = (size_t)o->exact_shard < plan->step_batch ? (size_t)o->exact_shard : plan->step_batch;
+    double shard = dp_strategy_key_value(&o->strategy, "shard");
+    if (!isnan(shard))
+        slice_rows = (size_t)shard < plan->step_batch ? (size_t)shard : plan->step_batch;
     t->max_rows = (int)(slice_rows > EVAL_ROWS ? slice_rows : EVAL_ROWS);
     return 0;
 }
@@ -113,11 +89,10 @@ static dp_engine_config engine_config(const trainer *t)
     return (dp_engine_config){
         .model = &o->model, .input = t->train->sample, .max_rows = t->max_rows, .loss = t->plan.loss,
         .optimizer = dp_options_optimizer(o),
-        .strategy = o->exact ? "exact" : o->average_every ? "local-sgd" : dp_strategy_name_for_zero(o->zero),
-        .average_every = o->average_every,
-        .overlap = !o->no_overlap, .bucket_mb = o->bucket_mb, .live_mb = o->zero_live_mb,
+        .strategy = &o->strategy,
+        .overlap = !o->no_overlap, .bucket_mb = o->bucket_mb,
         .progress_us = o->progress_us >= 0 ? o->progress_us : t->comm->local_size < t->comm->size ? AUTO_PROGRESS_US : 0,
-        .micro_batch = (size_t)o->batch, .exact_shard = o->exact ? (size_t)o->exact_shard : 0, .seed = o->seed, .skip_nonfinite = o->skip_nonfinite,
+        .micro_batch = (size_t)o->batch, .seed = o->seed, .skip_nonfinite = o->skip_nonfinite,
         .accum = o->accum, .graph = o->cuda_graph, .traced = o->trace_path[0] != 0,
     };
 }
@@ -166,7 +141,8 @@ static void free_buffers(trainer *t)
  * last, so --save and the last checkpoint hold one model. */
 static int averaging_due(const trainer *t)
 {
-    long k = t->o->average_every, done = t->engine.steps_done;
+    double every = dp_strategy_key_value(&t->o->strategy, "every");
+    long k = isnan(every) ? 0 : (long)every, done = t->engine.steps_done;
     return k > 0 && (done % k == 0 || done == t->plan.total_steps);
 }
 
@@ -295,8 +271,8 @@ static int due(long steps_done, long every)
 /* Whether the ranks hold one model, as a checkpoint needs: always, but between local SGD's averagings. */
 static int replicas_agree(const trainer *t)
 {
-    long k = t->o->average_every;
-    return !k || t->engine.steps_done % k == 0;
+    double k = dp_strategy_key_value(&t->o->strategy, "every");
+    return isnan(k) || t->engine.steps_done % (long)k == 0;
 }
 
 /* After an update: the testing corruption, the replica check, the agreement on preemption,

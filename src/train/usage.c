@@ -7,8 +7,7 @@
 
 int dp_trainer_usage(trainer *t, dp_train_result *result)
 {
-    result->zero = t->o->zero;
-    result->average_every = t->o->average_every;
+    dp_strategy_choice_text(&t->o->strategy, 1, result->strategy, sizeof result->strategy);
     result->world = t->comm->size;
     memcpy(result->sent, t->sent, sizeof result->sent);
     int status = dp_comm_sum_doubles(t->comm, result->sent, DP_COLLECTIVE_KINDS);
