@@ -189,13 +189,18 @@ static double average_by_hand(const double *samples)
     dp_strategy_choice choice;
     ck_assert_int_eq(dp_strategy_choose(&choice, "local-sgd", "the test"), 0);
     dp_strategy_config config = dp_strategy_default_config(&choice, 1, 0, layout.total);
-    dp_strategy d;
-    ck_assert_int_eq(dp_strategy_init(&d, &comm, &layout, &buffers, &config), 0);
-    ck_assert(dp_strategy_local_steps(&d));
+    dp_strategy *d;
+    ck_assert_int_eq(dp_strategy_open(&d, &comm, &layout, &buffers, &config), 0);
     const dp_replica_tensor tensors[] = {{params, 4}, {state, 4}, {stats, 2}};
-    ck_assert_int_eq(dp_strategy_prepare_average(&d, tensors, 3), 0);
-    double divergence = -1.0, mean[4];
-    ck_assert_msg(dp_strategy_average(&d, samples[world_rank], &divergence) == 0, "%s", dp_last_error());
+    ck_assert_int_eq(dp_strategy_set_replica(d, tensors, 3), 0);
+    dp_step_hooks hooks;
+    dp_strategy_attach(d, &hooks);
+    /* The run's last step: its after_update averages, whatever K. */
+    dp_update_done done = {.steps_done = 1, .total_steps = 1, .rows = samples[world_rank]};
+    dp_update_report report;
+    ck_assert_msg(hooks.after_update(hooks.arg, &done, &report) == 0, "%s", dp_last_error());
+    ck_assert(report.averaged);
+    double divergence = report.divergence, mean[4];
     double expected = reference_divergence(samples, mean);
     ck_assert_msg(fabs(divergence - expected) <= 1e-6 * expected, "divergence %.9g, expected %.9g", divergence, expected);
     for (int i = 0; i < 4; i++) {
@@ -205,7 +210,7 @@ static double average_by_hand(const double *samples)
     }
     ck_assert_msg(fabs(stats[1] - 3.0 * mean[1]) <= 1e-6 * fabs(mean[1]), "statistic 1: %g", (double)stats[1]);
     ck_assert(dp_test_same_on_every_rank(params, sizeof params));
-    dp_strategy_free(&d);
+    dp_strategy_close(d);
     dp_comm_free(&comm);
     return divergence;
 }

@@ -47,7 +47,7 @@ typedef struct dp_step_stats {
     double seconds;    /* the whole step */
     dp_time_split split;
     double sent[DP_COLLECTIVE_KINDS]; /* bytes this rank's collectives sent in the step */
-    int averaged;      /* local-sgd: the replicas were averaged after the step (dp_engine_average) */
+    int averaged;      /* local-sgd: the replicas were averaged after the step (its after_update) */
     double divergence; /* then: the largest ||p_r - mean|| / ||mean|| over ranks before */
 } dp_step_stats;
 
@@ -100,6 +100,7 @@ typedef struct dp_engine_config {
     uint64_t seed;                 /* dropout masks */
     int skip_nonfinite;            /* --on-nan skip: a non-finite gradient drops the update */
     long accum;                    /* micro-batches per optimizer step */
+    long total_steps;              /* optimizer steps in the run (local SGD averages after the last) */
     dp_graph_mode graph;           /* --cuda-graph */
     int traced;                    /* --trace: every module's pass is marked on the device's timer */
 } dp_engine_config;
@@ -109,14 +110,12 @@ typedef struct dp_engine {
     dp_comm *comm;
     dp_model model;
     dp_optimizer opt;
-    dp_strategy strategy;
-    int has_strategy;              /* 0: a forward-only engine */
+    dp_strategy *strategy;         /* NULL: a forward-only engine */
     dp_step_hooks hooks;           /* the strategy's (its own attach) */
     dp_engine_observer observer;
     dp_loss loss;
     size_t micro_batch;
     long accum;                    /* micro-batches per optimizer step */
-    size_t exact_shard;            /* --exact: the step is cut into shards of this many rows; 0: micro-batches */
     uint64_t seed;
     int skip_nonfinite;
     int *segment_of;               /* module -> its slice of the flat buffers in the layout (-1: none) */
@@ -126,17 +125,17 @@ typedef struct dp_engine {
     int stage_gradients;           /* GPU gradients go through host_grads to the collectives */
     float *host_grads;             /* page-locked staging for that; NULL when unused */
     double *train_totals;          /* backend memory: training loss and correct count since last read */
-    double *shard_totals;          /* backend memory: --exact's one shard's loss and count */
+    double *group_totals;          /* backend memory: one row group's loss and count, where its total is rounded */
     double *nonfinite;             /* backend memory: the optimizer pass's non-finite gradient count */
-    int broadcast_buffers;         /* plain BatchNorm on W > 1 ranks (any under --exact): rank 0's running statistics win */
+    int broadcast_buffers;         /* W > 1 and the strategy leaves running statistics per rank: rank 0's win */
     float *host_buffers;           /* host staging for that broadcast */
     uint64_t *rank_values;         /* one per rank: the first non-finite tensor's agreement */
     long steps_done;               /* optimizer steps taken, for the schedule and the dropout masks */
+    long total_steps;              /* in the run */
     uint64_t *step_number;         /* backend memory: steps_done as the step's kernels read it (dropout) */
     uint64_t *host_step_number;    /* its page-locked staging */
     long skipped_steps;            /* updates dropped by --on-nan skip */
     dp_device_clock device_clock;  /* this step's marks on the device's timer */
-    double samples_since_average;  /* local-sgd: this rank's samples since the replicas last met */
     int graph_use;                 /* --cuda-graph: full steps replay `graph` */
     int graph_warm;                /* a full step ran eagerly: the next one is captured */
     void *graph;                   /* the captured full step (the backend's), NULL before */
@@ -163,11 +162,6 @@ void dp_engine_close(dp_engine *e);
  * the update at rate lr. stats gets what the step did. */
 int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, float lr, dp_step_stats *stats);
 
-/* local-sgd: the replicas' parameters, optimizer state and running statistics averaged,
- * weighted by the samples each rank took since the last averaging; stats (the step's) gets
- * the divergence found before and the time and bytes it took. Collective. */
-int dp_engine_average(dp_engine *e, dp_step_stats *stats);
-
 /* Forward of rows samples x through every module, each after the strategy's before hook
  * (ZeRO-3 gathers its parameters); *out gets the output. Evaluation and predict. */
 int dp_engine_forward(dp_engine *e, const dp_nn_context *ctx, const float *x, int rows, const float **out);
@@ -189,8 +183,8 @@ const char *dp_engine_graph_describe(const dp_engine *e);
  * graphs replay steps, else 1. */
 int dp_engine_row_slots(const dp_engine *e);
 
-/* The most row groups a rank computes alone in a full step: its micro-batches, or under --exact
- * its run of shards (the timeline's room per step). */
+/* The row groups this rank computes in a full step (the strategy's shape: micro-batches, or
+ * --exact's run of shards): the timeline's room per step. */
 size_t dp_engine_row_groups_per_step(const dp_engine *e);
 
 /* How gradients reach the collectives, for the banner. */

@@ -94,12 +94,31 @@ void dp_strategy_take_keys(dp_strategy_choice *to, const dp_strategy_choice *fro
 /* c as text, NAME:KEY=VALUE,... with every key (all != 0) or only those that change the bits
  * (a checkpoint's strategy field: exact:shard=32, local-sgd:every=4, zero-3). */
 void dp_strategy_choice_text(const dp_strategy_choice *c, int all, char *text, size_t size);
+/* A group of a step's rows this rank computes together (forward, loss, backward), as the
+ * strategy shapes the step: DDP's micro-batches (this rank's slice of each), or --exact's fixed
+ * shards. The engine runs the groups in order and asks nothing else of the strategy's kind. */
+typedef struct dp_row_group {
+    dp_range rows;        /* positions in the epoch's order */
+    int communicates;     /* its backward reduces the gradients (DDP: the step's last micro-batch only) */
+    int accumulate;       /* backward adds into the gradients already there (not the first micro-batch) */
+    int alone;            /* computed alone whatever W: BatchNorm over its rows only, no SyncBatchNorm sums */
+    int moves_running;    /* its BatchNorm moves the running statistics */
+    int last;             /* this rank's last group of the step */
+    /* Its loss total rounded before it joins the step's (--exact: onto the grid on which sums
+     * are exact, so the reported loss is the same for every W); NULL: added as it is. */
+    double (*round_total)(double total);
+    /* The timeline's span for the strategy's work on its gradient (group_done), and its category. */
+    const char *done_span, *done_category;
+} dp_row_group;
+
 /* What a strategy is asked to accept of a run (dp_strategy_check): the options around it, and
  * once the data is known (step_batch > 0) the steps' sizes. */
 typedef struct dp_strategy_run {
     dp_dtype grad_dtype;           /* --grad-dtype */
     int sync_batchnorms, batchnorms; /* the model's SyncBatchNorm and BatchNorm modules */
     long checkpoint_every, check_replicas; /* 0: none */
+    size_t micro_batch;            /* --batch: global samples per micro-batch */
+    int world;                     /* ranks */
     size_t step_batch;             /* global samples per optimizer step; 0: not known yet */
     size_t last_step;              /* the epoch's last step's samples (shorter where it is cut) */
     int drop_last;                 /* --drop-last (which the advice names) */
@@ -108,6 +127,9 @@ typedef struct dp_strategy_run {
 /* The run c's strategy would make, refused naming the options where the strategy cannot honour
  * it (its table's constraints: what it sums, what BatchNorm needs under it, ...). */
 int dp_strategy_check(const dp_strategy_choice *c, const dp_strategy_run *run);
+/* The most rows one row group of c's strategy holds on a rank, for steps of step_batch rows in
+ * micro-batches of micro_batch over world ranks (the model's buffers are sized by it). */
+size_t dp_strategy_group_rows(const dp_strategy_choice *c, size_t micro_batch, size_t step_batch, int world);
 /* BLAS threads per rank c's strategy needs where --threads is not given (0: the cores the rank
  * has); *why gets the reason for the banner. */
 int dp_strategy_default_threads(const dp_strategy_choice *c, const char **why);
@@ -120,6 +142,7 @@ typedef struct dp_strategy_config {
     double bucket_mb;     /* bucket size, as DDP's bucket_cap_mb (default 25) */
     double first_bucket_mb; /* the first bucket, small so communication starts early (DDP: 1) */
     long progress_us;     /* > 0: a progress thread every so many microseconds (comm.h) */
+    size_t micro_batch;   /* global rows of a micro-batch (--batch): the default shape's groups */
 } dp_strategy_config;
 
 /* --zero-live-mb's default: this share of a rank's sharded state (parameters, gradients and
@@ -132,19 +155,6 @@ typedef struct dp_strategy_config {
  * resolved for total parameters over world ranks (MiB; 0: unlimited or no such key). */
 double dp_strategy_live_mb(const dp_strategy_config *config, size_t total, int world);
 
-/* A contiguous slice of the gradient buffer reduced by one request: of segments
- * [first_segment, last_segment] (whole ones, or, where buckets cut segments, parts of the two
- * at its ends), filled last segment first. */
-typedef struct dp_bucket {
-    size_t offset, count;
-    size_t pending;       /* floats backward has yet to report final this micro-batch */
-    int first_segment, last_segment;
-    int started, completed; /* since its last start */
-    dp_request *request;
-    double started_at, done_at; /* MPI_Wtime; done_at: when the rank saw it complete */
-    char label[32];
-    dp_request_args args;  /* its collective as last started (the bucket hook sees it) */
-} dp_bucket;
 
 /* How one bucket's gradients are combined once backward has finished them (PyTorch's DDP
  * comm hook): start begins a request over args (the strategy's collective on the bucket's
@@ -182,6 +192,20 @@ typedef struct dp_pass {
     int communicates;     /* this micro-batch's gradients are reduced (DDP: the step's last) */
 } dp_pass;
 
+/* The update just taken, as after_update is told: optimizer steps taken (this one included)
+ * and in the run, and this rank's rows in the step. */
+typedef struct dp_update_done {
+    long steps_done, total_steps;
+    double rows;
+} dp_update_done;
+
+/* What after_update did beyond its usual work: an averaging of the replicas (local SGD), and
+ * their divergence before it, the largest over ranks r of ||p_r - mean|| / ||mean||. */
+typedef struct dp_update_report {
+    int averaged;
+    double divergence;
+} dp_update_report;
+
 /* What the engine calls during a step; each returns 0 or a negative code after dp_fail. A
  * strategy fills them (dp_strategy_attach); an observer may wrap them. */
 typedef struct dp_step_hooks {
@@ -193,11 +217,12 @@ typedef struct dp_step_hooks {
     int (*grad_ready)(void *arg, size_t offset, size_t count);
     /* After the last micro-batch's backward: every collective done. */
     int (*finish)(void *arg);
-    /* After the optimizer: ZeRO's parameters whole again (stages 1, 2) or forgotten (3). */
-    int (*after_update)(void *arg);
-    /* --exact: after each shard's backward, its gradient (written alone) is final; last: the
-     * rank's last shard of the step (its gradient stays put until finish). */
-    int (*shard_done)(void *arg, int last);
+    /* After the optimizer: ZeRO's parameters whole again (stages 1, 2) or forgotten (3), local
+     * SGD's averaging when due. */
+    int (*after_update)(void *arg, const dp_update_done *done, dp_update_report *report);
+    /* After each row group's backward: its gradient is final (--exact adds a shard's, written
+     * alone, into its sum); last: the rank's last group of the step. */
+    int (*group_done)(void *arg, int last);
     /* Under a ZeRO budget (NULL otherwise): where a module larger than the budget's block reads
      * the parameter piece [offset, offset + count) or a block of a weight's columns (stage 3),
      * and where backward writes a gradient piece (stages 2 and 3): the nn layer's
@@ -208,48 +233,9 @@ typedef struct dp_step_hooks {
     void *arg;
 } dp_step_hooks;
 
-struct dp_zero;
-struct dp_exact;
-struct dp_local_sgd;
+/* A strategy at work (strategy_type.h has its fields): its buckets, its type's private state. */
+typedef struct dp_strategy dp_strategy;
 
-/* Slices of the flat buffers, in ascending offsets: whole segments, or blocks of their rows. */
-typedef struct dp_strategy_units {
-    dp_strategy_layout layout; /* the units, as segments of their own */
-    size_t *offset, *count;
-    int *segment;              /* unit -> the segment it is part of */
-    int *first;                /* segment -> its first unit */
-} dp_strategy_units;
-
-typedef struct dp_strategy {
-    const struct dp_strategy_type *type;
-    dp_comm *comm;
-    dp_strategy_layout layout;
-    dp_strategy_buffers buffers;
-    dp_strategy_config config;
-    dp_bucket *buckets;
-    int nbuckets;
-    int polled_from, polled_to; /* buckets [from, to) may be in flight: what poll looks at */
-    int *bucket_of;        /* gradient unit (grads) -> its bucket */
-    /* Stages 2 and 3 under a budget: the segments, those larger than block_floats cut in row
-     * blocks (zero_units.c): of block_floats for stage 3's gathers, of the gradient pieces
-     * backward reports for the buckets (which merge whole units up to the block). */
-    dp_strategy_units gathers, grads;
-    size_t block_floats;   /* SIZE_MAX: unlimited */
-    size_t piece_floats;   /* backward's gradient pieces (dp_strategy_piece_floats), as the units were cut */
-    int communicate;       /* this micro-batch's backward reduces */
-    /* While a CUDA graph captures the step: the cudaStream_t the buckets' collectives join on
-     * the device, never polled or waited for by the host (dp_strategy_join_on). NULL: the host's. */
-    void *join_stream;
-    dp_bucket_hook bucket_hook;
-    dp_strategy_times times;
-    dp_strategy_span_fn on_span;
-    void *span_arg;
-    struct dp_zero *zero;  /* ZeRO: shards, working buffers (src/strategy/zero.c); NULL under DDP */
-    struct dp_local_sgd *local; /* local-sgd: what the averaging moves (src/strategy/local_sgd.c) */
-    struct dp_exact *exact; /* --exact: its accumulator (src/strategy/exact.c); NULL otherwise */
-} dp_strategy;
-
-struct dp_strategy_type;
 
 /* The smallest --bucket-mb, in bytes: below it each bucket's collective costs its latency for
  * almost no data (and tens of thousands of buckets make a step wait on bookkeeping). */
@@ -280,12 +266,22 @@ dp_strategy_config dp_strategy_default_config(const dp_strategy_choice *choice, 
 int dp_strategy_plan_sizes(const dp_strategy_layout *layout, const dp_strategy_config *config, int world,
                            int *buckets, size_t *largest_bucket, size_t *largest_unit);
 
-/* Plans buckets over layout and reserves the comm layer's requests for them; ZeRO stages
- * allocate their shards and working buffers (collective: every rank calls it with the same
- * arguments). An unknown config->name fails naming the known ones. */
-int dp_strategy_init(dp_strategy *d, dp_comm *comm, const dp_strategy_layout *layout,
+/* *out: the chosen strategy over layout, its buckets planned and the comm layer's requests
+ * reserved for them, its own state opened (ZeRO's shards and working buffers, --exact's
+ * accumulator); collective: every rank calls it with the same arguments. On failure *out may
+ * hold what was opened: close it. */
+int dp_strategy_open(dp_strategy **out, dp_comm *comm, const dp_strategy_layout *layout,
                      const dp_strategy_buffers *buffers, const dp_strategy_config *config);
-void dp_strategy_free(dp_strategy *d);
+/* Frees d (NULL: nothing). */
+void dp_strategy_close(dp_strategy *d);
+
+/* The step `step` (positions in the epoch's order) as this rank's row groups: how many, and
+ * group k. */
+size_t dp_strategy_groups(const dp_strategy *d, dp_range step);
+void dp_strategy_group(const dp_strategy *d, dp_range step, size_t k, dp_row_group *group);
+/* What the update multiplies the summed gradient by: 1 / the step's rows, or (local SGD) 1 /
+ * this rank's rows of it. */
+float dp_strategy_grad_scale(const dp_strategy *d, dp_range step);
 
 /* The strategy's hooks for the engine's step. */
 void dp_strategy_attach(dp_strategy *d, dp_step_hooks *hooks);
@@ -293,6 +289,9 @@ void dp_strategy_attach(dp_strategy *d, dp_step_hooks *hooks);
 /* The most collectives d reports (on_span) in a step of `groups` micro-batches or shards: the
  * timeline's room for them. */
 size_t dp_strategy_spans_per_step(const dp_strategy *d, size_t groups);
+
+/* on_span gets every collective's span from now on (the timeline); NULL: none. */
+void dp_strategy_observe_spans(dp_strategy *d, dp_strategy_span_fn on_span, void *arg);
 
 /* Replaces the default bucket hook (see dp_bucket_hook); before the first step. */
 void dp_strategy_set_bucket_hook(dp_strategy *d, const dp_bucket_hook *hook);
@@ -302,13 +301,6 @@ void dp_strategy_set_bucket_hook(dp_strategy *d, const dp_bucket_hook *hook);
  * neither polls nor waits for them, as a CUDA graph's capture needs. NULL: the host's again. */
 void dp_strategy_join_on(dp_strategy *d, void *stream);
 
-/* Whether the strategy sums fixed shards, each computed alone and handed over by
- * hooks.shard_done (--exact), instead of micro-batches' slices. */
-int dp_strategy_sums_shards(const dp_strategy *d);
-
-/* Whether backward adds each micro-batch's gradients to the last one's (DDP, stage 1); stages
- * 2 and 3 add the reduced shards instead, so backward overwrites its working buffer. */
-int dp_strategy_backward_accumulates(const dp_strategy *d);
 /* The largest piece backward should report final at a time: the first bucket's size, so where
  * buckets cut segments the first collective starts early in a large layer's backward; the
  * same in every stage and without overlap, so that the gradients' arithmetic does not depend
@@ -350,30 +342,39 @@ int dp_strategy_gathered_parameters(dp_strategy *d, int unit, float **data);
 struct dp_zero_plan_input;
 void dp_strategy_plan_input(const dp_strategy *d, struct dp_zero_plan_input *in);
 
-/* local-sgd (--average-every): gradients stay on their rank, each rank takes its own optimizer
- * steps with the mean gradient of its own samples, and the replicas meet only in
- * dp_strategy_average. 0 for every other strategy. */
-int dp_strategy_local_steps(const dp_strategy *d);
-
-/* A flat tensor of backend memory the replicas average (local-sgd). */
+/* A flat tensor of backend memory that makes a replica. */
 typedef struct dp_replica_tensor {
     float *data;
     size_t count;
 } dp_replica_tensor;
 
-/* local-sgd: what dp_strategy_average averages, the parameters first (their divergence is
- * reported), and room for it: host staging and the all-reduce reserved. Before the first
- * step; collective (every rank names tensors of the same sizes). */
-int dp_strategy_prepare_average(dp_strategy *d, const dp_replica_tensor *tensors, int count);
+/* The tensors that make a replica, the parameters first, then the optimizer state and the
+ * running statistics: for a strategy that moves them itself (local SGD averages them in its
+ * after_update, reserving room for it here); others keep nothing. Before the first step;
+ * collective (every rank names tensors of the same sizes). */
+int dp_strategy_set_replica(dp_strategy *d, const dp_replica_tensor *tensors, int count);
 
-/* local-sgd: every prepared tensor becomes the replicas' mean weighted by the samples each
- * rank took since the last averaging (`samples`: this rank's), through all-reduces with the
- * comm's algorithm, bitwise the same on every rank afterwards. *divergence gets what the
- * parameters were before: the largest over ranks r of ||p_r - mean|| / ||mean||. Collective. */
-int dp_strategy_average(dp_strategy *d, double samples, double *divergence);
+/* Whether the ranks' BatchNorm running statistics differ after a step, so rank 0's must be
+ * given to all (DDP's broadcast_buffers): where plain BatchNorms normalise per rank, or (--exact)
+ * every BatchNorm moves them from the step's first shard alone; never under local SGD, which
+ * averages them. */
+int dp_strategy_per_rank_statistics(const dp_strategy *d, int batchnorms, int sync_batchnorms);
+
+/* Whether every rank holds the same model after steps_done steps: always, but between local
+ * SGD's averagings (checkpoints and replica checks wait for one). */
+int dp_strategy_replicas_agree(const dp_strategy *d, long steps_done);
 
 /* Returns the times since the last call and zeroes them. */
 dp_strategy_times dp_strategy_take_times(dp_strategy *d);
+
+/* How many buckets the gradients are reduced in. */
+int dp_strategy_bucket_count(const dp_strategy *d);
+/* The collective a bucket's gradients go through, for the banner ("all-reduce", "reduce-scatter"). */
+const char *dp_strategy_collective(const dp_strategy *d);
+/* Where a strategy that reduces no gradients says so in text (1); 0: it reduces them. */
+int dp_strategy_describe_gradients(const dp_strategy *d, char *text, size_t size);
+/* Stage 3's units of gathered parameters (for the replica check); NULL for other strategies. */
+const dp_strategy_layout *dp_strategy_gathered_units(const dp_strategy *d);
 
 /* A line for the banner: the strategy, its buckets and how communication overlaps. */
 void dp_strategy_describe(const dp_strategy *d, char *text, size_t size);

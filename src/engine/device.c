@@ -137,12 +137,11 @@ const char *dp_engine_gradient_path(const dp_engine *e)
 {
     static char path[256];
     const char *algorithm = dp_comm_algorithm_name(e->comm);
-    const char *collective = e->has_strategy && dp_strategy_shards_state(&e->strategy) ? "reduce-scatter" : "all-reduce";
+    const char *collective = e->strategy ? dp_strategy_collective(e->strategy) : "all-reduce";
     if (e->comm->size == 1)
         snprintf(path, sizeof path, "one rank, so its gradient is the sum (no %s)", collective);
-    else if (e->has_strategy && dp_strategy_local_steps(&e->strategy))
-        snprintf(path, sizeof path, "each rank's own, never reduced (the replicas are averaged by %s %s)",
-                 collective, algorithm);
+    else if (e->strategy && dp_strategy_describe_gradients(e->strategy, path, sizeof path))
+        ; /* the strategy's own words: local SGD reduces none */
     else if (e->be->host_memory)
         snprintf(path, sizeof path, "%s %s in host memory", collective, algorithm);
     else if (e->stage_gradients)

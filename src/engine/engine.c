@@ -6,7 +6,6 @@
 
 #include "dp/error.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,13 +60,13 @@ static int open_strategy(dp_engine *e, const dp_engine_config *c)
     dp_strategy_buffers buffers = dp_engine_gradient_buffers(e);
     dp_strategy_config config = dp_strategy_default_config(c->strategy, c->overlap, c->bucket_mb, layout.total);
     config.progress_us = c->progress_us;
-    if ((status = dp_strategy_init(&e->strategy, e->comm, &layout, &buffers, &config)))
+    config.micro_batch = c->micro_batch;
+    if ((status = dp_strategy_open(&e->strategy, e->comm, &layout, &buffers, &config)))
         return status;
-    e->has_strategy = 1;
-    dp_strategy_attach(&e->strategy, &e->hooks);
-    e->piece_floats = dp_strategy_piece_floats(&e->strategy);
+    dp_strategy_attach(e->strategy, &e->hooks);
+    e->piece_floats = dp_strategy_piece_floats(e->strategy);
     if (e->hooks.fetch) /* modules larger than the budget read their parameters in pieces */
-        dp_model_set_param_pieces(&e->model, &(dp_param_pieces){.max_floats = dp_strategy_block(&e->strategy),
+        dp_model_set_param_pieces(&e->model, &(dp_param_pieces){.max_floats = dp_strategy_block(e->strategy),
                                                                 .fetch = e->hooks.fetch,
                                                                 .fetch_columns = e->hooks.fetch_columns,
                                                                 .arg = e->hooks.arg});
@@ -88,21 +87,22 @@ static int allocate_counters(dp_engine *e)
     const dp_backend *be = e->be;
     static const double zero = 0.0;
     e->train_totals = dp_engine_new_totals(e, "the loss totals");
-    e->shard_totals = dp_engine_new_totals(e, "a shard's loss totals");
+    e->group_totals = dp_engine_new_totals(e, "a row group's loss totals");
     e->nonfinite = be->alloc(be, sizeof(double), DP_MEM_OTHER, "the non-finite count");
     e->step_number = be->alloc(be, sizeof *e->step_number, DP_MEM_OTHER, "the step number");
     e->host_step_number = e->step_number ? be->alloc_host(be, sizeof *e->host_step_number, "its staging") : NULL;
     e->rank_values = dp_calloc((size_t)e->comm->size, sizeof *e->rank_values, "the ranks' first non-finite tensors");
     size_t buffers = dp_params_floats(&e->model.buffers);
     e->host_buffers = dp_alloc((buffers + 1) * sizeof(float), "the host copy of the running statistics");
-    if (!e->train_totals || !e->shard_totals || !e->nonfinite || !e->host_step_number || !e->rank_values || !e->host_buffers)
+    if (!e->train_totals || !e->group_totals || !e->nonfinite || !e->host_step_number || !e->rank_values || !e->host_buffers)
         return DP_ENOMEM;
     be->upload(be, e->nonfinite, &zero, sizeof zero);
     return 0;
 }
 
-/* Local SGD averages all that makes a replica: parameters, optimizer state, running statistics. */
-static int prepare_average(dp_engine *e)
+/* All that makes a replica, for a strategy that moves it: parameters, optimizer state, running
+ * statistics (local SGD averages them). */
+static int set_replica(dp_engine *e)
 {
     dp_replica_tensor tensors[2 + DP_OPTIMIZER_MAX_STATE];
     size_t params = dp_params_floats(&e->model.params);
@@ -111,7 +111,7 @@ static int prepare_average(dp_engine *e)
     for (int i = 0; i < dp_optimizer_state_count(&e->opt); i++)
         tensors[count++] = (dp_replica_tensor){e->opt.state[i], params};
     tensors[count++] = (dp_replica_tensor){e->model.buffer_values, dp_params_floats(&e->model.buffers)};
-    return dp_strategy_prepare_average(&e->strategy, tensors, count);
+    return dp_strategy_set_replica(e->strategy, tensors, count);
 }
 
 int dp_engine_build(dp_engine *e, const dp_engine_config *c)
@@ -119,8 +119,7 @@ int dp_engine_build(dp_engine *e, const dp_engine_config *c)
     e->loss = c->loss;
     e->micro_batch = c->micro_batch;
     e->accum = c->accum > 1 ? c->accum : 1; /* engines built without one take single micro-batches */
-    double shard = dp_strategy_key_value(c->strategy, "shard");
-    e->exact_shard = isnan(shard) ? 0 : (size_t)shard;
+    e->total_steps = c->total_steps;
     e->seed = c->seed;
     e->skip_nonfinite = c->skip_nonfinite;
     int status = dp_model_create_owning(&e->model, e->be, c->model, &c->input, c->max_rows,
@@ -129,16 +128,13 @@ int dp_engine_build(dp_engine *e, const dp_engine_config *c)
         return status;
     if (!(status = open_strategy(e, c))) {
         size_t begin, end;
-        dp_strategy_shard(&e->strategy, &begin, &end);
+        dp_strategy_shard(e->strategy, &begin, &end);
         status = dp_optimizer_init(&e->opt, e->be, &c->optimizer, &e->model.params, begin, end);
     }
-    int local = !status && dp_strategy_local_steps(&e->strategy);
-    /* Local steps keep each rank's statistics until the averaging; under --exact only a
-     * step's first shard, always rank 0's, moves them, SyncBatchNorm's too. */
-    int unsynced = e->exact_shard ? e->model.batchnorms : e->model.batchnorms - e->model.sync_batchnorms;
-    e->broadcast_buffers = e->comm->size > 1 && unsynced > 0 && !local;
-    if (local)
-        status = prepare_average(e);
+    e->broadcast_buffers = !status && e->comm->size > 1 &&
+                           dp_strategy_per_rank_statistics(e->strategy, e->model.batchnorms, e->model.sync_batchnorms);
+    if (!status)
+        status = set_replica(e);
     if (!status)
         status = dp_engine_plan_graph(e, c);
     return status ? status : allocate_counters(e);
@@ -153,8 +149,7 @@ void dp_engine_close(dp_engine *e)
 {
     if (e->be)
         dp_engine_graph_free(e);
-    if (e->has_strategy)
-        dp_strategy_free(&e->strategy);
+    dp_strategy_close(e->strategy);
     dp_model_free(&e->model);
     dp_optimizer_free(&e->opt);
     free(e->segment_of);
@@ -166,7 +161,7 @@ void dp_engine_close(dp_engine *e)
     free(e->host_buffers);
     if (e->be) {
         e->be->free(e->be, e->train_totals);
-        e->be->free(e->be, e->shard_totals);
+        e->be->free(e->be, e->group_totals);
         e->be->free(e->be, e->nonfinite);
         e->be->free(e->be, e->step_number);
         if (e->host_step_number)

@@ -149,16 +149,16 @@ static int capture(dp_engine *e, dp_range step, dp_step_stats *stats)
     int status = e->be->capture_begin(e->be);
     if (status)
         return status;
-    dp_strategy_join_on(&e->strategy, e->be->stream);
+    dp_strategy_join_on(e->strategy, e->be->stream);
     /* As the eager step, marks on the device's timer included (the graph's own event records). */
     dp_device_clock_mark(e);
-    status = dp_engine_micro_batches(e, step, &held, stats);
+    status = dp_engine_row_groups(e, step, &held, stats);
     if (!status)
         status = e->hooks.finish(e->hooks.arg);
     dp_device_clock_mark(e);
     if (!status)
         dp_engine_update_pass(e);
-    dp_strategy_join_on(&e->strategy, NULL);
+    dp_strategy_join_on(e->strategy, NULL);
     e->graph_traffic = traffic_since(e->comm, &before);
     char cause[512]; /* the step's own failure: ending the broken capture fails too */
     snprintf(cause, sizeof cause, "%s", status ? dp_last_error() : "");
@@ -196,9 +196,10 @@ static int gather_step(dp_engine *e, dp_range step, const dp_row_source *source,
     }
     *samples = 0;
     for (int k = 0; k < (int)e->accum; k++) {
-        dp_range mine = dp_engine_micro_rows(e, step, (size_t)k);
+        dp_row_group group;
+        dp_strategy_group(e->strategy, step, (size_t)k, &group);
         dp_rows rows;
-        int status = source->gather(source->arg, mine.begin, mine.end, k, &rows);
+        int status = source->gather(source->arg, group.rows.begin, group.rows.end, k, &rows);
         if (status)
             return status;
         if (capturing)

@@ -19,14 +19,11 @@ int dp_engine_update(dp_engine *e, float lr);
 void dp_engine_update_pass(dp_engine *e);
 int dp_engine_update_check(dp_engine *e, float lr);
 
-/* step.c: this rank's slices of the step's micro-batches through forward, loss and backward,
- * between the strategy's hooks; --exact's fixed shards instead, each handed to the strategy's
- * exact sum; a span of the step shown to the observer (--trace, the timeline). */
-int dp_engine_micro_batches(dp_engine *e, dp_range step, const dp_row_source *source, dp_step_stats *stats);
-/* The step's micro-batches (the last may be shorter), and this rank's rows of micro-batch k. */
-size_t dp_engine_micro_count(const dp_engine *e, dp_range step);
-dp_range dp_engine_micro_rows(const dp_engine *e, dp_range step, size_t k);
-int dp_engine_exact_shards(dp_engine *e, dp_range step, const dp_row_source *source, dp_step_stats *stats);
+/* step.c: this rank's row groups of the step, as the strategy shapes it (micro-batches, or
+ * --exact's fixed shards), through forward, loss and backward between the strategy's hooks,
+ * group k's rows in the source's slot k where graphs replay steps; a span of the step shown
+ * to the observer (--trace, the timeline). */
+int dp_engine_row_groups(dp_engine *e, dp_range step, const dp_row_source *source, dp_step_stats *stats);
 void dp_engine_observe_span(const dp_engine *e, const char *name, const char *category, double begin, double end);
 
 /* graph.c (--cuda-graph): whether graphs replay full steps, decided at build (on where

@@ -13,7 +13,6 @@
 #include "src/engine/parts.h"
 
 #include "dp/error.h"
-#include "src/strategy/exact_sum.h"
 
 #include <string.h>
 
@@ -27,6 +26,17 @@ void dp_engine_observe_span(const dp_engine *e, const char *name, const char *ca
 {
     if (e->observer.span)
         e->observer.span(e->observer.arg, name, category, begin, end);
+}
+
+/* A group's loss total rounded by its rule, then added to the step's totals. */
+static void add_rounded_totals(dp_engine *e, double (*round_total)(double))
+{
+    double loss = 0.0, correct = 0.0, totals[DP_TOTALS];
+    dp_engine_take_totals(e, e->group_totals, &loss, &correct);
+    e->be->download(e->be, totals, e->train_totals, sizeof totals);
+    totals[DP_TOTAL_LOSS] += round_total(loss);
+    totals[DP_TOTAL_CORRECT] += correct;
+    e->be->upload(e->be, e->train_totals, totals, sizeof totals);
 }
 
 /* SyncBatchNorm's sums over the ranks (dp_nn_context.sum_doubles). */
@@ -91,128 +101,64 @@ static int backward(dp_engine *e, const dp_nn_context *ctx, int rows, int commun
     return 0;
 }
 
-/* Rows [rows_at.begin, rows_at.end) of `step`, gathered into the source's `slot`, through
- * forward, loss (added into totals) and backward, in the context ctx (first_sample is set here). */
-static int run_rows(dp_engine *e, dp_range step, dp_range rows_at, int slot, dp_nn_context ctx, int communicates,
-                    double *totals, const dp_row_source *source, dp_step_stats *stats)
+/* Group k of `step` (the strategy's shape): its rows gathered into the source's `slot`, through
+ * forward, loss (added into the step's totals, or the group's rounded by its rule) and
+ * backward, then the strategy's group_done. */
+static int run_group(dp_engine *e, dp_range step, size_t k, int slot, const dp_row_source *source,
+                     dp_step_stats *stats)
 {
+    dp_row_group group;
+    dp_strategy_group(e->strategy, step, k, &group);
+    dp_nn_context ctx = {.be = e->be, .training = 1, .seed = e->seed, .step = e->step_number,
+                         .first_sample = group.rows.begin - step.begin, .accumulate = group.accumulate,
+                         .keep_running = !group.moves_running};
+    /* One rank, or a group computed alone, has nothing to sum SyncBatchNorm's statistics with. */
+    if (e->comm->size > 1 && !group.alone) {
+        ctx.sum_doubles = sum_over_ranks;
+        ctx.sum_arg = e->comm;
+    }
     double started = MPI_Wtime();
     dp_rows rows;
-    int status = source->gather(source->arg, rows_at.begin, rows_at.end, slot, &rows);
+    int status = source->gather(source->arg, group.rows.begin, group.rows.end, slot, &rows);
     dp_engine_observe_span(e, "gather the batch's rows", "data", started, MPI_Wtime());
     if (status)
         return status;
-    ctx.first_sample = rows_at.begin - step.begin;
     const float *out;
     if ((status = forward(e, &ctx, rows.x, rows.count, &out, 1)))
         return status;
-    dp_model_loss(&e->model, e->loss, out, rows.labels, rows.targets, rows.count, e->model.delta[0], totals);
+    dp_model_loss(&e->model, e->loss, out, rows.labels, rows.targets, rows.count, e->model.delta[0],
+                  group.round_total ? e->group_totals : e->train_totals);
     dp_device_clock_mark(e);
     double forward_done = MPI_Wtime();
-    status = backward(e, &ctx, rows.count, communicates);
+    status = backward(e, &ctx, rows.count, group.communicates);
     dp_device_clock_mark(e);
     stats->samples += rows.count;
     stats->split.forward += forward_done - started;
     stats->split.backward += MPI_Wtime() - forward_done;
+    if (status)
+        return status;
+    double added = MPI_Wtime(); /* what the strategy does with the group's gradient is backward's work */
+    if (group.round_total)
+        add_rounded_totals(e, group.round_total);
+    status = e->hooks.group_done(e->hooks.arg, group.last);
+    double done = MPI_Wtime();
+    stats->split.backward += done - added;
+    if (group.done_span)
+        dp_engine_observe_span(e, group.done_span, group.done_category, added, done);
     return status;
 }
 
-/* One rank has nothing to sum SyncBatchNorm's statistics with: its step waits for no host. */
-static dp_nn_context training_context(const dp_engine *e)
-{
-    return (dp_nn_context){.be = e->be, .training = 1, .seed = e->seed, .step = e->step_number,
-                           .sum_doubles = e->comm->size > 1 ? sum_over_ranks : NULL, .sum_arg = e->comm};
-}
-
-/* Micro-batch k of `step`, all ranks' rows. */
-static dp_range micro_range(const dp_engine *e, dp_range step, size_t k)
-{
-    size_t begin = step.begin + k * e->micro_batch;
-    return (dp_range){begin, begin + e->micro_batch < step.end ? begin + e->micro_batch : step.end};
-}
-
-size_t dp_engine_micro_count(const dp_engine *e, dp_range step)
-{
-    return (dp_range_size(step) + e->micro_batch - 1) / e->micro_batch;
-}
-
-dp_range dp_engine_micro_rows(const dp_engine *e, dp_range step, size_t k)
-{
-    dp_range micro = micro_range(e, step, k);
-    dp_range mine = dp_partition(dp_range_size(micro), e->comm->size, e->comm->rank);
-    return (dp_range){micro.begin + mine.begin, micro.begin + mine.end};
-}
-
-/* This rank's slice of micro-batch k of `step`, its rows in slot k where graphs replay steps.
- * Only the step's last micro-batch communicates where the strategy accumulates (DDP's no_sync). */
-static int micro_batch(dp_engine *e, dp_range step, size_t k, const dp_row_source *source, dp_step_stats *stats)
-{
-    dp_nn_context ctx = training_context(e);
-    /* Backward adds into the last micro-batch's gradients unless the strategy adds reduced shards. */
-    ctx.accumulate = k != 0 && dp_strategy_backward_accumulates(&e->strategy);
-    int slot = e->graph_use ? (int)k : 0;
-    return run_rows(e, step, dp_engine_micro_rows(e, step, k), slot, ctx, k + 1 == dp_engine_micro_count(e, step),
-                    e->train_totals, source, stats);
-}
-
-int dp_engine_micro_batches(dp_engine *e, dp_range step, const dp_row_source *source, dp_step_stats *stats)
+int dp_engine_row_groups(dp_engine *e, dp_range step, const dp_row_source *source, dp_step_stats *stats)
 {
     int status = 0;
-    for (size_t k = 0; !status && k < dp_engine_micro_count(e, step); k++)
-        status = micro_batch(e, step, k, source, stats);
+    for (size_t k = 0; !status && k < dp_strategy_groups(e->strategy, step); k++)
+        status = run_group(e, step, k, e->graph_use ? (int)k : 0, source, stats);
     return status;
-}
-
-/* A shard's loss sum rounded to the grid on which sums are exact (src/strategy/exact_sum.h),
- * then added to the step's totals: the reported loss is the same for every W too. */
-static void add_shard_totals(dp_engine *e)
-{
-    double loss = 0.0, correct = 0.0, totals[DP_TOTALS];
-    dp_engine_take_totals(e, e->shard_totals, &loss, &correct);
-    e->be->download(e->be, totals, e->train_totals, sizeof totals);
-    totals[DP_TOTAL_LOSS] += dp_exact_round_total(loss);
-    totals[DP_TOTAL_CORRECT] += correct;
-    e->be->upload(e->be, e->train_totals, totals, sizeof totals);
-}
-
-/* --exact: the shards a step of `rows` rows is cut into (the last may be shorter). */
-static size_t exact_shard_count(const dp_engine *e, size_t rows)
-{
-    return (rows + e->exact_shard - 1) / e->exact_shard;
 }
 
 size_t dp_engine_row_groups_per_step(const dp_engine *e)
 {
-    if (!e->exact_shard)
-        return (size_t)e->accum;
-    return dp_range_size(dp_partition(exact_shard_count(e, e->micro_batch * (size_t)e->accum), e->comm->size, 0));
-}
-
-/* --exact: the step cut into shards of e->exact_shard rows whatever W, this rank taking a
- * contiguous run of them. Each is computed alone (its own BatchNorm statistics, gradients
- * overwritten) so its bits do not depend on the rank, and handed to the strategy's exact sum.
- * Only the step's first shard, always rank 0's, moves BatchNorm's running statistics. */
-int dp_engine_exact_shards(dp_engine *e, dp_range step, const dp_row_source *source, dp_step_stats *stats)
-{
-    dp_range mine = dp_partition(exact_shard_count(e, dp_range_size(step)), e->comm->size, e->comm->rank);
-    int status = 0;
-    for (size_t k = mine.begin; !status && k < mine.end; k++) {
-        dp_nn_context ctx = training_context(e);
-        ctx.sum_doubles = NULL;
-        ctx.keep_running = k != 0;
-        size_t begin = step.begin + k * e->exact_shard;
-        dp_range rows = {begin, begin + e->exact_shard < step.end ? begin + e->exact_shard : step.end};
-        status = run_rows(e, step, rows, 0, ctx, 0, e->shard_totals, source, stats);
-        if (!status) {
-            double started = MPI_Wtime(); /* adding the shard up counts as backward's work */
-            add_shard_totals(e);
-            status = e->hooks.shard_done(e->hooks.arg, k + 1 == mine.end);
-            double done = MPI_Wtime();
-            stats->split.backward += done - started;
-            dp_engine_observe_span(e, "add the shard's gradient exactly", "exact", started, done);
-        }
-    }
-    return status;
+    return dp_strategy_groups(e->strategy, (dp_range){0, e->micro_batch * (size_t)e->accum});
 }
 
 void dp_engine_take_totals(dp_engine *e, double *totals, double *loss_sum, double *correct)

@@ -3,9 +3,9 @@
  *
  *   hooks.finish            every collective done
  *   update                  scale, non-finite check, optimizer over this rank's range
- *   hooks.after_update      ZeRO: the parameters whole again, or forgotten
+ *   hooks.after_update      ZeRO: the parameters whole again, or forgotten; local SGD's averaging
  *
- * and what the step cost, split by phase; local SGD's averaging between steps. Above both
+ * and what the step cost, split by phase. Above both
  * graph.c and step.c, so the choice between them is made here. */
 #include "src/engine/parts.h"
 
@@ -30,7 +30,7 @@ static int share_buffers(dp_engine *e)
 static void account(dp_engine *e, const dp_comm_traffic *before, double reduce_done, double done,
                     dp_step_stats *stats)
 {
-    dp_strategy_times comm = dp_strategy_take_times(&e->strategy);
+    dp_strategy_times comm = dp_strategy_take_times(e->strategy);
     stats->split.forward -= comm.in_forward;
     stats->split.backward -= comm.in_backward;
     stats->split.exposed += comm.exposed;
@@ -41,22 +41,13 @@ static void account(dp_engine *e, const dp_comm_traffic *before, double reduce_d
         stats->sent[kind] += (double)(e->comm->traffic.bytes[kind] - before->bytes[kind]);
 }
 
-/* This rank's rows of `step`: its slices of the micro-batches (what a local step divides by). */
-static double rank_rows(const dp_engine *e, dp_range step)
-{
-    double rows = 0.0;
-    for (size_t k = 0; k < dp_engine_micro_count(e, step); k++)
-        rows += (double)dp_range_size(dp_engine_micro_rows(e, step, k));
-    return rows;
-}
-
-/* The step issued operation by operation: micro-batches (or --exact's shards), the strategy's
- * finish, the update; *reduce_done gets when the collectives were done. */
+/* The step issued operation by operation: the strategy's row groups, its finish, the update;
+ * *reduce_done gets when the collectives were done. */
 static int run_eagerly(dp_engine *e, dp_range step, const dp_row_source *source, float lr, dp_step_stats *stats,
                        double *reduce_done)
 {
     dp_device_clock_mark(e);
-    int status = e->exact_shard ? dp_engine_exact_shards(e, step, source, stats) : dp_engine_micro_batches(e, step, source, stats);
+    int status = dp_engine_row_groups(e, step, source, stats);
     /* Waiting for the device makes backward's time include its work. */
     if (!status && e->comm->size > 1)
         e->be->synchronize(e->be);
@@ -72,20 +63,17 @@ int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, flo
     double started = MPI_Wtime();
     dp_comm_traffic traffic = e->comm->traffic;
     memset(stats, 0, sizeof *stats);
-    /* Sum then divide by the global count: exact for uneven slices and short batches. Local
-     * steps divide by this rank's count; the averaging weights each rank by it. */
-    float scale = 1.0f / (float)dp_range_size(step);
-    if (dp_strategy_local_steps(&e->strategy)) {
-        double rows = rank_rows(e, step);
-        scale = rows > 0.0 ? 1.0f / (float)rows : 0.0f;
-    }
-    dp_engine_prepare_step(e, scale, lr);
+    dp_engine_prepare_step(e, dp_strategy_grad_scale(e->strategy, step), lr);
     double reduce_done = started;
     int status = dp_engine_graph_takes(e, step) ? dp_engine_graph_step(e, step, source, lr, stats, &reduce_done)
                                                 : run_eagerly(e, step, source, lr, stats, &reduce_done);
-    e->samples_since_average += stats->samples;
-    if (status || (status = e->hooks.after_update(e->hooks.arg)))
+    dp_update_done done_update = {.steps_done = e->steps_done + 1, .total_steps = e->total_steps,
+                                  .rows = stats->samples};
+    dp_update_report report;
+    if (status || (status = e->hooks.after_update(e->hooks.arg, &done_update, &report)))
         return status;
+    stats->averaged = report.averaged;
+    stats->divergence = report.divergence;
     dp_device_clock_mark(e);
     if (e->broadcast_buffers && (status = share_buffers(e)))
         return status;
@@ -97,21 +85,3 @@ int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, flo
     stats->seconds = done - started;
     return 0;
 }
-
-int dp_engine_average(dp_engine *e, dp_step_stats *stats)
-{
-    double started = MPI_Wtime();
-    dp_comm_traffic traffic = e->comm->traffic;
-    int status = dp_strategy_average(&e->strategy, e->samples_since_average, &stats->divergence);
-    e->samples_since_average = 0.0;
-    double done = MPI_Wtime();
-    dp_engine_observe_span(e, "average the replicas", "comm", started, done);
-    stats->averaged = 1;
-    stats->seconds += done - started;
-    stats->split.exposed += done - started;
-    stats->split.comm += done - started;
-    for (int kind = 0; kind < DP_COLLECTIVE_KINDS; kind++)
-        stats->sent[kind] += (double)(e->comm->traffic.bytes[kind] - traffic.bytes[kind]);
-    return status;
-}
-

@@ -14,7 +14,7 @@ static int first_nonfinite_tensor(dp_engine *e, const float *values, const char 
 {
     const dp_param_table *params = &e->model.params;
     size_t begin, end;
-    dp_strategy_shard(&e->strategy, &begin, &end);
+    dp_strategy_shard(e->strategy, &begin, &end);
     uint64_t first = (uint64_t)params->count;
     for (int i = 0; i < params->count && first == (uint64_t)params->count; i++) {
         const dp_param *p = &params->entries[i];
@@ -23,7 +23,7 @@ static int first_nonfinite_tensor(dp_engine *e, const float *values, const char 
             first = (uint64_t)i;
     }
     int status = 0;
-    if (dp_strategy_shards_state(&e->strategy)) {
+    if (dp_strategy_shards_state(e->strategy)) {
         status = dp_comm_gather_hashes(e->comm, first, e->rank_values);
         for (int r = 0; !status && r < e->comm->size; r++)
             first = e->rank_values[r] < first ? e->rank_values[r] : first;
@@ -41,7 +41,7 @@ static int take_nonfinite(dp_engine *e, double *bad)
     e->be->download(e->be, bad, e->nonfinite, sizeof *bad);
     if (*bad != 0.0)
         e->be->upload(e->be, e->nonfinite, &zero, sizeof zero);
-    return dp_strategy_shards_state(&e->strategy) ? dp_comm_sum_doubles(e->comm, bad, 1) : 0;
+    return dp_strategy_shards_state(e->strategy) ? dp_comm_sum_doubles(e->comm, bad, 1) : 0;
 }
 
 /* The gradients were finite and the update made parameters non-finite (it overflowed float32).
@@ -66,7 +66,7 @@ void dp_engine_prepare_step(dp_engine *e, float grad_scale, float lr)
 void dp_engine_update_pass(dp_engine *e)
 {
     float *params, *grads;
-    dp_strategy_update_memory(&e->strategy, &params, &grads);
+    dp_strategy_update_memory(e->strategy, &params, &grads);
     dp_optimizer_step(&e->opt, params, grads, 1, e->nonfinite);
 }
 
@@ -74,7 +74,7 @@ void dp_engine_update_pass(dp_engine *e)
 static int nonfinite_found(dp_engine *e, double bad, float lr)
 {
     float *params, *grads;
-    dp_strategy_update_memory(&e->strategy, &params, &grads);
+    dp_strategy_update_memory(e->strategy, &params, &grads);
     const char *first;
     int status = first_nonfinite_tensor(e, grads, &first);
     if (status)
@@ -108,7 +108,7 @@ int dp_engine_update(dp_engine *e, float lr)
         return dp_engine_update_check(e, lr);
     }
     float *params, *grads;
-    dp_strategy_update_memory(&e->strategy, &params, &grads);
+    dp_strategy_update_memory(e->strategy, &params, &grads);
     dp_optimizer_step(&e->opt, params, grads, 0, e->nonfinite);
     double bad;
     int status = take_nonfinite(e, &bad);

@@ -175,7 +175,17 @@ int dp_strategy_check(const dp_strategy_choice *c, const dp_strategy_run *run)
     const dp_strategy_type *type = type_of(c);
     if (!type)
         return dp_fail(DP_EINVAL, "%s: no strategy '%s' (known: %s)", c->label, c->name, dp_strategy_names());
-    return type->check ? type->check(c, run) : 0;
+    int status = type->check ? type->check(c, run) : 0;
+    if (status)
+        return status;
+    return type->check_groups ? type->check_groups(c, run) : dp_strategy_check_micro_rows(c, run);
+}
+
+size_t dp_strategy_group_rows(const dp_strategy_choice *c, size_t micro_batch, size_t step_batch, int world)
+{
+    const dp_strategy_type *type = type_of(c);
+    return type && type->group_rows ? type->group_rows(c, micro_batch, step_batch, world)
+                                    : dp_strategy_micro_rows(c, micro_batch, step_batch, world);
 }
 
 int dp_strategy_default_threads(const dp_strategy_choice *c, const char **why)

@@ -69,7 +69,7 @@ static int exact_open(dp_strategy *d)
     if (d->comm->size > 1 && sums_gpu_memory_only(d->comm))
         return dp_fail(DP_EINVAL, "--exact all-reduces its digits in host memory, which --allreduce %s cannot sum: "
                        "choose one of %s", dp_comm_algorithm_name(d->comm), dp_comm_algorithm_names());
-    dp_exact *x = d->exact = dp_calloc(1, sizeof *x, "the exact accumulator");
+    dp_exact *x = d->state = dp_calloc(1, sizeof *x, "the exact accumulator");
     if (!x)
         return DP_ENOMEM;
     x->be = d->buffers.be;
@@ -100,7 +100,7 @@ static int exact_open(dp_strategy *d)
 
 static void exact_close(dp_strategy *d)
 {
-    dp_exact *x = d->exact;
+    dp_exact *x = d->state;
     if (!x)
         return;
     if (x->on_device) { /* what a failed open left NULL is skipped */
@@ -115,7 +115,7 @@ static void exact_close(dp_strategy *d)
         free(x->message);
     }
     free(x);
-    d->exact = NULL;
+    d->state = NULL;
 }
 
 /* The gradient backward just wrote (one shard's alone) into the accumulator, where it lies; the
@@ -123,7 +123,7 @@ static void exact_close(dp_strategy *d)
  * as they read: one pass over the accumulator fewer. */
 static int exact_add_shard(dp_strategy *d, int last)
 {
-    dp_exact *x = d->exact;
+    dp_exact *x = d->state;
     size_t total = d->layout.total;
     if (++x->terms > DP_EXACT_MAX_TERMS)
         return dp_fail(DP_EINVAL, "--exact: more than %zu shards in one step on one rank; use a larger --exact-shard",
@@ -147,12 +147,12 @@ static int acc_holds_shards(const dp_exact *x)
  * shard. */
 static dp_exact_sums sums_of(const dp_strategy *d)
 {
-    const dp_exact *x = d->exact;
+    const dp_exact *x = d->state;
     return (dp_exact_sums){.acc = acc_holds_shards(x) ? x->acc : NULL, .last = x->pending ? d->buffers.grads : NULL};
 }
 static dp_exact_host_sums host_sums_of(const dp_strategy *d)
 {
-    const dp_exact *x = d->exact;
+    const dp_exact *x = d->state;
     return (dp_exact_host_sums){.acc = acc_holds_shards(x) ? &x->host : NULL,
                                 .last = x->pending ? d->buffers.grads : NULL};
 }
@@ -181,7 +181,7 @@ static int sum_over_ranks(dp_strategy *d, int64_t *values, size_t count)
  * sums' size in the same copy. */
 static int digits_to_message(dp_strategy *d, int ranks, int first, int digits)
 {
-    dp_exact *x = d->exact;
+    dp_exact *x = d->state;
     size_t total = d->layout.total;
     int64_t *out = message_digits(x);
     if (!x->on_device) {
@@ -222,7 +222,7 @@ static void digits_to_gradient(dp_exact *x, size_t total, int ranks, int digits,
  * each rank's flags summed, then marked in the summed digit 0 (NaN in the gradient). */
 static int mark_not_finite(dp_strategy *d, int64_t *flags, int mine)
 {
-    dp_exact *x = d->exact;
+    dp_exact *x = d->state;
     size_t total = d->layout.total;
     if (!mine) /* a rank with marks filled its flags as it sent its digits */
         memset(flags, 0, total * sizeof *flags);
@@ -240,7 +240,7 @@ static int mark_not_finite(dp_strategy *d, int64_t *flags, int mine)
  * step that has some sends the flags in an all-reduce of their own. */
 static int sum_digits(dp_strategy *d)
 {
-    dp_exact *x = d->exact;
+    dp_exact *x = d->state;
     size_t total = d->layout.total;
     int ranks = d->comm->size, sent = x->digits_sent, status;
     int64_t *needs = x->message + NEEDS, *digits = message_digits(x), *flags = digits + (size_t)x->max_digits * total;
@@ -277,7 +277,7 @@ static int sum_digits(dp_strategy *d)
 /* The ranks' exact sums; the gradient buffer gets their float rounding. */
 static int exact_finish(dp_strategy *d)
 {
-    dp_exact *x = d->exact;
+    dp_exact *x = d->state;
     size_t total = d->layout.total;
     int status = 0;
     if (x->terms == 0) { /* this rank had no shard this step */
@@ -302,14 +302,15 @@ static int exact_finish(dp_strategy *d)
 
 static int exact_describe(const dp_strategy *d, char *text, size_t size)
 {
-    const char *where = d->exact->on_device ? "in device memory" : "in host memory";
+    const dp_exact *x = d->state;
+    const char *where = x->on_device ? "in device memory" : "in host memory";
     if (d->comm->size == 1)
         return snprintf(text, size, "exact: each shard's gradient alone, summed exactly (multiples of 2^-%d) %s on "
                         "one rank", DP_EXACT_FRACTION_BITS, where);
     return snprintf(text, size, "exact: each shard's gradient alone, summed exactly (multiples of 2^-%d) %s, then "
                     "one all-reduce of the sums as %d-bit int64 digits (as many as the last step needed, at most "
                     "%d; the rest in a second one when the sums outgrow them)", DP_EXACT_FRACTION_BITS, where,
-                    dp_exact_digit_bits(d->comm->size), d->exact->max_digits);
+                    dp_exact_digit_bits(d->comm->size), x->max_digits);
 }
 
 /* The smallest shard of shard rows in a step of step_batch rows or the epoch's last of last_step. */
@@ -322,15 +323,21 @@ static size_t smallest_shard(size_t shard, size_t step_batch, size_t last_step)
     return smallest;
 }
 
-/* --exact all-reduces integer digits that must add exactly; a BatchNorm normalises over each
- * shard, which needs 2 rows; the accumulator's bound holds for so many shards per step. */
+/* --exact all-reduces integer digits that must add exactly. */
 static int exact_check(const dp_strategy_choice *c, const dp_strategy_run *run)
 {
-    size_t shard = (size_t)dp_strategy_key_value(c, "shard");
     if (run->grad_dtype != DP_DTYPE_F32)
         return dp_fail(DP_EINVAL, "%s and --grad-dtype %s: --exact all-reduces its sums as integer digits in floats "
                        "that every algorithm must add exactly, and bf16 would round them (8 significant bits of 24); "
                        "drop one", c->label, dp_grad_dtype_name(run->grad_dtype));
+    return 0;
+}
+
+/* A BatchNorm normalises over each shard, which needs 2 rows; the accumulator's bound holds for
+ * so many shards per step. */
+static int exact_check_shards(const dp_strategy_choice *c, const dp_strategy_run *run)
+{
+    size_t shard = (size_t)dp_strategy_key_value(c, "shard");
     if (!run->step_batch)
         return 0;
     size_t smallest = smallest_shard(shard, run->step_batch, run->last_step);
@@ -347,6 +354,50 @@ static int exact_check(const dp_strategy_choice *c, const dp_strategy_run *run)
     return 0;
 }
 
+/* The step cut into shards of the key's rows whatever W (the last may be shorter), this rank
+ * taking a contiguous run of them. Each is computed alone (its own BatchNorm statistics,
+ * gradients overwritten) so its bits do not depend on the rank; only the step's first shard,
+ * always rank 0's, moves BatchNorm's running statistics. */
+static size_t shard_rows(const dp_strategy_choice *c)
+{
+    return (size_t)dp_strategy_key_value(c, "shard");
+}
+
+static dp_range my_shards(const dp_strategy *d, dp_range step)
+{
+    size_t shard = shard_rows(&d->config.choice);
+    return dp_partition((dp_range_size(step) + shard - 1) / shard, d->comm->size, d->comm->rank);
+}
+
+static size_t exact_groups(const dp_strategy *d, dp_range step)
+{
+    return dp_range_size(my_shards(d, step));
+}
+
+static void exact_group(const dp_strategy *d, dp_range step, size_t k, dp_row_group *group)
+{
+    dp_range mine = my_shards(d, step);
+    size_t shard = shard_rows(&d->config.choice), index = mine.begin + k, begin = step.begin + index * shard;
+    *group = (dp_row_group){.rows = {begin, begin + shard < step.end ? begin + shard : step.end}, .alone = 1,
+                            .moves_running = index == 0, .last = index + 1 == mine.end,
+                            .round_total = dp_exact_round_total, .done_span = "add the shard's gradient exactly",
+                            .done_category = "exact"};
+}
+
+static size_t exact_group_rows(const dp_strategy_choice *c, size_t micro_batch, size_t step_batch, int world)
+{
+    (void)micro_batch;
+    (void)world;
+    return shard_rows(c) < step_batch ? shard_rows(c) : step_batch;
+}
+
+/* Only a step's first shard, always rank 0's, moves running statistics, SyncBatchNorm's too. */
+static int exact_statistics(int batchnorms, int sync_batchnorms)
+{
+    (void)sync_batchnorms;
+    return batchnorms > 0;
+}
+
 static const dp_strategy_key keys[] = {
     {.name = "shard", .metavar = "S", .fallback = 32, .least = 1, .most = 2147483647.0, .whole = 1, .arithmetic = 1,
      .help = "rows per shard, whatever the world size; a BatchNorm needs at least 2 in every shard (--exact-shard S)"},
@@ -361,6 +412,11 @@ const dp_strategy_type dp_strategy_exact = {
     .keys = keys,
     .key_count = 1,
     .check = exact_check,
+    .check_groups = exact_check_shards,
+    .groups = exact_groups,
+    .group = exact_group,
+    .group_rows = exact_group_rows,
+    .per_rank_statistics = exact_statistics,
     .any_world = "any (--exact)",
     .blas_threads = 1,
     .blas_threads_why = "--exact's default: OpenBLAS rounds some products differently on more threads",
@@ -368,7 +424,7 @@ const dp_strategy_type dp_strategy_exact = {
     .collective_name = "exact all-reduce",
     .open = exact_open,
     .close = exact_close,
-    .add_shard = exact_add_shard,
+    .group_done = exact_add_shard,
     .finish = exact_finish,
     .describe = exact_describe,
 };

@@ -20,17 +20,18 @@ struct dp_local_sgd {
     float *device;       /* where the all-reduce runs when it wants GPU memory; NULL: in host */
     size_t chunk;        /* floats per all-reduce */
     double *rank_divergence; /* one per rank */
+    double samples;      /* this rank's samples since the replicas last met */
 };
 
 static int local_open(dp_strategy *d)
 {
-    d->local = dp_calloc(1, sizeof *d->local, "the local-sgd state");
-    return d->local ? 0 : DP_ENOMEM;
+    d->state = dp_calloc(1, sizeof(struct dp_local_sgd), "the local-sgd state");
+    return d->state ? 0 : DP_ENOMEM;
 }
 
 static void local_close(dp_strategy *d)
 {
-    struct dp_local_sgd *a = d->local;
+    struct dp_local_sgd *a = d->state;
     if (!a)
         return;
     if (a->host)
@@ -39,59 +40,12 @@ static void local_close(dp_strategy *d)
     free(a->mine);
     free(a->rank_divergence);
     free(a);
-    d->local = NULL;
+    d->state = NULL;
 }
 
-/* Local SGD needs whole replicas, no communication between averagings, and checkpoints and
- * replica checks where the replicas are one model: right after an averaging. */
-static int local_check(const dp_strategy_choice *c, const dp_strategy_run *run)
+static int local_set_replica(dp_strategy *d, const dp_replica_tensor *tensors, int count)
 {
-    long k = (long)dp_strategy_key_value(c, "every");
-    if (run->grad_dtype != DP_DTYPE_F32)
-        return dp_fail(DP_EINVAL, "%s and --grad-dtype %s: local SGD reduces no gradients (it averages the replicas "
-                       "in float32)", c->label, dp_grad_dtype_name(run->grad_dtype));
-    if (run->sync_batchnorms)
-        return dp_fail(DP_EINVAL, "%s and SyncBatchNorm (--sync-bn or batchnorm(sync=1)): it sums statistics over the "
-                       "ranks in every forward and backward, the communication local SGD avoids, across replicas "
-                       "that differ; use plain batchnorm, whose running statistics are averaged with the parameters",
-                       c->label);
-    const char *option = run->checkpoint_every % k ? "--checkpoint-every" : run->check_replicas % k ? "--check-replicas"
-                                                                                                    : NULL;
-    if (option)
-        return dp_fail(DP_EINVAL, "%s %ld and %s: the ranks hold one model only right after an averaging, every %ld "
-                       "steps; use a multiple of %ld", option,
-                       run->checkpoint_every % k ? run->checkpoint_every : run->check_replicas, c->label, k, k);
-    return 0;
-}
-
-static const dp_strategy_key keys[] = {
-    {.name = "every", .metavar = "K", .fallback = 8, .least = 1, .most = 1e15, .whole = 1, .arithmetic = 1,
-     .help = "optimizer steps between averagings (--average-every K)"},
-};
-
-const dp_strategy_type dp_strategy_local_sgd = {
-    .name = "local-sgd",
-    .summary = "local SGD (PostLocalSGDOptimizer): no gradient all-reduce; each rank steps on its own samples and "
-               "every K steps the parameters, optimizer state and BatchNorm statistics are averaged, weighted by "
-               "samples (docs/STRATEGIES.md; flawed by design: replicas drift between averagings)",
-    .keys = keys,
-    .key_count = 1,
-    .check = local_check,
-    .gradient_collective = DP_ALLREDUCE,
-    .collective_name = "all-reduce",
-    .local_steps = 1,
-    .open = local_open,
-    .close = local_close,
-};
-
-int dp_strategy_local_steps(const dp_strategy *d)
-{
-    return d->type->local_steps;
-}
-
-int dp_strategy_prepare_average(dp_strategy *d, const dp_replica_tensor *tensors, int count)
-{
-    struct dp_local_sgd *a = d->local;
+    struct dp_local_sgd *a = d->state;
     if (!a || count < 1)
         return dp_fail(DP_EINVAL, "only local-sgd averages replicas, and it needs the parameters to average");
     const dp_backend *be = d->buffers.be;
@@ -117,7 +71,7 @@ int dp_strategy_prepare_average(dp_strategy *d, const dp_replica_tensor *tensors
  * algorithm sums there). */
 static int sum_over_ranks(dp_strategy *d)
 {
-    struct dp_local_sgd *a = d->local;
+    struct dp_local_sgd *a = d->state;
     const dp_backend *be = d->buffers.be;
     int status = 0;
     for (size_t at = 0; !status && at < a->total; at += a->chunk) {
@@ -136,7 +90,7 @@ static int sum_over_ranks(dp_strategy *d)
 /* ||mine - mean|| / ||mean|| over the parameters, in double; every rank's, then the largest. */
 static int measure_divergence(dp_strategy *d, double *divergence)
 {
-    struct dp_local_sgd *a = d->local;
+    struct dp_local_sgd *a = d->state;
     double apart = 0.0, norm = 0.0;
     for (size_t i = 0; i < a->tensors[0].count; i++) {
         double diff = (double)a->mine[i] - (double)a->host[i];
@@ -152,13 +106,16 @@ static int measure_divergence(dp_strategy *d, double *divergence)
     return status;
 }
 
-int dp_strategy_average(dp_strategy *d, double samples, double *divergence)
+/* Every replica tensor becomes the replicas' mean weighted by the samples each rank took since
+ * the last averaging (`samples`: this rank's), through all-reduces with the comm's algorithm,
+ * bitwise the same on every rank afterwards; *divergence gets what the parameters were before. */
+static int average(dp_strategy *d, double samples, double *divergence)
 {
-    struct dp_local_sgd *a = d->local;
+    struct dp_local_sgd *a = d->state;
     const dp_backend *be = d->buffers.be;
     *divergence = 0.0;
     if (!a || !a->host)
-        return dp_fail(DP_EINVAL, "the replicas cannot be averaged: dp_strategy_prepare_average was not called");
+        return dp_fail(DP_EINVAL, "the replicas cannot be averaged: dp_strategy_set_replica was not called");
     if (d->comm->size == 1)
         return 0;
     double all_samples = samples;
@@ -180,3 +137,107 @@ int dp_strategy_average(dp_strategy *d, double samples, double *divergence)
         be->upload(be, a->tensors[i].data, a->host + at, a->tensors[i].count * sizeof(float));
     return 0;
 }
+
+static long every(const dp_strategy *d)
+{
+    return (long)dp_strategy_key_value(&d->config.choice, "every");
+}
+
+/* Every K steps by the global count, so a resume keeps the schedule, and after the last, so
+ * --save and the last checkpoint hold one model. The averaging is communication. */
+static int local_after_update(dp_strategy *d, const dp_update_done *done, dp_update_report *report)
+{
+    struct dp_local_sgd *a = d->state;
+    a->samples += done->rows;
+    if (done->steps_done % every(d) && done->steps_done != done->total_steps)
+        return 0;
+    double started = MPI_Wtime();
+    int status = average(d, a->samples, &report->divergence);
+    a->samples = 0.0;
+    report->averaged = 1;
+    double ended = MPI_Wtime();
+    d->times.busy += ended - started;
+    if (d->on_span)
+        d->on_span(d->span_arg, "average the replicas", started, ended);
+    return status;
+}
+
+static int local_replicas_agree(const dp_strategy *d, long steps_done)
+{
+    return steps_done % every(d) == 0;
+}
+
+/* Each rank keeps its statistics until the averaging. */
+static int local_statistics(int batchnorms, int sync_batchnorms)
+{
+    (void)batchnorms;
+    (void)sync_batchnorms;
+    return 0;
+}
+
+/* Local SGD needs whole replicas, no communication between averagings, and checkpoints and
+ * replica checks where the replicas are one model: right after an averaging. */
+static int local_check(const dp_strategy_choice *c, const dp_strategy_run *run)
+{
+    long k = (long)dp_strategy_key_value(c, "every");
+    if (run->grad_dtype != DP_DTYPE_F32)
+        return dp_fail(DP_EINVAL, "%s and --grad-dtype %s: local SGD reduces no gradients (it averages the replicas "
+                       "in float32)", c->label, dp_grad_dtype_name(run->grad_dtype));
+    if (run->sync_batchnorms)
+        return dp_fail(DP_EINVAL, "%s and SyncBatchNorm (--sync-bn or batchnorm(sync=1)): it sums statistics over the "
+                       "ranks in every forward and backward, the communication local SGD avoids, across replicas "
+                       "that differ; use plain batchnorm, whose running statistics are averaged with the parameters",
+                       c->label);
+    const char *option = run->checkpoint_every % k ? "--checkpoint-every" : run->check_replicas % k ? "--check-replicas"
+                                                                                                    : NULL;
+    if (option)
+        return dp_fail(DP_EINVAL, "%s %ld and %s: the ranks hold one model only right after an averaging, every %ld "
+                       "steps; use a multiple of %ld", option,
+                       run->checkpoint_every % k ? run->checkpoint_every : run->check_replicas, c->label, k, k);
+    return 0;
+}
+
+static int local_gradients(const dp_strategy *d, char *text, size_t size)
+{
+    snprintf(text, size, "each rank's own, never reduced (the replicas are averaged by all-reduce %s)",
+             dp_comm_algorithm_name(d->comm));
+    return 1;
+}
+
+/* The banner's strategy line. */
+static int local_describe(const dp_strategy *d, char *text, size_t size)
+{
+    long k = (long)dp_strategy_key_value(&d->config.choice, "every");
+    if (d->comm->size == 1)
+        return snprintf(text, size, "%s on one rank: nothing to reduce", d->type->name);
+    return snprintf(text, size, "%s: every %ld step%s the parameters, optimizer state and running statistics are "
+                    "averaged, weighted by samples", d->type->name, k, k == 1 ? "" : "s");
+}
+
+static const dp_strategy_key keys[] = {
+    {.name = "every", .metavar = "K", .fallback = 8, .least = 1, .most = 1e15, .whole = 1, .arithmetic = 1,
+     .help = "optimizer steps between averagings (--average-every K)"},
+};
+
+const dp_strategy_type dp_strategy_local_sgd = {
+    .name = "local-sgd",
+    .summary = "local SGD (PostLocalSGDOptimizer): no gradient all-reduce; each rank steps on its own samples and "
+               "every K steps the parameters, optimizer state and BatchNorm statistics are averaged, weighted by "
+               "samples (docs/STRATEGIES.md; flawed by design: replicas drift between averagings)",
+    .keys = keys,
+    .key_count = 1,
+    .check = local_check,
+    .after_update = local_after_update,
+    .set_replica = local_set_replica,
+    .replicas_agree = local_replicas_agree,
+    .per_rank_statistics = local_statistics,
+    .scales_locally = 1,
+    .describe = local_describe,
+    .describe_gradients = local_gradients,
+    .gradient_collective = DP_ALLREDUCE,
+    .collective_name = "all-reduce",
+    .local_steps = 1,
+    .open = local_open,
+    .close = local_close,
+};
+

@@ -7,7 +7,7 @@
 
 #include "dp/error.h"
 #include "dp/partition.h"
-#include "src/strategy/zero.h"
+#include "src/strategy/strategy_type.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -32,15 +32,14 @@ dp_strategy_config dp_strategy_default_config(const dp_strategy_choice *choice, 
                                 .first_bucket_mb = FIRST_BUCKET_MB < bucket_mb ? FIRST_BUCKET_MB : bucket_mb};
 }
 
-static size_t piece_floats(const dp_strategy *d, int world);
-
-static int alloc_units(dp_strategy_units *u, int n)
+int dp_strategy_alloc_units(dp_strategy_units *u, int n, int segments)
 {
+    u->first = dp_calloc((size_t)(segments ? segments : 1), sizeof *u->first, "the unit map");
     size_t slots = (size_t)(n ? n : 1);
     u->offset = dp_calloc(slots, sizeof *u->offset, "the units");
     u->count = dp_calloc(slots, sizeof *u->count, "the units");
     u->segment = dp_calloc(slots, sizeof *u->segment, "the units");
-    return u->offset && u->count && u->segment ? 0 : DP_ENOMEM;
+    return u->first && u->offset && u->count && u->segment ? 0 : DP_ENOMEM;
 }
 
 static void free_units(dp_strategy_units *u)
@@ -51,27 +50,39 @@ static void free_units(dp_strategy_units *u)
     free(u->first);
 }
 
-/* The units of d's layout cut in pieces of `piece` floats where a segment exceeds the block. */
-static int plan_unit_set(dp_strategy *d, size_t piece, dp_strategy_units *u)
+size_t dp_strategy_ddp_piece(const dp_strategy *d, int world)
 {
-    const dp_strategy_layout *l = &d->layout;
-    u->first = dp_calloc((size_t)(l->segments ? l->segments : 1), sizeof *u->first, "the unit map");
-    int n = u->first ? dp_strategy_plan_units(l, d->type, &d->config, d->block_floats, piece, u) : DP_ENOMEM;
-    int status = n < 0 ? n : alloc_units(u, n);
-    if (!status)
-        dp_strategy_plan_units(l, d->type, &d->config, d->block_floats, piece, u);
-    u->layout = (dp_strategy_layout){.segments = n, .offset = u->offset, .count = u->count, .total = l->total};
-    return status;
+    double floats = d->config.first_bucket_mb * MIB_FLOATS;
+    return world == 1 ? 0 : floats >= 1.0 ? (size_t)floats : 1;
 }
 
-/* What the budget cuts (zero_units.c): stage 3's gathers in blocks of the budget, the
- * gradients in backward's pieces (the buckets merge them); without one, the segments. */
+/* Without a budget every segment is one unit, gathered and bucketed whole. */
+static int plan_segments(dp_strategy *d, int world)
+{
+    const dp_strategy_layout *l = &d->layout;
+    d->block_floats = SIZE_MAX;
+    d->piece_floats = dp_strategy_ddp_piece(d, world);
+    dp_strategy_units *sets[] = {&d->gathers, &d->grads};
+    for (size_t i = 0; i < sizeof sets / sizeof *sets; i++) {
+        dp_strategy_units *u = sets[i];
+        int status = dp_strategy_alloc_units(u, l->segments, l->segments);
+        for (int s = 0; !status && s < l->segments; s++) {
+            u->first[s] = u->segment[s] = s;
+            u->offset[s] = l->offset[s];
+            u->count[s] = l->count[s];
+        }
+        u->layout = (dp_strategy_layout){.segments = l->segments, .offset = u->offset, .count = u->count,
+                                         .total = l->total};
+        if (status)
+            return status;
+    }
+    return 0;
+}
+
+/* The units the type plans (ZeRO under a budget cuts large segments), else the segments. */
 static int plan_units(dp_strategy *d, int world)
 {
-    d->block_floats = dp_strategy_block_floats(d->type, &d->config, d->layout.total, world);
-    d->piece_floats = piece_floats(d, world);
-    int status = plan_unit_set(d, d->block_floats, &d->gathers);
-    return status ? status : plan_unit_set(d, d->piece_floats, &d->grads);
+    return d->type->plan_units ? d->type->plan_units(d, world) : plan_segments(d, world);
 }
 
 /* Buckets over the units, none larger than a unit may be under the budget. */
@@ -110,11 +121,7 @@ size_t dp_strategy_largest_bucket(const dp_strategy *d)
 
 size_t dp_strategy_spans_per_step(const dp_strategy *d, size_t groups)
 {
-    size_t per_group = (size_t)d->nbuckets;
-    if (d->type->shards_params) { /* stage 3: each unit gathered for both passes, each column unit for dX */
-        size_t units = d->gathers.layout.segments > 0 ? (size_t)d->gathers.layout.segments : (size_t)d->layout.segments;
-        per_group += 2 * units + (d->zero ? (size_t)d->zero->columns.units : 0);
-    }
+    size_t per_group = (size_t)d->nbuckets + (d->type->spans_per_group ? d->type->spans_per_group(d) : 0);
     return groups * per_group + 2; /* and after the last group: ZeRO-1 and 2's all-gather, or --exact's sums */
 }
 
@@ -153,10 +160,12 @@ static int runs_progress_thread(const dp_strategy *d)
     return d->comm->size > 1 && d->config.overlap && d->config.progress_us > 0 && !d->type->local_steps;
 }
 
-int dp_strategy_init(dp_strategy *d, dp_comm *comm, const dp_strategy_layout *layout, const dp_strategy_buffers *buffers,
-                 const dp_strategy_config *config)
+int dp_strategy_open(dp_strategy **out, dp_comm *comm, const dp_strategy_layout *layout,
+                     const dp_strategy_buffers *buffers, const dp_strategy_config *config)
 {
-    memset(d, 0, sizeof *d);
+    dp_strategy *d = *out = dp_calloc(1, sizeof *d, "the strategy");
+    if (!d)
+        return DP_ENOMEM;
     d->type = dp_strategy_find(config->choice.name);
     if (!d->type)
         return dp_fail(DP_EINVAL, "no strategy called '%s' (known: %s)", config->choice.name,
@@ -180,14 +189,16 @@ int dp_strategy_init(dp_strategy *d, dp_comm *comm, const dp_strategy_layout *la
     return status;
 }
 
-void dp_strategy_free(dp_strategy *d)
+void dp_strategy_close(dp_strategy *d)
 {
+    if (!d)
+        return;
     if (d->comm && runs_progress_thread(d))
         dp_comm_stop_progress_thread(d->comm);
     if (d->type && d->type->close)
         d->type->close(d);
     free_plan(d);
-    memset(d, 0, sizeof *d);
+    free(d);
 }
 
 /* A micro-batch's backward begins: whether it communicates, and every bucket waits for all of
@@ -198,16 +209,6 @@ static void begin_micro(dp_strategy *d, int communicate)
     d->communicate = !d->type->local_steps && (d->type->reduces_every_micro || (communicate && d->comm->size > 1));
     for (int i = 0; i < d->nbuckets; i++)
         d->buckets[i].pending = d->buckets[i].count;
-}
-
-int dp_strategy_sums_shards(const dp_strategy *d)
-{
-    return d->type->add_shard != NULL;
-}
-
-int dp_strategy_backward_accumulates(const dp_strategy *d)
-{
-    return !d->type->reduces_every_micro;
 }
 
 static int progress(dp_strategy *d);
@@ -246,16 +247,6 @@ static int progress(dp_strategy *d)
     d->times.exposed += spent;
     d->times.in_backward += spent;
     return status;
-}
-
-/* The same pieces in every stage, with or without overlap: a blocked product may round unlike
- * the whole one (OpenBLAS's small-matrix kernels), and the stages promise ring DDP's bits.
- * Under a budget, no piece larger than its block. */
-static size_t piece_floats(const dp_strategy *d, int world)
-{
-    double floats = d->config.first_bucket_mb * MIB_FLOATS;
-    size_t ddp = world == 1 ? 0 : floats >= 1.0 ? (size_t)floats : 1;
-    return d->block_floats == SIZE_MAX ? ddp : ddp && ddp < d->block_floats ? ddp : d->block_floats;
 }
 
 size_t dp_strategy_block(const dp_strategy *d)
@@ -361,34 +352,80 @@ int dp_strategy_shards_state(const dp_strategy *d)
     return d->type->shards_state;
 }
 
-static int after_update(void *arg)
+static int after_update(void *arg, const dp_update_done *done, dp_update_report *report)
 {
     dp_strategy *d = arg;
+    *report = (dp_update_report){0};
     if (!d->type->after_update)
         return 0;
     double started = MPI_Wtime();
-    int status = d->type->after_update(d);
+    int status = d->type->after_update(d, done, report);
     double spent = MPI_Wtime() - started;
     d->times.exposed += spent;
     d->times.in_update += spent;
     return status;
 }
 
-static int shard_done(void *arg, int last)
+static int group_done(void *arg, int last)
 {
     dp_strategy *d = arg;
-    return d->type->add_shard ? d->type->add_shard(d, last) : 0;
+    return d->type->group_done ? d->type->group_done(d, last) : 0;
+}
+
+size_t dp_strategy_groups(const dp_strategy *d, dp_range step)
+{
+    return d->type->groups ? d->type->groups(d, step) : dp_strategy_micro_groups(d, step);
+}
+
+void dp_strategy_group(const dp_strategy *d, dp_range step, size_t k, dp_row_group *group)
+{
+    if (d->type->group)
+        d->type->group(d, step, k, group);
+    else
+        dp_strategy_micro_group(d, step, k, group);
+}
+
+float dp_strategy_grad_scale(const dp_strategy *d, dp_range step)
+{
+    if (!d->type->scales_locally) /* sum then divide by the global count: exact for uneven slices */
+        return 1.0f / (float)dp_range_size(step);
+    double rows = 0.0;
+    for (size_t k = 0; k < dp_strategy_groups(d, step); k++) {
+        dp_row_group group;
+        dp_strategy_group(d, step, k, &group);
+        rows += (double)dp_range_size(group.rows);
+    }
+    return rows > 0.0 ? 1.0f / (float)rows : 0.0f;
+}
+
+int dp_strategy_set_replica(dp_strategy *d, const dp_replica_tensor *tensors, int count)
+{
+    return d->type->set_replica ? d->type->set_replica(d, tensors, count) : 0;
+}
+
+int dp_strategy_per_rank_statistics(const dp_strategy *d, int batchnorms, int sync_batchnorms)
+{
+    return d->type->per_rank_statistics ? d->type->per_rank_statistics(batchnorms, sync_batchnorms)
+                                        : batchnorms > sync_batchnorms;
+}
+
+int dp_strategy_replicas_agree(const dp_strategy *d, long steps_done)
+{
+    return d->type->replicas_agree ? d->type->replicas_agree(d, steps_done) : 1;
 }
 
 void dp_strategy_attach(dp_strategy *d, dp_step_hooks *hooks)
 {
     *hooks = (dp_step_hooks){.before = before_module, .grad_ready = grad_ready, .finish = finish,
-                             .after_update = after_update, .shard_done = shard_done, .arg = d};
-    if (d->block_floats != SIZE_MAX) {
-        hooks->place = dp_zero_place;
-        hooks->fetch = d->type->shards_params ? dp_zero_fetch : NULL;
-        hooks->fetch_columns = d->type->shards_params ? dp_zero_fetch_columns : NULL;
-    }
+                             .after_update = after_update, .group_done = group_done, .arg = d};
+    if (d->type->attach)
+        d->type->attach(d, hooks);
+}
+
+void dp_strategy_observe_spans(dp_strategy *d, dp_strategy_span_fn on_span, void *arg)
+{
+    d->on_span = on_span;
+    d->span_arg = arg;
 }
 
 void dp_strategy_set_bucket_hook(dp_strategy *d, const dp_bucket_hook *hook)
@@ -405,14 +442,10 @@ dp_strategy_times dp_strategy_take_times(dp_strategy *d)
 }
 
 /* The buckets' part of the description; returns the characters written. */
-static int describe_buckets(const dp_strategy *d, char *text, size_t size)
+static int describe_bucket_plan(const dp_strategy *d, char *text, size_t size)
 {
     if (d->comm->size == 1)
         return snprintf(text, size, "%s on one rank: nothing to reduce", d->type->name);
-    if (d->type->local_steps)
-        return snprintf(text, size, "%s: every %ld step%s the parameters, optimizer state and running statistics "
-                        "are averaged, weighted by samples", d->type->name, (long)dp_strategy_key_value(&d->config.choice, "every"),
-                        dp_strategy_key_value(&d->config.choice, "every") == 1 ? "" : "s");
     if (!d->config.overlap && d->type->reduces_every_micro)
         return snprintf(text, size, "%s, %d bucket%s in backward order, each %s run as backward finishes it, one "
                         "at a time (--no-overlap)", d->type->name, d->nbuckets, d->nbuckets == 1 ? "" : "s",
@@ -425,25 +458,39 @@ static int describe_buckets(const dp_strategy *d, char *text, size_t size)
                     d->config.first_bucket_mb, d->config.bucket_mb, d->type->collective_name);
 }
 
-void dp_strategy_describe(const dp_strategy *d, char *text, size_t size)
+int dp_strategy_bucket_count(const dp_strategy *d)
 {
-    if (d->type->describe) {
-        d->type->describe(d, text, size);
-        return;
-    }
-    int used = describe_buckets(d, text, size);
+    return d->nbuckets;
+}
+
+const char *dp_strategy_collective(const dp_strategy *d)
+{
+    return d->type->collective_name;
+}
+
+int dp_strategy_describe_gradients(const dp_strategy *d, char *text, size_t size)
+{
+    return d->type->describe_gradients ? d->type->describe_gradients(d, text, size) : 0;
+}
+
+const dp_strategy_layout *dp_strategy_gathered_units(const dp_strategy *d)
+{
+    return d->type->shards_params ? &d->gathers.layout : NULL;
+}
+
+int dp_strategy_describe_buckets(const dp_strategy *d, char *text, size_t size)
+{
+    int used = describe_bucket_plan(d, text, size);
     if (used >= 0 && (size_t)used < size && d->comm->size > 1 && d->config.overlap && d->config.progress_us > 0)
         used += snprintf(text + used, size - (size_t)used, ", a progress thread every %ld us",
                          d->config.progress_us);
-    if (used < 0 || (size_t)used >= size || !d->type->shards_state)
-        return;
-    if (!d->type->shards_params)
-        used += snprintf(text + used, size - (size_t)used, "; the updated shards all-gathered after the optimizer");
+    return used;
+}
+
+void dp_strategy_describe(const dp_strategy *d, char *text, size_t size)
+{
+    if (d->type->describe)
+        d->type->describe(d, text, size);
     else
-        used += snprintf(text + used, size - (size_t)used, "; each module's parameters all-gathered before its "
-                         "forward and backward%s", d->config.overlap ? ", the next module's prefetched" : "");
-    if (used >= 0 && (size_t)used < size && d->type->shards_grads && d->block_floats != SIZE_MAX)
-        snprintf(text + used, size - (size_t)used, "; working set under --zero-live-mb %.3g MiB: modules over %zu "
-                 "floats in blocks of rows%s", dp_strategy_live_mb(&d->config, d->layout.total, d->comm->size),
-                 d->block_floats, d->type->shards_params ? " (input gradients from blocks of columns)" : "");
+        dp_strategy_describe_buckets(d, text, size);
 }

@@ -7,6 +7,56 @@
 
 #include "dp/strategy.h"
 
+/* A contiguous slice of the gradient buffer reduced by one request: of segments
+ * [first_segment, last_segment] (whole ones, or, where buckets cut segments, parts of the two
+ * at its ends), filled last segment first. */
+typedef struct dp_bucket {
+    size_t offset, count;
+    size_t pending;       /* floats backward has yet to report final this micro-batch */
+    int first_segment, last_segment;
+    int started, completed; /* since its last start */
+    dp_request *request;
+    double started_at, done_at; /* MPI_Wtime; done_at: when the rank saw it complete */
+    char label[32];
+    dp_request_args args;  /* its collective as last started (the bucket hook sees it) */
+} dp_bucket;
+
+/* Slices of the flat buffers, in ascending offsets: whole segments, or blocks of their rows. */
+typedef struct dp_strategy_units {
+    dp_strategy_layout layout; /* the units, as segments of their own */
+    size_t *offset, *count;
+    int *segment;              /* unit -> the segment it is part of */
+    int *first;                /* segment -> its first unit */
+} dp_strategy_units;
+
+struct dp_strategy {
+    const struct dp_strategy_type *type;
+    dp_comm *comm;
+    dp_strategy_layout layout;
+    dp_strategy_buffers buffers;
+    dp_strategy_config config;
+    dp_bucket *buckets;
+    int nbuckets;
+    int polled_from, polled_to; /* buckets [from, to) may be in flight: what poll looks at */
+    int *bucket_of;        /* gradient unit (grads) -> its bucket */
+    /* Stages 2 and 3 under a budget: the segments, those larger than block_floats cut in row
+     * blocks (zero_units.c): of block_floats for stage 3's gathers, of the gradient pieces
+     * backward reports for the buckets (which merge whole units up to the block). */
+    dp_strategy_units gathers, grads;
+    size_t block_floats;   /* SIZE_MAX: unlimited */
+    size_t piece_floats;   /* backward's gradient pieces (dp_strategy_piece_floats), as the units were cut */
+    int communicate;       /* this micro-batch's backward reduces */
+    /* While a CUDA graph captures the step: the cudaStream_t the buckets' collectives join on
+     * the device, never polled or waited for by the host (dp_strategy_join_on). NULL: the host's. */
+    void *join_stream;
+    dp_bucket_hook bucket_hook;
+    dp_strategy_times times;
+    dp_strategy_span_fn on_span;
+    void *span_arg;
+    void *state;           /* its type's own: ZeRO's shards and working buffers, --exact's
+                            * accumulator, local SGD's averaging (NULL for DDP) */
+};
+
 /* A key a strategy takes after its name (--strategy NAME:KEY=VALUE): a number in [least,
  * most] (whole when `whole`) or one of two words standing for values. */
 typedef struct dp_strategy_key {
@@ -53,12 +103,36 @@ typedef struct dp_strategy_type {
     float *(*bucket_data)(dp_strategy *d, dp_bucket *b);
     /* Bucket b's collective has completed: its result where the optimizer reads it. */
     void (*bucket_done)(dp_strategy *d, dp_bucket *b);
-    int (*after_update)(dp_strategy *d);
-    /* --exact: a shard's gradient is final (add it up); finish instead of the buckets' wait;
-     * the banner's line. */
-    int (*add_shard)(dp_strategy *d, int last);
+    int (*after_update)(dp_strategy *d, const dp_update_done *done, dp_update_report *report);
+    /* The tensors that make a replica, for a strategy that moves them (local SGD); NULL: kept
+     * by nobody. Whether the ranks hold one model after steps_done steps (NULL: always). */
+    int (*set_replica)(dp_strategy *d, const dp_replica_tensor *tensors, int count);
+    int (*replicas_agree)(const dp_strategy *d, long steps_done);
+    /* Whether its ranks' running statistics differ after a step (NULL: where plain BatchNorms
+     * normalise per rank). */
+    int (*per_rank_statistics)(int batchnorms, int sync_batchnorms);
+    /* A row group's gradient is final (--exact adds a shard up); finish instead of the buckets'
+     * wait; the banner's line. */
+    int (*group_done)(dp_strategy *d, int last);
     int (*finish)(dp_strategy *d);
     int (*describe)(const dp_strategy *d, char *text, size_t size);
+    /* The units its gathers and buckets take (NULL: a segment each, no budget): sets the
+     * strategy's block_floats, piece_floats, gathers and grads. */
+    int (*plan_units)(dp_strategy *d, int world);
+    /* Hooks of its own beside the common ones (a budget's fetch and place), NULL: none. */
+    void (*attach)(dp_strategy *d, dp_step_hooks *hooks);
+    /* Collectives it reports per row group beyond the buckets' (stage 3's gathers). */
+    size_t (*spans_per_group)(const dp_strategy *d);
+    /* The step's shape (NULL: micro-batches, micro_batches.c): this rank's row groups, group
+     * k, the most rows of a group, and what it refuses of the groups' sizes. */
+    size_t (*groups)(const dp_strategy *d, dp_range step);
+    void (*group)(const dp_strategy *d, dp_range step, size_t k, dp_row_group *group);
+    size_t (*group_rows)(const dp_strategy_choice *c, size_t micro_batch, size_t step_batch, int world);
+    int (*check_groups)(const dp_strategy_choice *c, const dp_strategy_run *run);
+    /* Each rank steps with the mean gradient of its own rows (local SGD). */
+    int scales_locally;
+    /* Where it reduces no gradients, how they go instead (the banner's gradients line). */
+    int (*describe_gradients)(const dp_strategy *d, char *text, size_t size);
 } dp_strategy_type;
 
 /* The registry's i-th strategy (registry.c); NULL past the last. */
@@ -68,6 +142,22 @@ extern const dp_strategy_type dp_strategy_ddp, dp_strategy_zero1, dp_strategy_ze
     dp_strategy_local_sgd, dp_strategy_exact;
 
 #define MIB_FLOATS ((double)(1 << 20) / sizeof(float))
+
+/* strategy.c: room for n units over `segments` segments (first, offset, count, segment). */
+int dp_strategy_alloc_units(dp_strategy_units *u, int n, int segments);
+/* The pieces backward reports its gradients in without a budget: the first bucket's size, so a
+ * large layer's first collective starts early; the same under every strategy and with or
+ * without overlap, so a GEMM is cut alike whatever the strategy (a blocked product may round
+ * unlike the whole one: OpenBLAS's small-matrix kernels); 0 (whole modules) on one rank. */
+size_t dp_strategy_ddp_piece(const dp_strategy *d, int world);
+/* The buckets' line of the banner (and the progress thread); returns the characters written. */
+int dp_strategy_describe_buckets(const dp_strategy *d, char *text, size_t size);
+
+/* micro_batches.c: the default shape, this rank's slices of the step's micro-batches. */
+size_t dp_strategy_micro_groups(const dp_strategy *d, dp_range step);
+void dp_strategy_micro_group(const dp_strategy *d, dp_range step, size_t k, dp_row_group *group);
+size_t dp_strategy_micro_rows(const dp_strategy_choice *c, size_t micro_batch, size_t step_batch, int world);
+int dp_strategy_check_micro_rows(const dp_strategy_choice *c, const dp_strategy_run *run);
 
 /* buckets.c: the plan and the life of each bucket, for strategy.c and the ZeRO stages. */
 /* How buckets take segments: whole (a bucket closes once it reaches its cap, as DDP's), cut at

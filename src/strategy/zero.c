@@ -106,7 +106,7 @@ static int reserve(dp_strategy *d, const struct dp_zero *z)
 
 static void zero_close(dp_strategy *d)
 {
-    struct dp_zero *z = d->zero;
+    struct dp_zero *z = zero_of(d);
     if (!z)
         return;
     const dp_backend *be = backend(d);
@@ -127,7 +127,7 @@ static void zero_close(dp_strategy *d)
     dp_zero_free_columns(&z->columns);
     free(z->slot_of);
     free(z);
-    d->zero = NULL;
+    d->state = NULL;
 }
 
 static int zero_open(dp_strategy *d)
@@ -135,7 +135,7 @@ static int zero_open(dp_strategy *d)
     struct dp_zero *z = dp_calloc(1, sizeof *z, "the ZeRO state");
     if (!z)
         return DP_ENOMEM;
-    d->zero = z;
+    d->state = z;
     z->shard = dp_partition(d->layout.total, d->comm->size, d->comm->rank);
     z->bucket_floats = dp_strategy_largest_bucket(d);
     z->unit_floats = dp_strategy_largest_unit(d);
@@ -164,7 +164,7 @@ static int drain(dp_strategy *d)
     }
     if (started) {
         dp_strategy_account_buckets(d);
-        d->zero->micro++;
+        zero_of(d)->micro++;
     }
     return status;
 }
@@ -172,7 +172,7 @@ static int drain(dp_strategy *d)
 /* A free slot for bucket index `bucket`, waiting for the oldest bucket in flight if none is. */
 static int acquire_slot(dp_strategy *d, int bucket)
 {
-    struct dp_zero *z = d->zero;
+    struct dp_zero *z = zero_of(d);
     int status = bucket == 0 ? drain(d) : 0;
     while (!status && z->slot_of[bucket] < 0) {
         int free_slot = -1, oldest = -1;
@@ -203,7 +203,7 @@ static int bind_gradients(dp_strategy *d, int segment, float **grads)
     const dp_bucket *b = &d->buckets[bucket];
     int status = unit == b->last_segment ? acquire_slot(d, bucket) : 0;
     if (!status)
-        *grads = d->zero->grads[d->zero->slot_of[bucket]].data + (d->layout.offset[segment] - b->offset);
+        *grads = zero_of(d)->grads[zero_of(d)->slot_of[bucket]].data + (d->layout.offset[segment] - b->offset);
     return status;
 }
 
@@ -220,14 +220,14 @@ int dp_zero_place(void *arg, size_t offset, size_t count, float **data)
     double entered = MPI_Wtime();
     int status = offset + count == b->offset + b->count ? acquire_slot(d, bucket) : 0;
     if (!status)
-        *data = d->zero->grads[d->zero->slot_of[bucket]].data + (offset - b->offset);
+        *data = zero_of(d)->grads[zero_of(d)->slot_of[bucket]].data + (offset - b->offset);
     dp_zero_count_wait(d, entered);
     return status;
 }
 
 static float *bucket_data(dp_strategy *d, dp_bucket *b)
 {
-    zero_grad_slot *slot = &d->zero->grads[d->zero->slot_of[b - d->buckets]];
+    zero_grad_slot *slot = &zero_of(d)->grads[zero_of(d)->slot_of[b - d->buckets]];
     if (!slot->host)
         return slot->data;
     backend(d)->download(backend(d), slot->host, slot->data, b->count * sizeof(float));
@@ -238,7 +238,7 @@ static float *bucket_data(dp_strategy *d, dp_bucket *b)
  * micro-batch copies, later ones add), and the slot is free again. */
 static void bucket_done(dp_strategy *d, dp_bucket *b)
 {
-    struct dp_zero *z = d->zero;
+    struct dp_zero *z = zero_of(d);
     int bucket = (int)(b - d->buckets);
     zero_grad_slot *slot = &z->grads[z->slot_of[bucket]];
     dp_range mine = dp_zero_overlap(z->shard, b->offset, b->count);
@@ -256,7 +256,7 @@ static int before_module(dp_strategy *d, int segment, int backward, float **weig
 {
     zero_gather_slot *g;
     int status = 0;
-    d->zero->backward = backward;
+    zero_of(d)->backward = backward;
     if (d->type->shards_params && !dp_zero_segment_is_cut(d, segment) &&
         !(status = dp_zero_gather_with_prefetch(d, d->gathers.first[segment], backward, &g)))
         *weights = g->data;
@@ -274,7 +274,7 @@ static int gather_updated_parameters(dp_strategy *d)
         return 0;
     const dp_backend *be = backend(d);
     size_t total = d->layout.total;
-    dp_range mine = d->zero->shard;
+    dp_range mine = zero_of(d)->shard;
     float *buf = d->buffers.weights;
     if (d->buffers.staged) {
         buf = d->buffers.comm_grads;
@@ -292,9 +292,11 @@ static int gather_updated_parameters(dp_strategy *d)
     return status;
 }
 
-static int after_update(dp_strategy *d)
+static int after_update(dp_strategy *d, const dp_update_done *done, dp_update_report *report)
 {
-    d->zero->micro = 0;
+    (void)done;
+    (void)report;
+    zero_of(d)->micro = 0;
     return d->type->shards_params ? dp_zero_forget_gathered(d) : gather_updated_parameters(d);
 }
 
@@ -302,8 +304,8 @@ void dp_strategy_update_memory(const dp_strategy *d, float **params, float **gra
 {
     size_t begin, end;
     dp_strategy_shard(d, &begin, &end);
-    *params = d->type->shards_params ? d->zero->param_shard : d->buffers.weights + begin;
-    *grads = d->type->shards_grads ? d->zero->grad_shard : d->buffers.grads + begin;
+    *params = d->type->shards_params ? zero_of(d)->param_shard : d->buffers.weights + begin;
+    *grads = d->type->shards_grads ? zero_of(d)->grad_shard : d->buffers.grads + begin;
 }
 
 /* Stages 2 and 3's working set under a budget (DeepSpeed's stage3_max_live_parameters). */
@@ -316,6 +318,42 @@ static const dp_strategy_key budget_keys[] = {
              "the rank's sharded state, at least 1 MiB; unlimited: whole modules (--zero-live-mb)"},
 };
 
+/* The buckets, then what the stage shards and how its budget cuts modules. */
+static int zero_describe(const dp_strategy *d, char *text, size_t size)
+{
+    int used = dp_strategy_describe_buckets(d, text, size);
+    if (used < 0 || (size_t)used >= size)
+        return used;
+    if (!d->type->shards_params)
+        used += snprintf(text + used, size - (size_t)used, "; the updated shards all-gathered after the optimizer");
+    else
+        used += snprintf(text + used, size - (size_t)used, "; each module's parameters all-gathered before its "
+                         "forward and backward%s", d->config.overlap ? ", the next module's prefetched" : "");
+    if (used >= 0 && (size_t)used < size && d->type->shards_grads && d->block_floats != SIZE_MAX)
+        used += snprintf(text + used, size - (size_t)used, "; working set under --zero-live-mb %.3g MiB: modules over "
+                         "%zu floats in blocks of rows%s", dp_strategy_live_mb(&d->config, d->layout.total, d->comm->size),
+                         d->block_floats, d->type->shards_params ? " (input gradients from blocks of columns)" : "");
+    return used;
+}
+
+/* Stage 3: each unit gathered for both passes, each column unit for the input gradients. */
+static size_t gathers_per_group(const dp_strategy *d)
+{
+    size_t units = d->gathers.layout.segments > 0 ? (size_t)d->gathers.layout.segments : (size_t)d->layout.segments;
+    return 2 * units + (zero_of(d) ? (size_t)zero_of(d)->columns.units : 0);
+}
+
+/* Under a budget a cut module places its gradient pieces, and in stage 3 reads its parameters
+ * and its weight's columns, block by block through these. */
+static void zero_attach(dp_strategy *d, dp_step_hooks *hooks)
+{
+    if (d->block_floats == SIZE_MAX)
+        return;
+    hooks->place = dp_zero_place;
+    hooks->fetch = d->type->shards_params ? dp_zero_fetch : NULL;
+    hooks->fetch_columns = d->type->shards_params ? dp_zero_fetch_columns : NULL;
+}
+
 const dp_strategy_type dp_strategy_zero1 = {
     .name = "zero-1",
     .summary = "ZeRO stage 1: the optimizer state sharded over the ranks; gradients reduce-scattered bucket by "
@@ -323,6 +361,9 @@ const dp_strategy_type dp_strategy_zero1 = {
     .gradient_collective = DP_REDUCE_SCATTER,
     .collective_name = "reduce-scatter",
     .shards_state = 1,
+    .plan_units = dp_zero_plan_units,
+    .attach = zero_attach,
+    .describe = zero_describe,
     .open = zero_open,
     .close = zero_close,
     .after_update = after_update,
@@ -339,6 +380,9 @@ const dp_strategy_type dp_strategy_zero2 = {
     .shards_state = 1,
     .shards_grads = 1,
     .reduces_every_micro = 1,
+    .plan_units = dp_zero_plan_units,
+    .attach = zero_attach,
+    .describe = zero_describe,
     .open = zero_open,
     .close = zero_close,
     .before_module = before_module,
@@ -359,6 +403,10 @@ const dp_strategy_type dp_strategy_zero3 = {
     .shards_grads = 1,
     .shards_params = 1,
     .reduces_every_micro = 1,
+    .plan_units = dp_zero_plan_units,
+    .attach = zero_attach,
+    .spans_per_group = gathers_per_group,
+    .describe = zero_describe,
     .open = zero_open,
     .close = zero_close,
     .before_module = before_module,

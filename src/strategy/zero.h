@@ -63,6 +63,12 @@ struct dp_zero {
     int backward;                    /* the pass now running: where prefetches go */
 };
 
+/* The ZeRO stages' state of d (its type's private state). */
+static inline struct dp_zero *zero_of(const dp_strategy *d)
+{
+    return d->state;
+}
+
 /* Working buffers of one block each under config's budget: gradient slots, stage 3's gathers. */
 int dp_zero_block_slots(const dp_strategy_type *type, const dp_strategy_config *config);
 /* The most floats a unit holds under config's budget (SIZE_MAX: unlimited, or not a stage
@@ -74,6 +80,11 @@ size_t dp_strategy_block_floats(const dp_strategy_type *type, const dp_strategy_
  * segment that cannot be cut so fails naming it and the budget it needs. */
 int dp_strategy_plan_units(const dp_strategy_layout *l, const dp_strategy_type *type, const dp_strategy_config *config,
                            size_t block, size_t piece, dp_strategy_units *u);
+
+/* The type's plan_units: the budget's block, backward's pieces, and the units of stage 3's
+ * gathers (blocks of the budget) and of the gradients (backward's pieces, which the buckets
+ * merge); segments larger than the block cut in blocks of rows. */
+int dp_zero_plan_units(dp_strategy *d, int world);
 
 /* Whether segment's parameters exceed a block of the budget (cut in units). */
 int dp_zero_segment_is_cut(const dp_strategy *d, int segment);

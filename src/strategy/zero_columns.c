@@ -52,7 +52,7 @@ static size_t walk(const dp_strategy *d, int s, size_t c0, size_t c1, dp_range p
 
 static size_t columns_end(const dp_strategy *d, int k)
 {
-    const zero_columns *c = &d->zero->columns;
+    const zero_columns *c = &zero_of(d)->columns;
     int s = c->segment[k];
     size_t end = c->column[k] + c->per[s];
     return end < d->layout.row[s] ? end : d->layout.row[s];
@@ -61,7 +61,7 @@ static size_t columns_end(const dp_strategy *d, int k)
 /* Every rank's part of column unit k into c->parts; returns the largest. */
 static size_t count_parts(const dp_strategy *d, int k)
 {
-    const zero_columns *c = &d->zero->columns;
+    const zero_columns *c = &zero_of(d)->columns;
     size_t largest = 0;
     for (int r = 0; r < d->comm->size; r++) {
         c->parts[r] = walk(d, c->segment[k], c->column[k], columns_end(d, k), weight_part(d, c->segment[k], r), NULL,
@@ -73,7 +73,7 @@ static size_t count_parts(const dp_strategy *d, int k)
 
 size_t dp_zero_column_floats(const dp_strategy *d, int k)
 {
-    const zero_columns *c = &d->zero->columns;
+    const zero_columns *c = &zero_of(d)->columns;
     return d->layout.rows[c->segment[k]] * (columns_end(d, k) - c->column[k]);
 }
 
@@ -81,7 +81,7 @@ size_t dp_zero_column_floats(const dp_strategy *d, int k)
 static void copy_from_shard(const dp_strategy *d, size_t offset, size_t count, float *into, int host)
 {
     const dp_backend *be = d->buffers.be;
-    const float *from = d->zero->param_shard + (offset - d->zero->shard.begin);
+    const float *from = zero_of(d)->param_shard + (offset - zero_of(d)->shard.begin);
     if (host)
         be->download(be, into, from, count * sizeof(float));
     else
@@ -90,7 +90,7 @@ static void copy_from_shard(const dp_strategy *d, size_t offset, size_t count, f
 
 void dp_zero_pack_columns(const dp_strategy *d, int k, float *into, int host)
 {
-    const zero_columns *c = &d->zero->columns;
+    const zero_columns *c = &zero_of(d)->columns;
     walk(d, c->segment[k], c->column[k], columns_end(d, k), weight_part(d, c->segment[k], d->comm->rank),
          copy_from_shard, into, host);
 }
@@ -98,7 +98,7 @@ void dp_zero_pack_columns(const dp_strategy *d, int k, float *into, int host)
 void dp_zero_lay_out_columns(const dp_strategy *d, int k, const float *from, size_t part, float *into, int host)
 {
     const dp_backend *be = d->buffers.be;
-    const size_t *parts = d->zero->columns.parts;
+    const size_t *parts = zero_of(d)->columns.parts;
     count_parts(d, k);
     for (int r = 0; r < d->comm->size; into += parts[r], r++) {
         if (parts[r] && host)
@@ -115,7 +115,7 @@ static int in_place(const dp_strategy *d)
 
 size_t dp_zero_column_layout(const dp_strategy *d, int k, dp_request_args *args, size_t *mine)
 {
-    const size_t *parts = d->zero->columns.parts;
+    const size_t *parts = zero_of(d)->columns.parts;
     size_t largest = count_parts(d, k), n = dp_zero_column_floats(d, k);
     int world = d->comm->size;
     if (!in_place(d)) {

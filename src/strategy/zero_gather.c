@@ -14,7 +14,7 @@ void dp_zero_count_wait(dp_strategy *d, double entered)
 {
     double spent = MPI_Wtime() - entered;
     d->times.exposed += spent;
-    *(d->zero->backward ? &d->times.in_backward : &d->times.in_forward) += spent;
+    *(zero_of(d)->backward ? &d->times.in_backward : &d->times.in_forward) += spent;
 }
 
 static zero_gather_slot *holding(struct dp_zero *z, int unit)
@@ -59,7 +59,7 @@ static int start_gather(dp_strategy *d, zero_gather_slot *g, int unit)
 {
     if (is_column_unit(d, unit))
         return start_column_gather(d, g, unit);
-    struct dp_zero *z = d->zero;
+    struct dp_zero *z = zero_of(d);
     const dp_backend *be = d->buffers.be;
     size_t offset = d->gathers.offset[unit], count = d->gathers.count[unit];
     dp_range mine = dp_zero_overlap(z->shard, offset, count);
@@ -104,8 +104,8 @@ static int finish_gather(dp_strategy *d, zero_gather_slot *g)
 static int free_gather_slot(dp_strategy *d, const zero_gather_slot *keep, zero_gather_slot **out)
 {
     zero_gather_slot *g = NULL;
-    for (int i = d->zero->gather_slots - 1; i >= 0; i--) {
-        zero_gather_slot *candidate = &d->zero->gathers[i];
+    for (int i = zero_of(d)->gather_slots - 1; i >= 0; i--) {
+        zero_gather_slot *candidate = &zero_of(d)->gathers[i];
         if (candidate != keep && (!g || candidate->unit < 0))
             g = candidate;
     }
@@ -115,7 +115,7 @@ static int free_gather_slot(dp_strategy *d, const zero_gather_slot *keep, zero_g
 
 int dp_zero_gathered(dp_strategy *d, int unit, zero_gather_slot **slot)
 {
-    zero_gather_slot *g = holding(d->zero, unit);
+    zero_gather_slot *g = holding(zero_of(d), unit);
     int status = 0;
     if (!g && !(status = free_gather_slot(d, NULL, &g)))
         status = start_gather(d, g, unit);
@@ -129,7 +129,7 @@ int dp_zero_gathered(dp_strategy *d, int unit, zero_gather_slot **slot)
  * where a column does not fit), else its one unit. */
 static int first_in_backward(const dp_strategy *d, int s)
 {
-    int first = d->zero->columns.first[s];
+    int first = zero_of(d)->columns.first[s];
     if (!dp_zero_segment_is_cut(d, s))
         return d->gathers.first[s];
     return first >= 0 ? d->gathers.layout.segments + first : -1;
@@ -139,7 +139,7 @@ static int first_in_backward(const dp_strategy *d, int s)
  * the segment before's first. */
 static int next_in_backward(const dp_strategy *d, int unit)
 {
-    const zero_columns *c = &d->zero->columns;
+    const zero_columns *c = &zero_of(d)->columns;
     int k = unit - d->gathers.layout.segments, s;
     if (!is_column_unit(d, unit))
         s = d->gathers.segment[unit];
@@ -155,8 +155,8 @@ int dp_zero_gather_with_prefetch(dp_strategy *d, int unit, int backward, zero_ga
     zero_gather_slot *spare;
     int status = dp_zero_gathered(d, unit, slot);
     int next = backward ? next_in_backward(d, unit) : unit + 1;
-    int prefetch = d->zero->gather_slots > 1 && next >= 0 && (backward || next < d->gathers.layout.segments);
-    if (!status && prefetch && !holding(d->zero, next) && !(status = free_gather_slot(d, *slot, &spare)))
+    int prefetch = zero_of(d)->gather_slots > 1 && next >= 0 && (backward || next < d->gathers.layout.segments);
+    if (!status && prefetch && !holding(zero_of(d), next) && !(status = free_gather_slot(d, *slot, &spare)))
         status = start_gather(d, spare, next);
     return status;
 }
@@ -166,7 +166,7 @@ static int fetch_unit(dp_strategy *d, int unit, const float **data)
 {
     zero_gather_slot *g;
     double entered = MPI_Wtime();
-    int status = dp_zero_gather_with_prefetch(d, unit, d->zero->backward, &g);
+    int status = dp_zero_gather_with_prefetch(d, unit, zero_of(d)->backward, &g);
     dp_zero_count_wait(d, entered);
     *data = status ? NULL : g->data;
     return status;
@@ -187,7 +187,7 @@ int dp_zero_fetch(void *arg, size_t offset, size_t count, const float **data)
 int dp_zero_fetch_columns(void *arg, size_t offset, size_t first, size_t *end, const float **data)
 {
     dp_strategy *d = arg;
-    const zero_columns *c = &d->zero->columns;
+    const zero_columns *c = &zero_of(d)->columns;
     int s = d->gathers.segment[dp_zero_unit_at(&d->gathers, offset)];
     size_t rows = d->layout.rows[s], width = d->layout.row ? d->layout.row[s] : 0;
     if (d->layout.offset[s] != offset || !dp_zero_segment_is_cut(d, s) || !width)
@@ -196,7 +196,7 @@ int dp_zero_fetch_columns(void *arg, size_t offset, size_t first, size_t *end, c
         double mb = (double)(dp_zero_column_need(d, s) + width) * dp_zero_block_slots(d->type, &d->config) / MIB_FLOATS;
         return dp_fail(DP_EINVAL, "--zero-live-mb: a gathered block (%zu floats) is smaller than a column of the "
                        "layer whose parameters are [%zu, %zu) (%zu floats: %zu rows%s); give at least %.3f MiB",
-                       d->zero->unit_floats, offset, offset + d->layout.count[s], dp_zero_column_need(d, s), rows,
+                       zero_of(d)->unit_floats, offset, offset + d->layout.count[s], dp_zero_column_need(d, s), rows,
                        d->comm->size > 2 ? " and every rank's part padded to the largest" : "", ceil(mb * 1000) / 1000);
     }
     if (first % c->per[s] || first >= width)
@@ -208,7 +208,7 @@ int dp_zero_fetch_columns(void *arg, size_t offset, size_t first, size_t *end, c
 
 int dp_zero_forget_gathered(dp_strategy *d)
 {
-    struct dp_zero *z = d->zero;
+    struct dp_zero *z = zero_of(d);
     int status = 0;
     for (int i = 0; !status && i < z->gather_slots; i++) {
         status = finish_gather(d, &z->gathers[i]);

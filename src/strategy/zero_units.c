@@ -115,3 +115,26 @@ int dp_zero_segment_is_cut(const dp_strategy *d, int segment)
 {
     return d->layout.count[segment] > d->block_floats;
 }
+
+/* The units of d's layout cut in pieces of `piece` floats where a segment exceeds the block:
+ * counted, then listed. */
+static int plan_unit_set(dp_strategy *d, size_t piece, dp_strategy_units *u)
+{
+    const dp_strategy_layout *l = &d->layout;
+    int n = dp_strategy_plan_units(l, d->type, &d->config, d->block_floats, piece, &(dp_strategy_units){0});
+    int status = n < 0 ? n : dp_strategy_alloc_units(u, n, l->segments);
+    if (!status)
+        dp_strategy_plan_units(l, d->type, &d->config, d->block_floats, piece, u);
+    u->layout = (dp_strategy_layout){.segments = n, .offset = u->offset, .count = u->count, .total = l->total};
+    return status;
+}
+
+int dp_zero_plan_units(dp_strategy *d, int world)
+{
+    d->block_floats = dp_strategy_block_floats(d->type, &d->config, d->layout.total, world);
+    size_t ddp = dp_strategy_ddp_piece(d, world);
+    /* Under a budget, no piece larger than its block. */
+    d->piece_floats = d->block_floats == SIZE_MAX ? ddp : ddp && ddp < d->block_floats ? ddp : d->block_floats;
+    int status = plan_unit_set(d, d->block_floats, &d->gathers);
+    return status ? status : plan_unit_set(d, d->piece_floats, &d->grads);
+}

@@ -17,7 +17,7 @@ static uint64_t hash_model(trainer *t)
     const dp_model *m = &t->engine.model;
     size_t param_bytes = t->plan.nparams * sizeof(float), buffer_bytes = dp_params_floats(&m->buffers) * sizeof(float);
     uint64_t hash = DP_HASH_START;
-    if (!dp_strategy_shards_params(&t->engine.strategy)) {
+    if (!dp_strategy_shards_params(t->engine.strategy)) {
         t->engine.be->download(t->engine.be, t->host.params, m->weights, param_bytes);
         hash = dp_hash_bytes(hash, t->host.params, param_bytes);
     }
@@ -49,16 +49,16 @@ static int check_gathered(trainer *t, char *differing, size_t size)
     uint64_t *owners = gathered + world;
     size_t begin, end;
     float *shard, *grads;
-    dp_strategy_shard(&t->engine.strategy, &begin, &end);
-    dp_strategy_update_memory(&t->engine.strategy, &shard, &grads);
+    dp_strategy_shard(t->engine.strategy, &begin, &end);
+    dp_strategy_update_memory(t->engine.strategy, &shard, &grads);
     t->engine.be->download(t->engine.be, t->host.params, shard, (end - begin) * sizeof(float));
     uint64_t own = dp_hash_bytes(DP_HASH_START, t->host.params, (end - begin) * sizeof(float));
     for (int r = 0; r < world; r++)
         gathered[r] = DP_HASH_START;
-    const dp_strategy_layout *layout = &t->engine.strategy.gathers.layout;
+    const dp_strategy_layout *layout = dp_strategy_gathered_units(t->engine.strategy);
     for (int s = 0; !status && s < layout->segments; s++) {
         float *data;
-        if ((status = dp_strategy_gathered_parameters(&t->engine.strategy, s, &data)))
+        if ((status = dp_strategy_gathered_parameters(t->engine.strategy, s, &data)))
             break;
         t->engine.be->download(t->engine.be, t->host.gathered, data, layout->count[s] * sizeof(float));
         for (int r = 0; r < world; r++) { /* owner r's elements of this unit */
@@ -94,7 +94,7 @@ int dp_trainer_check_replicas(trainer *t)
         return dp_fail(DP_ENUMERIC, "replica check after step %ld: the model state of rank(s) %s differs "
                        "from rank 0's (hash %016llx): the replicas have diverged",
                        t->engine.steps_done, differing, (unsigned long long)hashes_of[0]);
-    if (!dp_strategy_shards_params(&t->engine.strategy) || (status = check_gathered(t, differing, sizeof differing)) || !differing[0])
+    if (!dp_strategy_shards_params(t->engine.strategy) || (status = check_gathered(t, differing, sizeof differing)) || !differing[0])
         return status;
     return dp_fail(DP_ENUMERIC, "replica check after step %ld (--zero 3): the parameters rank(s) %s gathered differ "
                    "from the shards their owners hold: an all-gather delivered different bytes",
@@ -110,7 +110,7 @@ int dp_trainer_inject_corruption(trainer *t)
     if (t->o->corrupt_rank < 0 || t->engine.steps_done != t->o->corrupt_step)
         return 0;
     float *target = t->engine.model.weights;
-    int status = dp_strategy_shards_params(&t->engine.strategy) ? dp_strategy_gathered_parameters(&t->engine.strategy, 0, &target) : 0;
+    int status = dp_strategy_shards_params(t->engine.strategy) ? dp_strategy_gathered_parameters(t->engine.strategy, 0, &target) : 0;
     if (status || t->comm->rank != t->o->corrupt_rank)
         return status;
     float value;

@@ -37,7 +37,7 @@ int dp_trainer_read_parts(const char *option, const char *path, dp_tensor_part *
 int dp_trainer_own_parts(const trainer *t, int with_state, dp_tensor_part *parts)
 {
     size_t begin, end;
-    dp_strategy_shard(&t->engine.strategy, &begin, &end);
+    dp_strategy_shard(t->engine.strategy, &begin, &end);
     dp_range mine = {begin, end};
     int count = dp_params_parts(&t->engine.model.params, mine, t->host.params, parts);
     for (int i = 0; with_state && i < dp_optimizer_state_count(&t->engine.opt); i++) {
@@ -62,10 +62,10 @@ int dp_trainer_read_own_parts(trainer *t, const char *option, const char *path, 
 void dp_trainer_upload_own_parts(trainer *t, int with_state)
 {
     size_t begin, end;
-    dp_strategy_shard(&t->engine.strategy, &begin, &end);
+    dp_strategy_shard(t->engine.strategy, &begin, &end);
     size_t bytes = (end - begin) * sizeof(float);
     float *params, *grads;
-    dp_strategy_update_memory(&t->engine.strategy, &params, &grads);
+    dp_strategy_update_memory(t->engine.strategy, &params, &grads);
     t->engine.be->upload(t->engine.be, params, t->host.params, bytes);
     for (int i = 0; with_state && i < dp_optimizer_state_count(&t->engine.opt); i++)
         t->engine.be->upload(t->engine.be, t->engine.opt.state[i], t->host.optimizer[i], bytes);
@@ -75,9 +75,9 @@ void dp_trainer_upload_own_parts(trainer *t, int with_state)
  * block of the budget (unlimited: a module) at a time, so no rank holds the whole model. */
 size_t dp_trainer_save_piece(const trainer *t)
 {
-    size_t block = dp_strategy_block(&t->engine.strategy);
+    size_t block = dp_strategy_block(t->engine.strategy);
     dp_zero_plan_input layout;
-    dp_strategy_plan_input(&t->engine.strategy, &layout);
+    dp_strategy_plan_input(t->engine.strategy, &layout);
     return block ? block : (layout.unit_floats ? layout.unit_floats : 1);
 }
 
@@ -88,8 +88,8 @@ int dp_trainer_gather_parameter_piece(void *arg, int tensor, size_t first, size_
     trainer *t = arg;
     size_t at = t->engine.model.params.entries[tensor].offset + first;
     float *shard, *grads;
-    dp_strategy_update_memory(&t->engine.strategy, &shard, &grads);
-    return dp_strategy_gather_window(&t->engine.strategy, shard, (dp_range){at, at + count}, buf, 0);
+    dp_strategy_update_memory(t->engine.strategy, &shard, &grads);
+    return dp_strategy_gather_window(t->engine.strategy, shard, (dp_range){at, at + count}, buf, 0);
 }
 
 /* The other ranks' side of rank 0's streamed write: the same pieces in the same order. */

@@ -35,13 +35,13 @@ static int shard_tensors(const trainer *t, size_t n, float *const *data, dp_tens
 static void download_part(trainer *t, dp_range part, float *const *host)
 {
     float *params, *grads;
-    dp_strategy_update_memory(&t->engine.strategy, &params, &grads);
+    dp_strategy_update_memory(t->engine.strategy, &params, &grads);
     size_t bytes = dp_range_size(part) * sizeof(float);
     /* Sharded memory holds exactly the part; whole memory holds it at its offset. */
-    const float *source = dp_strategy_shards_params(&t->engine.strategy) ? params : t->engine.model.weights + part.begin;
+    const float *source = dp_strategy_shards_params(t->engine.strategy) ? params : t->engine.model.weights + part.begin;
     t->engine.be->download(t->engine.be, host[0], source, bytes);
     for (int i = 0; i < dp_optimizer_state_count(&t->engine.opt); i++) {
-        source = dp_strategy_shards_state(&t->engine.strategy) ? t->engine.opt.state[i] : t->engine.opt.state[i] + part.begin;
+        source = dp_strategy_shards_state(t->engine.strategy) ? t->engine.opt.state[i] : t->engine.opt.state[i] + part.begin;
         t->engine.be->download(t->engine.be, host[1 + i], source, bytes);
     }
 }
@@ -129,8 +129,8 @@ int dp_trainer_read_shards(trainer *t, const char *index_path, long step, int sh
 {
     size_t total = t->plan.nparams;
     dp_range mine = dp_partition(total, t->comm->size, t->comm->rank), all = {0, total};
-    dp_range need_params = dp_strategy_shards_params(&t->engine.strategy) ? mine : all;
-    dp_range need_state = dp_strategy_shards_state(&t->engine.strategy) ? mine : all;
+    dp_range need_params = dp_strategy_shards_params(t->engine.strategy) ? mine : all;
+    dp_range need_state = dp_strategy_shards_state(t->engine.strategy) ? mine : all;
     int tensors = 1 + dp_optimizer_state_count(&t->engine.opt);
     size_t largest = dp_range_size(dp_partition(total, shards, 0));
     float *scratch_block = dp_alloc((largest ? largest : 1) * (size_t)tensors * sizeof(float), "a shard's host copy");

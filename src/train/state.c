@@ -154,16 +154,16 @@ int dp_trainer_allocate_host_copies(trainer *t)
 {
     size_t params = dp_params_floats(&t->engine.model.params), buffers = dp_params_floats(&t->engine.model.buffers);
     size_t begin, end, shard;
-    dp_strategy_shard(&t->engine.strategy, &begin, &end);
+    dp_strategy_shard(t->engine.strategy, &begin, &end);
     shard = end - begin;
     const dp_options *o = t->o;
-    int root = t->comm->rank == 0, zero3 = dp_strategy_shards_params(&t->engine.strategy);
+    int root = t->comm->rank == 0, zero3 = dp_strategy_shards_params(t->engine.strategy);
     /* ZeRO-3 reads its shard's parts of --init and --resume files and streams --save; only a
      * gathered checkpoint it writes needs whole copies on rank 0. */
     int whole_state_files = (o->checkpoint_dir[0] && !o->checkpoint_shards) || (o->resume[0] && !zero3);
     int whole_param_files = whole_state_files;
     size_t param_copy = (root && whole_param_files) || !zero3 ? params : shard;
-    size_t state_copy = (root && whole_state_files) || !dp_strategy_shards_state(&t->engine.strategy) ? params : shard;
+    size_t state_copy = (root && whole_state_files) || !dp_strategy_shards_state(t->engine.strategy) ? params : shard;
     t->host.params = dp_alloc((param_copy ? param_copy : 1) * sizeof(float), "the host copy of the parameters");
     t->host.buffers = dp_alloc((buffers ? buffers : 1) * sizeof(float), "the host copy of the running statistics");
     int ok = t->host.params && t->host.buffers;
@@ -171,9 +171,9 @@ int dp_trainer_allocate_host_copies(trainer *t)
         ok = (t->host.optimizer[i] = dp_alloc((state_copy ? state_copy : 1) * sizeof(float),
                                           dp_optimizer_state_name(&t->engine.opt, i))) != NULL;
     t->host.rank_hashes = dp_calloc((size_t)t->comm->size, sizeof *t->host.rank_hashes, "replica hashes");
-    if (ok && dp_strategy_shards_params(&t->engine.strategy)) {
+    if (ok && dp_strategy_shards_params(t->engine.strategy)) {
         dp_zero_plan_input layout;
-        dp_strategy_plan_input(&t->engine.strategy, &layout);
+        dp_strategy_plan_input(t->engine.strategy, &layout);
         ok = (t->host.gathered = dp_alloc((layout.unit_floats ? layout.unit_floats : 1) * sizeof(float),
                                           "the host copy of a unit's gathered parameters")) != NULL;
     }
@@ -224,19 +224,19 @@ static int tensor_capacity(const trainer *t)
 static float *parameter_memory(const trainer *t)
 {
     float *params, *grads;
-    dp_strategy_update_memory(&t->engine.strategy, &params, &grads);
-    return dp_strategy_shards_params(&t->engine.strategy) ? params : t->engine.model.weights;
+    dp_strategy_update_memory(t->engine.strategy, &params, &grads);
+    return dp_strategy_shards_params(t->engine.strategy) ? params : t->engine.model.weights;
 }
 
 /* Collective: the parameters, buffers and (with_state) optimizer state whole in rank root's
  * host copies (every rank's when root < 0). */
 static int collect_state(trainer *t, int root, int with_state)
 {
-    int status = dp_strategy_gather(&t->engine.strategy, parameter_memory(t), dp_strategy_shards_params(&t->engine.strategy), t->host.params, root);
+    int status = dp_strategy_gather(t->engine.strategy, parameter_memory(t), dp_strategy_shards_params(t->engine.strategy), t->host.params, root);
     if (root < 0 || t->comm->rank == root)
         t->engine.be->download(t->engine.be, t->host.buffers, t->engine.model.buffer_values, dp_params_floats(&t->engine.model.buffers) * sizeof(float));
     for (int i = 0; !status && with_state && i < dp_optimizer_state_count(&t->engine.opt); i++)
-        status = dp_strategy_gather(&t->engine.strategy, t->engine.opt.state[i], dp_strategy_shards_state(&t->engine.strategy), t->host.optimizer[i], root);
+        status = dp_strategy_gather(t->engine.strategy, t->engine.opt.state[i], dp_strategy_shards_state(t->engine.strategy), t->host.optimizer[i], root);
     return status;
 }
 
@@ -371,7 +371,7 @@ typedef struct resume_point {
 /* Whether a whole checkpoint is read in parts, each rank its shard (ZeRO-3). */
 static int ranged_resume(const trainer *t)
 {
-    return dp_strategy_shards_params(&t->engine.strategy);
+    return dp_strategy_shards_params(t->engine.strategy);
 }
 
 /* Rank 0: the checkpoint's settings checked against this run's, then what the file holds
@@ -436,7 +436,7 @@ static int share_model_state(trainer *t, int with_params)
 {
     int status = dp_trainer_share_model(t->comm, &t->engine.model, NULL, t->host.buffers);
     if (!status && with_params)
-        status = dp_strategy_scatter(&t->engine.strategy, t->host.params, parameter_memory(t), dp_strategy_shards_params(&t->engine.strategy), 0);
+        status = dp_strategy_scatter(t->engine.strategy, t->host.params, parameter_memory(t), dp_strategy_shards_params(t->engine.strategy), 0);
     return status;
 }
 
@@ -445,7 +445,7 @@ static int share_state(trainer *t)
 {
     int status = share_model_state(t, 1);
     for (int i = 0; !status && i < dp_optimizer_state_count(&t->engine.opt); i++)
-        status = dp_strategy_scatter(&t->engine.strategy, t->host.optimizer[i], t->engine.opt.state[i], dp_strategy_shards_state(&t->engine.strategy), 0);
+        status = dp_strategy_scatter(t->engine.strategy, t->host.optimizer[i], t->engine.opt.state[i], dp_strategy_shards_state(t->engine.strategy), 0);
     return status ? status : dp_comm_broadcast(t->comm, &t->engine.opt.steps, sizeof t->engine.opt.steps, 0);
 }
 
@@ -575,7 +575,7 @@ static int own_shard(trainer *t)
 {
     dp_model *m = &t->engine.model;
     size_t begin, end;
-    dp_strategy_shard(&t->engine.strategy, &begin, &end);
+    dp_strategy_shard(t->engine.strategy, &begin, &end);
     int from_file = t->o->init_path[0] != 0, ready = 1, status = 0;
     if (from_file && t->comm->rank == 0)
         status = dp_trainer_load_model_part(t->o, m, (dp_range){begin, end}, t->host.params, t->host.buffers, m->counters);
@@ -593,7 +593,7 @@ static int own_shard(trainer *t)
 /* Rank 0's initial model (drawn or --init) to every rank, or ZeRO-3's shards drawn or read by their ranks. */
 static int fresh_start(trainer *t)
 {
-    if (dp_strategy_shards_params(&t->engine.strategy))
+    if (dp_strategy_shards_params(t->engine.strategy))
         return own_shard(t);
     int status = t->comm->rank == 0 ? dp_trainer_load_model(t->o, &t->engine.model, t->host.params, t->host.buffers,
                                                             t->engine.model.counters)
@@ -629,7 +629,7 @@ static int save_model(trainer *t)
     if (!refs)
         return DP_ENOMEM;
     int count = model_tensors(t, refs), meta = (int)(sizeof keys / sizeof *keys), status;
-    if (dp_strategy_shards_params(&t->engine.strategy)) {
+    if (dp_strategy_shards_params(t->engine.strategy)) {
         for (int i = 0; i < t->engine.model.params.count; i++) /* asked of dp_trainer_gather_parameter_piece */
             refs[i].data = NULL;
         status = dp_safetensors_write_streamed(t->o->save_path, refs, count, keys, values, meta,
@@ -648,11 +648,11 @@ int dp_trainer_export(trainer *t, float **params_out)
         *params_out = dp_alloc(t->plan.nparams * sizeof(float), "the final parameters");
         if (!*params_out)
             return DP_ENOMEM;
-        status = dp_strategy_gather(&t->engine.strategy, parameter_memory(t), dp_strategy_shards_params(&t->engine.strategy), *params_out, -1);
+        status = dp_strategy_gather(t->engine.strategy, parameter_memory(t), dp_strategy_shards_params(t->engine.strategy), *params_out, -1);
     }
     if (status || !t->o->save_path[0])
         return status;
-    if (dp_strategy_shards_params(&t->engine.strategy)) { /* streamed: the buffers alone first */
+    if (dp_strategy_shards_params(t->engine.strategy)) { /* streamed: the buffers alone first */
         if (t->comm->rank == 0)
             t->engine.be->download(t->engine.be, t->host.buffers, t->engine.model.buffer_values,
                                    dp_params_floats(&t->engine.model.buffers) * sizeof(float));

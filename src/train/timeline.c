@@ -75,7 +75,7 @@ int dp_trainer_open_timeline(trainer *t)
     /* Per step: every module's two passes per row group (micro-batch or shard), a gather and a
      * shard's add each, the strategy's collectives, the update, an evaluation at most. */
     size_t groups = dp_engine_row_groups_per_step(e);
-    size_t per_step = groups * (2 * (size_t)e->model.count + 2) + dp_strategy_spans_per_step(&e->strategy, groups) + 4;
+    size_t per_step = groups * (2 * (size_t)e->model.count + 2) + dp_strategy_spans_per_step(e->strategy, groups) + 4;
     size_t passes = groups * 2 * (size_t)e->model.count; /* the device's view of each pass, on a GPU */
     if (e->be->timer_mark) { /* passes beyond the timer's slots go untimed */
         dp_device_spans *d = &tl->device_spans;
@@ -89,8 +89,7 @@ int dp_trainer_open_timeline(trainer *t)
     size_t steps = (size_t)(t->plan.total_steps > 0 ? t->plan.total_steps : 1);
     size_t capacity = steps < MAX_SPANS / per_step ? steps * per_step : MAX_SPANS;
     e->observer = (dp_engine_observer){.pass = on_pass, .span = on_span, .arg = tl};
-    e->strategy.on_span = on_collective;
-    e->strategy.span_arg = tl;
+    dp_strategy_observe_spans(e->strategy, on_collective, tl);
     return dp_trace_open(&tl->trace, t->comm, capacity);
 }
 

@@ -8,7 +8,6 @@
 #include "src/train/preempt.h"
 #include "src/train/trainer.h"
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,39 +15,19 @@
 /* Rows one rank feeds forward at once when evaluating, however small the training slice. */
 #define EVAL_ROWS 256
 
-/* The smallest micro-batch of an epoch: a full one, or the last of a short last step. */
-static size_t smallest_micro_batch(const trainer *t)
-{
-    const dp_options *o = t->o;
-    size_t step_batch = t->plan.step_batch, n = t->train->count, micro = (size_t)o->batch;
-    size_t last_step = o->drop_last || n % step_batch == 0 ? step_batch : n % step_batch;
-    return last_step % micro ? last_step % micro : micro;
-}
-
-/* BatchNorm's statistics need two values per feature: per rank, or per global micro-batch
- * with sync. Checked before training rather than in the middle of an epoch. */
-static int check_batchnorm_rows(const trainer *t)
+/* What the strategy's row groups need of the steps' sizes (BatchNorm's two rows), checked
+ * before training rather than in the middle of an epoch. The options were checked when parsed. */
+static int check_row_groups(const trainer *t)
 {
     const dp_options *o = t->o;
     size_t step_batch = t->plan.step_batch, n = t->train->count;
     const dp_model *model = &t->engine.model;
-    /* The options were checked when parsed: now the steps' sizes. */
-    dp_strategy_run run = {.grad_dtype = DP_DTYPE_F32, .batchnorms = model->batchnorms, .step_batch = step_batch,
+    dp_strategy_run run = {.grad_dtype = DP_DTYPE_F32, .batchnorms = model->batchnorms,
+                           .sync_batchnorms = model->sync_batchnorms, .micro_batch = (size_t)o->batch,
+                           .world = t->comm->size, .step_batch = step_batch,
                            .last_step = o->drop_last || n % step_batch == 0 ? step_batch : n % step_batch,
                            .drop_last = o->drop_last, .model = o->model.text};
-    int status = dp_strategy_check(&o->strategy, &run);
-    if (status || !isnan(dp_strategy_key_value(&o->strategy, "shard")))
-        return status;
-    size_t micro = smallest_micro_batch(t), slice = micro / (size_t)t->comm->size;
-    if (model->batchnorms > model->sync_batchnorms && slice < 2)
-        return dp_fail(DP_EINVAL, "--model '%s': a BatchNorm without sync needs at least 2 rows per rank in every "
-                       "micro-batch, but some rank gets %zu (a micro-batch of %zu over %d ranks); use --sync-bn, "
-                       "a larger --batch%s", o->model.text, slice, micro, t->comm->size,
-                       o->drop_last ? "" : ", or --drop-last");
-    if (model->batchnorms && micro < 2)
-        return dp_fail(DP_EINVAL, "--model '%s': a BatchNorm needs at least 2 rows in every micro-batch, but one "
-                       "has %zu%s", o->model.text, micro, o->drop_last ? "" : " (try --drop-last)");
-    return 0;
+    return dp_strategy_check(&o->strategy, &run);
 }
 
 static int plan_training(trainer *t)
@@ -64,10 +43,7 @@ static int plan_training(trainer *t)
     if (status)
         return status;
     plan->loss = dp_train_loss_for(o, t->train);
-    size_t slice_rows = ((size_t)o->batch + t->comm->size - 1) / t->comm->size;
-    double shard = dp_strategy_key_value(&o->strategy, "shard");
-    if (!isnan(shard))
-        slice_rows = (size_t)shard < plan->step_batch ? (size_t)shard : plan->step_batch;
+    size_t slice_rows = dp_strategy_group_rows(&o->strategy, (size_t)o->batch, plan->step_batch, t->comm->size);
     t->max_rows = (int)(slice_rows > EVAL_ROWS ? slice_rows : EVAL_ROWS);
     return 0;
 }
@@ -93,7 +69,7 @@ static dp_engine_config engine_config(const trainer *t)
         .overlap = !o->no_overlap, .bucket_mb = o->bucket_mb,
         .progress_us = o->progress_us >= 0 ? o->progress_us : t->comm->local_size < t->comm->size ? AUTO_PROGRESS_US : 0,
         .micro_batch = (size_t)o->batch, .seed = o->seed, .skip_nonfinite = o->skip_nonfinite,
-        .accum = o->accum, .graph = o->cuda_graph, .traced = o->trace_path[0] != 0,
+        .accum = o->accum, .total_steps = t->plan.total_steps, .graph = o->cuda_graph, .traced = o->trace_path[0] != 0,
     };
 }
 
@@ -104,7 +80,7 @@ static int allocate_buffers(trainer *t)
     int status = dp_engine_build(&t->engine, &config);
     t->plan.nparams = dp_params_floats(&t->engine.model.params);
     if (!status)
-        status = check_batchnorm_rows(t);
+        status = check_row_groups(t);
     if (!status)
         status = dp_sampler_init(&t->sampler, t->train->count, dp_rng_mix(t->o->seed, 0x5a3));
     if (!status)
@@ -137,15 +113,6 @@ static void free_buffers(trainer *t)
     dp_sampler_free(&t->sampler);
 }
 
-/* Local SGD: every K steps by the global count, so a resume keeps the schedule, and after the
- * last, so --save and the last checkpoint hold one model. */
-static int averaging_due(const trainer *t)
-{
-    double every = dp_strategy_key_value(&t->o->strategy, "every");
-    long k = isnan(every) ? 0 : (long)every, done = t->engine.steps_done;
-    return k > 0 && (done % k == 0 || done == t->plan.total_steps);
-}
-
 /* One optimizer step of the engine (and an averaging when due), timed on the device when tracing there. */
 static int train_step(trainer *t, long step_in_epoch, dp_step_stats *stats)
 {
@@ -154,7 +121,7 @@ static int train_step(trainer *t, long step_in_epoch, dp_step_stats *stats)
     dp_row_source rows = dp_batches_source(&t->batches);
     dp_trainer_timeline_step_begin(t);
     int status = dp_engine_step(&t->engine, step, &rows, lr, stats);
-    if (!status && averaging_due(t) && !(status = dp_engine_average(&t->engine, stats)))
+    if (!status && stats->averaged)
         status = dp_trainer_metrics_average(t, t->engine.steps_done, stats->divergence);
     if (status)
         return status;
@@ -185,7 +152,7 @@ static int evaluate(trainer *t, dp_train_result *result)
             dp_model_loss(&e->model, t->plan.loss, out, rows.labels, rows.targets, rows.count, NULL, t->eval_totals);
     }
     dp_engine_take_totals(e, t->eval_totals, &sums[0], &sums[1]);
-    dp_strategy_take_times(&e->strategy); /* ZeRO-3's gathers here are not a training step's */
+    dp_strategy_take_times(e->strategy); /* ZeRO-3's gathers here are not a training step's */
     dp_trace_add(&t->timeline.trace, "evaluate", "evaluate", DP_LANE_COMPUTE, started, MPI_Wtime());
     if (status || (status = dp_comm_sum_doubles(t->comm, sums, 3)))
         return status;
@@ -268,13 +235,6 @@ static int due(long steps_done, long every)
     return every > 0 && steps_done % every == 0;
 }
 
-/* Whether the ranks hold one model, as a checkpoint needs: always, but between local SGD's averagings. */
-static int replicas_agree(const trainer *t)
-{
-    double k = dp_strategy_key_value(&t->o->strategy, "every");
-    return isnan(k) || t->engine.steps_done % (long)k == 0;
-}
-
 /* After an update: the testing corruption, the replica check, the agreement on preemption,
  * the checkpoint (at the end, every --checkpoint-every steps, and when preempted). */
 static int after_step(trainer *t, int *preempted)
@@ -288,10 +248,10 @@ static int after_step(trainer *t, int *preempted)
     if (!status)
         status = dp_preempt_poll(&t->preempt, preempted);
     /* A finished run needs no requeue; local SGD stops at its next averaging, with one model. */
-    *preempted = *preempted && !last && replicas_agree(t);
+    *preempted = *preempted && !last && dp_strategy_replicas_agree(t->engine.strategy, steps_done);
     if (!status && o->checkpoint_dir[0] && (last || *preempted || due(steps_done, o->checkpoint_every)))
         status = dp_trainer_checkpoint(t);
-    dp_strategy_take_times(&t->engine.strategy); /* the checks' and checkpoints' gathers are not a step's */
+    dp_strategy_take_times(t->engine.strategy); /* the checks' and checkpoints' gathers are not a step's */
     return status;
 }
 
@@ -383,7 +343,7 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
     if (!status && !(status = dp_watchdog_start(&t.watchdog, comm, o->timeout)))
         comm->watchdog = &t.watchdog;
     if (!status && comm->rank == 0 && !o->quiet)
-        dp_report_banner(o, comm, &t.plan, &t.engine.model, &t.engine.opt, &t.engine.strategy, t.engine.be->describe(t.engine.be),
+        dp_report_banner(o, comm, &t.plan, &t.engine.model, &t.engine.opt, t.engine.strategy, t.engine.be->describe(t.engine.be),
                          dp_engine_gradient_path(&t.engine), train, test);
     if (!status && comm->rank == 0 && !o->quiet && !t.engine.be->host_memory)
         printf("cuda graph: %s\ndata on device: %s\n", dp_engine_graph_describe(&t.engine), t.batches.placement);
