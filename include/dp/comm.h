@@ -207,9 +207,6 @@ int dp_comm_start(dp_comm *c, const dp_request_args *args, dp_request **request)
 
 /* dp_comm_start of buf's own blocks, labelled. */
 int dp_comm_start_allreduce(dp_comm *c, float *buf, size_t count, const char *label, dp_request **request);
-int dp_comm_start_reduce_scatter(dp_comm *c, float *buf, size_t count, const char *label,
-                                 dp_request **request);
-int dp_comm_start_allgather(dp_comm *c, float *buf, size_t count, const char *label, dp_request **request);
 
 /* Advances every outstanding request of c as far as it goes without waiting: the call to
  * make between pieces of computation (docs/ALGORITHMS.md, "Progress"). */
@@ -272,8 +269,6 @@ int dp_allgather_mpi(dp_comm *c, float *buf, size_t count);
 
 /* In place sum of a few doubles (metrics: loss sums, counts) with MPI_Allreduce. */
 int dp_comm_sum_doubles(dp_comm *c, double *values, int count);
-/* In place: the largest *value over the ranks (MPI_Allreduce, MPI_MAX). */
-int dp_comm_max_int(dp_comm *c, int *value);
 /* Waits for one of MPI's own requests on c's ranks, started by the caller, as the collectives
  * above wait: watched (`what` names it in the watchdog's report), c's requests progressed. */
 int dp_comm_wait_mpi(dp_comm *c, MPI_Request *request, const char *what);

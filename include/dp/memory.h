@@ -45,8 +45,6 @@ void dp_memory_release(const void *ptr);
 void dp_memory_set_limit(size_t bytes);
 /* Allocations the limit refused since it was set. */
 long dp_memory_refusals(void);
-/* Forgets the peaks: they restart from what is held now. */
-void dp_memory_reset_peak(void);
 dp_memory_usage dp_memory_usage_now(void);
 
 #endif

@@ -126,13 +126,6 @@ void dp_memory_set_limit(size_t bytes)
     pthread_mutex_unlock(&lock);
 }
 
-void dp_memory_reset_peak(void)
-{
-    pthread_mutex_lock(&lock);
-    reset_peak_locked();
-    pthread_mutex_unlock(&lock);
-}
-
 long dp_memory_refusals(void)
 {
     pthread_mutex_lock(&lock);

@@ -60,18 +60,6 @@ int dp_comm_sum_doubles(dp_comm *c, double *values, int count)
     return watched(c, "a metrics all-reduce", sum_doubles, &d);
 }
 
-static int max_int(dp_comm *c, void *value)
-{
-    MPI_Request request;
-    DP_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, value, 1, MPI_INT, MPI_MAX, c->comm, &request));
-    return dp_request_wait_mpi(c, &request);
-}
-
-int dp_comm_max_int(dp_comm *c, int *value)
-{
-    return watched(c, "a maximum over the ranks", max_int, value);
-}
-
 static int wait_request(dp_comm *c, void *request)
 {
     return dp_request_wait_mpi(c, request);

@@ -345,17 +345,6 @@ int dp_comm_start_allreduce(dp_comm *c, float *buf, size_t count, const char *la
     return start_kind(c, DP_ALLREDUCE, buf, count, label, request);
 }
 
-int dp_comm_start_reduce_scatter(dp_comm *c, float *buf, size_t count, const char *label,
-                                 dp_request **request)
-{
-    return start_kind(c, DP_REDUCE_SCATTER, buf, count, label, request);
-}
-
-int dp_comm_start_allgather(dp_comm *c, float *buf, size_t count, const char *label, dp_request **request)
-{
-    return start_kind(c, DP_ALLGATHER, buf, count, label, request);
-}
-
 /* The progress thread's failure, reported to the caller by every call after it (0: none). */
 static int thread_failure(const dp_comm *c)
 {
