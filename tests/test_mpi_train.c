@@ -2,6 +2,7 @@
  * exactly like one rank with the whole batch, for every all-reduce algorithm. */
 #include "dp/comm.h"
 #include "dp/data.h"
+#include "dp/engine.h"
 #include "dp/error.h"
 #include "dp/nn.h"
 #include "dp/options.h"
@@ -129,30 +130,36 @@ START_TEST(broadcast_gives_every_rank_rank0s_model)
     ck_assert_int_eq(dp_model_spec_parse("linear(8),batchnorm,relu,linear(5)", &o.model), 0);
     dp_dataset data;
     open_synthetic(&data, 0);
-    dp_model m;
-    build_model(&o, &data, &m);
-    size_t n = dp_params_floats(&m.params), nb = dp_params_floats(&m.buffers);
-    float *params = malloc(n * sizeof(float)), *buffers = malloc(nb * sizeof(float));
+    dp_comm comm;
+    ck_assert_int_eq(dp_comm_init(&comm, MPI_COMM_WORLD, "mpi"), 0);
+    dp_engine *e;
+    ck_assert_int_eq(dp_engine_open_device(&e, &comm, &(dp_engine_device){.device = DP_DEVICE_CPU}), 0);
+    ck_assert_int_eq(dp_engine_build_forward(e, &o.model, &data.sample, 16), 0);
+    const dp_model *m = dp_engine_model(e);
+    size_t n = dp_params_floats(&m->params), nb = dp_params_floats(&m->buffers);
+    float *params = malloc(n * sizeof(float)), *buffers = malloc(nb * sizeof(float)), *got = malloc(n * sizeof(float));
     size_t expected_n = 0;
     float *expected = initial_params(&o, &data, &expected_n);
     /* Rank 0 draws; the others hold values that differ by rank until the broadcast. */
     if (world_rank == 0)
-        ck_assert_int_eq(dp_trainer_load_model(&o, &m, params, buffers, m.counters), 0);
+        ck_assert_int_eq(dp_trainer_load_model(&o, m, params, buffers, m->counters), 0);
     else
         for (size_t i = 0; i < n; i++)
             params[i] = (float)(world_rank * 1000 + i);
-    m.counters[0] = world_rank == 0 ? 7 : 0;
-    dp_comm comm;
-    ck_assert_int_eq(dp_comm_init(&comm, MPI_COMM_WORLD, "mpi"), 0);
-    ck_assert_int_eq(dp_trainer_share_model(&comm, &m, params, buffers), 0);
-    ck_assert_mem_eq(m.weights, expected, n * sizeof(float));
-    ck_assert(replicas_identical(m.buffer_values, nb));
-    ck_assert_int_eq(m.counters[0], 7);
+    m->counters[0] = world_rank == 0 ? 7 : 0;
+    ck_assert_int_eq(dp_engine_scatter_state(e, DP_STATE_PARAMETERS, params, 0), 0);
+    ck_assert_int_eq(dp_engine_scatter_state(e, DP_STATE_STATISTICS, buffers, 0), 0);
+    ck_assert_int_eq(dp_engine_gather_state(e, DP_STATE_PARAMETERS, got, -1), 0);
+    ck_assert_mem_eq(got, expected, n * sizeof(float));
+    ck_assert_int_eq(dp_engine_gather_state(e, DP_STATE_STATISTICS, buffers, -1), 0);
+    ck_assert(replicas_identical(buffers, nb));
+    ck_assert_int_eq(m->counters[0], 7);
+    dp_engine_close(e);
     dp_comm_free(&comm);
-    dp_model_free(&m);
     dp_dataset_free(&data);
     free(params);
     free(buffers);
+    free(got);
     free(expected);
 }
 END_TEST

@@ -105,56 +105,18 @@ typedef struct dp_engine_config {
     int traced;                    /* --trace: every module's pass is marked on the device's timer */
 } dp_engine_config;
 
-typedef struct dp_engine {
-    const dp_backend *be;
-    dp_comm *comm;
-    dp_model model;
-    dp_optimizer opt;
-    dp_strategy *strategy;         /* NULL: a forward-only engine */
-    dp_step_hooks hooks;           /* the strategy's (its own attach) */
-    dp_engine_observer observer;
-    dp_loss loss;
-    size_t micro_batch;
-    long accum;                    /* micro-batches per optimizer step */
-    uint64_t seed;
-    int skip_nonfinite;
-    int *segment_of;               /* module -> its slice of the flat buffers in the layout (-1: none) */
-    size_t *segment_offset, *segment_count;
-    size_t *segment_row, *segment_rows; /* the weight rows a ZeRO budget may cut each in */
-    size_t piece_floats;           /* backward reports gradients in pieces of at most this */
-    int stage_gradients;           /* GPU gradients go through host_grads to the collectives */
-    float *host_grads;             /* page-locked staging for that; NULL when unused */
-    double *train_totals;          /* backend memory: training loss and correct count since last read */
-    double *group_totals;          /* backend memory: one row group's loss and count, where its total is rounded */
-    double *nonfinite;             /* backend memory: the optimizer pass's non-finite gradient count */
-    int broadcast_buffers;         /* W > 1 and the strategy leaves running statistics per rank: rank 0's win */
-    float *host_buffers;           /* host staging for that broadcast */
-    uint64_t *rank_values;         /* one per rank: the first non-finite tensor's agreement */
-    long steps_done;               /* optimizer steps taken, for the schedule and the dropout masks */
-    long total_steps;              /* in the run */
-    uint64_t *step_number;         /* backend memory: steps_done as the step's kernels read it (dropout) */
-    uint64_t *host_step_number;    /* its page-locked staging */
-    long skipped_steps;            /* updates dropped by --on-nan skip */
-    dp_device_clock device_clock;  /* this step's marks on the device's timer */
-    int graph_use;                 /* --cuda-graph: full steps replay `graph` */
-    int graph_warm;                /* a full step ran eagerly: the next one is captured */
-    void *graph;                   /* the captured full step (the backend's), NULL before */
-    dp_device_clock graph_clock;   /* the marks the graph's launches make on the device's timer */
-    dp_rows *graph_rows;           /* where the captured step reads each micro-batch's rows (accum of them) */
-    int64_t *graph_counts;         /* what each launch adds to the model's counters (BatchNorm's batches) */
-    dp_comm_traffic graph_traffic; /* what each launch's collectives send (counted once, at the capture) */
-    char graph_text[320];          /* --cuda-graph's state for the banner: on, or off and why */
-} dp_engine;
+/* The engine at work: what a step computes with (engine/parts.h has its fields). */
+typedef struct dp_engine dp_engine;
 
 /* The backend this rank computes on: the GPU binding planned over the node's ranks by GPU
  * identity, --device auto resolved alike on every rank, the gradients' path to the collectives
  * (collective). */
-int dp_engine_open_device(dp_engine *e, dp_comm *comm, const dp_engine_device *device);
+int dp_engine_open_device(dp_engine **out, dp_comm *comm, const dp_engine_device *device);
 /* The model, strategy, optimizer and step buffers (collective). */
 int dp_engine_build(dp_engine *e, const dp_engine_config *config);
 /* A forward-only engine's model (predict). */
 int dp_engine_build_forward(dp_engine *e, const dp_model_spec *spec, const dp_dims *input, int max_rows);
-/* Frees everything, the backend last. */
+/* Frees everything, the backend last (NULL: nothing). */
 void dp_engine_close(dp_engine *e);
 
 /* One optimizer step over the samples at positions `step` of the epoch's order: micro-batches
@@ -186,6 +148,59 @@ int dp_engine_row_slots(const dp_engine *e);
 /* The row groups this rank computes in a full step (the strategy's shape: micro-batches, or
  * --exact's run of shards): the timeline's room per step. */
 size_t dp_engine_row_groups_per_step(const dp_engine *e);
+
+/* What the engine is made of, read-only: the backend, the model, the optimizer, the strategy
+ * (NULL in a forward-only engine), and the optimizer steps taken and skipped (--on-nan skip). */
+const dp_backend *dp_engine_backend(const dp_engine *e);
+const dp_model *dp_engine_model(const dp_engine *e);
+const dp_optimizer *dp_engine_optimizer(const dp_engine *e);
+dp_strategy *dp_engine_strategy(const dp_engine *e);
+long dp_engine_steps_done(const dp_engine *e);
+long dp_engine_skipped_steps(const dp_engine *e);
+/* observer watches the steps from now on (the timeline). */
+void dp_engine_set_observer(dp_engine *e, const dp_engine_observer *observer);
+
+/* The training loss and correct count of the steps since the last call, added to *loss_sum and
+ * *correct (the device's totals read, then zeroed). */
+void dp_engine_take_loss(dp_engine *e, double *loss_sum, double *correct);
+/* Evaluation: rows through the model in eval mode, its loss and correct count added into
+ * totals (backend memory of dp_engine_new_totals). */
+int dp_engine_evaluate(dp_engine *e, const dp_rows *rows, dp_loss loss, double *totals);
+
+/* The engine's state as its components hold it (their state_dict): the model's parameters,
+ * its running statistics (with their int64 counters), then each optimizer state buffer. */
+enum { DP_STATE_PARAMETERS, DP_STATE_STATISTICS, DP_STATE_OPTIMIZER };
+typedef struct dp_state_buffer {
+    const char *name;               /* the optimizer state's checkpoint name; else what it is */
+    const dp_param_table *tensors;  /* the model's named tensors over it; NULL: one flat tensor */
+    size_t floats;                  /* the whole buffer */
+    dp_range held;                  /* what this rank holds: the whole, or its shard (the strategy's) */
+    float *data;                    /* backend memory holding `held` */
+    int64_t *counters;              /* the statistics' int64 counters (host memory); NULL elsewhere */
+} dp_state_buffer;
+int dp_engine_state_count(const dp_engine *e);
+dp_state_buffer dp_engine_state(const dp_engine *e, int i);
+/* Whether b is held as this rank's shard, not whole. */
+int dp_state_is_sharded(const dp_state_buffer *b);
+/* Collective: buffer i whole in host on rank root (every rank when root < 0); where sharded,
+ * other ranks' host holds their part as staging. */
+int dp_engine_gather_state(dp_engine *e, int i, float *host, int root);
+/* Collective: the window of sharded buffer i into host on rank root, which holds the window
+ * alone (a streamed --save gathers piece by piece); elsewhere host stages the rank's shard. */
+int dp_engine_gather_state_window(dp_engine *e, int i, dp_range window, float *host, int root);
+/* Collective: rank root's whole buffer i in host (root < 0: every rank's own) into every rank's
+ * memory: broadcast where held whole (with the counters), scattered where sharded. */
+int dp_engine_scatter_state(dp_engine *e, int i, float *host, int root);
+/* The part `part` (within what this rank holds) of buffer i into host; host (what this rank
+ * holds, from its first element) into buffer i's memory. */
+void dp_engine_download_held(const dp_engine *e, int i, dp_range part, float *host);
+void dp_engine_upload_held(dp_engine *e, int i, const float *host);
+/* The optimizer's update count (AdamW's optimizer.step), NULL where it keeps none; rank root's
+ * to every rank (collective). */
+int64_t *dp_engine_update_count(dp_engine *e);
+int dp_engine_share_update_count(dp_engine *e, int root);
+/* A resumed run continues after steps_done optimizer steps. */
+void dp_engine_resume_at(dp_engine *e, long steps_done);
 
 /* How gradients reach the collectives, for the banner. */
 const char *dp_engine_gradient_path(const dp_engine *e);

@@ -316,11 +316,6 @@ void dp_strategy_shard(const dp_strategy *d, size_t *begin, size_t *end);
 /* Where that range lives: element 0 of each is flat offset begin. */
 void dp_strategy_update_memory(const dp_strategy *d, float **params, float **grads);
 
-/* Flat tensors the strategy shards or replicates: the parameters (sharded in stage 3) and
- * the optimizer state (sharded in stages 1-3). data holds this rank's shard when sharded,
- * else the whole. */
-int dp_strategy_shards_params(const dp_strategy *d);
-int dp_strategy_shards_state(const dp_strategy *d);
 /* The whole tensor into host memory on rank root (every rank when root < 0); other ranks'
  * host holds their part as staging (the whole when not sharded). Collective. */
 int dp_strategy_gather(dp_strategy *d, const float *data, int sharded, float *host, int root);

@@ -80,9 +80,11 @@ static int plan_gradient_path(dp_engine *e, const dp_engine_device *device)
     return 0;
 }
 
-int dp_engine_open_device(dp_engine *e, dp_comm *comm, const dp_engine_device *device)
+int dp_engine_open_device(dp_engine **out, dp_comm *comm, const dp_engine_device *device)
 {
-    memset(e, 0, sizeof *e);
+    dp_engine *e = *out = dp_calloc(1, sizeof *e, "the engine");
+    if (!e)
+        return DP_ENOMEM;
     e->comm = comm;
     dp_gpu_binding binding = {0};
     dp_backend_request request = {.device = device->device, .share_gpu = device->share_gpu, .precision = device->precision,

@@ -147,6 +147,8 @@ int dp_engine_build_forward(dp_engine *e, const dp_model_spec *spec, const dp_di
 
 void dp_engine_close(dp_engine *e)
 {
+    if (!e)
+        return;
     if (e->be)
         dp_engine_graph_free(e);
     dp_strategy_close(e->strategy);
@@ -172,5 +174,40 @@ void dp_engine_close(dp_engine *e)
             e->comm->device_stream = NULL;
         dp_backend_close(e->be);
     }
-    memset(e, 0, sizeof *e);
+    free(e);
+}
+
+const dp_backend *dp_engine_backend(const dp_engine *e)
+{
+    return e->be;
+}
+
+const dp_model *dp_engine_model(const dp_engine *e)
+{
+    return &e->model;
+}
+
+const dp_optimizer *dp_engine_optimizer(const dp_engine *e)
+{
+    return &e->opt;
+}
+
+dp_strategy *dp_engine_strategy(const dp_engine *e)
+{
+    return e->strategy;
+}
+
+long dp_engine_steps_done(const dp_engine *e)
+{
+    return e->steps_done;
+}
+
+long dp_engine_skipped_steps(const dp_engine *e)
+{
+    return e->skipped_steps;
+}
+
+void dp_engine_set_observer(dp_engine *e, const dp_engine_observer *observer)
+{
+    e->observer = *observer;
 }

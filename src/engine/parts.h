@@ -4,6 +4,51 @@
 
 #include "dp/engine.h"
 
+/* The engine: one owner for the training step. It holds what a step computes with: the
+ * backend it runs on, the model, the optimizer over this rank's range, the strategy whose hooks
+ * it calls, and the step's device buffers (loss and count totals, the non-finite count, GPU
+ * gradient staging). */
+struct dp_engine {
+    const dp_backend *be;
+    dp_comm *comm;
+    dp_model model;
+    dp_optimizer opt;
+    dp_strategy *strategy;         /* NULL: a forward-only engine */
+    dp_step_hooks hooks;           /* the strategy's (its own attach) */
+    dp_engine_observer observer;
+    dp_loss loss;
+    size_t micro_batch;
+    long accum;                    /* micro-batches per optimizer step */
+    uint64_t seed;
+    int skip_nonfinite;
+    int *segment_of;               /* module -> its slice of the flat buffers in the layout (-1: none) */
+    size_t *segment_offset, *segment_count;
+    size_t *segment_row, *segment_rows; /* the weight rows a ZeRO budget may cut each in */
+    size_t piece_floats;           /* backward reports gradients in pieces of at most this */
+    int stage_gradients;           /* GPU gradients go through host_grads to the collectives */
+    float *host_grads;             /* page-locked staging for that; NULL when unused */
+    double *train_totals;          /* backend memory: training loss and correct count since last read */
+    double *group_totals;          /* backend memory: one row group's loss and count, where its total is rounded */
+    double *nonfinite;             /* backend memory: the optimizer pass's non-finite gradient count */
+    int broadcast_buffers;         /* W > 1 and the strategy leaves running statistics per rank: rank 0's win */
+    float *host_buffers;           /* host staging for that broadcast */
+    uint64_t *rank_values;         /* one per rank: the first non-finite tensor's agreement */
+    long steps_done;               /* optimizer steps taken, for the schedule and the dropout masks */
+    long total_steps;              /* in the run */
+    uint64_t *step_number;         /* backend memory: steps_done as the step's kernels read it (dropout) */
+    uint64_t *host_step_number;    /* its page-locked staging */
+    long skipped_steps;            /* updates dropped by --on-nan skip */
+    dp_device_clock device_clock;  /* this step's marks on the device's timer */
+    int graph_use;                 /* --cuda-graph: full steps replay `graph` */
+    int graph_warm;                /* a full step ran eagerly: the next one is captured */
+    void *graph;                   /* the captured full step (the backend's), NULL before */
+    dp_device_clock graph_clock;   /* the marks the graph's launches make on the device's timer */
+    dp_rows *graph_rows;           /* where the captured step reads each micro-batch's rows (accum of them) */
+    int64_t *graph_counts;         /* what each launch adds to the model's counters (BatchNorm's batches) */
+    dp_comm_traffic graph_traffic; /* what each launch's collectives send (counted once, at the capture) */
+    char graph_text[320];          /* --cuda-graph's state for the banner: on, or off and why */
+};
+
 /* device.c: where the collectives find the gradients (in place, or staged through host_grads). */
 dp_strategy_buffers dp_engine_gradient_buffers(dp_engine *e);
 

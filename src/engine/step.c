@@ -83,6 +83,16 @@ int dp_engine_forward(dp_engine *e, const dp_nn_context *ctx, const float *x, in
     return forward(e, ctx, x, rows, out, 0);
 }
 
+int dp_engine_evaluate(dp_engine *e, const dp_rows *rows, dp_loss loss, double *totals)
+{
+    dp_nn_context ctx = {.be = e->be, .training = 0};
+    const float *out;
+    int status = forward(e, &ctx, rows->x, rows->count, &out, 0);
+    if (!status)
+        dp_model_loss(&e->model, loss, out, rows->labels, rows->targets, rows->count, NULL, totals);
+    return status;
+}
+
 /* Backward from the loss's gradient in delta[0], last module first. */
 static int backward(dp_engine *e, const dp_nn_context *ctx, int rows, int communicates)
 {
@@ -169,4 +179,9 @@ void dp_engine_take_totals(dp_engine *e, double *totals, double *loss_sum, doubl
     e->be->upload(e->be, totals, zeros, sizeof zeros);
     *loss_sum += host[DP_TOTAL_LOSS];
     *correct += host[DP_TOTAL_CORRECT];
+}
+
+void dp_engine_take_loss(dp_engine *e, double *loss_sum, double *correct)
+{
+    dp_engine_take_totals(e, e->train_totals, loss_sum, correct);
 }

@@ -7,6 +7,13 @@
 
 #include <stdio.h>
 
+/* Whether this rank's optimizer updates a shard of the parameters (ZeRO): the ranks then see
+ * parts of the gradient and must agree on what they found. */
+static int updates_a_shard(const dp_engine *e)
+{
+    return e->opt.end - e->opt.begin < dp_params_floats(&e->model.params);
+}
+
 /* The first tensor holding a NaN or an infinity in values (the summed gradient, or the
  * updated parameters), in the part this rank holds (its shard under ZeRO: the ranks then agree
  * on the lowest); NULL when none does. */
@@ -23,7 +30,7 @@ static int first_nonfinite_tensor(dp_engine *e, const float *values, const char 
             first = (uint64_t)i;
     }
     int status = 0;
-    if (dp_strategy_shards_state(e->strategy)) {
+    if (updates_a_shard(e)) {
         status = dp_comm_gather_hashes(e->comm, first, e->rank_values);
         for (int r = 0; !status && r < e->comm->size; r++)
             first = e->rank_values[r] < first ? e->rank_values[r] : first;
@@ -41,7 +48,7 @@ static int take_nonfinite(dp_engine *e, double *bad)
     e->be->download(e->be, bad, e->nonfinite, sizeof *bad);
     if (*bad != 0.0)
         e->be->upload(e->be, e->nonfinite, &zero, sizeof zero);
-    return dp_strategy_shards_state(e->strategy) ? dp_comm_sum_doubles(e->comm, bad, 1) : 0;
+    return updates_a_shard(e) ? dp_comm_sum_doubles(e->comm, bad, 1) : 0;
 }
 
 /* The gradients were finite and the update made parameters non-finite (it overflowed float32).

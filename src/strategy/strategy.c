@@ -342,16 +342,6 @@ void dp_strategy_shard(const dp_strategy *d, size_t *begin, size_t *end)
     *end = shard.end;
 }
 
-int dp_strategy_shards_params(const dp_strategy *d)
-{
-    return d->type->shards_params;
-}
-
-int dp_strategy_shards_state(const dp_strategy *d)
-{
-    return d->type->shards_state;
-}
-
 static int after_update(void *arg, const dp_update_done *done, dp_update_report *report)
 {
     dp_strategy *d = arg;

@@ -10,20 +10,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The replica's state: the parameters where every rank holds them whole, running statistics
- * and counters. */
+/* The replica's model state: the parameters where every rank holds them whole, the running
+ * statistics and their counters. */
 static uint64_t hash_model(trainer *t)
 {
-    const dp_model *m = &t->engine.model;
-    size_t param_bytes = t->plan.nparams * sizeof(float), buffer_bytes = dp_params_floats(&m->buffers) * sizeof(float);
     uint64_t hash = DP_HASH_START;
-    if (!dp_strategy_shards_params(t->engine.strategy)) {
-        t->engine.be->download(t->engine.be, t->host.params, m->weights, param_bytes);
-        hash = dp_hash_bytes(hash, t->host.params, param_bytes);
+    for (int i = DP_STATE_PARAMETERS; i < DP_STATE_OPTIMIZER; i++) {
+        dp_state_buffer b = dp_engine_state(t->engine, i);
+        if (dp_state_is_sharded(&b))
+            continue;
+        dp_engine_download_held(t->engine, i, b.held, t->host.state[i]);
+        hash = dp_hash_bytes(hash, t->host.state[i], b.floats * sizeof(float));
+        if (b.counters)
+            hash = dp_hash_bytes(hash, b.counters, b.tensors->totals[DP_DTYPE_I64] * sizeof *b.counters);
     }
-    t->engine.be->download(t->engine.be, t->host.buffers, m->buffer_values, buffer_bytes);
-    hash = dp_hash_bytes(hash, t->host.buffers, buffer_bytes);
-    return dp_hash_bytes(hash, m->counters, m->buffers.totals[DP_DTYPE_I64] * sizeof *m->counters);
+    return hash;
 }
 
 /* "1, 3": the ranks whose value differs from expected. */
@@ -47,20 +48,20 @@ static int check_gathered(trainer *t, char *differing, size_t size)
     if (!gathered)
         return DP_ENOMEM;
     uint64_t *owners = gathered + world;
-    size_t begin, end;
-    float *shard, *grads;
-    dp_strategy_shard(t->engine.strategy, &begin, &end);
-    dp_strategy_update_memory(t->engine.strategy, &shard, &grads);
-    t->engine.be->download(t->engine.be, t->host.params, shard, (end - begin) * sizeof(float));
-    uint64_t own = dp_hash_bytes(DP_HASH_START, t->host.params, (end - begin) * sizeof(float));
+    dp_engine *e = t->engine;
+    const dp_backend *be = dp_engine_backend(e);
+    dp_range held = dp_engine_state(e, DP_STATE_PARAMETERS).held;
+    float *params = t->host.state[DP_STATE_PARAMETERS];
+    dp_engine_download_held(e, DP_STATE_PARAMETERS, held, params);
+    uint64_t own = dp_hash_bytes(DP_HASH_START, params, dp_range_size(held) * sizeof(float));
     for (int r = 0; r < world; r++)
         gathered[r] = DP_HASH_START;
-    const dp_strategy_layout *layout = dp_strategy_gathered_units(t->engine.strategy);
+    const dp_strategy_layout *layout = dp_strategy_gathered_units(dp_engine_strategy(e));
     for (int s = 0; !status && s < layout->segments; s++) {
         float *data;
-        if ((status = dp_strategy_gathered_parameters(t->engine.strategy, s, &data)))
+        if ((status = dp_strategy_gathered_parameters(dp_engine_strategy(e), s, &data)))
             break;
-        t->engine.be->download(t->engine.be, t->host.gathered, data, layout->count[s] * sizeof(float));
+        be->download(be, t->host.gathered, data, layout->count[s] * sizeof(float));
         for (int r = 0; r < world; r++) { /* owner r's elements of this unit */
             dp_range mine = dp_partition(layout->total, world, r);
             size_t lo = mine.begin > layout->offset[s] ? mine.begin : layout->offset[s];
@@ -83,6 +84,14 @@ static int check_gathered(trainer *t, char *differing, size_t size)
     return status;
 }
 
+/* Whether this rank holds only a shard of the parameters (ZeRO-3): no replica to hash, but what
+ * the all-gathers deliver. */
+static int params_sharded(const trainer *t)
+{
+    dp_state_buffer params = dp_engine_state(t->engine, DP_STATE_PARAMETERS);
+    return dp_state_is_sharded(&params);
+}
+
 int dp_trainer_check_replicas(trainer *t)
 {
     uint64_t *hashes_of = t->host.rank_hashes;
@@ -93,12 +102,12 @@ int dp_trainer_check_replicas(trainer *t)
     if (list_ranks(t, hashes_of, hashes_of[0], differing, sizeof differing))
         return dp_fail(DP_ENUMERIC, "replica check after step %ld: the model state of rank(s) %s differs "
                        "from rank 0's (hash %016llx): the replicas have diverged",
-                       t->engine.steps_done, differing, (unsigned long long)hashes_of[0]);
-    if (!dp_strategy_shards_params(t->engine.strategy) || (status = check_gathered(t, differing, sizeof differing)) || !differing[0])
+                       dp_engine_steps_done(t->engine), differing, (unsigned long long)hashes_of[0]);
+    if (!params_sharded(t) || (status = check_gathered(t, differing, sizeof differing)) || !differing[0])
         return status;
     return dp_fail(DP_ENUMERIC, "replica check after step %ld (--zero 3): the parameters rank(s) %s gathered differ "
                    "from the shards their owners hold: an all-gather delivered different bytes",
-                   t->engine.steps_done, differing);
+                   dp_engine_steps_done(t->engine), differing);
 }
 
 /* Flips the lowest mantissa bit of a parameter on the chosen rank: invisible to the loss,
@@ -107,18 +116,19 @@ int dp_trainer_check_replicas(trainer *t)
  * collective, so every rank takes part. */
 int dp_trainer_inject_corruption(trainer *t)
 {
-    if (t->o->corrupt_rank < 0 || t->engine.steps_done != t->o->corrupt_step)
+    if (t->o->corrupt_rank < 0 || dp_engine_steps_done(t->engine) != t->o->corrupt_step)
         return 0;
-    float *target = t->engine.model.weights;
-    int status = dp_strategy_shards_params(t->engine.strategy) ? dp_strategy_gathered_parameters(t->engine.strategy, 0, &target) : 0;
+    float *target = dp_engine_state(t->engine, DP_STATE_PARAMETERS).data;
+    int status = params_sharded(t) ? dp_strategy_gathered_parameters(dp_engine_strategy(t->engine), 0, &target) : 0;
     if (status || t->comm->rank != t->o->corrupt_rank)
         return status;
+    const dp_backend *be = dp_engine_backend(t->engine);
     float value;
     uint32_t bits;
-    t->engine.be->download(t->engine.be, &value, target, sizeof value);
+    be->download(be, &value, target, sizeof value);
     memcpy(&bits, &value, sizeof bits);
     bits ^= 1u;
     memcpy(&value, &bits, sizeof value);
-    t->engine.be->upload(t->engine.be, target, &value, sizeof value);
+    be->upload(be, target, &value, sizeof value);
     return 0;
 }

@@ -10,6 +10,7 @@
 #include "dp/zero_plan.h"
 
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 
 int dp_trainer_check_parts(const char *option, const char *path, const dp_tensor_part *parts, int count)
@@ -36,23 +37,27 @@ int dp_trainer_read_parts(const char *option, const char *path, dp_tensor_part *
 
 int dp_trainer_own_parts(const trainer *t, int with_state, dp_tensor_part *parts)
 {
-    size_t begin, end;
-    dp_strategy_shard(t->engine.strategy, &begin, &end);
-    dp_range mine = {begin, end};
-    int count = dp_params_parts(&t->engine.model.params, mine, t->host.params, parts);
-    for (int i = 0; with_state && i < dp_optimizer_state_count(&t->engine.opt); i++) {
+    int count = 0, last = with_state ? dp_engine_state_count(t->engine) : DP_STATE_STATISTICS;
+    for (int i = 0; i < last; i++) {
+        dp_state_buffer b = dp_engine_state(t->engine, i);
+        if (i == DP_STATE_STATISTICS) /* whole on every rank, read by rank 0 */
+            continue;
+        if (b.tensors) {
+            count += dp_params_parts(b.tensors, b.held, t->host.state[i], parts + count);
+            continue;
+        }
         dp_tensor_part *p = &parts[count++];
-        *p = (dp_tensor_part){.ref = {.ndim = 1, .shape = {(int64_t)t->plan.nparams}, .data = t->host.optimizer[i]},
-                              .first = begin, .count = end - begin};
-        snprintf(p->ref.name, sizeof p->ref.name, "%s", dp_optimizer_state_name(&t->engine.opt, i));
+        *p = (dp_tensor_part){.ref = {.ndim = 1, .shape = {(int64_t)b.floats}, .data = t->host.state[i]},
+                              .first = b.held.begin, .count = dp_range_size(b.held)};
+        snprintf(p->ref.name, sizeof p->ref.name, "%s", b.name);
     }
     return count;
 }
 
 int dp_trainer_read_own_parts(trainer *t, const char *option, const char *path, int with_state)
 {
-    dp_tensor_part *parts = dp_calloc((size_t)t->engine.model.params.count + DP_OPTIMIZER_MAX_STATE, sizeof *parts,
-                                      "the list of tensor parts");
+    dp_tensor_part *parts = dp_calloc((size_t)dp_engine_model(t->engine)->params.count + DP_OPTIMIZER_MAX_STATE,
+                                      sizeof *parts, "the list of tensor parts");
     int status = parts ? dp_trainer_read_parts(option, path, parts, dp_trainer_own_parts(t, with_state, parts))
                        : DP_ENOMEM;
     free(parts);
@@ -61,23 +66,20 @@ int dp_trainer_read_own_parts(trainer *t, const char *option, const char *path, 
 
 void dp_trainer_upload_own_parts(trainer *t, int with_state)
 {
-    size_t begin, end;
-    dp_strategy_shard(t->engine.strategy, &begin, &end);
-    size_t bytes = (end - begin) * sizeof(float);
-    float *params, *grads;
-    dp_strategy_update_memory(t->engine.strategy, &params, &grads);
-    t->engine.be->upload(t->engine.be, params, t->host.params, bytes);
-    for (int i = 0; with_state && i < dp_optimizer_state_count(&t->engine.opt); i++)
-        t->engine.be->upload(t->engine.be, t->engine.opt.state[i], t->host.optimizer[i], bytes);
+    int last = with_state ? dp_engine_state_count(t->engine) : DP_STATE_STATISTICS;
+    for (int i = 0; i < last; i++)
+        if (i != DP_STATE_STATISTICS)
+            dp_engine_upload_held(t->engine, i, t->host.state[i]);
 }
 
 /* ZeRO-3's --save: the parameters gathered into rank 0's writer piece by piece, at most a
  * block of the budget (unlimited: a module) at a time, so no rank holds the whole model. */
 size_t dp_trainer_save_piece(const trainer *t)
 {
-    size_t block = dp_strategy_block(t->engine.strategy);
+    dp_strategy *d = dp_engine_strategy(t->engine);
+    size_t block = dp_strategy_block(d);
     dp_zero_plan_input layout;
-    dp_strategy_plan_input(t->engine.strategy, &layout);
+    dp_strategy_plan_input(d, &layout);
     return block ? block : (layout.unit_floats ? layout.unit_floats : 1);
 }
 
@@ -86,21 +88,21 @@ size_t dp_trainer_save_piece(const trainer *t)
 int dp_trainer_gather_parameter_piece(void *arg, int tensor, size_t first, size_t count, void *buf)
 {
     trainer *t = arg;
-    size_t at = t->engine.model.params.entries[tensor].offset + first;
-    float *shard, *grads;
-    dp_strategy_update_memory(t->engine.strategy, &shard, &grads);
-    return dp_strategy_gather_window(t->engine.strategy, shard, (dp_range){at, at + count}, buf, 0);
+    size_t at = dp_engine_model(t->engine)->params.entries[tensor].offset + first;
+    return dp_engine_gather_state_window(t->engine, DP_STATE_PARAMETERS, (dp_range){at, at + count}, buf, 0);
 }
 
 /* The other ranks' side of rank 0's streamed write: the same pieces in the same order. */
 int dp_trainer_send_parameter_pieces(trainer *t)
 {
+    const dp_param_table *params = &dp_engine_model(t->engine)->params;
     size_t piece = dp_trainer_save_piece(t);
     int status = 0;
-    for (int i = 0; !status && i < t->engine.model.params.count; i++) {
-        size_t n = t->engine.model.params.entries[i].count, step = piece < n ? piece : n;
+    for (int i = 0; !status && i < params->count; i++) {
+        size_t n = params->entries[i].count, step = piece < n ? piece : n;
         for (size_t first = 0; !status && first < n; first += step)
-            status = dp_trainer_gather_parameter_piece(t, i, first, n - first < step ? n - first : step, t->host.params);
+            status = dp_trainer_gather_parameter_piece(t, i, first, n - first < step ? n - first : step,
+                                                       t->host.state[DP_STATE_PARAMETERS]);
     }
     return status;
 }

@@ -24,7 +24,7 @@
 typedef struct predictor {
     const dp_options *o;
     dp_comm *comm;
-    dp_engine engine;          /* forward-only: the device and the model */
+    dp_engine *engine;         /* forward-only: the device and the model */
     float *host_params, *host_buffers; /* --init's values on their way to the model */
     size_t rows, dim;          /* the whole input: rows x dim */
     dp_dims sample;            /* one row's shape: [D] features or [C, H, W] images */
@@ -82,18 +82,19 @@ static int read_inputs(predictor *p)
 /* The device, the model on it, and the --init parameters and buffers on every rank. */
 static int open_model(predictor *p)
 {
-    dp_engine *e = &p->engine;
     dp_engine_device device = dp_trainer_device(p->o);
-    int status = dp_engine_open_device(e, p->comm, &device);
+    int status = dp_engine_open_device(&p->engine, p->comm, &device);
+    dp_engine *e = p->engine;
     if (!status)
         status = dp_engine_build_forward(e, &p->o->model, &p->sample, BLOCK_ROWS);
     if (status)
         return status;
-    dp_model *m = &e->model;
+    const dp_model *m = dp_engine_model(e);
+    const dp_backend *be = dp_engine_backend(e);
     size_t params = dp_params_floats(&m->params), buffers = dp_params_floats(&m->buffers);
     p->host_params = dp_alloc((params + 1) * sizeof(float), "the host copy of the parameters");
     p->host_buffers = dp_alloc((buffers + 1) * sizeof(float), "the host copy of the running statistics");
-    p->dev_x = e->be->alloc(e->be, BLOCK_ROWS * p->dim * sizeof(float), DP_MEM_ACTIVATIONS, "the input block");
+    p->dev_x = be->alloc(be, BLOCK_ROWS * p->dim * sizeof(float), DP_MEM_ACTIVATIONS, "the input block");
     if (!p->host_params || !p->host_buffers || !p->dev_x)
         return DP_ENOMEM;
     status = p->comm->rank == 0 ? dp_trainer_load_model(p->o, m, p->host_params, p->host_buffers, m->counters) : 0;
@@ -101,7 +102,9 @@ static int open_model(predictor *p)
     if (status && !p->o->model.from_layers)
         status = dp_fail_context(status, "--predict %s has %zu features per sample, the width --model '%s' takes "
                                  "there", p->o->predict_path, p->dim, p->o->model.text);
-    return status ? status : dp_trainer_share_model(p->comm, m, p->host_params, p->host_buffers);
+    if (!status)
+        status = dp_engine_scatter_state(e, DP_STATE_PARAMETERS, p->host_params, 0);
+    return status ? status : dp_engine_scatter_state(e, DP_STATE_STATISTICS, p->host_buffers, 0);
 }
 
 /* Row counts and offsets of every rank (whole blocks), for the v-collectives. */
@@ -139,9 +142,9 @@ static int scatter_rows(predictor *p)
 /* Forward of this rank's blocks, each exactly BLOCK_ROWS rows; the outputs go to my_outputs. */
 static int run_forward(predictor *p)
 {
-    dp_engine *e = &p->engine;
-    const dp_backend *be = e->be;
-    size_t mine = dp_range_size(p->mine), outputs = (size_t)e->model.outputs;
+    dp_engine *e = p->engine;
+    const dp_backend *be = dp_engine_backend(e);
+    size_t mine = dp_range_size(p->mine), outputs = (size_t)dp_engine_model(e)->outputs;
     p->my_outputs = dp_alloc((mine ? mine : 1) * outputs * sizeof(float), "this rank's outputs");
     if (!p->my_outputs)
         return DP_ENOMEM;
@@ -163,7 +166,7 @@ static int run_forward(predictor *p)
 /* MPI_Gatherv of every rank's output rows to rank 0, whose buffer it returns in *all. */
 static int gather_outputs(predictor *p, float **all)
 {
-    size_t outputs = (size_t)p->engine.model.outputs;
+    size_t outputs = (size_t)dp_engine_model(p->engine)->outputs;
     *all = NULL;
     if (p->comm->rank == 0 && !(*all = dp_alloc((p->rows ? p->rows : 1) * outputs * sizeof(float), "the outputs")))
         return DP_ENOMEM;
@@ -180,7 +183,7 @@ static int gather_outputs(predictor *p, float **all)
 static int write_outputs(const predictor *p, float *outputs)
 {
     const dp_options *o = p->o;
-    int width = p->engine.model.outputs;
+    int width = dp_engine_model(p->engine)->outputs;
     dp_npy array = {.dtype = DP_NPY_F32, .ndim = 2, .shape = {p->rows, (size_t)width}, .data = outputs};
     int64_t *classes = NULL;
     if (o->predict_classes) {
@@ -204,9 +207,9 @@ static void free_predictor(predictor *p)
     free(p->counts);
     free(p->host_params);
     free(p->host_buffers);
-    if (p->engine.be)
-        p->engine.be->free(p->engine.be, p->dev_x);
-    dp_engine_close(&p->engine);
+    if (p->engine && dp_engine_backend(p->engine))
+        dp_engine_backend(p->engine)->free(dp_engine_backend(p->engine), p->dev_x);
+    dp_engine_close(p->engine);
 }
 
 int dp_predict(const dp_options *o, dp_comm *comm)
@@ -232,7 +235,7 @@ int dp_predict(const dp_options *o, dp_comm *comm)
     if (!status && comm->rank == 0 && !o->quiet)
         printf("predict: %zu rows x %zu features on %d rank%s (backend %s) in %.3f s (%.0f rows/s; scatter, "
                "forward and gather %.3f s): wrote %s, %s\n",
-               p.rows, p.dim, comm->size, comm->size == 1 ? "" : "s", p.engine.be->describe(p.engine.be), MPI_Wtime() - started,
+               p.rows, p.dim, comm->size, comm->size == 1 ? "" : "s", dp_engine_backend(p.engine)->describe(dp_engine_backend(p.engine)), MPI_Wtime() - started,
                (double)p.rows / (computed - computing), computed - computing, o->output_path,
                o->predict_classes ? "int64 classes [N]" : "float32 outputs [N, K]");
     free(outputs);

@@ -91,11 +91,14 @@ static void report_memory(const dp_options *o, const dp_optimizer *opt, const dp
     }
 }
 
-void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *plan,
-                      const dp_model *model, const dp_optimizer *opt, const dp_strategy *dist,
-                      const char *backend, const char *gradient_path,
+void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *plan, dp_engine *engine,
                       const dp_dataset *train, const dp_dataset *test)
 {
+    const dp_model *model = dp_engine_model(engine);
+    const dp_optimizer *opt = dp_engine_optimizer(engine);
+    const dp_strategy *dist = dp_engine_strategy(engine);
+    const char *backend = dp_engine_backend(engine)->describe(dp_engine_backend(engine));
+    const char *gradient_path = dp_engine_gradient_path(engine);
     char strategy[512];
     dp_strategy_describe(dist, strategy, sizeof strategy);
     size_t slice = ((size_t)o->batch + comm->size - 1) / comm->size;

@@ -4,6 +4,7 @@
 
 #include "dp/comm.h"
 #include "dp/data.h"
+#include "dp/engine.h"
 #include "dp/strategy.h"
 #include "dp/nn.h"
 #include "dp/optim.h"
@@ -28,9 +29,7 @@ typedef struct dp_interval {
 } dp_interval;
 
 /* backend: the backend's own description; gradient_path: how gradients reach the collectives. */
-void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *plan,
-                      const dp_model *model, const dp_optimizer *opt, const dp_strategy *dist,
-                      const char *backend, const char *gradient_path,
+void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *plan, dp_engine *engine,
                       const dp_dataset *train, const dp_dataset *test);
 /* The shortest decimal that reads back as value: options quoted as given, exact in records. */
 const char *dp_float_text(float value, char text[24]);

@@ -14,44 +14,50 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PARAMETERS_NAME "parameters"
 enum { SHARD_BEGIN, SHARD_END, SHARD_TOTAL, SHARD_KEYS };
 static const char *const shard_keys[SHARD_KEYS] = {"shard_begin", "shard_end", "flat_total"};
 
-/* The flat tensors of a shard of n floats: the parameters, then each optimizer state, over
- * data[0], data[1], ...; returns their count. */
+/* The engine's flat state buffers a shard file holds: the parameters, then each optimizer state
+ * (the statistics go whole in the index). */
+static int flat_buffers(const trainer *t, int *which)
+{
+    int count = 0;
+    for (int i = 0; i < dp_engine_state_count(t->engine); i++)
+        if (i != DP_STATE_STATISTICS)
+            which[count++] = i;
+    return count;
+}
+
+/* The flat tensors of a shard of n floats over data[0], data[1], ... (in flat_buffers' order),
+ * named as the engine names its buffers; returns their count. */
 static int shard_tensors(const trainer *t, size_t n, float *const *data, dp_tensor_ref *refs)
 {
-    int count = 1 + dp_optimizer_state_count(&t->engine.opt);
+    int which[DP_STATE_OPTIMIZER + DP_OPTIMIZER_MAX_STATE], count = flat_buffers(t, which);
     for (int i = 0; i < count; i++) {
         refs[i] = (dp_tensor_ref){.ndim = 1, .shape = {(int64_t)n}, .data = data[i]};
-        snprintf(refs[i].name, sizeof refs[i].name, "%s", i ? dp_optimizer_state_name(&t->engine.opt, i - 1) : PARAMETERS_NAME);
+        snprintf(refs[i].name, sizeof refs[i].name, "%s", dp_engine_state(t->engine, which[i]).name);
     }
     return count;
 }
 
-/* This rank's part [begin, end) of the parameters and the optimizer state into the host
- * copies (each holds at least the rank's shard). */
-static void download_part(trainer *t, dp_range part, float *const *host)
+/* The host copies of the flat buffers, in flat_buffers' order. */
+static int host_copies(trainer *t, float **host)
 {
-    float *params, *grads;
-    dp_strategy_update_memory(t->engine.strategy, &params, &grads);
-    size_t bytes = dp_range_size(part) * sizeof(float);
-    /* Sharded memory holds exactly the part; whole memory holds it at its offset. */
-    const float *source = dp_strategy_shards_params(t->engine.strategy) ? params : t->engine.model.weights + part.begin;
-    t->engine.be->download(t->engine.be, host[0], source, bytes);
-    for (int i = 0; i < dp_optimizer_state_count(&t->engine.opt); i++) {
-        source = dp_strategy_shards_state(t->engine.strategy) ? t->engine.opt.state[i] : t->engine.opt.state[i] + part.begin;
-        t->engine.be->download(t->engine.be, host[1 + i], source, bytes);
-    }
+    int which[DP_STATE_OPTIMIZER + DP_OPTIMIZER_MAX_STATE], count = flat_buffers(t, which);
+    for (int i = 0; i < count; i++)
+        host[i] = t->host.state[which[i]];
+    return count;
 }
 
 int dp_trainer_write_shard(trainer *t, const char *const *keys, const char *const *values, int count)
 {
     dp_range part = dp_partition(t->plan.nparams, t->comm->size, t->comm->rank);
-    float *host[1 + DP_OPTIMIZER_MAX_STATE] = {t->host.params, t->host.optimizer[0], t->host.optimizer[1]};
-    download_part(t, part, host);
-    dp_tensor_ref refs[1 + DP_OPTIMIZER_MAX_STATE];
+    float *host[DP_STATE_OPTIMIZER + DP_OPTIMIZER_MAX_STATE];
+    int which[DP_STATE_OPTIMIZER + DP_OPTIMIZER_MAX_STATE], count_flat = flat_buffers(t, which);
+    host_copies(t, host);
+    for (int i = 0; i < count_flat; i++) /* each copy holds at least the rank's part */
+        dp_engine_download_held(t->engine, which[i], part, host[i]);
+    dp_tensor_ref refs[DP_STATE_OPTIMIZER + DP_OPTIMIZER_MAX_STATE];
     int tensors = shard_tensors(t, dp_range_size(part), host, refs);
     const char **all_keys = dp_calloc(2 * ((size_t)count + SHARD_KEYS), sizeof *all_keys, "shard metadata");
     if (!all_keys)
@@ -66,7 +72,7 @@ int dp_trainer_write_shard(trainer *t, const char *const *keys, const char *cons
         all_keys[count + k] = shard_keys[k];
         all_values[count + k] = numbers[k];
     }
-    int status = dp_checkpoint_save_shard(t->o->checkpoint_dir, t->engine.steps_done, t->comm->rank, t->comm->size, refs,
+    int status = dp_checkpoint_save_shard(t->o->checkpoint_dir, dp_engine_steps_done(t->engine), t->comm->rank, t->comm->size, refs,
                                           tensors, all_keys, all_values, count + SHARD_KEYS);
     free(all_keys);
     /* Every rank learns whether all shards are complete: only then does rank 0 write the index. */
@@ -76,7 +82,7 @@ int dp_trainer_write_shard(trainer *t, const char *const *keys, const char *cons
         return status ? status : agreed;
     return failed == 0.0 ? 0 : dp_fail(DP_EIO, "checkpoint of step %ld: %.0f rank(s) could not write their shard "
                                        "(their messages say why); no index written, the previous checkpoint stays "
-                                       "the newest", t->engine.steps_done, failed);
+                                       "the newest", dp_engine_steps_done(t->engine), failed);
 }
 
 /* The shard file of rank r among `shards` beside index_path, named after the index
@@ -95,7 +101,7 @@ static int shard_path(const char *index_path, int r, int shards, char *path, siz
  * belongs to the index: the same step and run, the range its name implies. */
 static int read_shard(trainer *t, const char *path, long step, dp_range part, float *const *scratch)
 {
-    dp_tensor_ref refs[1 + DP_OPTIMIZER_MAX_STATE];
+    dp_tensor_ref refs[DP_STATE_OPTIMIZER + DP_OPTIMIZER_MAX_STATE];
     int count = shard_tensors(t, dp_range_size(part), scratch, refs);
     dp_meta meta[SHARD_KEYS + 2] = {{.key = "step"}, {.key = "run_id"}};
     for (int k = 0; k < SHARD_KEYS; k++)
@@ -125,38 +131,37 @@ static void copy_overlap(dp_range from, const float *scratch, dp_range into, flo
         memcpy(host + (lo - into.begin), scratch + (lo - from.begin), (hi - lo) * sizeof(float));
 }
 
-int dp_trainer_read_shards(trainer *t, const char *index_path, long step, int shards, float *params)
+int dp_trainer_read_shards(trainer *t, const char *index_path, long step, int shards)
 {
     size_t total = t->plan.nparams;
-    dp_range mine = dp_partition(total, t->comm->size, t->comm->rank), all = {0, total};
-    dp_range need_params = dp_strategy_shards_params(t->engine.strategy) ? mine : all;
-    dp_range need_state = dp_strategy_shards_state(t->engine.strategy) ? mine : all;
-    int tensors = 1 + dp_optimizer_state_count(&t->engine.opt);
+    int which[DP_STATE_OPTIMIZER + DP_OPTIMIZER_MAX_STATE], tensors = flat_buffers(t, which);
+    dp_range need[DP_STATE_OPTIMIZER + DP_OPTIMIZER_MAX_STATE]; /* what this rank holds of each */
+    float *host[DP_STATE_OPTIMIZER + DP_OPTIMIZER_MAX_STATE];
+    host_copies(t, host);
+    for (int i = 0; i < tensors; i++)
+        need[i] = dp_engine_state(t->engine, which[i]).held;
     size_t largest = dp_range_size(dp_partition(total, shards, 0));
     float *scratch_block = dp_alloc((largest ? largest : 1) * (size_t)tensors * sizeof(float), "a shard's host copy");
     if (!scratch_block)
         return DP_ENOMEM;
-    float *scratch[1 + DP_OPTIMIZER_MAX_STATE];
+    float *scratch[DP_STATE_OPTIMIZER + DP_OPTIMIZER_MAX_STATE];
     for (int i = 0; i < tensors; i++)
         scratch[i] = scratch_block + (size_t)i * largest;
     int status = 0;
     for (int r = 0; !status && r < shards; r++) {
         dp_range part = dp_partition(total, shards, r);
-        int wanted = (part.begin < need_params.end && need_params.begin < part.end) ||
-                     (part.begin < need_state.end && need_state.begin < part.end);
+        int wanted = 0;
+        for (int i = 0; i < tensors; i++)
+            wanted |= part.begin < need[i].end && need[i].begin < part.end;
         char path[DP_PATH_MAX + 128];
         if (!wanted || (status = shard_path(index_path, r, shards, path, sizeof path)) ||
             (status = read_shard(t, path, step, part, scratch)))
             continue;
-        copy_overlap(part, scratch[0], need_params, t->host.params);
-        for (int i = 1; i < tensors; i++)
-            copy_overlap(part, scratch[i], need_state, t->host.optimizer[i - 1]);
+        for (int i = 0; i < tensors; i++)
+            copy_overlap(part, scratch[i], need[i], host[i]);
     }
     free(scratch_block);
-    if (status)
-        return status;
-    t->engine.be->upload(t->engine.be, params, t->host.params, dp_range_size(need_params) * sizeof(float));
-    for (int i = 1; i < tensors; i++)
-        t->engine.be->upload(t->engine.be, t->engine.opt.state[i - 1], t->host.optimizer[i - 1], dp_range_size(need_state) * sizeof(float));
-    return 0;
+    for (int i = 0; !status && i < tensors; i++)
+        dp_engine_upload_held(t->engine, which[i], host[i]);
+    return status;
 }

@@ -98,13 +98,16 @@ static void describe_run(const trainer *t, run_fields *f)
     const dp_options *o = t->o;
     char(*v)[DP_META_VALUE_MAX] = f->value;
     size_t size = sizeof v[0];
-    dp_model_spec_canonical(&o->model, t->engine.model.inputs, 1, v[FIELD_MODEL], size);
+    const dp_model *m = dp_engine_model(t->engine);
+    const dp_backend *be = dp_engine_backend(t->engine);
+    long steps = dp_engine_steps_done(t->engine);
+    dp_model_spec_canonical(&o->model, m->inputs, 1, v[FIELD_MODEL], size);
     snprintf(v[FIELD_STEP_BATCH], size, "%zu", t->plan.step_batch);
     snprintf(v[FIELD_DROP_LAST], size, "%d", o->drop_last);
     snprintf(v[FIELD_SEED], size, "%llu", (unsigned long long)o->seed);
     snprintf(v[FIELD_TRAIN_SAMPLES], size, "%zu", t->train->count);
     snprintf(v[FIELD_OPTIMIZER], size, "%s", dp_optimizer_kind_name(o->optimizer));
-    optimizer_state_names(&t->engine.opt, v[FIELD_OPTIMIZER_STATE], size);
+    optimizer_state_names(dp_engine_optimizer(t->engine), v[FIELD_OPTIMIZER_STATE], size);
     v[FIELD_HIER_INNER][0] = '\0';
     const char *any_world = dp_strategy_any_world(&o->strategy);
     if (any_world) {
@@ -130,113 +133,114 @@ static void describe_run(const trainer *t, run_fields *f)
     snprintf(v[FIELD_BETAS], size, "%s,%s", dp_float_text(o->beta1, beta1), dp_float_text(o->beta2, beta2));
     dp_float_text(o->eps, v[FIELD_EPS]);
     snprintf(v[FIELD_DECAY_ALL], size, "%d", o->decay_all);
-    dp_model_spec_canonical(&o->model, t->engine.model.inputs, 0, v[FIELD_MODULE_OPTIONS], size);
+    dp_model_spec_canonical(&o->model, m->inputs, 0, v[FIELD_MODULE_OPTIONS], size);
     dp_strategy_choice_text(&o->strategy, 0, v[FIELD_STRATEGY], size);
     snprintf(v[FIELD_GRAD_DTYPE], size, "%s", dp_grad_dtype_name(o->grad_dtype));
-    dp_backend_arithmetic(t->engine.be, v[FIELD_COMPUTE], size);
-    if (o->precision != DP_PRECISION_FP32 && !t->engine.be->host_memory) /* rounded GEMM inputs change the bits */
+    dp_backend_arithmetic(be, v[FIELD_COMPUTE], size);
+    if (o->precision != DP_PRECISION_FP32 && !be->host_memory) /* rounded GEMM inputs change the bits */
         snprintf(v[FIELD_COMPUTE] + strlen(v[FIELD_COMPUTE]), size - strlen(v[FIELD_COMPUTE]), ", %s GEMM inputs",
                  dp_precision_names[o->precision]);
-    if (o->unfused && !t->engine.be->host_memory) /* other kernels add in another order */
+    if (o->unfused && !be->host_memory) /* other kernels add in another order */
         snprintf(v[FIELD_COMPUTE] + strlen(v[FIELD_COMPUTE]), size - strlen(v[FIELD_COMPUTE]), ", --fuse off");
-    snprintf(v[FIELD_STEP], size, "%ld", t->engine.steps_done);
-    snprintf(v[FIELD_EPOCH], size, "%ld", t->engine.steps_done / t->plan.steps_per_epoch);
+    snprintf(v[FIELD_STEP], size, "%ld", steps);
+    snprintf(v[FIELD_EPOCH], size, "%ld", steps / t->plan.steps_per_epoch);
     snprintf(v[FIELD_RUN_ID], size, "%s", t->run_id);
     snprintf(v[FIELD_FORMAT], size, "pt");
     snprintf(v[FIELD_VERSION], size, "%s", PACKAGE_VERSION);
     snprintf(v[FIELD_SAMPLER], size, "permutation from (seed, epoch); dropout masks from (seed, step, sample)");
 }
-/* Host copies for checkpoints and checks: whole where the tensor is replicated, and on rank 0
- * where it reads or writes whole files (--init, --save, a gathered checkpoint or a resume;
- * the optimizer state only for the last two); a rank's shard elsewhere (ZeRO-3 draws or
- * reads its initial shard itself, and writes a gathered checkpoint alone whole). */
+/* Host copies for checkpoints and checks, one per state buffer of the engine: whole where the
+ * buffer is replicated, and on rank 0 where it reads or writes whole files (--init, --save, a
+ * gathered checkpoint or a resume; the optimizer state only for the last two); a rank's part
+ * elsewhere (ZeRO-3 draws or reads its initial shard itself, and writes a gathered checkpoint
+ * alone whole). */
 int dp_trainer_allocate_host_copies(trainer *t)
 {
-    size_t params = dp_params_floats(&t->engine.model.params), buffers = dp_params_floats(&t->engine.model.buffers);
-    size_t begin, end, shard;
-    dp_strategy_shard(t->engine.strategy, &begin, &end);
-    shard = end - begin;
     const dp_options *o = t->o;
-    int root = t->comm->rank == 0, zero3 = dp_strategy_shards_params(t->engine.strategy);
+    dp_state_buffer params = dp_engine_state(t->engine, DP_STATE_PARAMETERS);
+    int root = t->comm->rank == 0, zero3 = dp_state_is_sharded(&params), ok = 1;
     /* ZeRO-3 reads its shard's parts of --init and --resume files and streams --save; only a
      * gathered checkpoint it writes needs whole copies on rank 0. */
-    int whole_state_files = (o->checkpoint_dir[0] && !o->checkpoint_shards) || (o->resume[0] && !zero3);
-    int whole_param_files = whole_state_files;
-    size_t param_copy = (root && whole_param_files) || !zero3 ? params : shard;
-    size_t state_copy = (root && whole_state_files) || !dp_strategy_shards_state(t->engine.strategy) ? params : shard;
-    t->host.params = dp_alloc((param_copy ? param_copy : 1) * sizeof(float), "the host copy of the parameters");
-    t->host.buffers = dp_alloc((buffers ? buffers : 1) * sizeof(float), "the host copy of the running statistics");
-    int ok = t->host.params && t->host.buffers;
-    for (int i = 0; ok && i < dp_optimizer_state_count(&t->engine.opt); i++)
-        ok = (t->host.optimizer[i] = dp_alloc((state_copy ? state_copy : 1) * sizeof(float),
-                                          dp_optimizer_state_name(&t->engine.opt, i))) != NULL;
+    int whole_files = (o->checkpoint_dir[0] && !o->checkpoint_shards) || (o->resume[0] && !zero3);
+    for (int i = 0; ok && i < dp_engine_state_count(t->engine); i++) {
+        dp_state_buffer b = dp_engine_state(t->engine, i);
+        size_t floats = (root && whole_files) || !dp_state_is_sharded(&b) ? b.floats : dp_range_size(b.held);
+        ok = (t->host.state[i] = dp_alloc((floats ? floats : 1) * sizeof(float), b.name)) != NULL;
+    }
     t->host.rank_hashes = dp_calloc((size_t)t->comm->size, sizeof *t->host.rank_hashes, "replica hashes");
-    if (ok && dp_strategy_shards_params(t->engine.strategy)) {
+    if (ok && zero3) {
         dp_zero_plan_input layout;
-        dp_strategy_plan_input(t->engine.strategy, &layout);
+        dp_strategy_plan_input(dp_engine_strategy(t->engine), &layout);
         ok = (t->host.gathered = dp_alloc((layout.unit_floats ? layout.unit_floats : 1) * sizeof(float),
                                           "the host copy of a unit's gathered parameters")) != NULL;
     }
     return ok && t->host.rank_hashes ? 0 : DP_ENOMEM;
 }
 
-/* The model's buffers (running statistics, counters) over the host copies; returns their count. */
-static int buffer_tensors(const trainer *t, dp_tensor_ref *refs)
+/* The tensors of state buffer i over its host copy (the model's by their names, the optimizer's
+ * whole as one flat tensor); returns their count. */
+static int buffer_tensors(const trainer *t, int i, dp_tensor_ref *refs)
 {
-    return dp_params_refs(&t->engine.model.buffers, t->host.buffers, t->engine.model.counters, refs);
-}
-
-/* The model's tensors (parameters, then buffers) over the host copies; returns their count. */
-static int model_tensors(const trainer *t, dp_tensor_ref *refs)
-{
-    int count = dp_params_refs(&t->engine.model.params, t->host.params, NULL, refs);
-    return count + buffer_tensors(t, refs + count);
+    dp_state_buffer b = dp_engine_state(t->engine, i);
+    if (b.tensors)
+        return dp_params_refs(b.tensors, t->host.state[i], b.counters, refs);
+    refs[0] = (dp_tensor_ref){.ndim = 1, .shape = {(int64_t)b.floats}, .data = t->host.state[i]};
+    snprintf(refs[0].name, sizeof refs[0].name, "%s", b.name);
+    return 1;
 }
 
 /* AdamW's step count: state too, a scalar. */
 static int step_tensor(trainer *t, dp_tensor_ref *refs)
 {
-    if (!dp_optimizer_counts_steps(&t->engine.opt))
+    int64_t *steps = dp_engine_update_count(t->engine);
+    if (!steps)
         return 0;
-    refs[0] = (dp_tensor_ref){.name = "optimizer.step", .dtype = DP_DTYPE_I64, .data = &t->engine.opt.steps};
+    refs[0] = (dp_tensor_ref){.name = "optimizer.step", .dtype = DP_DTYPE_I64, .data = steps};
     return 1;
 }
 
-/* The model's, then the optimizer's: each state buffer over the whole flat buffer, and its step. */
-static int state_tensors(trainer *t, dp_tensor_ref *refs)
+/* The tensors of state buffers [first, last), then (with_step) the optimizer's step count. */
+static int state_tensors(trainer *t, int first, int last, int with_step, dp_tensor_ref *refs)
 {
-    int count = model_tensors(t, refs);
-    for (int i = 0; i < dp_optimizer_state_count(&t->engine.opt); i++) {
-        dp_tensor_ref *r = &refs[count++];
-        *r = (dp_tensor_ref){.ndim = 1, .shape = {(int64_t)t->plan.nparams}, .data = t->host.optimizer[i]};
-        snprintf(r->name, sizeof r->name, "%s", dp_optimizer_state_name(&t->engine.opt, i));
-    }
-    return count + step_tensor(t, refs + count);
+    int count = 0;
+    for (int i = first; i < last; i++)
+        count += buffer_tensors(t, i, refs + count);
+    return count + (with_step ? step_tensor(t, refs + count) : 0);
+}
+
+/* The model's tensors: parameters and statistics. */
+static int model_tensors(trainer *t, dp_tensor_ref *refs)
+{
+    return state_tensors(t, DP_STATE_PARAMETERS, DP_STATE_OPTIMIZER, 0, refs);
+}
+
+/* Everything a checkpoint holds. */
+static int all_tensors(trainer *t, dp_tensor_ref *refs)
+{
+    return state_tensors(t, DP_STATE_PARAMETERS, dp_engine_state_count(t->engine), 1, refs);
 }
 
 static int tensor_capacity(const trainer *t)
 {
-    return t->engine.model.params.count + t->engine.model.buffers.count + DP_OPTIMIZER_MAX_STATE + 1;
+    const dp_model *m = dp_engine_model(t->engine);
+    return m->params.count + m->buffers.count + DP_OPTIMIZER_MAX_STATE + 1;
 }
 
-/* Where the parameters live for dp_strategy_gather and dp_strategy_scatter: the model's whole buffer,
- * or the strategy's shard. */
-static float *parameter_memory(const trainer *t)
+/* Whether this rank holds only a shard of the parameters (ZeRO-3): whole files are then read
+ * in parts, each rank its shard, and --save is streamed. */
+static int params_sharded(const trainer *t)
 {
-    float *params, *grads;
-    dp_strategy_update_memory(t->engine.strategy, &params, &grads);
-    return dp_strategy_shards_params(t->engine.strategy) ? params : t->engine.model.weights;
+    dp_state_buffer params = dp_engine_state(t->engine, DP_STATE_PARAMETERS);
+    return dp_state_is_sharded(&params);
 }
 
-/* Collective: the parameters, buffers and (with_state) optimizer state whole in rank root's
- * host copies (every rank's when root < 0). */
-static int collect_state(trainer *t, int root, int with_state)
+/* Collective: state buffers [first, last) whole in rank root's host copies (every rank's when
+ * root < 0). */
+static int collect_state(trainer *t, int first, int last, int root)
 {
-    int status = dp_strategy_gather(t->engine.strategy, parameter_memory(t), dp_strategy_shards_params(t->engine.strategy), t->host.params, root);
-    if (root < 0 || t->comm->rank == root)
-        t->engine.be->download(t->engine.be, t->host.buffers, t->engine.model.buffer_values, dp_params_floats(&t->engine.model.buffers) * sizeof(float));
-    for (int i = 0; !status && with_state && i < dp_optimizer_state_count(&t->engine.opt); i++)
-        status = dp_strategy_gather(t->engine.strategy, t->engine.opt.state[i], dp_strategy_shards_state(t->engine.strategy), t->host.optimizer[i], root);
+    int status = 0;
+    for (int i = first; !status && i < last; i++)
+        status = dp_engine_gather_state(t->engine, i, t->host.state[i], root);
     return status;
 }
 
@@ -263,17 +267,16 @@ static int write_checkpoint(trainer *t, int shards)
     if (!status) {
         const char *keys[FIELD_COUNT + 1], *values[FIELD_COUNT + 1];
         char world[16];
-        int count = shards ? buffer_tensors(t, refs) : state_tensors(t, refs);
-        if (shards)
-            count += step_tensor(t, refs + count);
+        /* An index holds the statistics and the step count; the shards the flat buffers. */
+        int count = shards ? state_tensors(t, DP_STATE_STATISTICS, DP_STATE_OPTIMIZER, 1, refs) : all_tensors(t, refs);
         int meta = run_metadata(t, f, keys, values);
         if (shards) {
             snprintf(world, sizeof world, "%d", t->comm->size);
             keys[meta] = DP_CHECKPOINT_SHARDS_KEY;
             values[meta++] = world;
         }
-        status = dp_checkpoint_save(t->o->checkpoint_dir, t->engine.steps_done, refs, count, keys, values, meta,
-                                    t->o->keep);
+        status = dp_checkpoint_save(t->o->checkpoint_dir, dp_engine_steps_done(t->engine), refs, count, keys, values,
+                                    meta, t->o->keep);
     }
     free(refs);
     free(f);
@@ -288,11 +291,10 @@ int dp_trainer_checkpoint(trainer *t)
         const char *keys[FIELD_COUNT], *values[FIELD_COUNT];
         status = f ? dp_trainer_write_shard(t, keys, values, run_metadata(t, f, keys, values)) : DP_ENOMEM;
         free(f);
-        if (!status && t->comm->rank == 0)
-            t->engine.be->download(t->engine.be, t->host.buffers, t->engine.model.buffer_values,
-                            dp_params_floats(&t->engine.model.buffers) * sizeof(float));
+        if (!status)
+            status = collect_state(t, DP_STATE_STATISTICS, DP_STATE_OPTIMIZER, 0);
     } else {
-        status = collect_state(t, 0, 1);
+        status = collect_state(t, DP_STATE_PARAMETERS, dp_engine_state_count(t->engine), 0);
     }
     return status || t->comm->rank != 0 ? status : write_checkpoint(t, shards);
 }
@@ -368,12 +370,6 @@ typedef struct resume_point {
     char run_id[DP_CHECKPOINT_RUN_ID_LEN + 1]; /* shards must carry the index's */
 } resume_point;
 
-/* Whether a whole checkpoint is read in parts, each rank its shard (ZeRO-3). */
-static int ranged_resume(const trainer *t)
-{
-    return dp_strategy_shards_params(t->engine.strategy);
-}
-
 /* Rank 0: the checkpoint's settings checked against this run's, then what the file holds
  * into the host copies: everything, an index's buffers and step count, or (ZeRO-3) the
  * buffers, the step count and rank 0's parts of the rest. */
@@ -400,21 +396,22 @@ static int load_checkpoint(trainer *t, const char *spec, resume_point *at)
         status = compare_fields(at->path, mine, meta, changed, sizeof changed);
     }
     int count = 0;
-    if (!status && (at->shards || ranged_resume(t)))
-        count = buffer_tensors(t, refs), count += step_tensor(t, refs + count);
+    if (!status && (at->shards || params_sharded(t)))
+        count = state_tensors(t, DP_STATE_STATISTICS, DP_STATE_OPTIMIZER, 1, refs);
     else if (!status)
-        count = state_tensors(t, refs);
+        count = all_tensors(t, refs);
     if (!status)
         status = dp_checkpoint_load(at->path, refs, count, meta, FIELD_COUNT + 1);
     if (!status)
         status = dp_train_check_loaded("--resume", at->path, refs, count);
-    if (!status && !at->shards && ranged_resume(t)) /* ZeRO-3: this rank's parts alone */
+    if (!status && !at->shards && params_sharded(t)) /* ZeRO-3: this rank's parts alone */
         status = dp_trainer_read_own_parts(t, "--resume", at->path, 1);
     if (!status)
         status = resumed_step(at->path, meta[FIELD_STEP].value, t->plan.total_steps, &at->step);
-    if (!status && t->engine.opt.steps > at->step) /* every update is a step; a skipped step is no update */
+    int64_t *updates = dp_engine_update_count(t->engine);
+    if (!status && updates && *updates > at->step) /* every update is a step; a skipped step is no update */
         status = dp_fail(DP_EFORMAT, "--resume %s: optimizer.step is %lld but the checkpoint is at step %ld: more "
-                         "updates than steps", at->path, (long long)t->engine.opt.steps, at->step);
+                         "updates than steps", at->path, (long long)*updates, at->step);
     if (!status) { /* a resumed run keeps its identity, so its files stay its own */
         memcpy(t->run_id, meta[FIELD_RUN_ID].value, DP_CHECKPOINT_RUN_ID_LEN); /* checked: 16 hex digits */
         t->run_id[DP_CHECKPOINT_RUN_ID_LEN] = '\0';
@@ -430,32 +427,29 @@ static int load_checkpoint(trainer *t, const char *spec, resume_point *at)
     return status;
 }
 
-/* Rank 0's buffers, counters and the parameters (with_params) to every rank: broadcast where
+/* Rank 0's host copies of state buffers [first, last) to every rank: broadcast where
  * replicated, scattered where sharded, then into backend memory. */
-static int share_model_state(trainer *t, int with_params)
+static int share_state(trainer *t, int first, int last)
 {
-    int status = dp_trainer_share_model(t->comm, &t->engine.model, NULL, t->host.buffers);
-    if (!status && with_params)
-        status = dp_strategy_scatter(t->engine.strategy, t->host.params, parameter_memory(t), dp_strategy_shards_params(t->engine.strategy), 0);
+    int status = 0;
+    for (int i = first; !status && i < last; i++)
+        status = dp_engine_scatter_state(t->engine, i, t->host.state[i], 0);
     return status;
 }
 
-/* Rank 0's whole state to every rank: the model, the optimizer state and its step count. */
-static int share_state(trainer *t)
+/* Rank 0's statistics and the optimizer's step count to every rank (what an index or, under
+ * ZeRO-3, rank 0's read of a whole file gives all). */
+static int share_statistics_and_step(trainer *t)
 {
-    int status = share_model_state(t, 1);
-    for (int i = 0; !status && i < dp_optimizer_state_count(&t->engine.opt); i++)
-        status = dp_strategy_scatter(t->engine.strategy, t->host.optimizer[i], t->engine.opt.state[i], dp_strategy_shards_state(t->engine.strategy), 0);
-    return status ? status : dp_comm_broadcast(t->comm, &t->engine.opt.steps, sizeof t->engine.opt.steps, 0);
+    int status = share_state(t, DP_STATE_STATISTICS, DP_STATE_OPTIMIZER);
+    return status ? status : dp_engine_share_update_count(t->engine, 0);
 }
 
-/* ZeRO-3 from a whole checkpoint: rank 0 has checked it and read its parts; its buffers and
+/* ZeRO-3 from a whole checkpoint: rank 0 has checked it and read its parts; its statistics and
  * step count to every rank, and the others read their parts now. */
 static int share_own_parts(trainer *t, const char *path)
 {
-    int status = share_model_state(t, 0);
-    if (!status)
-        status = dp_comm_broadcast(t->comm, &t->engine.opt.steps, sizeof t->engine.opt.steps, 0);
+    int status = share_statistics_and_step(t);
     if (!status && t->comm->rank != 0)
         status = dp_trainer_read_own_parts(t, "--resume", path, 1);
     if (!status)
@@ -469,18 +463,17 @@ static int resume(trainer *t, const char *spec)
     int status = t->comm->rank == 0 ? load_checkpoint(t, spec, &at) : 0;
     if (!status)
         status = dp_comm_broadcast(t->comm, &at, sizeof at, 0);
-    if (!status && !at.shards && ranged_resume(t))
+    if (!status && !at.shards && params_sharded(t))
         status = share_own_parts(t, at.path);
-    else if (!status && !at.shards)
-        status = share_state(t);
+    else if (!status && !at.shards && !(status = share_state(t, DP_STATE_PARAMETERS, dp_engine_state_count(t->engine))))
+        status = dp_engine_share_update_count(t->engine, 0);
     /* A sharded checkpoint: every rank reads its own part of the shards. */
-    if (!status && at.shards && !(status = share_model_state(t, 0)))
-        status = dp_comm_broadcast(t->comm, &t->engine.opt.steps, sizeof t->engine.opt.steps, 0);
-    if (!status && at.shards) {
+    if (!status && at.shards && !(status = share_statistics_and_step(t))) {
         memcpy(t->run_id, at.run_id, sizeof t->run_id);
-        status = dp_trainer_read_shards(t, at.path, at.step, at.shards, parameter_memory(t));
+        status = dp_trainer_read_shards(t, at.path, at.step, at.shards);
     }
-    t->start_step = t->engine.steps_done = at.step;
+    t->start_step = at.step;
+    dp_engine_resume_at(t->engine, at.step);
     t->resumed = 1;
     return status;
 }
@@ -551,54 +544,38 @@ int dp_trainer_load_model(const dp_options *o, const dp_model *m, float *params,
     return dp_trainer_load_model_part(o, m, (dp_range){0, dp_params_floats(&m->params)}, params, buffers, counters);
 }
 
-int dp_trainer_share_model(dp_comm *comm, dp_model *m, float *params, float *buffers)
-{
-    size_t param_bytes = dp_params_floats(&m->params) * sizeof(float);
-    size_t buffer_bytes = dp_params_floats(&m->buffers) * sizeof(float);
-    int status = params ? dp_comm_broadcast(comm, params, param_bytes, 0) : 0;
-    if (!status)
-        status = dp_comm_broadcast(comm, buffers, buffer_bytes, 0);
-    if (!status)
-        status = dp_comm_broadcast(comm, m->counters, m->buffers.totals[DP_DTYPE_I64] * sizeof *m->counters, 0);
-    if (status)
-        return status;
-    if (params)
-        m->be->upload(m->be, m->weights, params, param_bytes);
-    m->be->upload(m->be, m->buffer_values, buffers, buffer_bytes);
-    return 0;
-}
-
 /* Sharded start-up (ZeRO-3): every rank draws its shard of the initial parameters alone, bit
  * for bit the unsharded draw's, or reads that shard's parts of --init (rank 0 first, checking
  * the file), and the buffers; no rank holds the model. */
 static int own_shard(trainer *t)
 {
-    dp_model *m = &t->engine.model;
-    size_t begin, end;
-    dp_strategy_shard(t->engine.strategy, &begin, &end);
+    const dp_model *m = dp_engine_model(t->engine);
+    dp_range mine = dp_engine_state(t->engine, DP_STATE_PARAMETERS).held;
+    float *params = t->host.state[DP_STATE_PARAMETERS], *statistics = t->host.state[DP_STATE_STATISTICS];
     int from_file = t->o->init_path[0] != 0, ready = 1, status = 0;
     if (from_file && t->comm->rank == 0)
-        status = dp_trainer_load_model_part(t->o, m, (dp_range){begin, end}, t->host.params, t->host.buffers, m->counters);
+        status = dp_trainer_load_model_part(t->o, m, mine, params, statistics, m->counters);
     if (!status && from_file) /* rank 0 has checked the file: the others read their parts */
         status = dp_comm_broadcast(t->comm, &ready, sizeof ready, 0);
     if (!status && (!from_file || t->comm->rank != 0))
-        status = dp_trainer_load_model_part(t->o, m, (dp_range){begin, end}, t->host.params, t->host.buffers, m->counters);
+        status = dp_trainer_load_model_part(t->o, m, mine, params, statistics, m->counters);
     if (status)
         return status;
-    m->be->upload(m->be, parameter_memory(t), t->host.params, (end - begin) * sizeof(float));
-    m->be->upload(m->be, m->buffer_values, t->host.buffers, dp_params_floats(&m->buffers) * sizeof(float));
+    dp_engine_upload_held(t->engine, DP_STATE_PARAMETERS, params);
+    dp_engine_upload_held(t->engine, DP_STATE_STATISTICS, statistics);
     return 0;
 }
 
 /* Rank 0's initial model (drawn or --init) to every rank, or ZeRO-3's shards drawn or read by their ranks. */
 static int fresh_start(trainer *t)
 {
-    if (dp_strategy_shards_params(t->engine.strategy))
+    if (params_sharded(t))
         return own_shard(t);
-    int status = t->comm->rank == 0 ? dp_trainer_load_model(t->o, &t->engine.model, t->host.params, t->host.buffers,
-                                                            t->engine.model.counters)
+    const dp_model *m = dp_engine_model(t->engine);
+    int status = t->comm->rank == 0 ? dp_trainer_load_model(t->o, m, t->host.state[DP_STATE_PARAMETERS],
+                                                            t->host.state[DP_STATE_STATISTICS], m->counters)
                                     : 0;
-    return status ? status : share_model_state(t, 1);
+    return status ? status : share_state(t, DP_STATE_PARAMETERS, DP_STATE_OPTIMIZER);
 }
 
 int dp_trainer_start_state(trainer *t)
@@ -619,9 +596,10 @@ int dp_trainer_start_state(trainer *t)
 static int save_model(trainer *t)
 {
     char steps[32], seed[32], structure[DP_META_VALUE_MAX];
-    snprintf(steps, sizeof steps, "%ld", t->engine.steps_done);
+    const dp_model *m = dp_engine_model(t->engine);
+    snprintf(steps, sizeof steps, "%ld", dp_engine_steps_done(t->engine));
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)t->o->seed);
-    dp_model_spec_canonical(&t->o->model, t->engine.model.inputs, 1, structure, sizeof structure);
+    dp_model_spec_canonical(&t->o->model, m->inputs, 1, structure, sizeof structure);
     const dp_model_spec *spec = &t->o->model;
     const char *keys[] = {"format", "dptrain_version", spec->from_layers ? "layers" : "model", "structure", "steps", "seed"};
     const char *values[] = {"pt", PACKAGE_VERSION, spec->text, structure, steps, seed};
@@ -629,8 +607,8 @@ static int save_model(trainer *t)
     if (!refs)
         return DP_ENOMEM;
     int count = model_tensors(t, refs), meta = (int)(sizeof keys / sizeof *keys), status;
-    if (dp_strategy_shards_params(t->engine.strategy)) {
-        for (int i = 0; i < t->engine.model.params.count; i++) /* asked of dp_trainer_gather_parameter_piece */
+    if (params_sharded(t)) {
+        for (int i = 0; i < m->params.count; i++) /* asked of dp_trainer_gather_parameter_piece */
             refs[i].data = NULL;
         status = dp_safetensors_write_streamed(t->o->save_path, refs, count, keys, values, meta,
                                                dp_trainer_gather_parameter_piece, t, dp_trainer_save_piece(t));
@@ -648,16 +626,15 @@ int dp_trainer_export(trainer *t, float **params_out)
         *params_out = dp_alloc(t->plan.nparams * sizeof(float), "the final parameters");
         if (!*params_out)
             return DP_ENOMEM;
-        status = dp_strategy_gather(t->engine.strategy, parameter_memory(t), dp_strategy_shards_params(t->engine.strategy), *params_out, -1);
+        status = dp_engine_gather_state(t->engine, DP_STATE_PARAMETERS, *params_out, -1);
     }
     if (status || !t->o->save_path[0])
         return status;
-    if (dp_strategy_shards_params(t->engine.strategy)) { /* streamed: the buffers alone first */
-        if (t->comm->rank == 0)
-            t->engine.be->download(t->engine.be, t->host.buffers, t->engine.model.buffer_values,
-                                   dp_params_floats(&t->engine.model.buffers) * sizeof(float));
-        return t->comm->rank == 0 ? save_model(t) : dp_trainer_send_parameter_pieces(t);
+    if (params_sharded(t)) { /* streamed: the statistics alone first */
+        if (!(status = collect_state(t, DP_STATE_STATISTICS, DP_STATE_OPTIMIZER, 0)) && t->comm->rank == 0)
+            return save_model(t);
+        return status ? status : dp_trainer_send_parameter_pieces(t);
     }
-    status = collect_state(t, 0, 0);
+    status = collect_state(t, DP_STATE_PARAMETERS, DP_STATE_OPTIMIZER, 0);
     return status || t->comm->rank != 0 ? status : save_model(t);
 }

@@ -66,21 +66,22 @@ int dp_trainer_open_timeline(trainer *t)
     if (!t->o->trace_path[0])
         return 0;
     dp_timeline *tl = &t->timeline;
-    dp_engine *e = &t->engine;
-    tl->model = &e->model;
-    tl->be = e->be;
-    tl->module_began = dp_calloc((size_t)e->model.count + 1, sizeof *tl->module_began, "module start times");
+    dp_engine *e = t->engine;
+    tl->model = dp_engine_model(e);
+    tl->be = dp_engine_backend(e);
+    size_t modules = (size_t)tl->model->count;
+    tl->module_began = dp_calloc(modules + 1, sizeof *tl->module_began, "module start times");
     if (!tl->module_began)
         return DP_ENOMEM;
     /* Per step: every module's two passes per row group (micro-batch or shard), a gather and a
      * shard's add each, the strategy's collectives, the update, an evaluation at most. */
     size_t groups = dp_engine_row_groups_per_step(e);
-    size_t per_step = groups * (2 * (size_t)e->model.count + 2) + dp_strategy_spans_per_step(e->strategy, groups) + 4;
-    size_t passes = groups * 2 * (size_t)e->model.count; /* the device's view of each pass, on a GPU */
-    if (e->be->timer_mark) { /* passes beyond the timer's slots go untimed */
+    size_t per_step = groups * (2 * modules + 2) + dp_strategy_spans_per_step(dp_engine_strategy(e), groups) + 4;
+    size_t passes = groups * 2 * modules; /* the device's view of each pass, on a GPU */
+    if (tl->be->timer_mark) { /* passes beyond the timer's slots go untimed */
         dp_device_spans *d = &tl->device_spans;
         d->pending = dp_calloc(passes, sizeof *d->pending, "the device's spans of a step");
-        d->module_mark = dp_calloc((size_t)e->model.count + 1, sizeof *d->module_mark, "the device's pass marks");
+        d->module_mark = dp_calloc(modules + 1, sizeof *d->module_mark, "the device's pass marks");
         if (!d->pending || !d->module_mark)
             return DP_ENOMEM;
         d->capacity = passes;
@@ -88,8 +89,8 @@ int dp_trainer_open_timeline(trainer *t)
     }
     size_t steps = (size_t)(t->plan.total_steps > 0 ? t->plan.total_steps : 1);
     size_t capacity = steps < MAX_SPANS / per_step ? steps * per_step : MAX_SPANS;
-    e->observer = (dp_engine_observer){.pass = on_pass, .span = on_span, .arg = tl};
-    dp_strategy_observe_spans(e->strategy, on_collective, tl);
+    dp_engine_set_observer(e, &(dp_engine_observer){.pass = on_pass, .span = on_span, .arg = tl});
+    dp_strategy_observe_spans(dp_engine_strategy(e), on_collective, tl);
     return dp_trace_open(&tl->trace, t->comm, capacity);
 }
 

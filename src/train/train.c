@@ -21,7 +21,7 @@ static int check_row_groups(const trainer *t)
 {
     const dp_options *o = t->o;
     size_t step_batch = t->plan.step_batch, n = t->train->count;
-    const dp_model *model = &t->engine.model;
+    const dp_model *model = dp_engine_model(t->engine);
     dp_strategy_run run = {.grad_dtype = DP_DTYPE_F32, .batchnorms = model->batchnorms,
                            .sync_batchnorms = model->sync_batchnorms, .micro_batch = (size_t)o->batch,
                            .world = t->comm->size, .step_batch = step_batch,
@@ -77,18 +77,18 @@ static dp_engine_config engine_config(const trainer *t)
 static int allocate_buffers(trainer *t)
 {
     dp_engine_config config = engine_config(t);
-    int status = dp_engine_build(&t->engine, &config);
-    t->plan.nparams = dp_params_floats(&t->engine.model.params);
+    int status = dp_engine_build(t->engine, &config);
+    t->plan.nparams = dp_params_floats(&dp_engine_model(t->engine)->params);
     if (!status)
         status = check_row_groups(t);
     if (!status)
         status = dp_sampler_init(&t->sampler, t->train->count, dp_rng_mix(t->o->seed, 0x5a3));
     if (!status)
-        status = dp_batches_open(&t->batches, t->engine.be, t->train, t->test, &t->sampler, t->max_rows,
-                                 t->engine.model.outputs, t->o->data_on_device, dp_engine_row_slots(&t->engine),
+        status = dp_batches_open(&t->batches, dp_engine_backend(t->engine), t->train, t->test, &t->sampler, t->max_rows,
+                                 dp_engine_model(t->engine)->outputs, t->o->data_on_device, dp_engine_row_slots(t->engine),
                                  (size_t)t->o->batch);
     if (!status) {
-        t->eval_totals = dp_engine_new_totals(&t->engine, "the evaluation totals");
+        t->eval_totals = dp_engine_new_totals(t->engine, "the evaluation totals");
         status = t->eval_totals ? 0 : DP_ENOMEM;
     }
     if (!status)
@@ -101,15 +101,13 @@ static void free_buffers(trainer *t)
     dp_trainer_close_metrics(t, NULL);
     dp_trainer_close_timeline(t);
     dp_host_state *h = &t->host;
-    free(h->params);
-    free(h->buffers);
     free(h->gathered);
-    for (int i = 0; i < DP_OPTIMIZER_MAX_STATE; i++)
-        free(h->optimizer[i]);
+    for (size_t i = 0; i < sizeof h->state / sizeof *h->state; i++)
+        free(h->state[i]);
     free(h->rank_hashes);
     dp_batches_close(&t->batches);
-    if (t->engine.be)
-        t->engine.be->free(t->engine.be, t->eval_totals);
+    if (t->engine && dp_engine_backend(t->engine))
+        dp_engine_backend(t->engine)->free(dp_engine_backend(t->engine), t->eval_totals);
     dp_sampler_free(&t->sampler);
 }
 
@@ -117,12 +115,12 @@ static void free_buffers(trainer *t)
 static int train_step(trainer *t, long step_in_epoch, dp_step_stats *stats)
 {
     dp_range step = dp_sampler_step_range(t->train->count, t->plan.step_batch, step_in_epoch);
-    float lr = dp_lr_at(t->o->lr_schedule, t->o->lr, t->engine.steps_done, t->plan.total_steps);
+    float lr = dp_lr_at(t->o->lr_schedule, t->o->lr, dp_engine_steps_done(t->engine), t->plan.total_steps);
     dp_row_source rows = dp_batches_source(&t->batches);
     dp_trainer_timeline_step_begin(t);
-    int status = dp_engine_step(&t->engine, step, &rows, lr, stats);
+    int status = dp_engine_step(t->engine, step, &rows, lr, stats);
     if (!status && stats->averaged)
-        status = dp_trainer_metrics_average(t, t->engine.steps_done, stats->divergence);
+        status = dp_trainer_metrics_average(t, dp_engine_steps_done(t->engine), stats->divergence);
     if (status)
         return status;
     dp_trainer_timeline_step_end(t);
@@ -135,24 +133,20 @@ static int train_step(trainer *t, long step_in_epoch, dp_step_stats *stats)
 static int evaluate(trainer *t, dp_train_result *result)
 {
     const dp_dataset *data = t->test;
-    dp_engine *e = &t->engine;
+    dp_engine *e = t->engine;
     dp_range mine = dp_partition(data->count, t->comm->size, t->comm->rank);
     double sums[3] = {0.0, 0.0, (double)(mine.end - mine.begin)};
-    dp_nn_context ctx = {.be = e->be, .training = 0};
     int status = 0;
     double started = MPI_Wtime();
     for (size_t begin = mine.begin; !status && begin < mine.end; begin += (size_t)t->max_rows) {
         size_t end = begin + (size_t)t->max_rows < mine.end ? begin + (size_t)t->max_rows : mine.end;
-        const float *out;
         dp_rows rows;
         status = dp_batches_read_test(&t->batches, begin, end, &rows);
         if (!status)
-            status = dp_engine_forward(e, &ctx, rows.x, rows.count, &out);
-        if (!status)
-            dp_model_loss(&e->model, t->plan.loss, out, rows.labels, rows.targets, rows.count, NULL, t->eval_totals);
+            status = dp_engine_evaluate(e, &rows, t->plan.loss, t->eval_totals);
     }
     dp_engine_take_totals(e, t->eval_totals, &sums[0], &sums[1]);
-    dp_strategy_take_times(e->strategy); /* ZeRO-3's gathers here are not a training step's */
+    dp_strategy_take_times(dp_engine_strategy(e)); /* ZeRO-3's gathers here are not a training step's */
     dp_trace_add(&t->timeline.trace, "evaluate", "evaluate", DP_LANE_COMPUTE, started, MPI_Wtime());
     if (status || (status = dp_comm_sum_doubles(t->comm, sums, 3)))
         return status;
@@ -198,7 +192,7 @@ static void add_step(dp_interval *iv, const dp_step_stats *s)
 static void collect_losses(trainer *t, dp_interval *log_iv, dp_interval *epoch_iv)
 {
     double loss = 0.0, correct = 0.0;
-    dp_engine_take_totals(&t->engine, t->engine.train_totals, &loss, &correct);
+    dp_engine_take_loss(t->engine, &loss, &correct);
     log_iv->loss_sum += loss;
     log_iv->correct += correct;
     epoch_iv->loss_sum += loss;
@@ -240,7 +234,7 @@ static int due(long steps_done, long every)
 static int after_step(trainer *t, int *preempted)
 {
     const dp_options *o = t->o;
-    long steps_done = t->engine.steps_done;
+    long steps_done = dp_engine_steps_done(t->engine);
     int status = dp_trainer_inject_corruption(t);
     if (!status && due(steps_done, o->check_replicas))
         status = dp_trainer_check_replicas(t);
@@ -248,10 +242,10 @@ static int after_step(trainer *t, int *preempted)
     if (!status)
         status = dp_preempt_poll(&t->preempt, preempted);
     /* A finished run needs no requeue; local SGD stops at its next averaging, with one model. */
-    *preempted = *preempted && !last && dp_strategy_replicas_agree(t->engine.strategy, steps_done);
+    *preempted = *preempted && !last && dp_strategy_replicas_agree(dp_engine_strategy(t->engine), steps_done);
     if (!status && o->checkpoint_dir[0] && (last || *preempted || due(steps_done, o->checkpoint_every)))
         status = dp_trainer_checkpoint(t);
-    dp_strategy_take_times(t->engine.strategy); /* the checks' and checkpoints' gathers are not a step's */
+    dp_strategy_take_times(dp_engine_strategy(t->engine)); /* the checks' and checkpoints' gathers are not a step's */
     return status;
 }
 
@@ -285,15 +279,15 @@ static int run_steps(trainer *t, dp_train_result *result)
             return status;
         if (preempted) {
             result->preempted_signal = t->preempt.agreed;
-            result->preempted_step = t->engine.steps_done;
+            result->preempted_step = dp_engine_steps_done(t->engine);
             break;
         }
     }
     int status = dp_preempt_complete(&t->preempt);
     if (status)
         return status;
-    result->steps = t->engine.steps_done - t->start_step;
-    result->skipped_steps = t->engine.skipped_steps;
+    result->steps = dp_engine_steps_done(t->engine) - t->start_step;
+    result->skipped_steps = dp_engine_skipped_steps(t->engine);
     result->wall_seconds = total.seconds;
     result->split = total.split;
     status = dp_comm_sum_doubles(t->comm, &total.samples, 1);
@@ -343,10 +337,9 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
     if (!status && !(status = dp_watchdog_start(&t.watchdog, comm, o->timeout)))
         comm->watchdog = &t.watchdog;
     if (!status && comm->rank == 0 && !o->quiet)
-        dp_report_banner(o, comm, &t.plan, &t.engine.model, &t.engine.opt, t.engine.strategy, t.engine.be->describe(t.engine.be),
-                         dp_engine_gradient_path(&t.engine), train, test);
-    if (!status && comm->rank == 0 && !o->quiet && !t.engine.be->host_memory)
-        printf("cuda graph: %s\ndata on device: %s\n", dp_engine_graph_describe(&t.engine), t.batches.placement);
+        dp_report_banner(o, comm, &t.plan, t.engine, train, test);
+    if (!status && comm->rank == 0 && !o->quiet && !dp_engine_backend(t.engine)->host_memory)
+        printf("cuda graph: %s\ndata on device: %s\n", dp_engine_graph_describe(t.engine), t.batches.placement);
     if (!status)
         status = dp_trainer_start_state(&t);
     if (!status)
@@ -370,7 +363,7 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
     comm->watchdog = NULL;
     dp_watchdog_stop(&t.watchdog);
     free_buffers(&t);
-    dp_engine_close(&t.engine);
+    dp_engine_close(t.engine);
     dp_memory_set_limit(0);
     return status;
 }

@@ -69,9 +69,10 @@ typedef struct dp_timeline {
     dp_device_spans device_spans;  /* on a GPU: the passes as the device's timer saw them */
 } dp_timeline;
 
-/* Host copies of the model state, for checkpoints, hashes and --save (state.c, shards.c, checks.c). */
+/* Host copies of the engine's state buffers (dp_engine_state: parameters, statistics, optimizer
+ * state), for checkpoints, hashes and --save (state.c, shards.c, checks.c). */
 typedef struct dp_host_state {
-    float *params, *buffers, *optimizer[DP_OPTIMIZER_MAX_STATE];
+    float *state[DP_STATE_OPTIMIZER + DP_OPTIMIZER_MAX_STATE];
     float *gathered;               /* --zero 3: one module's gathered parameters, for the replica check */
     uint64_t *rank_hashes;         /* one per rank, for --check-replicas */
 } dp_host_state;
@@ -82,7 +83,7 @@ typedef struct trainer {
     dp_comm *comm;
     const dp_dataset *train, *test;
     dp_plan plan;
-    dp_engine engine;              /* backend, model, optimizer, strategy, the step */
+    dp_engine *engine;             /* backend, model, optimizer, strategy, the step */
     dp_batches batches;
     dp_timeline timeline;
     FILE *metrics;                 /* rank 0: --metrics, written as training goes */
@@ -171,10 +172,9 @@ int dp_trainer_checkpoint(trainer *t);
  * (keys/values, count pairs); fails on every rank when any rank failed, so no index is
  * written for an incomplete checkpoint. */
 int dp_trainer_write_shard(trainer *t, const char *const *keys, const char *const *values, int count);
-/* Every rank reads what it holds (its shard, or the whole) from the `shards` files beside
- * index_path, whatever this run's stage and world size, into params (the parameters' memory:
- * the strategy's shard in stage 3, else the model's whole buffer) and the optimizer state. */
-int dp_trainer_read_shards(trainer *t, const char *index_path, long step, int shards, float *params);
+/* Every rank reads what it holds (its shard, or the whole) of the parameters and the optimizer
+ * state from the `shards` files beside index_path, whatever this run's stage and world size. */
+int dp_trainer_read_shards(trainer *t, const char *index_path, long step, int shards);
 int dp_trainer_export(trainer *t, float **params_out);
 /* Rank 0 reads --init (parameters and buffers) into the host copies; NULL path: draws them. */
 int dp_trainer_load_model(const dp_options *o, const dp_model *m, float *params, float *buffers,
@@ -202,8 +202,6 @@ void dp_trainer_upload_own_parts(trainer *t, int with_state);
 size_t dp_trainer_save_piece(const trainer *t);
 int dp_trainer_gather_parameter_piece(void *arg, int tensor, size_t first, size_t count, void *buf);
 int dp_trainer_send_parameter_pieces(trainer *t);
-/* Rank 0's model state (parameters, buffers, counters) to every rank, then into the model. */
-int dp_trainer_share_model(dp_comm *comm, dp_model *m, float *params, float *buffers);
 
 /* inputs.c: what the run reads, checked before it is used. */
 /* The test set's targets are of the training set's kind (labels or float targets): the loss
