@@ -18,7 +18,7 @@ static void weight_and_bias(dp_param_table *t, int64_t rows, int64_t bias_count)
 }
 
 /* steps updates of params (count elements) with the gradients grads[step][i], scale 1. */
-static void run_steps(dp_optimizer_config config, const dp_param_table *t, float *params, const float *grads,
+static void run_steps(dp_optimizer_config config, float lr, const dp_param_table *t, float *params, const float *grads,
                       int steps, float *after)
 {
     size_t n = dp_params_floats(t);
@@ -29,7 +29,7 @@ static void run_steps(dp_optimizer_config config, const dp_param_table *t, float
     for (int s = 0; s < steps; s++) {
         for (size_t i = 0; i < n; i++)
             g[i] = grads[(size_t)s * n + i];
-        dp_optimizer_prepare(&opt, 1.0f, 1.0f, config.lr);
+        dp_optimizer_prepare(&opt, 1.0f, 1.0f, lr);
         dp_optimizer_step(&opt, params, g, 1, &nonfinite);
         for (size_t i = 0; i < n; i++)
             after[(size_t)s * n + i] = params[i];
@@ -40,9 +40,9 @@ static void run_steps(dp_optimizer_config config, const dp_param_table *t, float
     dp_optimizer_free(&opt);
 }
 
-static dp_optimizer_config sgd(float lr, float momentum, float weight_decay)
+static dp_optimizer_config sgd(float momentum, float weight_decay)
 {
-    return (dp_optimizer_config){.kind = DP_OPTIMIZER_SGD, .lr = lr, .momentum = momentum, .weight_decay = weight_decay};
+    return (dp_optimizer_config){.kind = DP_OPTIMIZER_SGD, .momentum = momentum, .weight_decay = weight_decay};
 }
 
 START_TEST(momentum_buffer_starts_at_the_first_gradient)
@@ -51,7 +51,7 @@ START_TEST(momentum_buffer_starts_at_the_first_gradient)
     weight_and_bias(&t, 1, 0);
     const float grads[] = {0.5f, 0.5f, 0.5f};
     float p = 1.0f, after[3];
-    run_steps(sgd(0.1f, 0.9f, 0.0f), &t, &p, grads, 3, after);
+    run_steps(sgd(0.9f, 0.0f), 0.1f, &t, &p, grads, 3, after);
     /* v1 = 0.5, v2 = 0.95, v3 = 1.355 */
     ck_assert_float_eq_tol(after[0], 0.95f, 1e-6f);
     ck_assert_float_eq_tol(after[1], 0.855f, 1e-6f);
@@ -66,7 +66,7 @@ START_TEST(sgd_weight_decay_is_added_to_every_gradient_before_momentum)
     weight_and_bias(&t, 1, 1); /* torch.optim.SGD decays biases too */
     const float grads[] = {0.0f, 0.0f, 0.0f, 0.0f};
     float p[2] = {1.0f, 1.0f}, after[4];
-    run_steps(sgd(0.1f, 0.9f, 0.1f), &t, p, grads, 2, after);
+    run_steps(sgd(0.9f, 0.1f), 0.1f, &t, p, grads, 2, after);
     /* d1 = 0.1, v1 = 0.1; d2 = 0.099, v2 = 0.189 */
     for (int i = 0; i < 2; i++) {
         ck_assert_float_eq_tol(after[i], 0.99f, 1e-6f);
@@ -81,14 +81,14 @@ START_TEST(plain_sgd_without_momentum_keeps_no_state)
     dp_param_table t;
     weight_and_bias(&t, 1, 0);
     dp_optimizer opt;
-    dp_optimizer_config config = sgd(0.1f, 0.0f, 0.0f);
+    dp_optimizer_config config = sgd(0.0f, 0.0f);
     ck_assert_int_eq(dp_optimizer_init(&opt, dp_backend_cpu(), &config, &t, 0, 1), 0);
     ck_assert_int_eq(dp_optimizer_state_count(&opt), 0);
     ck_assert_ptr_null(opt.state[0]);
     dp_optimizer_free(&opt);
     const float grads[] = {0.5f, -1.0f};
     float p = 1.0f, after[2];
-    run_steps(config, &t, &p, grads, 2, after);
+    run_steps(config, 0.1f, &t, &p, grads, 2, after);
     ck_assert_float_eq_tol(after[0], 0.95f, 1e-7f);
     ck_assert_float_eq_tol(after[1], 1.05f, 1e-7f);
     dp_params_free(&t);
@@ -106,9 +106,9 @@ START_TEST(adamw_matches_pytorch_and_skips_decay_on_biases)
                                      0.7878820896148682f, -1.8522675037384033f, 0.35305318236351013f,
                                      0.8147255778312683f, -1.8332359790802002f, 0.29250577092170715f};
     float p[3] = {1.0f, -2.0f, 0.5f}, after[9];
-    dp_optimizer_config config = {.kind = DP_OPTIMIZER_ADAMW, .lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f,
+    dp_optimizer_config config = {.kind = DP_OPTIMIZER_ADAMW, .beta1 = 0.9f, .beta2 = 0.999f,
                                   .eps = 1e-8f, .weight_decay = 0.1f};
-    run_steps(config, &t, p, grads, 3, after);
+    run_steps(config, 0.1f, &t, p, grads, 3, after);
     for (int i = 0; i < 9; i++)
         ck_assert_msg(fabsf(after[i] - expected[i]) <= 2e-7f * fabsf(expected[i]) + 1e-7f,
                       "element %d after step %d: %.9g, PyTorch %.9g", i % 3, i / 3 + 1, after[i], expected[i]);
@@ -124,9 +124,9 @@ START_TEST(adamw_decay_all_decays_biases_like_pytorchs_default)
     const float grads[] = {0.0f, 2.0f, 0.0f, -0.5f, 0.0f, 1.0f};
     static const float expected_bias[] = {0.39500001072883606f, 0.3441031873226166f, 0.2801147401332855f};
     float p[2] = {0.0f, 0.5f}, after[6];
-    dp_optimizer_config config = {.kind = DP_OPTIMIZER_ADAMW, .lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f,
+    dp_optimizer_config config = {.kind = DP_OPTIMIZER_ADAMW, .beta1 = 0.9f, .beta2 = 0.999f,
                                   .eps = 1e-8f, .weight_decay = 0.1f, .decay_all = 1};
-    run_steps(config, &t, p, grads, 3, after);
+    run_steps(config, 0.1f, &t, p, grads, 3, after);
     for (int s = 0; s < 3; s++)
         ck_assert_float_eq_tol(after[2 * s + 1], expected_bias[s], 2e-7f);
     dp_params_free(&t);
@@ -139,7 +139,7 @@ START_TEST(the_pass_scales_gradients_and_counts_nonfinite_ones)
 {
     dp_param_table t;
     weight_and_bias(&t, 4, 0);
-    dp_optimizer_config config = {.kind = DP_OPTIMIZER_ADAMW, .lr = 0.1f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+    dp_optimizer_config config = {.kind = DP_OPTIMIZER_ADAMW, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
     dp_optimizer opt;
     ck_assert_int_eq(dp_optimizer_init(&opt, dp_backend_cpu(), &config, &t, 0, 4), 0);
     float p[4] = {1, 2, 3, 4}, g[4] = {2.0f, NAN, -4.0f, INFINITY};
@@ -170,7 +170,7 @@ START_TEST(an_optimizer_over_a_range_updates_only_that_range)
         g[i] = (float)(i % 7) - 3.0f;
     }
     dp_optimizer opt;
-    dp_optimizer_config config = sgd(0.5f, 0.0f, 0.0f);
+    dp_optimizer_config config = sgd(0.0f, 0.0f);
     ck_assert_int_eq(dp_optimizer_init(&opt, dp_backend_cpu(), &config, &t, 300, 1001), 0);
     double nonfinite = 0.0;
     dp_optimizer_prepare(&opt, 1.0f, 1.0f, 0.5f);

@@ -44,6 +44,7 @@ typedef struct dp_device_clock {
 /* What one step did, for the run loop to report. */
 typedef struct dp_step_stats {
     double samples;    /* this rank's rows */
+    float lr;          /* the learning rate the update used */
     double seconds;    /* the whole step */
     dp_time_split split;
     double sent[DP_COLLECTIVE_KINDS]; /* bytes this rank's collectives sent in the step */

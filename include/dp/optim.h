@@ -16,7 +16,6 @@ typedef enum dp_optimizer_kind { DP_OPTIMIZER_SGD, DP_OPTIMIZER_ADAMW } dp_optim
 
 typedef struct dp_optimizer_config {
     dp_optimizer_kind kind;
-    float lr;
     float momentum;       /* SGD */
     float weight_decay;   /* SGD: L2 added to the gradient; AdamW: decoupled */
     float beta1, beta2;   /* AdamW */

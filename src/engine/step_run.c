@@ -83,5 +83,6 @@ int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, flo
     account(e, &traffic, reduce_done, done, stats);
     dp_device_clock_finish(e, &stats->split);
     stats->seconds = done - started;
+    stats->lr = lr;
     return 0;
 }

@@ -72,8 +72,7 @@ int dp_trainer_metrics_line(trainer *t, long step, long epoch, const dp_interval
     fputc(',', f);
     write_split(f, &iv->split, iv->steps);
     fputc(',', f);
-    /* The rate the step just taken used: step counts steps done, the schedule is 0-based. */
-    number(f, "lr", "%.6g", dp_lr_at(t->o->lr_schedule, t->o->lr, step - 1, t->plan.total_steps));
+    number(f, "lr", "%.6g", iv->lr); /* the rate the interval's last step used */
     if (iv->averagings) {
         fprintf(f, ",\"averagings\":%ld,", iv->averagings);
         number(f, "divergence", "%.6g", iv->divergence);

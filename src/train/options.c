@@ -475,7 +475,7 @@ int dp_options_parse(dp_options *o, int argc, char **argv, int world, FILE *out)
 
 dp_optimizer_config dp_options_optimizer(const dp_options *o)
 {
-    return (dp_optimizer_config){.kind = o->optimizer, .lr = o->lr, .momentum = o->momentum,
+    return (dp_optimizer_config){.kind = o->optimizer, .momentum = o->momentum,
                                  .weight_decay = o->weight_decay, .beta1 = o->beta1, .beta2 = o->beta2,
                                  .eps = o->eps, .decay_all = o->decay_all};
 }

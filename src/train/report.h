@@ -24,6 +24,7 @@ typedef struct dp_interval {
     double seconds;
     dp_time_split split;
     long steps;
+    float lr;          /* the last step's learning rate */
     long averagings;   /* local-sgd: the replicas' averagings in the interval */
     double divergence; /* and the largest divergence they found */
 } dp_interval;

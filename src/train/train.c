@@ -184,6 +184,7 @@ static void add_step(dp_interval *iv, const dp_step_stats *s)
     iv->split.device_optimizer += s->split.device_optimizer;
     iv->split.device_steps += s->split.device_steps;
     iv->steps++;
+    iv->lr = s->lr;
     if (s->averaged && (!iv->averagings++ || s->divergence > iv->divergence))
         iv->divergence = s->divergence;
 }
