@@ -10,7 +10,7 @@ worker="$top_builddir/dp_worker"
 dir=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-exact-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 failures=0 cases=0
-# 500 samples in steps of 42 (the last 38): shards of 8 leave 2 and 6 rows; 42 and 38 split
+# 500 samples in steps of 42 (the last 38): row groups of 8 leave 2 and 6 rows; 42 and 38 split
 # unevenly over 4 and 8 ranks. The device and BLAS threads pinned, as --exact needs.
 model="linear(16,bias=0),batchnorm,relu,dropout(0.2),linear(3)"
 exact="--exact --exact-shard 8"
@@ -56,7 +56,7 @@ for np in 3 8; do
     train "accum-w$np" "$np" $exact --sync-bn --accum 2
     same "accum-w$np" accum-w1
 done
-# The shards cut the step, not the micro-batch: --batch 21 --accum 2 is --batch 42 --accum 1.
+# The row groups cut the step, not the micro-batch: --batch 21 --accum 2 is --batch 42 --accum 1.
 train half-accum-w2 2 $exact --sync-bn --batch 21 --accum 2
 dp_check_same_bits "--batch 21 --accum 2 as --batch 42 --accum 2" "$dir/half-accum-w2.safetensors" \
     "$dir/w1.safetensors"
@@ -101,9 +101,9 @@ else
     echo "ok   without --exact, W=1 and W=3 differ bitwise"
 fi
 
-# A BatchNorm over a 1-row shard is refused before training, on every rank.
+# A BatchNorm over a 1-row group is refused before training, on every rank.
 dp_mpirun 60 2 "$worker" $base --exact --exact-shard 41 >"$dir/small.out" 2>&1
-dp_check_outcome "a 1-row shard under BatchNorm" fail $? "$dir/small.out" "a BatchNorm normalises over each shard and needs at least 2 rows, but a shard of 1 row occurs (--exact-shard 41"
+dp_check_outcome "a 1-row group under BatchNorm" fail $? "$dir/small.out" "a BatchNorm normalises over each row group and needs at least 2 rows, but a group of 1 row occurs (groups of 41 rows"
 dp_mpirun 60 1 "$worker" --data synthetic:50,4,2 --layers 4,2 --exact-shard 8 >"$dir/alone.out" 2>&1
 dp_check_outcome "--exact-shard without --exact" fail $? "$dir/alone.out" "--exact-shard applies to the strategies exact, but the run's is ddp"
 dp_mpirun 60 1 "$worker" --data synthetic:50,4,2 --layers 4,2 --exact --zero 1 >"$dir/zero.out" 2>&1

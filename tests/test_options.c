@@ -224,15 +224,15 @@ START_TEST(strategy_options_name_one_strategy)
     ck_assert_int_eq(parse(&o, 2, exact), DP_OPTIONS_RUN);
     char text[64];
     dp_strategy_choice_text(&o.strategy, 0, text, sizeof text);
-    ck_assert_str_eq(text, "exact:shard=8");
+    ck_assert_str_eq(text, "exact:rows=8");
     const char *both[] = {"--strategy", "zero-1", "--exact", NULL};
     expect_error(2, both, "--strategy zero-1 and --exact both choose how the ranks' work is combined");
     const char *foreign[] = {"--zero", "1", "--zero-live-mb", "4", NULL};
     expect_error(2, foreign, "--zero-live-mb applies to the strategies zero-2, zero-3, but the run's is zero-1");
     const char *unknown[] = {"--strategy", "zero-4", NULL};
     expect_error(2, unknown, "--strategy 'zero-4': no strategy 'zero-4' (known: ddp, zero-1, zero-2, zero-3");
-    const char *bad_key[] = {"--strategy", "exact:shards=8", NULL};
-    expect_error(2, bad_key, "the strategy exact takes no key 'shards'");
+    const char *bad_key[] = {"--strategy", "exact:row=8", NULL};
+    expect_error(2, bad_key, "the strategy exact takes no key 'row'");
     const char *bad_value[] = {"--strategy", "local-sgd:every=0", NULL};
     expect_error(2, bad_value, "--strategy local-sgd:every '0': must be a whole number from 1");
     const char *no_pair[] = {"--strategy", "exact:32", NULL};

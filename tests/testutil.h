@@ -39,7 +39,7 @@ char *dp_test_path(const char *name);
 /* Multi-rank: rank 0's dp_test_path(name), the same on every rank of MPI_COMM_WORLD. */
 void dp_test_shared_path(const char *name, char *out, size_t size);
 
-/* o's strategy from a --strategy text made with printf's format (zero-%d, exact:shard=8). */
+/* o's strategy from a --strategy text made with printf's format (zero-%d, exact:rows=8). */
 void dp_test_strategy(dp_options *o, const char *format, ...) __attribute__((format(printf, 2, 3)));
 
 /* The trainable parameters of o's model on `inputs` features. */

@@ -1,6 +1,6 @@
 # --trace and --metrics on 2 ranks: the timeline is valid JSON with every rank's data, forward,
 # backward, collective and optimizer spans, none dropped, collectives overlap backward with
-# buckets and never with --no-overlap, --exact's shards each with its add, ZeRO-3's blocks each
+# buckets and never with --no-overlap, --exact's row groups each with its add, ZeRO-3's blocks each
 # gathered; on fake GPUs every pass also has its device-lane span from CUDA events;
 # the metrics are one JSON object per step and a summary (tests/trace_check.py, python3's json
 # module: a reader independent of ours).

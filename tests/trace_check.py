@@ -3,7 +3,7 @@
 independently of the C code that wrote them: python's json module parses them.
 Usage: trace_check.py TRACE METRICS RANKS STEPS overlap|no-overlap|device|exact|zero3
 (device: a GPU run, whose module passes are also in the device lane, timed by CUDA events;
-exact: an --exact run, each shard's add a span and each step's exact sums a collective;
+exact: an --exact run, each row group's add a span and each step's exact sums a collective;
 zero3: ZeRO-3 under a budget smaller than a layer, its blocks gathered for every pass.)
 Exit 0 when every property holds; prints each failure."""
 import json
@@ -51,7 +51,7 @@ for rank in range(ranks):
     elif mode == "exact":
         first_layer = [e for e in cats.get("backward", []) if e["name"].startswith("backward layers.0 ")]
         expect(len(cats.get("exact", [])) == len(first_layer) >= 2 * steps,
-               f"rank {rank}: one exact add per shard ({len(cats.get('exact', []))} for {len(first_layer)} shards)")
+               f"rank {rank}: one exact add per row group ({len(cats.get('exact', []))} for {len(first_layer)} groups)")
         expect(len(cats.get("collective", [])) == steps, f"rank {rank}: one span of the exact sums per step")
     elif mode == "zero3":
         passes = [e for e in cats.get("forward", []) + cats.get("backward", []) if e["name"].endswith("(linear)")]

@@ -289,7 +289,7 @@ struct dp_backend {
      * memory is host memory, whose loops are src/strategy/exact_sum.c's) ---- */
     /* exact_sum.h's dp_exact_add, dp_exact_to_floats, dp_exact_to_digits and
      * dp_exact_from_digits (int64 digits of digit_bits bits) on backend memory, bit for bit;
-     * the sums read are acc's (NULL: none) plus a pending shard's `last` (NULL: none), as
+     * the sums read are acc's (NULL: none) plus a pending row group's `last` (NULL: none), as
      * exact_math.h's dp_exact_sums; from digit 0, exact_to_digits also leaves the largest
      * dp_exact_size_bits in *largest (backend memory), so 8 bytes tell the host the sums'
      * magnitude. */

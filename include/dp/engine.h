@@ -147,7 +147,7 @@ const char *dp_engine_graph_describe(const dp_engine *e);
 int dp_engine_row_slots(const dp_engine *e);
 
 /* The row groups this rank computes in a full step (the strategy's shape: micro-batches, or
- * --exact's run of shards): the timeline's room per step. */
+ * --exact's run of fixed row groups): the timeline's room per step. */
 size_t dp_engine_row_groups_per_step(const dp_engine *e);
 
 /* What the engine is made of, read-only: the backend, the model, the optimizer, the strategy

@@ -56,7 +56,7 @@ typedef struct dp_strategy_buffers {
 enum { DP_ZERO_STAGES = 4 };
 
 /* A strategy as the command line chose it: --strategy NAME[:KEY=VALUE,...] (zero-3:live-mb=64,
- * exact:shard=32, local-sgd:every=8), or version 3's options that name one (--zero, --exact,
+ * exact:rows=32, local-sgd:every=8), or version 3's options that name one (--zero, --exact,
  * --average-every and their keys' options). Each strategy declares its keys in its own table
  * (name, default, range, whether they change the bits); the choice holds their values. */
 #define DP_STRATEGY_NAME_MAX 32
@@ -92,7 +92,7 @@ int dp_strategy_memory_stage(const dp_strategy_choice *c);
 /* Every key of to's strategy that from's strategy takes too gets from's value. */
 void dp_strategy_take_keys(dp_strategy_choice *to, const dp_strategy_choice *from);
 /* c as text, NAME:KEY=VALUE,... with every key (all != 0) or only those that change the bits
- * (a checkpoint's strategy field: exact:shard=32, local-sgd:every=4, zero-3). */
+ * (a checkpoint's strategy field: exact:rows=32, local-sgd:every=4, zero-3). */
 void dp_strategy_choice_text(const dp_strategy_choice *c, int all, char *text, size_t size);
 /* A group of a step's rows this rank computes together (forward, loss, backward), as the
  * strategy shapes the step: DDP's micro-batches (this rank's slice of each), or --exact's fixed
@@ -220,7 +220,7 @@ typedef struct dp_step_hooks {
     /* After the optimizer: ZeRO's parameters whole again (stages 1, 2) or forgotten (3), local
      * SGD's averaging when due. */
     int (*after_update)(void *arg, const dp_update_done *done, dp_update_report *report);
-    /* After each row group's backward: its gradient is final (--exact adds a shard's, written
+    /* After each row group's backward: its gradient is final (--exact adds a group's, written
      * alone, into its sum); last: the rank's last group of the step. */
     int (*group_done)(void *arg, int last);
     /* Under a ZeRO budget (NULL otherwise): where a module larger than the budget's block reads
@@ -286,7 +286,7 @@ float dp_strategy_grad_scale(const dp_strategy *d, dp_range step);
 /* The strategy's hooks for the engine's step. */
 void dp_strategy_attach(dp_strategy *d, dp_step_hooks *hooks);
 
-/* The most collectives d reports (on_span) in a step of `groups` micro-batches or shards: the
+/* The most collectives d reports (on_span) in a step of `groups` row groups: the
  * timeline's room for them. */
 size_t dp_strategy_spans_per_step(const dp_strategy *d, size_t groups);
 
@@ -351,7 +351,7 @@ int dp_strategy_set_replica(dp_strategy *d, const dp_replica_tensor *tensors, in
 
 /* Whether the ranks' BatchNorm running statistics differ after a step, so rank 0's must be
  * given to all (DDP's broadcast_buffers): where plain BatchNorms normalise per rank, or (--exact)
- * every BatchNorm moves them from the step's first shard alone; never under local SGD, which
+ * every BatchNorm moves them from the step's first row group alone; never under local SGD, which
  * averages them. */
 int dp_strategy_per_rank_statistics(const dp_strategy *d, int batchnorms, int sync_batchnorms);
 

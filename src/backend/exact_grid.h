@@ -16,7 +16,7 @@ static inline DP_HD void dp_exact_add_thread(double *acc, const float *values, s
         dp_exact_add_value(values[i], &acc[i], &acc[n + i], first);
 }
 
-/* Element i's pieces of the sums (n elements): the accumulator's plus the pending shard's value. */
+/* Element i's pieces of the sums (n elements): the accumulator's plus the pending group's value. */
 static inline DP_HD void dp_exact_sum_at(dp_exact_sums sums, size_t n, size_t i, double *high, double *low)
 {
     *high = sums.acc ? sums.acc[i] : 0.0;

@@ -22,8 +22,8 @@ enum {
 };
 
 /* The sums a device's pass reads: the accumulator's (acc, DP_EXACT_PIECES x n, always in pieces;
- * NULL: no shard in it) plus, element by element, a shard's gradient never added into it (last;
- * NULL: none): the rank's last shard of a step costs no pass of its own, and acc is only read.
+ * NULL: no group in it) plus, element by element, a group's gradient never added into it (last;
+ * NULL: none): the rank's last group of a step costs no pass of its own, and acc is only read.
  * The host's passes read exact_sum.h's dp_exact_host_sums, its accumulator partly in units. */
 typedef struct dp_exact_sums {
     const double *acc;

@@ -1,7 +1,7 @@
 /* The passes of one training step (DESIGN.md, "one training step"; step_run.c runs the step
  * around them):
  *
- *   for each micro-batch:   this rank's rows (--exact: for each of this rank's fixed shards,
+ *   for each micro-batch:   this rank's rows (--exact: for each of this rank's fixed row groups,
  *                           computed alone, then hooks.shard_done)
  *     for module i:         hooks.before(i, forward); forward(i)
  *     loss

@@ -1,5 +1,5 @@
 /* --exact: the same parameters, bit for bit, for every world size. The engine computes each
- * fixed shard of the step alone (src/engine/step.c); here each shard's gradient is added into
+ * fixed group of the step alone (src/engine/step.c); here each group's gradient is added into
  * an exact accumulator (exact_sum.h), the ranks' sums are added as integers by one all-reduce
  * of int64 digits, and the result is rounded to float once. The accumulator lives where the
  * gradient does: on a device the adds, the digits and the rounding are kernels (exact_math.h's
@@ -20,15 +20,15 @@ enum { FIRST_GUESS_BITS = DP_EXACT_FRACTION_BITS + 8 + 1 };
 typedef struct dp_exact {
     const dp_backend *be;
     int on_device;    /* the accumulator and digits live in backend memory (be->exact_add) */
-    double *acc;      /* on a device: DP_EXACT_PIECES x layout.total, this rank's shards' exact sum */
+    double *acc;      /* on a device: DP_EXACT_PIECES x layout.total, this rank's groups' exact sum */
     dp_exact_acc host; /* on the host: the same sum, in units while it is small (exact_sum.h) */
     int64_t *digits;  /* on a device: the sums' size (dp_exact_size_bits), then max_digits x
                        * layout.total digits, made and summed there: one download takes both */
     int64_t *message; /* the all-reduce's buffer (host), see the slots below */
     int max_digits;
     int digits_sent;  /* digits sent first: the count the ranks needed at the last step */
-    size_t terms;     /* shards computed since the last finish */
-    int pending;      /* the gradient buffer holds the rank's last shard, not added (the passes
+    size_t terms;     /* groups computed since the last finish */
+    int pending;      /* the gradient buffer holds the rank's last group, not added (the passes
                        * of finish add it as they read the accumulator) */
 } dp_exact;
 
@@ -118,15 +118,15 @@ static void exact_close(dp_strategy *d)
     d->state = NULL;
 }
 
-/* The gradient backward just wrote (one shard's alone) into the accumulator, where it lies; the
- * rank's last shard of the step stays in the gradient buffer for finish's passes, which add it
+/* The gradient backward just wrote (one group's alone) into the accumulator, where it lies; the
+ * rank's last group of the step stays in the gradient buffer for finish's passes, which add it
  * as they read: one pass over the accumulator fewer. */
-static int exact_add_shard(dp_strategy *d, int last)
+static int exact_add_group(dp_strategy *d, int last)
 {
     dp_exact *x = d->state;
     size_t total = d->layout.total;
     if (++x->terms > DP_EXACT_MAX_TERMS)
-        return dp_fail(DP_EINVAL, "--exact: more than %zu shards in one step on one rank; use a larger --exact-shard",
+        return dp_fail(DP_EINVAL, "--exact: more than %zu groups in one step on one rank; use a larger --exact-group",
                        DP_EXACT_MAX_TERMS);
     if (last)
         x->pending = 1;
@@ -137,23 +137,23 @@ static int exact_add_shard(dp_strategy *d, int last)
     return 0;
 }
 
-/* Whether the accumulator holds a shard: not when the pending shard is the step's only one. */
-static int acc_holds_shards(const dp_exact *x)
+/* Whether the accumulator holds a group: not when the pending group is the step's only one. */
+static int acc_holds_groups(const dp_exact *x)
 {
     return !(x->pending && x->terms == 1);
 }
 
-/* The sums on a device and on the host: the accumulator (if it holds shards) and the pending
- * shard. */
+/* The sums on a device and on the host: the accumulator (if it holds groups) and the pending
+ * group. */
 static dp_exact_sums sums_of(const dp_strategy *d)
 {
     const dp_exact *x = d->state;
-    return (dp_exact_sums){.acc = acc_holds_shards(x) ? x->acc : NULL, .last = x->pending ? d->buffers.grads : NULL};
+    return (dp_exact_sums){.acc = acc_holds_groups(x) ? x->acc : NULL, .last = x->pending ? d->buffers.grads : NULL};
 }
 static dp_exact_host_sums host_sums_of(const dp_strategy *d)
 {
     const dp_exact *x = d->state;
-    return (dp_exact_host_sums){.acc = acc_holds_shards(x) ? &x->host : NULL,
+    return (dp_exact_host_sums){.acc = acc_holds_groups(x) ? &x->host : NULL,
                                 .last = x->pending ? d->buffers.grads : NULL};
 }
 
@@ -280,7 +280,7 @@ static int exact_finish(dp_strategy *d)
     dp_exact *x = d->state;
     size_t total = d->layout.total;
     int status = 0;
-    if (x->terms == 0) { /* this rank had no shard this step */
+    if (x->terms == 0) { /* this rank had no group this step */
         if (x->on_device)
             x->be->zero(x->be, (float *)x->acc, DP_EXACT_PIECES * total * sizeof *x->acc / sizeof(float));
         else
@@ -305,22 +305,31 @@ static int exact_describe(const dp_strategy *d, char *text, size_t size)
     const dp_exact *x = d->state;
     const char *where = x->on_device ? "in device memory" : "in host memory";
     if (d->comm->size == 1)
-        return snprintf(text, size, "exact: each shard's gradient alone, summed exactly (multiples of 2^-%d) %s on "
+        return snprintf(text, size, "exact: each group's gradient alone, summed exactly (multiples of 2^-%d) %s on "
                         "one rank", DP_EXACT_FRACTION_BITS, where);
-    return snprintf(text, size, "exact: each shard's gradient alone, summed exactly (multiples of 2^-%d) %s, then "
+    return snprintf(text, size, "exact: each group's gradient alone, summed exactly (multiples of 2^-%d) %s, then "
                     "one all-reduce of the sums as %d-bit int64 digits (as many as the last step needed, at most "
                     "%d; the rest in a second one when the sums outgrow them)", DP_EXACT_FRACTION_BITS, where,
                     dp_exact_digit_bits(d->comm->size), x->max_digits);
 }
 
-/* The smallest shard of shard rows in a step of step_batch rows or the epoch's last of last_step. */
-static size_t smallest_shard(size_t shard, size_t step_batch, size_t last_step)
+/* The smallest group of group rows in a step of step_batch rows or the epoch's last of last_step. */
+static size_t smallest_group(size_t group, size_t step_batch, size_t last_step)
 {
-    size_t smallest = shard < last_step ? shard : last_step;
-    size_t rests[] = {step_batch % shard, last_step % shard};
+    size_t smallest = group < last_step ? group : last_step;
+    size_t rests[] = {step_batch % group, last_step % group};
     for (size_t i = 0; i < sizeof rests / sizeof *rests; i++)
         smallest = rests[i] && rests[i] < smallest ? rests[i] : smallest;
     return smallest;
+}
+
+/* The step cut into groups of the key's rows whatever W (the last may be shorter), this rank
+ * taking a contiguous run of them. Each is computed alone (its own BatchNorm statistics,
+ * gradients overwritten) so its bits do not depend on the rank; only the step's first group,
+ * always rank 0's, moves BatchNorm's running statistics. */
+static size_t group_rows_of(const dp_strategy_choice *c)
+{
+    return (size_t)dp_strategy_key_value(c, "rows");
 }
 
 /* --exact all-reduces integer digits that must add exactly. */
@@ -333,54 +342,45 @@ static int exact_check(const dp_strategy_choice *c, const dp_strategy_run *run)
     return 0;
 }
 
-/* A BatchNorm normalises over each shard, which needs 2 rows; the accumulator's bound holds for
- * so many shards per step. */
-static int exact_check_shards(const dp_strategy_choice *c, const dp_strategy_run *run)
+/* A BatchNorm normalises over each group, which needs 2 rows; the accumulator's bound holds for
+ * so many groups per step. */
+static int exact_check_groups(const dp_strategy_choice *c, const dp_strategy_run *run)
 {
-    size_t shard = (size_t)dp_strategy_key_value(c, "shard");
+    size_t rows = group_rows_of(c);
     if (!run->step_batch)
         return 0;
-    size_t smallest = smallest_shard(shard, run->step_batch, run->last_step);
+    size_t smallest = smallest_group(rows, run->step_batch, run->last_step);
     if (run->batchnorms && smallest < 2)
-        return dp_fail(DP_EINVAL, "--model '%s' with --exact: a BatchNorm normalises over each shard and needs at "
-                       "least 2 rows, but a shard of %zu row%s occurs (--exact-shard %zu, %zu samples per step%s); "
-                       "choose another --exact-shard%s", run->model, smallest, smallest == 1 ? "" : "s", shard,
-                       run->step_batch, run->drop_last ? "" : " and the epoch's last step",
+        return dp_fail(DP_EINVAL, "--model '%s' with --exact: a BatchNorm normalises over each row group and needs "
+                       "at least 2 rows, but a group of %zu row%s occurs (groups of %zu rows, %zu samples per step%s); "
+                       "choose other rows per group (exact:rows=R, or --exact-shard R)%s", run->model, smallest,
+                       smallest == 1 ? "" : "s", rows, run->step_batch, run->drop_last ? "" : " and the epoch's last step",
                        run->drop_last ? "" : " or --drop-last");
-    if ((run->step_batch + shard - 1) / shard > DP_EXACT_MAX_TERMS)
-        return dp_fail(DP_EINVAL, "--exact-shard %zu: %zu samples per step make more than %zu shards, beyond the "
-                       "exact accumulator's bound; use a larger --exact-shard", shard, run->step_batch,
+    if ((run->step_batch + rows - 1) / rows > DP_EXACT_MAX_TERMS)
+        return dp_fail(DP_EINVAL, "--exact with groups of %zu rows: %zu samples per step make more than %zu groups, "
+                       "beyond the exact accumulator's bound; use more rows per group", rows, run->step_batch,
                        DP_EXACT_MAX_TERMS);
     return 0;
 }
 
-/* The step cut into shards of the key's rows whatever W (the last may be shorter), this rank
- * taking a contiguous run of them. Each is computed alone (its own BatchNorm statistics,
- * gradients overwritten) so its bits do not depend on the rank; only the step's first shard,
- * always rank 0's, moves BatchNorm's running statistics. */
-static size_t shard_rows(const dp_strategy_choice *c)
+static dp_range my_groups(const dp_strategy *d, dp_range step)
 {
-    return (size_t)dp_strategy_key_value(c, "shard");
-}
-
-static dp_range my_shards(const dp_strategy *d, dp_range step)
-{
-    size_t shard = shard_rows(&d->config.choice);
-    return dp_partition((dp_range_size(step) + shard - 1) / shard, d->comm->size, d->comm->rank);
+    size_t rows = group_rows_of(&d->config.choice);
+    return dp_partition((dp_range_size(step) + rows - 1) / rows, d->comm->size, d->comm->rank);
 }
 
 static size_t exact_groups(const dp_strategy *d, dp_range step)
 {
-    return dp_range_size(my_shards(d, step));
+    return dp_range_size(my_groups(d, step));
 }
 
 static void exact_group(const dp_strategy *d, dp_range step, size_t k, dp_row_group *group)
 {
-    dp_range mine = my_shards(d, step);
-    size_t shard = shard_rows(&d->config.choice), index = mine.begin + k, begin = step.begin + index * shard;
-    *group = (dp_row_group){.rows = {begin, begin + shard < step.end ? begin + shard : step.end}, .alone = 1,
+    dp_range mine = my_groups(d, step);
+    size_t rows = group_rows_of(&d->config.choice), index = mine.begin + k, begin = step.begin + index * rows;
+    *group = (dp_row_group){.rows = {begin, begin + rows < step.end ? begin + rows : step.end}, .alone = 1,
                             .moves_running = index == 0, .last = index + 1 == mine.end,
-                            .round_total = dp_exact_round_total, .done_span = "add the shard's gradient exactly",
+                            .round_total = dp_exact_round_total, .done_span = "add the group's gradient exactly",
                             .done_category = "exact"};
 }
 
@@ -388,10 +388,10 @@ static size_t exact_group_rows(const dp_strategy_choice *c, size_t micro_batch, 
 {
     (void)micro_batch;
     (void)world;
-    return shard_rows(c) < step_batch ? shard_rows(c) : step_batch;
+    return group_rows_of(c) < step_batch ? group_rows_of(c) : step_batch;
 }
 
-/* Only a step's first shard, always rank 0's, moves running statistics, SyncBatchNorm's too. */
+/* Only a step's first group, always rank 0's, moves running statistics, SyncBatchNorm's too. */
 static int exact_statistics(int batchnorms, int sync_batchnorms)
 {
     (void)sync_batchnorms;
@@ -399,20 +399,20 @@ static int exact_statistics(int batchnorms, int sync_batchnorms)
 }
 
 static const dp_strategy_key keys[] = {
-    {.name = "shard", .metavar = "S", .fallback = 32, .least = 1, .most = 2147483647.0, .whole = 1, .arithmetic = 1,
-     .help = "rows per shard, whatever the world size; a BatchNorm needs at least 2 in every shard (--exact-shard S)"},
+    {.name = "rows", .metavar = "R", .fallback = 32, .least = 1, .most = 2147483647.0, .whole = 1, .arithmetic = 1,
+     .help = "rows per group, whatever the world size; a BatchNorm needs at least 2 in every group (--exact-shard S)"},
 };
 
 const dp_strategy_type dp_strategy_exact = {
     .name = "exact",
     .summary = "bitwise the same parameters, losses and checkpoints for every world size, algorithm and --accum: "
-               "the step cut into fixed shards, each computed alone, their gradients summed exactly and "
-               "all-reduced as integers; BatchNorm normalises over each shard; 1 BLAS thread per rank unless "
+               "the step cut into fixed row groups, each computed alone, their gradients summed exactly and "
+               "all-reduced as integers; BatchNorm normalises over each group; 1 BLAS thread per rank unless "
                "--threads (--exact; docs/STRATEGIES.md)",
     .keys = keys,
     .key_count = 1,
     .check = exact_check,
-    .check_groups = exact_check_shards,
+    .check_groups = exact_check_groups,
     .groups = exact_groups,
     .group = exact_group,
     .group_rows = exact_group_rows,
@@ -424,7 +424,7 @@ const dp_strategy_type dp_strategy_exact = {
     .collective_name = "exact all-reduce",
     .open = exact_open,
     .close = exact_close,
-    .group_done = exact_add_shard,
+    .group_done = exact_add_group,
     .finish = exact_finish,
     .describe = exact_describe,
 };

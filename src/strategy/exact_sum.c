@@ -216,9 +216,9 @@ PER_CHUNK void chunk_digits_from(const double *high, const double *low, size_t b
 }
 
 /* Chunk c of the sums (elements [begin, begin + n)). Where they are units below `limit` with the
- * pending shard's added, their units go to units_out and 1 is returned. Otherwise their pieces:
+ * pending group's added, their units go to units_out and 1 is returned. Otherwise their pieces:
  * the accumulator's own where nothing is pending, else made in the chunk's L1 locals (high_at,
- * low_at) from its units or pieces and the pending shard's values; the accumulator is only read. */
+ * low_at) from its units or pieces and the pending group's values; the accumulator is only read. */
 PER_CHUNK int chunk_sums(dp_exact_host_sums sums, size_t c, size_t begin, size_t n, double limit,
                          int64_t *restrict units_out, double *restrict high_at, double *restrict low_at,
                          const double **high, const double **low)

@@ -1,6 +1,6 @@
 /* Inside strategy/: --exact's order-independent sums (docs/STRATEGIES.md, "--exact").
  *
- * A value v (a shard's gradient element) is rounded once, by a rule that depends on v alone, to
+ * A value v (a group's gradient element) is rounded once, by a rule that depends on v alone, to
  * a multiple of 2^-DP_EXACT_FRACTION_BITS and split into two pieces, each added into its own
  * double: a multiple of 2^-8 (|v| < 2^DP_EXACT_INTEGER_BITS) and a multiple of 2^-48 (at most
  * 2^-9). Each piece's sum stays an exactly representable double for up to DP_EXACT_MAX_TERMS
@@ -26,10 +26,10 @@
 #define DP_EXACT_MAX_TERMS ((size_t)1 << 13)
 
 /* The host's accumulator of n sums, chunk by chunk (DP_EXACT_CHUNK elements). While a chunk's
- * sums stay below DP_EXACT_UNITS_LIMIT (by an upper bound: its shards' largest |v| summed),
- * each element is one int64 count of 2^-48, the shard's value rounded to the grid as above and
+ * sums stay below DP_EXACT_UNITS_LIMIT (by an upper bound: its groups' largest |v| summed),
+ * each element is one int64 count of 2^-48, the group's value rounded to the grid as above and
  * added as an integer: 8 bytes read and written an element, where the two pieces take 16 and
- * two more additions. A shard that would take a chunk past the limit, or brings an infinity or
+ * two more additions. A group that would take a chunk past the limit, or brings an infinity or
  * a NaN, turns that chunk into the two pieces for the rest of the step. Both hold the same
  * exact sum, so the digits and floats do not depend on which a chunk is in. */
 typedef struct dp_exact_acc {
@@ -39,7 +39,7 @@ typedef struct dp_exact_acc {
 } dp_exact_acc;
 
 enum { DP_EXACT_CHUNK = 512 }; /* elements whose working values stay in the L1 cache through a pass */
-/* Sums below 2^13 count fewer than 2^61 units; with a pending shard's (also below it), 2^62. */
+/* Sums below 2^13 count fewer than 2^61 units; with a pending group's (also below it), 2^62. */
 #define DP_EXACT_UNITS_LIMIT 0x1p13
 
 /* An accumulator of n sums (its memory allocated, every sum 0); 0 or DP_ENOMEM. */
@@ -47,10 +47,10 @@ int dp_exact_acc_open(dp_exact_acc *acc, size_t n);
 void dp_exact_acc_close(dp_exact_acc *acc);
 /* Every sum 0, in units. */
 void dp_exact_clear(dp_exact_acc *acc);
-/* A shard's values added in; first: they are the first term (no zeroing needed). */
+/* A group's values added in; first: they are the first term (no zeroing needed). */
 void dp_exact_add(dp_exact_acc *acc, const float *values, int first);
 
-/* The sums a host pass reads: the accumulator's (NULL: none) plus, element by element, a shard's
+/* The sums a host pass reads: the accumulator's (NULL: none) plus, element by element, a group's
  * gradient never added into it (last; NULL: none), as exact_math.h's dp_exact_sums on a device. */
 typedef struct dp_exact_host_sums {
     const dp_exact_acc *acc;
@@ -87,7 +87,7 @@ void dp_exact_from_digits(const int64_t *digits_in, size_t n, int ranks, int dig
 /* One rank's sums straight to values, bitwise what the digits would give; out may be sums.last. */
 void dp_exact_to_floats(dp_exact_host_sums sums, size_t n, float *out);
 
-/* A shard's loss sum rounded to a multiple of 2^-24: such values add exactly in doubles, in
+/* A group's loss sum rounded to a multiple of 2^-24: such values add exactly in doubles, in
  * any order, while the total stays below 2^29. */
 double dp_exact_round_total(double value);
 

@@ -53,7 +53,7 @@ int dp_strategy_from_version_3(const char *zero, const char *average_every, cons
         return dp_fail(DP_EFORMAT, "version 3's fields zero=%s, average_every=%s, exact_shard=%s name no strategy",
                        zero, average_every, exact_shard);
     if (shard)
-        snprintf(given, sizeof given, "exact:shard=%ld", shard);
+        snprintf(given, sizeof given, "exact:rows=%ld", shard);
     else if (every)
         snprintf(given, sizeof given, "local-sgd:every=%ld", every);
     else

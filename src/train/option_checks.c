@@ -78,7 +78,7 @@ static const struct {
 static const struct {
     int id;
     const char *key;
-} key_options[] = {{OPT_ZERO_LIVE_MB, "live-mb"}, {OPT_EXACT_SHARD, "shard"}};
+} key_options[] = {{OPT_ZERO_LIVE_MB, "live-mb"}, {OPT_EXACT_SHARD, "rows"}};
 
 static const char *const zero_stages[] = {"0", "1", "2", "3"};
 

@@ -61,7 +61,7 @@ static const struct {
     [FIELD_EPS] = {"eps", FIELD_EXACT},
     [FIELD_DECAY_ALL] = {"decay_all", FIELD_EXACT},
     [FIELD_MODULE_OPTIONS] = {"module_options", FIELD_EXACT},
-    /* The strategy and the keys that change its bits (exact:shard=32, local-sgd:every=4): ZeRO's
+    /* The strategy and the keys that change its bits (exact:rows=32, local-sgd:every=4): ZeRO's
      * stages sum in other orders than DDP, --exact's shards decide its bits, local SGD's
      * averagings fall on multiples of K by the global step; so a change continues, not
      * bit-exactly. Version 3 recorded it as the three fields below. */
