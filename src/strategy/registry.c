@@ -7,10 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Every strategy, by name: a new one is a file and a row here. */
+/* Every strategy, by name: a new one is a file and a row here (its declaration and its entry). */
+extern const dp_strategy_type dp_strategy_ddp, dp_strategy_zero1, dp_strategy_zero2, dp_strategy_zero3;
+extern const dp_strategy_type dp_strategy_local_sgd, dp_strategy_exact;
+extern const dp_strategy_type dp_strategy_bf16_compress;
 static const dp_strategy_type *const strategies[] = {
     &dp_strategy_ddp, &dp_strategy_zero1, &dp_strategy_zero2, &dp_strategy_zero3, &dp_strategy_local_sgd,
-    &dp_strategy_exact,
+    &dp_strategy_exact, &dp_strategy_bf16_compress,
 };
 
 const dp_strategy_type *dp_strategy_at(int i)

@@ -171,6 +171,7 @@ int dp_strategy_open(dp_strategy **out, dp_comm *comm, const dp_strategy_layout 
         return dp_fail(DP_EINVAL, "no strategy called '%s' (known: %s)", config->choice.name,
                        dp_strategy_names());
     d->comm = comm;
+    d->bucket_hook = (dp_bucket_hook){.start = d->type->bucket_start, .arg = d};
     d->layout = *layout;
     d->buffers = *buffers;
     d->config = *config;

@@ -131,6 +131,9 @@ typedef struct dp_strategy_type {
     int (*check_groups)(const dp_strategy_choice *c, const dp_strategy_run *run);
     /* Each rank steps with the mean gradient of its own rows (local SGD). */
     int scales_locally;
+    /* Its bucket hook's start (PyTorch's comm hook: compression, averaging), NULL: the plain
+     * collective; dp_strategy_set_bucket_hook replaces it. */
+    int (*bucket_start)(void *arg, dp_comm *comm, const dp_request_args *args, dp_request **request);
     /* Where it reduces no gradients, how they go instead (the banner's gradients line). */
     int (*describe_gradients)(const dp_strategy *d, char *text, size_t size);
 } dp_strategy_type;
@@ -138,8 +141,6 @@ typedef struct dp_strategy_type {
 /* The registry's i-th strategy (registry.c); NULL past the last. */
 const dp_strategy_type *dp_strategy_at(int i);
 
-extern const dp_strategy_type dp_strategy_ddp, dp_strategy_zero1, dp_strategy_zero2, dp_strategy_zero3,
-    dp_strategy_local_sgd, dp_strategy_exact;
 
 #define MIB_FLOATS ((double)(1 << 20) / sizeof(float))
 
