@@ -95,7 +95,7 @@ START_TEST(strategies_are_chosen_by_name)
     }
     ck_assert_ptr_null(dp_strategy_name_for_zero(4));
     ck_assert_ptr_null(dp_strategy_find("zero-4"));
-    ck_assert_str_eq(dp_strategy_names(), "ddp, zero-1, zero-2, zero-3, local-sgd, exact");
+    ck_assert_str_eq(dp_strategy_names(), "ddp, zero-1, zero-2, zero-3, local-sgd, exact, bf16-compress");
     ck_assert_uint_eq(owns("local-sgd"), 3u);
     ck_assert_ptr_nonnull(dp_strategy_find("exact"));
     ck_assert_uint_eq(owns("exact"), 3u); /* the whole model on every rank, as DDP */

@@ -17,7 +17,7 @@
  *   smaller than a layer forward reads its weight in blocks of rows, backward's input
  *   gradient in blocks of whole columns (zero_columns.c), so every GEMM sums each element as
  *   the unsharded one does. */
-#include "src/strategy/zero.h"
+#include "src/strategy/zero_parts.h"
 
 #include "dp/error.h"
 #include "dp/zero_plan.h"

@@ -8,7 +8,7 @@
  * ranks a parent is found whose two blocks are the parts, and the block is gathered in place;
  * on more, the parts rarely fall so, and each travels padded to the largest one's size in
  * equal blocks, then is moved into place. */
-#include "src/strategy/zero.h"
+#include "src/strategy/zero_parts.h"
 
 #include "dp/error.h"
 

@@ -2,7 +2,7 @@
  * the parameters gathered whole (a module, a block of a cut weight's rows, or of its columns,
  * zero_columns.c), the order a pass reads them in and the next one prefetched, the fetch hooks
  * a cut module reads its blocks through, and the slots forgotten after the update. */
-#include "src/strategy/zero.h"
+#include "src/strategy/zero_parts.h"
 
 #include "dp/error.h"
 #include "dp/zero_plan.h"

@@ -2,7 +2,7 @@
  * state gathered to one rank (checkpoints, --save) or to all (tests), scattered back on
  * --resume, and stage 3's replica check over the gathered parameters. Host memory is the
  * meeting point: MPI's gather and scatter for one rank, the ring's all-gather for all. */
-#include "src/strategy/zero.h"
+#include "src/strategy/zero_parts.h"
 
 #include "dp/error.h"
 #include "dp/zero_plan.h"

@@ -4,7 +4,7 @@
  * of its own, so a module's pieces and the units are the same slices. Also what the stages ask
  * of units and segments: the part of a range in a shard, the unit at an offset, whether a
  * segment is cut. */
-#include "src/strategy/zero.h"
+#include "src/strategy/zero_parts.h"
 
 #include "dp/error.h"
 

@@ -1,7 +1,7 @@
-/* Inside dist: the ZeRO stages' state, shared by the step's flow (zero.c) and the moves of
+/* Inside strategy/: the ZeRO stages' state, shared by the step's flow (zero.c) and the moves of
  * whole tensors for checkpoints and checks (zero_state.c). */
-#ifndef DP_STRATEGY_ZERO_H
-#define DP_STRATEGY_ZERO_H
+#ifndef DP_STRATEGY_ZERO_PARTS_H
+#define DP_STRATEGY_ZERO_PARTS_H
 
 #include "dp/partition.h"
 #include "src/strategy/strategy_type.h"
