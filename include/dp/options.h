@@ -1,5 +1,6 @@
-/* dp_worker's command line: every option, its default, and validation with messages that
- * name the option and the problem. */
+/* dp_worker's command line: the values every option sets, parsed and validated with messages
+ * that name the option and the problem. Each option is declared once, as a row of
+ * src/train/option_rows.c. */
 #ifndef DP_OPTIONS_H
 #define DP_OPTIONS_H
 
