@@ -440,7 +440,7 @@ END_TEST
 START_TEST(segment_bytes_takes_any_size_from_one_float)
 {
     dp_options o;
-    const char *none[] = {NULL}, *odd[] = {"--segment-bytes", "4102", NULL};
+    const char *none[] = {NULL}, *odd[] = {"--segment-bytes", "4102", "--allreduce", "ring-pipelined", NULL};
     ck_assert_int_eq(parse(&o, 2, none), DP_OPTIONS_RUN);
     ck_assert_int_eq(o.segment_bytes, (long)DP_SEGMENT_BYTES_DEFAULT);
     ck_assert_int_eq(parse(&o, 2, odd), DP_OPTIONS_RUN);
@@ -671,6 +671,49 @@ START_TEST(every_applies_to_rule_is_refused_naming_both_options)
 }
 END_TEST
 
+/* The rules of issue 37 one by one, as a user meets them. */
+START_TEST(options_of_another_mode_are_refused)
+{
+    static const struct {
+        const char *args[6];
+        const char *phrase;
+    } refused[] = {
+        {{"--hier-inner", "rhd"}, "--hier-inner applies to --allreduce hier, but --allreduce is mpi"},
+        {{"--segment-bytes", "4096", "--allreduce", "ring"},
+         "--segment-bytes applies to --allreduce ring-pipelined or auto, or --hier-inner ring-pipelined, but --allreduce is ring"},
+        {{"--segment-bytes", "4096", "--allreduce", "hier"}, "--segment-bytes applies to --allreduce ring-pipelined"},
+        {{"--keep", "2"}, "--keep applies to --checkpoint-dir, but --checkpoint-dir is not given"},
+        {{"--checkpoint-every", "0"}, "--checkpoint-every applies to --checkpoint-dir"},
+        {{"--sync-bn"}, "--sync-bn applies to a model with batchnorm, but --layers '784,256,256,10' has none"},
+        {{"--sync-bn", "--model", "linear(8),relu,linear(10)"}, "--sync-bn applies to a model with batchnorm, but --model"},
+        {{"--bucket-mb", "4", "--no-overlap"}, "--bucket-mb applies to buckets reduced during backward, but --no-overlap is given"},
+        {{"--bucket-mb", "4", "--no-overlap", "--zero", "1"}, "--bucket-mb applies to buckets reduced during backward"},
+        {{"--auto-table", "t.table"}, "--auto-table applies to --allreduce auto, but --allreduce is mpi"},
+        {{"--tf32", "--precision", "fp32"}, "--tf32 is --precision tf32: it contradicts --precision fp32"},
+        {{"--precision", "fp32", "--tf32"}, "--tf32 is --precision tf32: it contradicts --precision fp32"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        expect_error(2, refused[i].args, refused[i].phrase);
+    static const struct {
+        const char *args[8];
+    } taken[] = {
+        {{"--hier-inner", "rhd", "--allreduce", "hier"}},
+        {{"--segment-bytes", "4096", "--allreduce", "auto"}},
+        {{"--segment-bytes", "4096", "--allreduce", "hier", "--hier-inner", "ring-pipelined"}},
+        {{"--keep", "2", "--checkpoint-dir", "ck"}},
+        {{"--bucket-mb", "4", "--no-overlap", "--zero", "2"}},
+        {{"--bucket-mb", "4", "--no-overlap", "--strategy", "zero-3:live-mb=8"}},
+        {{"--bucket-mb", "4", "--no-overlap", "--memory-plan"}},
+        {{"--auto-table", "t.table", "--allreduce", "auto"}},
+        {{"--sync-bn", "--model", "linear(8),batchnorm,relu,linear(10)"}},
+    };
+    for (size_t i = 0; i < sizeof taken / sizeof *taken; i++) {
+        dp_options o;
+        ck_assert_msg(parse(&o, 2, taken[i].args) == DP_OPTIONS_RUN, "%s: %s", taken[i].args[0], dp_last_error());
+    }
+}
+END_TEST
+
 /* Hostile use of the rows' values: numbers out of range, empty texts, words that are not the
  * option's; --debug-corrupt off. */
 START_TEST(row_value_mistakes_are_named)
@@ -718,6 +761,7 @@ int main(void)
     tcase_add_test(tc, help_lists_every_option_with_its_default);
     tcase_add_test(tc, rows_are_whole_and_their_defaults_read);
     tcase_add_test(tc, every_applies_to_rule_is_refused_naming_both_options);
+    tcase_add_test(tc, options_of_another_mode_are_refused);
     tcase_add_test(tc, row_value_mistakes_are_named);
     tcase_add_test(tc, bad_values_are_rejected_naming_the_option);
     tcase_add_test(tc, sizes_from_options_are_range_checked_not_wrapped);

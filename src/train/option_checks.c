@@ -1,8 +1,8 @@
 /* The combinations of values a run cannot honour, refused naming them, once every option is
- * parsed and the rows' "applies to" rules hold (option_rules.c): --model with --layers, --tf32
- * against --precision, --predict without its files, what the strategy refuses of the run, a
- * batch smaller than the world, two starting points; and the strategy composed from the
- * options that name it. */
+ * parsed and the rows' "applies to" rules hold (option_rules.c): --model with --layers, --sync-bn
+ * without a BatchNorm, --tf32 against --precision, --predict without its files, what the
+ * strategy refuses of the run, a batch smaller than the world, two starting points; and the
+ * strategy composed from the options that name it. */
 #include "src/train/option_checks.h"
 
 #include "dp/comm.h"
@@ -27,9 +27,13 @@ static int check_model(dp_options *o, const dp_option_line *line)
         return dp_fail(DP_EINVAL, "--model and --layers both describe the model: use one");
     int status = dp_option_given(line, "model") ? dp_model_spec_parse(o->model_text, &o->model)
                                                 : dp_model_spec_from_layers(o->layers_spec, &o->model);
-    if (!status && o->sync_bn)
-        dp_model_spec_sync_batchnorm(&o->model);
-    return status;
+    if (status || !o->sync_bn)
+        return status;
+    dp_model_spec_sync_batchnorm(&o->model);
+    if (!has_sync_batchnorm(&o->model))
+        return dp_fail(DP_EINVAL, "--sync-bn applies to a model with batchnorm, but %s '%s' has none",
+                       o->model.from_layers ? "--layers" : "--model", o->model.text);
+    return 0;
 }
 
 /* --tf32 is --precision tf32; a --precision that says otherwise contradicts it. */

@@ -219,15 +219,18 @@ const dp_option_row dp_option_rows[] = {
      .group = DP_GROUP_STRATEGY, .resume = DP_RESUME_BITS,
      .help = "gradient all-reduce algorithm (the list is at the end)"},
     {.name = "hier-inner", .metavar = "NAME", .kind = DP_OPTION_TEXT, FIELD(hier_inner), .fallback = "ring",
-     .group = DP_GROUP_STRATEGY, .resume = DP_RESUME_BITS,
+     .group = DP_GROUP_STRATEGY, .applies = {{.to = {IS("allreduce", "hier")}}},
+     .resume = DP_RESUME_BITS,
      .help = "--allreduce hier: the all-reduce among one leader per node (ring, rhd, mpi, or another algorithm but "
              "hier); within each node ranks reduce to the leader and it broadcasts back"},
     {.name = "segment-bytes", .metavar = "N", .kind = DP_OPTION_LONG, FIELD(segment_bytes),
      .range = {.min = sizeof(float), .max = 4L << 30, .why = "the ring's largest message is 2^30 floats"},
      .fallback = "1048576", .note = "1 MiB", .group = DP_GROUP_STRATEGY,
+     /* auto's table picks ring-pipelined for some sizes. */
+     .applies = {{.to = {IS("allreduce", "ring-pipelined|auto"), IS("hier-inner", "ring-pipelined")}}},
      .help = "ring-pipelined: bytes per segment, rounded down to whole floats"},
     {.name = "auto-table", .metavar = "FILE", .kind = DP_OPTION_TEXT, FIELD(auto_table), .note = "built-in",
-     .group = DP_GROUP_STRATEGY,
+     .group = DP_GROUP_STRATEGY, .applies = {{.to = {IS("allreduce", "auto")}}},
      .help = "--allreduce auto's table of algorithm per world and message size (dp_bench --tune writes one); rank 0 "
              "reads it for all"},
     {.name = "grad-dtype", .metavar = "fp32|bf16", .kind = DP_OPTION_CUSTOM, .parse = parse_grad_dtype,
@@ -241,6 +244,8 @@ const dp_option_row dp_option_rows[] = {
      .range = {.min = DP_STRATEGY_MIN_BUCKET_BYTES, .why = "the smallest bucket: each bucket is a collective of its "
                                                           "own, and smaller ones only add their latency"},
      .fallback = "auto", .note = "the first bucket: 1", .group = DP_GROUP_STRATEGY,
+     .applies = {{.to = {NOT_GIVEN("no-overlap"), IS("strategy", "zero-2|zero-3"), GIVEN("memory-plan")},
+                  .what = "buckets reduced during backward", .why = "with it, only zero-2 and zero-3 reduce in buckets"}},
      .help = "gradients are reduced in buckets of at most this many MiB, each started as soon as backward finishes "
              "it, so communication overlaps the rest of backward (PyTorch DDP's bucket_cap_mb); auto: 25 as DDP, or "
              "an eighth of the gradients when that is smaller (at least 1), so a small model still has buckets to "
@@ -326,7 +331,7 @@ const dp_option_row dp_option_rows[] = {
      .fallback = "0", .note = "end only", .group = DP_GROUP_CHECKPOINTS,
      .applies = {{.to = {GIVEN("checkpoint-dir")}}}, .help = "also checkpoint every N optimizer steps"},
     {.name = "keep", .metavar = "K", .kind = DP_OPTION_LONG, FIELD(keep), .range = {.min = 1}, .fallback = "3",
-     .group = DP_GROUP_CHECKPOINTS,
+     .group = DP_GROUP_CHECKPOINTS, .applies = {{.to = {GIVEN("checkpoint-dir")}}},
      .help = "this run's checkpoints kept in --checkpoint-dir"},
     {.name = "checkpoint-shards", .kind = DP_OPTION_FLAG, FIELD(checkpoint_shards), .note = "off (one gathered file)",
      .group = DP_GROUP_CHECKPOINTS,
