@@ -136,6 +136,29 @@ START_TEST(help_lists_every_option_with_its_default)
 }
 END_TEST
 
+/* dp_worker predict --help and dp_worker plan --help list their own options and no other. */
+START_TEST(subcommands_list_only_their_options)
+{
+    static char text[1 << 16];
+    static const struct {
+        const char *name, *usage;
+        unsigned mask;
+    } programs[] = {{"predict", "Usage: mpirun -np W dp_worker predict INPUTS.npy", DP_PROGRAM_PREDICT},
+                    {"plan", "Usage: dp_worker plan", DP_PROGRAM_PLAN}};
+    for (size_t p = 0; p < sizeof programs / sizeof *programs; p++) {
+        const char *args[] = {programs[p].name, "--help", NULL};
+        help_of(args, text, sizeof text);
+        ck_assert_msg(strstr(text, programs[p].usage) == text, "%s --help: %.80s", programs[p].name, text);
+        for (int i = 0; i < dp_option_row_count; i++) {
+            char line[2048];
+            int listed = help_line(text, dp_option_rows[i].name, line, sizeof line) != NULL;
+            ck_assert_msg(listed == !!(dp_option_rows[i].programs & programs[p].mask), "dp_worker %s --help %s --%s",
+                          programs[p].name, listed ? "lists" : "lacks", dp_option_rows[i].name);
+        }
+    }
+}
+END_TEST
+
 static void expect_error(int world, const char *const *args, const char *phrase)
 {
     dp_options o;
@@ -537,14 +560,15 @@ static int has_value_text(const char *name)
     return r && (r->kind == DP_OPTION_TEXT || r->kind == DP_OPTION_CHOICE || (r->kind == DP_OPTION_STRATEGY && r->size));
 }
 
-/* Every row is whole: a unique name, help, a group, a field of its kind's type, and rules, aliases and dependent defaults that name
+/* Every row is whole: a unique name, help, a group, training among its programs (the old flags
+ * included), a field of its kind's type, and rules, aliases and dependent defaults that name
  * options whose values they can read. Each default reads as the same option given would. */
 START_TEST(rows_are_whole_and_their_defaults_read)
 {
     for (int i = 0; i < dp_option_row_count; i++) {
         const dp_option_row *r = &dp_option_rows[i];
         ck_assert_msg(dp_option_find(r->name) == r, "--%s is declared twice", r->name);
-        ck_assert_msg(r->help && r->group < DP_GROUPS, "--%s", r->name);
+        ck_assert_msg(r->help && r->group < DP_GROUPS && (r->programs & DP_PROGRAM_TRAIN), "--%s", r->name);
         ck_assert_msg(!field_size(r->kind) || r->size == field_size(r->kind), "--%s: field of %zu bytes", r->name, r->size);
         ck_assert_msg(r->kind != DP_OPTION_TEXT || r->size > 1, "--%s", r->name);
         ck_assert_msg(r->kind != DP_OPTION_CHOICE || (r->choices && r->choice_count > 0), "--%s", r->name);
@@ -714,14 +738,73 @@ START_TEST(options_of_another_mode_are_refused)
 }
 END_TEST
 
-/* Hostile use of the rows' values: numbers out of range, empty texts, words that are not the
- * option's; --debug-corrupt off. */
-START_TEST(row_value_mistakes_are_named)
+/* dp_worker predict INPUTS and dp_worker plan set what --predict INPUTS and --memory-plan set,
+ * and refuse every option of another program, naming it. */
+START_TEST(subcommands_run_what_the_old_flags_ran)
 {
     static const struct {
-        const char *args[4];
+        const char *subcommand[8], *flag[8];
+    } same[] = {
+        {{"predict", "in.npy", "--init", "m.safetensors", "--output", "out.npy", "--predict-classes"},
+         {"--predict", "in.npy", "--init", "m.safetensors", "--output", "out.npy", "--predict-classes"}},
+        {{"plan", "--params", "70e9", "--world", "8", "--precision", "mixed"},
+         {"--memory-plan", "--params", "70e9", "--world", "8", "--precision", "mixed"}},
+        {{"plan", "--zero-live-mb", "2", "--layers", "8,16,4"}, {"--memory-plan", "--zero-live-mb", "2", "--layers", "8,16,4"}},
+    };
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++) {
+        static dp_options a, b;
+        ck_assert_msg(parse(&a, 2, same[i].subcommand) == DP_OPTIONS_RUN, "%s: %s", same[i].subcommand[0], dp_last_error());
+        ck_assert_int_eq(parse(&b, 2, same[i].flag), DP_OPTIONS_RUN);
+        ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "%s differs from %s", same[i].subcommand[0], same[i].flag[0]);
+    }
+    for (int i = 0; i < dp_option_row_count; i++) {
+        const dp_option_row *r = &dp_option_rows[i];
+        static const char *const programs[] = {"predict", "plan"};
+        static const unsigned masks[] = {DP_PROGRAM_PREDICT, DP_PROGRAM_PLAN};
+        for (size_t p = 0; p < 2; p++) {
+            if (r->programs & masks[p])
+                continue;
+            char flag[64], phrase[160];
+            snprintf(flag, sizeof flag, "--%s", r->name);
+            snprintf(phrase, sizeof phrase, "--%s does not apply to dp_worker %s", r->name, programs[p]);
+            const char *args[] = {programs[p], "in.npy", flag, sample_value(r), NULL};
+            if (masks[p] == DP_PROGRAM_PLAN) /* plan takes no operand */
+                args[1] = flag, args[2] = sample_value(r), args[3] = NULL;
+            expect_error(1, args, phrase);
+        }
+    }
+}
+END_TEST
+
+/* Hostile use of what the rows added: subcommands without their operand, with two, empty,
+ * with numbers out of range; words that are not the option's; debug-corrupt off. */
+START_TEST(subcommand_and_row_mistakes_are_named)
+{
+    static const struct {
+        const char *args[12];
         const char *phrase;
     } refused[] = {
+        {{"predict"}, "dp_worker predict needs INPUTS.npy"},
+        {{"predict", "--init", "m.safetensors"}, "dp_worker predict needs INPUTS.npy"},
+        {{"predict", "a.npy", "b.npy"}, "'b.npy': unexpected argument (options start with --; see dp_worker predict --help)"},
+        {{"--init", "m.safetensors", "predict", "a.npy"}, "'predict': unexpected argument (options start with --; see dp_worker --help)"},
+        {{"predict", ""}, "--predict: empty value"},
+        {{"predict", "a.npy", "--predict", "b.npy"}, "--predict does not apply to dp_worker predict"},
+        {{"predict", "a.npy", "--init", "m", "--output", "o.npy", "--precision", "fp16"}, "--precision fp16 applies to --memory-plan"},
+        {{"predict", "a.npy", "--init", "m", "--output", "o.npy", "--device", "cpu", "--tf32"}, "--tf32 applies to GPUs, but --device is cpu"},
+        {{"predict", "a.npy", "--output", "o.npy"}, "--predict a.npy needs --init"},
+        {{"predict", "a.npy", "--threads", "0"}, "--threads '0': must be an integer >= 1"},
+        {{"predict", "a.npy", "--bogus"}, "--bogus: unknown option or missing value (see dp_worker predict --help)"},
+        {{"plan", "x"}, "'x': unexpected argument (options start with --; see dp_worker plan --help)"},
+        {{"plan", "--memory-plan"}, "--memory-plan does not apply to dp_worker plan"},
+        {{"plan", "--world", "0"}, "--world '0': must be an integer >= 1"},
+        {{"plan", "--world", "-3"}, "--world '-3'"},
+        {{"plan", "--params", "nan"}, "--params 'nan': must be a whole number"},
+        {{"plan", "--params", "1e16"}, "--params '1e16'"},
+        {{"plan", "--bucket-mb", "AUTO"}, "--bucket-mb 'AUTO'"},
+        {{"plan", "--zero-live-mb", "-1"}, "--zero-live-mb '-1'"},
+        {{"plan", "--batch", "99999999999999999999"}, "--batch '99999999999999999999': too large"},
+        {{"plan", "--save", "m.safetensors"}, "--save does not apply to dp_worker plan"},
         {{"--progress-thread", "-1"}, "--progress-thread '-1': must be an integer >= 0"},
         {{"--timeout", "nan"}, "--timeout 'nan': must be a finite number >= 0"},
         {{"--timeout", "-1"}, "--timeout '-1'"},
@@ -759,10 +842,12 @@ int main(void)
     tcase_add_test(tc, model_optimizer_and_predict_mistakes_are_named);
     tcase_add_test(tc, help_and_version_ask_to_exit);
     tcase_add_test(tc, help_lists_every_option_with_its_default);
+    tcase_add_test(tc, subcommands_list_only_their_options);
     tcase_add_test(tc, rows_are_whole_and_their_defaults_read);
     tcase_add_test(tc, every_applies_to_rule_is_refused_naming_both_options);
     tcase_add_test(tc, options_of_another_mode_are_refused);
-    tcase_add_test(tc, row_value_mistakes_are_named);
+    tcase_add_test(tc, subcommands_run_what_the_old_flags_ran);
+    tcase_add_test(tc, subcommand_and_row_mistakes_are_named);
     tcase_add_test(tc, bad_values_are_rejected_naming_the_option);
     tcase_add_test(tc, sizes_from_options_are_range_checked_not_wrapped);
     tcase_add_test(tc, numbers_keep_the_meaning_they_were_given);

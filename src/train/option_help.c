@@ -1,5 +1,6 @@
-/* --help, made from the option rows: the options under the groups' headings, each with its
- * default; the model's modules, the strategies and the all-reduce algorithms. */
+/* --help of each program, made from the option rows: its usage, then its options under the
+ * groups' headings, each with its default; the model's modules, and for training the
+ * strategies and the all-reduce algorithms. */
 #include "src/train/option_table.h"
 
 #include "dp/comm.h"
@@ -60,22 +61,31 @@ static void print_modules(FILE *out)
                  "--batch 128\n");
 }
 
-void dp_options_print_help(FILE *out)
+void dp_options_print_program_help(const dp_option_program *p, FILE *out)
 {
-    fprintf(out, "Usage: mpirun -np W dp_worker [OPTION]...\n"
-                 "Trains a model data-parallel: every rank holds a replica, trains on its slice of\n"
-                 "each global batch, and gradients are summed across ranks before each update.\n"
-                 "With --predict, runs data-parallel inference instead.\n");
+    fputs(p->usage, out);
     for (int group = 0; group < DP_GROUPS; group++) {
-        fprintf(out, "\n%s:\n", headings[group]);
-        for (int i = 0; i < dp_option_row_count; i++)
-            if (dp_option_rows[i].group == (dp_option_group)group)
-                print_row(&dp_option_rows[i], out);
+        int shown = 0;
+        for (int i = 0; i < dp_option_row_count; i++) {
+            const dp_option_row *r = &dp_option_rows[i];
+            if (r->group != (dp_option_group)group || !(r->programs & p->mask))
+                continue;
+            if (!shown++)
+                fprintf(out, "\n%s:\n", headings[group]);
+            print_row(r, out);
+        }
     }
     print_modules(out);
+    if (!(p->mask & DP_PROGRAM_TRAIN))
+        return;
     fprintf(out, "\nStrategies (--strategy NAME[:KEY=VALUE,...]):\n");
     dp_strategy_print_help(out);
     fprintf(out, "All-reduce algorithms: %s\n", dp_comm_algorithm_names());
     if (*dp_comm_gpu_algorithm_names())
         fprintf(out, "On GPU memory only (--device cuda): %s\n", dp_comm_gpu_algorithm_names());
+}
+
+void dp_options_print_help(FILE *out)
+{
+    dp_options_print_program_help(dp_option_program_named(NULL), out);
 }

@@ -1,6 +1,6 @@
-/* Inside train/: every option of dp_worker's command line, declared once as a row of
- * dp_option_rows (option_rows.c): its name, value, field, default, range, group, where it
- * applies and what a resume makes of it. Parsing (options.c), --help
+/* Inside train/: every option of dp_worker's command lines, declared once as a row of
+ * dp_option_rows (option_rows.c): its name, value, field, default, range, group, the programs
+ * that take it, where it applies and what a resume makes of it. Parsing (options.c), --help
  * (option_help.c) and the "applies to" checks (option_rules.c) read the rows. */
 #ifndef DP_TRAIN_OPTION_TABLE_H
 #define DP_TRAIN_OPTION_TABLE_H
@@ -34,6 +34,10 @@ typedef enum dp_option_group {
     DP_GROUP_DATA, DP_GROUP_MODEL, DP_GROUP_OPTIMIZER, DP_GROUP_STRATEGY, DP_GROUP_DEVICE,
     DP_GROUP_CHECKPOINTS, DP_GROUP_OUTPUT, DP_GROUP_RELIABILITY, DP_GROUPS
 } dp_option_group;
+
+/* The programs of dp_worker, as a row's mask of those that take the option: training (no
+ * subcommand, and the old flags --predict and --memory-plan), dp_worker predict, dp_worker plan. */
+enum { DP_PROGRAM_TRAIN = 1u << 0, DP_PROGRAM_PREDICT = 1u << 1, DP_PROGRAM_PLAN = 1u << 2 };
 
 /* What a resume makes of the option where it differs from the checkpoint's (src/train/state.c's
  * roles of the fields it records; batch and accum are also one identity field, their product). */
@@ -93,6 +97,7 @@ typedef struct dp_option_row {
     } depends;           /* the default instead where `option` has one of `values` and this is not given */
     const char *note;    /* --help: what the default means, or what it is where it has no value */
     dp_option_group group;
+    unsigned programs;   /* DP_PROGRAM_* that take it */
     dp_option_rule applies[2];
     dp_option_resume resume;
     const char *help;
@@ -104,11 +109,28 @@ extern const int dp_option_row_count;
 /* The row of --name; NULL where there is none. */
 const dp_option_row *dp_option_find(const char *name);
 
+/* A program of dp_worker: its subcommand (NULL: training, with none), the row it stands for
+ * (--predict, --memory-plan: what the old flag sets) and the operand it takes as that row's value. */
+typedef struct dp_option_program {
+    const char *name;
+    unsigned mask;
+    const char *runs;
+    const char *operand;
+    const char *usage; /* --help's first lines */
+} dp_option_program;
+
+extern const dp_option_program dp_option_programs[];
+extern const int dp_option_program_count;
+
+/* The program of subcommand name (NULL: training). */
+const dp_option_program *dp_option_program_named(const char *name);
+
 #define DP_OPTION_ROWS_MAX 96
 
 /* What one command line gave: per row (by index in dp_option_rows), the text given ("" for an
  * option that takes none), NULL where the option was not given. */
 typedef struct dp_option_line {
+    const dp_option_program *program;
     const char *text[DP_OPTION_ROWS_MAX];
 } dp_option_line;
 
@@ -127,5 +149,8 @@ int dp_option_in_list(const char *value, const char *list);
 
 /* The rows' "applies to" rules over every option line gave (o: its values, the strategy composed). */
 int dp_options_check_rules(const dp_options *o, const dp_option_line *line);
+
+/* The program's --help: its usage, its options under the groups' headings, and what follows. */
+void dp_options_print_program_help(const dp_option_program *p, FILE *out);
 
 #endif

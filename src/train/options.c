@@ -1,6 +1,6 @@
-/* dp_worker's command line read through the option rows (option_table.h): each option's text
- * into its field, the defaults, then the strategy composed, the "applies to" rules and the
- * combinations checked. */
+/* dp_worker's command lines read through the option rows (option_table.h): the program its
+ * first argument names, each option's text into its field, the defaults, then the strategy
+ * composed, the "applies to" rules and the combinations checked. */
 #include "config.h"
 
 #include "dp/options.h"
@@ -108,11 +108,25 @@ static void apply_dependent_defaults(const dp_option_line *line, dp_options *o)
     }
 }
 
+/* The program argv runs: the one its first argument names, else training. */
+static const dp_option_program *program_of(int argc, char **argv)
+{
+    const dp_option_program *named = argc > 1 ? dp_option_program_named(argv[1]) : NULL;
+    return named ? named : dp_option_program_named(NULL);
+}
+
+/* "" or "predict ": how messages name the program after "dp_worker ". */
+static const char *program_words(const dp_option_program *p, char *text, size_t size)
+{
+    snprintf(text, size, "%s%s", p->name ? p->name : "", p->name ? " " : "");
+    return text;
+}
+
 /* --help or --version, where there is somewhere to print it (rank 0). */
-static void print_asked(const dp_option_row *r, FILE *out)
+static void print_asked(const dp_option_row *r, const dp_option_program *p, FILE *out)
 {
     if (out && r->kind == DP_OPTION_HELP)
-        dp_options_print_help(out);
+        dp_options_print_program_help(p, out);
     else if (out)
         fprintf(out, "dp_worker (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
 }
@@ -126,19 +140,25 @@ static int read_options(dp_option_line *line, dp_options *o, int argc, char **ar
                                       NULL, 0};
     opterr = 0; /* our own messages name the option; getopt's would print once per rank */
     optind = 0; /* GNU getopt: a full re-initialisation, so tests can parse repeatedly */
+    char words[32];
+    program_words(line->program, words, sizeof words);
     for (;;) {
         int index = -1;
         int id = getopt_long(argc, argv, "", longopts, &index);
         if (id == -1)
             return 0;
         if (id == '?' || id == ':')
-            return dp_fail(DP_EINVAL, "%s: %s (see --help)", argv[optind - 1],
-                           id == ':' ? "missing value" : "unknown option or missing value");
+            return dp_fail(DP_EINVAL, "%s: %s (see dp_worker %s--help)", argv[optind - 1],
+                           id == ':' ? "missing value" : "unknown option or missing value", words);
         const dp_option_row *r = &dp_option_rows[index];
         if (r->kind == DP_OPTION_HELP || r->kind == DP_OPTION_VERSION) {
-            print_asked(r, out);
+            print_asked(r, line->program, out);
             return DP_OPTIONS_EXIT;
         }
+        /* A subcommand takes the options its rows' mask gives it. */
+        if (!(r->programs & line->program->mask))
+            return dp_fail(DP_EINVAL, "--%s does not apply to dp_worker %s (its options: dp_worker %s--help)", r->name,
+                           line->program->name, words);
         int status = dp_option_apply(r, optarg ? optarg : "", o);
         if (status)
             return status;
@@ -146,15 +166,38 @@ static int read_options(dp_option_line *line, dp_options *o, int argc, char **ar
     }
 }
 
+/* What follows the options: a subcommand's operand, which it gives the row it runs as its
+ * value (dp_worker plan: --memory-plan, which takes none); nothing else. */
+static int read_operands(dp_option_line *line, dp_options *o, int argc, char **argv)
+{
+    const dp_option_program *p = line->program;
+    char words[32];
+    if (p->runs) {
+        const char *text = !p->operand ? "" : optind < argc ? argv[optind++] : NULL;
+        if (!text)
+            return dp_fail(DP_EINVAL, "dp_worker %s needs %s (see dp_worker %s --help)", p->name, p->operand, p->name);
+        const dp_option_row *r = dp_option_find(p->runs);
+        int status = dp_option_apply(r, text, o);
+        if (status)
+            return status;
+        line->text[r - dp_option_rows] = text;
+    }
+    if (optind < argc)
+        return dp_fail(DP_EINVAL, "'%s': unexpected argument (options start with --; see dp_worker %s--help)",
+                       argv[optind], program_words(p, words, sizeof words));
+    return 0;
+}
+
 int dp_options_parse(dp_options *o, int argc, char **argv, int world, FILE *out)
 {
-    dp_option_line line = {{0}};
+    dp_option_line line = {.program = program_of(argc, argv)};
+    int skip = line.program->name != NULL; /* a subcommand is its options' argv[0] */
     dp_options_defaults(o);
-    int status = read_options(&line, o, argc, argv, out);
+    int status = read_options(&line, o, argc - skip, argv + skip, out);
+    if (!status)
+        status = read_operands(&line, o, argc - skip, argv + skip);
     if (status)
         return status;
-    if (optind < argc)
-        return dp_fail(DP_EINVAL, "'%s': unexpected argument (options start with --; see --help)", argv[optind]);
     apply_dependent_defaults(&line, o);
     if (!(status = dp_options_choose_strategy(o, &line)) && !(status = dp_options_check_rules(o, &line)))
         status = dp_options_check_combination(o, world, &line);
