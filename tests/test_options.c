@@ -571,6 +571,7 @@ START_TEST(rows_are_whole_and_their_defaults_read)
         ck_assert_msg(r->help && r->group < DP_GROUPS && (r->programs & DP_PROGRAM_TRAIN), "--%s", r->name);
         ck_assert_msg(!field_size(r->kind) || r->size == field_size(r->kind), "--%s: field of %zu bytes", r->name, r->size);
         ck_assert_msg(r->kind != DP_OPTION_TEXT || r->size > 1, "--%s", r->name);
+        ck_assert_msg(r->file == DP_FILE_NONE || r->kind == DP_OPTION_TEXT, "--%s names a file in a text", r->name);
         ck_assert_msg(r->kind != DP_OPTION_CHOICE || (r->choices && r->choice_count > 0), "--%s", r->name);
         ck_assert_msg(r->kind != DP_OPTION_CUSTOM || r->parse, "--%s", r->name);
         ck_assert_msg(!r->word || r->kind == DP_OPTION_LONG || r->kind == DP_OPTION_MIB, "--%s", r->name);

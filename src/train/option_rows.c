@@ -99,13 +99,13 @@ enum { TRAIN = DP_PROGRAM_TRAIN, PREDICT = DP_PROGRAM_PREDICT, PLAN = DP_PROGRAM
 const dp_option_row dp_option_rows[] = {
     /* data */
     {.name = "data", .metavar = "SPEC", .kind = DP_OPTION_TEXT, FIELD(data), .fallback = "fashion-mnist",
-     .group = DP_GROUP_DATA, .programs = TRAIN | PLAN, .resume = DP_RESUME_IDENTITY,
+     .group = DP_GROUP_DATA, .programs = TRAIN | PLAN, .resume = DP_RESUME_IDENTITY, .file = DP_FILE_READ,
      .help = "training data: fashion-mnist, DIR of MNIST-named IDX files, FEATURES.npy,LABELS.npy, or synthetic:N,D,K"},
     {.name = "test-data", .metavar = "SPEC", .kind = DP_OPTION_TEXT, FIELD(test_data), .note = "the test split of --data",
-     .group = DP_GROUP_DATA, .programs = TRAIN | PLAN,
+     .group = DP_GROUP_DATA, .programs = TRAIN | PLAN, .file = DP_FILE_READ,
      .help = "evaluation data after every epoch, same forms as --data"},
     {.name = "predict", .metavar = "FILE.npy", .kind = DP_OPTION_TEXT, FIELD(predict_path), .note = "off (train)",
-     .group = DP_GROUP_DATA, .programs = TRAIN,
+     .group = DP_GROUP_DATA, .programs = TRAIN, .file = DP_FILE_READ,
      .help = "inference instead of training, as dp_worker predict FILE.npy (see dp_worker predict --help)"},
     {.name = "batch", .metavar = "B", .kind = DP_OPTION_LONG, FIELD(batch), .range = {.min = 1}, .fallback = "256",
      .group = DP_GROUP_DATA, .programs = TRAIN | PLAN, .resume = DP_RESUME_BITS,
@@ -144,7 +144,7 @@ const dp_option_row dp_option_rows[] = {
      .fallback = "auto", .group = DP_GROUP_MODEL, .programs = TRAIN | PLAN,
      .help = "softmax cross-entropy for labels, MSE for float targets (auto picks from the data)"},
     {.name = "init", .metavar = "FILE", .kind = DP_OPTION_TEXT, FIELD(init_path), .note = "none (random)",
-     .group = DP_GROUP_MODEL, .programs = TRAIN | PREDICT,
+     .group = DP_GROUP_MODEL, .programs = TRAIN | PREDICT, .file = DP_FILE_READ,
      .help = "the parameters to start from (training) or to run (predict): a safetensors file with PyTorch's names"},
     {.name = "params", .metavar = "N", .kind = DP_OPTION_COUNT, FIELD(plan_params), .note = "the model's",
      .group = DP_GROUP_MODEL, .programs = TRAIN | PLAN, .applies = {{.to = {GIVEN("memory-plan")}}},
@@ -230,8 +230,8 @@ const dp_option_row dp_option_rows[] = {
      /* auto's table picks ring-pipelined for some sizes. */
      .applies = {{.to = {IS("allreduce", "ring-pipelined|auto"), IS("hier-inner", "ring-pipelined")}}},
      .help = "ring-pipelined: bytes per segment, rounded down to whole floats"},
-    {.name = "auto-table", .metavar = "FILE", .kind = DP_OPTION_TEXT, FIELD(auto_table), .note = "built-in",
-     .group = DP_GROUP_STRATEGY, .programs = TRAIN, .applies = {{.to = {IS("allreduce", "auto")}}},
+    {.name = "auto-table", .metavar = "FILE", .kind = DP_OPTION_TEXT, FIELD(auto_table), .file = DP_FILE_READ,
+     .note = "built-in", .group = DP_GROUP_STRATEGY, .programs = TRAIN, .applies = {{.to = {IS("allreduce", "auto")}}},
      .help = "--allreduce auto's table of algorithm per world and message size (dp_bench --tune writes one); rank 0 "
              "reads it for all"},
     {.name = "grad-dtype", .metavar = "fp32|bf16", .kind = DP_OPTION_CUSTOM, .parse = parse_grad_dtype,
@@ -325,7 +325,7 @@ const dp_option_row dp_option_rows[] = {
 
     /* checkpoints */
     {.name = "save", .metavar = "FILE", .kind = DP_OPTION_TEXT, FIELD(save_path), .note = "none",
-     .group = DP_GROUP_CHECKPOINTS, .programs = TRAIN, .applies = {TRAINING_RUN},
+     .group = DP_GROUP_CHECKPOINTS, .programs = TRAIN, .applies = {TRAINING_RUN}, .file = DP_FILE_WRITTEN,
      .help = "write the final parameters as safetensors (PyTorch names and layouts)"},
     {.name = "checkpoint-dir", .metavar = "DIR", .kind = DP_OPTION_TEXT, FIELD(checkpoint_dir), .note = "none",
      .group = DP_GROUP_CHECKPOINTS, .programs = TRAIN, .applies = {TRAINING_RUN},
@@ -343,8 +343,8 @@ const dp_option_row dp_option_rows[] = {
      .help = "every rank writes its own shard (step-N.rank-R-of-W.safetensors) and rank 0 an index "
              "(step-N.safetensors), nothing gathered: for models too large for one rank; --resume reads them back "
              "into any --zero stage and world size"},
-    {.name = "resume", .metavar = "DIR|FILE|auto", .kind = DP_OPTION_TEXT, FIELD(resume), .note = "none",
-     .group = DP_GROUP_CHECKPOINTS, .programs = TRAIN,
+    {.name = "resume", .metavar = "DIR|FILE|auto", .kind = DP_OPTION_TEXT, FIELD(resume), .file = DP_FILE_READ,
+     .note = "none", .group = DP_GROUP_CHECKPOINTS, .programs = TRAIN,
      .applies = {{.when = "auto", .to = {GIVEN("checkpoint-dir")}, .why = "it continues from the newest checkpoint there"},
                  TRAINING_RUN},
      .help = "continue from a checkpoint (the newest in DIR); bit-exact with the same world size and algorithm. auto: "
@@ -358,15 +358,15 @@ const dp_option_row dp_option_rows[] = {
     {.name = "quiet", .kind = DP_OPTION_FLAG, FIELD(quiet), .group = DP_GROUP_OUTPUT, .programs = TRAIN | PREDICT,
      .help = "print only errors and the final summary"},
     {.name = "trace", .metavar = "FILE.json", .kind = DP_OPTION_TEXT, FIELD(trace_path), .note = "none",
-     .group = DP_GROUP_OUTPUT, .programs = TRAIN, .applies = {TRAINING_RUN},
+     .group = DP_GROUP_OUTPUT, .programs = TRAIN, .applies = {TRAINING_RUN}, .file = DP_FILE_WRITTEN,
      .help = "the timeline: every rank's module passes, collectives, gathers and updates as Chrome trace JSON "
              "(Perfetto, chrome://tracing), written by rank 0 at the end"},
     {.name = "metrics", .metavar = "FILE.jsonl", .kind = DP_OPTION_TEXT, FIELD(metrics_path), .note = "none",
-     .group = DP_GROUP_OUTPUT, .programs = TRAIN, .applies = {TRAINING_RUN},
+     .group = DP_GROUP_OUTPUT, .programs = TRAIN, .applies = {TRAINING_RUN}, .file = DP_FILE_WRITTEN,
      .help = "one JSON object per progress line (step, epoch, loss, samples/s, the time split, lr) and, with "
              "--average-every, per averaging (its divergence), for plotting (scripts/plot-metrics.sh)"},
-    {.name = "output", .metavar = "FILE.npy", .kind = DP_OPTION_TEXT, FIELD(output_path), .note = "none",
-     .group = DP_GROUP_OUTPUT, .programs = TRAIN | PREDICT, .applies = {{.to = {GIVEN("predict")}}},
+    {.name = "output", .metavar = "FILE.npy", .kind = DP_OPTION_TEXT, FIELD(output_path), .file = DP_FILE_WRITTEN,
+     .note = "none", .group = DP_GROUP_OUTPUT, .programs = TRAIN | PREDICT, .applies = {{.to = {GIVEN("predict")}}},
      .help = "predict: where the outputs go ([N, K] float32, written atomically)"},
     {.name = "predict-classes", .kind = DP_OPTION_FLAG, FIELD(predict_classes), .group = DP_GROUP_OUTPUT,
      .programs = TRAIN | PREDICT, .applies = {{.to = {GIVEN("predict")}}},

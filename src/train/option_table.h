@@ -47,6 +47,10 @@ typedef enum dp_option_resume {
     DP_RESUME_BITS        /* changes the arithmetic: the run continues, no longer bit-exactly */
 } dp_option_resume;
 
+/* A file the option names: its checks at start-up that no output overwrites another output or an
+ * input (src/train/outputs.c). */
+typedef enum dp_option_file { DP_FILE_NONE, DP_FILE_READ, DP_FILE_WRITTEN } dp_option_file;
+
 /* A test of another option of the run: that it was given (values NULL) or that its value is one
  * of values ("ring-pipelined|auto"); unless: the opposite. A value is read from the option's
  * field, so it is the default where the option was not given. */
@@ -100,6 +104,7 @@ typedef struct dp_option_row {
     unsigned programs;   /* DP_PROGRAM_* that take it */
     dp_option_rule applies[2];
     dp_option_resume resume;
+    dp_option_file file; /* TEXT: a file it names */
     const char *help;
 } dp_option_row;
 
