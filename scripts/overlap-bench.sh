@@ -54,6 +54,21 @@ train() { # label layers batch [options...]: appends "label step F B E O C hidde
     echo "$label $fields" >>"$work/runs"
 }
 
+# train_whole label layers batch [options...]: train with --no-overlap, which reduces no buckets
+# (dp_worker refuses --bucket-mb with it): the options but --bucket-mb and its value.
+train_whole() {
+    label=$1 layers=$2 batch=$3
+    shift 3
+    n=$#
+    while [ "$n" -gt 0 ]; do
+        [ "$1" = --bucket-mb ] && { shift 2; n=$((n - 2)); continue; }
+        set -- "$@" "$1"
+        shift
+        n=$((n - 1))
+    done
+    train "$label" "$layers" "$batch" --no-overlap "$@"
+}
+
 echo
 echo "| model @ batch | F | B | optimizer | C | --no-overlap step | overlapped step | overlapped / --no-overlap | exposed (target) | hidden |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
@@ -61,7 +76,7 @@ for model in $models; do
     layers=${model%@*} batch=${model#*@}
     : >"$work/runs"
     for round in $(seq "$rounds"); do
-        train "$round no" "$layers" "$batch" --no-overlap "$@"
+        train_whole "$round no" "$layers" "$batch" "$@"
         train "$round ov" "$layers" "$batch" "$@"
     done
     awk -v model="$model" '

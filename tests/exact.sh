@@ -41,13 +41,15 @@ for np in 2 3 4 8; do
     train "w$np" "$np" $exact --sync-bn
     same "w$np" w1
 done
-# Every host-memory algorithm, as dp_worker lists them (tiny segments: ring-pipelined pipelines).
+# Every host-memory algorithm, as dp_worker lists them (tiny segments where they apply: ring-pipelined pipelines).
 algorithms=$(dp_mpirun 60 1 "$worker" --data synthetic:50,4,2 --layers 4,2 --allreduce none 2>&1 |
     sed -n 's/.*unknown algorithm (valid: \([^;)]*\).*/\1/p')
 [ -n "$algorithms" ] || { echo "FAIL could not list the algorithms"; failures=$((failures + 1)); }
 for algorithm in $algorithms; do
+    case $algorithm in ring-pipelined | auto) segments="--segment-bytes 64" ;; *) segments="" ;; esac
     for np in 3 4; do
-        train "$algorithm-w$np" "$np" $exact --sync-bn --allreduce "$algorithm" --segment-bytes 64
+        # shellcheck disable=SC2086
+        train "$algorithm-w$np" "$np" $exact --sync-bn --allreduce "$algorithm" $segments
         same "$algorithm-w$np" w1
     done
 done

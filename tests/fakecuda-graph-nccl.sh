@@ -52,10 +52,11 @@ checkpoints() {
 # --batch 32: 9 full steps per epoch, 17 launches; on 3 ranks slices of 11, 11 and 10 rows.
 # 4931 parameters in buckets of 2 KiB: about ten all-reduces a step.
 base="--data synthetic:310,8,3 --batch 30 --epochs 2 --log-every 4"
-mlp="--layers 8,64,64,3 --bucket-mb 0.002"
+layers="--layers 8,64,64,3"
+mlp="$layers --bucket-mb 0.002"
 recipe="--model linear(16),batchnorm,relu,dropout(0.2),linear(12),batchnorm,relu,dropout(0.3),linear(3) --optimizer adamw --lr-schedule cosine"
 for np in 2 3; do
-    for config in "buckets:19:$mlp" "no-overlap:19:$mlp --no-overlap" "accum2:9:$mlp --accum 2" \
+    for config in "buckets:19:$mlp" "no-overlap:19:$layers --no-overlap" "accum2:9:$mlp --accum 2" \
         "bf16:19:$mlp --grad-dtype bf16" "uneven:17:$mlp --batch 32" "recipe:19:$recipe"; do
         name=$(echo "$config" | cut -d: -f1)-w$np want=$(echo "$config" | cut -d: -f2) args=$(echo "$config" | cut -d: -f3-)
         for graph in off on; do

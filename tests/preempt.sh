@@ -182,11 +182,11 @@ dp_check_outcome "--preempt-signal USR1,KILL" fail $? "$dir/bad1.out" \
 # shellcheck disable=SC2086
 dp_mpirun 60 2 "$worker" $run --preempt-signal TERM >"$dir/bad2.out" 2>&1
 dp_check_outcome "--preempt-signal without --checkpoint-dir" fail $? "$dir/bad2.out" \
-    "--preempt-signal needs --checkpoint-dir"
+    "--preempt-signal TERM applies to --checkpoint-dir, but --checkpoint-dir is not given"
 # shellcheck disable=SC2086
 dp_mpirun 60 2 "$worker" $run --resume auto >"$dir/bad3.out" 2>&1
 dp_check_outcome "--resume auto without --checkpoint-dir" fail $? "$dir/bad3.out" \
-    "--resume auto needs --checkpoint-dir"
+    "--resume auto applies to --checkpoint-dir, but --checkpoint-dir is not given"
 
 echo "preempt: $((cases - failures)) of $cases passed"
 [ "$failures" -eq 0 ]

@@ -254,7 +254,7 @@ START_TEST(device_options_parse_and_reject_gpu_flags_on_the_cpu)
     ck_assert_int_eq(o.precision, DP_PRECISION_TF32);
     const char *plan_only[] = {"--precision", "mixed"};
     ck_assert_int_eq(parse(&o, plan_only, 2), DP_EINVAL);
-    ck_assert_msg(strstr(dp_last_error(), "--precision mixed applies to --memory-plan (training takes fp32, tf32 or bf16)"),
+    ck_assert_msg(strstr(dp_last_error(), "--precision mixed applies to --memory-plan, but --memory-plan is not given: training takes fp32, tf32 or bf16"),
                   "%s", dp_last_error());
     const char *aware_on_cpu[] = {"--cuda-aware", "on", "--device", "cpu"};
     ck_assert_int_eq(parse(&o, aware_on_cpu, 4), DP_EINVAL);

@@ -3,6 +3,7 @@
 #include "dp/error.h"
 #include "dp/options.h"
 #include "src/train/limits.h"
+#include "src/train/option_table.h"
 #include "src/train/preempt.h"
 #include "tests/testutil.h"
 
@@ -78,23 +79,83 @@ START_TEST(help_and_version_ask_to_exit)
 }
 END_TEST
 
-START_TEST(help_lists_every_option_with_its_default)
+/* What dp_options_parse prints for args (which ask for --help) into text. */
+static void help_of(const char *const *args, char *text, size_t size)
 {
     char *path = dp_test_path("help.txt");
     FILE *f = fopen(path, "w+");
-    dp_options_print_help(f);
+    char *argv[8] = {"dp_worker"};
+    int argc = 1;
+    while (args[argc - 1])
+        argv[argc] = (char *)args[argc - 1], argc++;
+    dp_options o;
+    ck_assert_int_eq(dp_options_parse(&o, argc, argv, 1, f), DP_OPTIONS_EXIT);
     rewind(f);
-    char text[16384] = {0};
-    ck_assert_uint_gt(fread(text, 1, sizeof text - 1, f), 0);
+    size_t length = fread(text, 1, size - 1, f);
+    text[length] = '\0';
     fclose(f);
-    static const char *const expected[] = {"--data", "--test-data", "--layers", "--loss", "--batch",
-        "--accum", "--lr", "--lr-schedule", "--momentum", "--weight-decay", "--epochs", "--steps", "--drop-last",
-        "--seed", "--allreduce", "--segment-bytes", "--log-every", "--quiet", "--threads", "--save", "--init",
-        "--help", "--version", "[default: 256]", "[default: 784,256,256,10]", "mpi", "--zero 0|1|2|3",
-        "--max-memory-mb", "--memory-plan", "--params", "--world", "--precision", "--checkpoint-shards"};
-    for (size_t i = 0; i < sizeof expected / sizeof *expected; i++)
-        ck_assert_msg(strstr(text, expected[i]) != NULL, "help lacks %s", expected[i]);
     free(path);
+}
+
+/* The line of --help that lists --name (NULL where none does), up to its end. */
+static const char *help_line(const char *text, const char *name, char *line, size_t size)
+{
+    char start[64];
+    snprintf(start, sizeof start, "\n  --%s ", name);
+    const char *found = strstr(text, start);
+    if (!found)
+        return NULL;
+    snprintf(line, size, "%.*s", (int)strcspn(found + 1, "\n"), found + 1);
+    return line;
+}
+
+/* --help shows every row under its group's heading, with the default it reads (or its note). */
+START_TEST(help_lists_every_option_with_its_default)
+{
+    static char text[1 << 16];
+    const char *args[] = {"--help", NULL};
+    help_of(args, text, sizeof text);
+    ck_assert_ptr_nonnull(strstr(text, "\nData:\n  --data SPEC"));
+    ck_assert_ptr_nonnull(strstr(text, "\nReliability:\n"));
+    ck_assert_ptr_nonnull(strstr(text, "Strategies (--strategy NAME[:KEY=VALUE,...]):"));
+    for (int i = 0; i < dp_option_row_count; i++) {
+        const dp_option_row *r = &dp_option_rows[i];
+        char line[2048], expected[256];
+        ck_assert_msg(help_line(text, r->name, line, sizeof line), "--help lacks --%s", r->name);
+        if (r->kind == DP_OPTION_HELP || r->kind == DP_OPTION_VERSION)
+            continue;
+        snprintf(expected, sizeof expected, "[default: %s", r->fallback ? r->fallback : r->note ? r->note
+                                                            : r->kind == DP_OPTION_STRATEGY && r->size ? "ddp"
+                                                            : r->kind == DP_OPTION_STRATEGY_KEY ? "the strategy's :" : "off");
+        ck_assert_msg(strstr(line, expected), "--%s's help lacks '%s': %s", r->name, expected, line);
+        if (r->depends.option) {
+            snprintf(expected, sizeof expected, "%s with --%s %s", r->depends.fallback, r->depends.option, r->depends.values);
+            ck_assert_msg(strstr(line, expected), "--%s's help lacks '%s': %s", r->name, expected, line);
+        }
+    }
+}
+END_TEST
+
+/* dp_worker predict --help and dp_worker plan --help list their own options and no other. */
+START_TEST(subcommands_list_only_their_options)
+{
+    static char text[1 << 16];
+    static const struct {
+        const char *name, *usage;
+        unsigned mask;
+    } programs[] = {{"predict", "Usage: mpirun -np W dp_worker predict INPUTS.npy", DP_PROGRAM_PREDICT},
+                    {"plan", "Usage: dp_worker plan", DP_PROGRAM_PLAN}};
+    for (size_t p = 0; p < sizeof programs / sizeof *programs; p++) {
+        const char *args[] = {programs[p].name, "--help", NULL};
+        help_of(args, text, sizeof text);
+        ck_assert_msg(strstr(text, programs[p].usage) == text, "%s --help: %.80s", programs[p].name, text);
+        for (int i = 0; i < dp_option_row_count; i++) {
+            char line[2048];
+            int listed = help_line(text, dp_option_rows[i].name, line, sizeof line) != NULL;
+            ck_assert_msg(listed == !!(dp_option_rows[i].programs & programs[p].mask), "dp_worker %s --help %s --%s",
+                          programs[p].name, listed ? "lists" : "lacks", dp_option_rows[i].name);
+        }
+    }
 }
 END_TEST
 
@@ -260,7 +321,7 @@ START_TEST(zero_and_memory_options_are_applied_and_checked)
     const char *world[] = {"--world", "8", NULL};
     expect_error(1, world, "--world applies to --memory-plan");
     const char *shards[] = {"--checkpoint-shards", NULL};
-    expect_error(1, shards, "--checkpoint-shards needs --checkpoint-dir");
+    expect_error(1, shards, "--checkpoint-shards applies to --checkpoint-dir, but --checkpoint-dir is not given");
 }
 END_TEST
 
@@ -289,8 +350,8 @@ START_TEST(preemption_options_are_applied_and_checked)
     } refused[] = {
         {{"--checkpoint-dir", "ck", "--preempt-signal", "USR1,KILL"}, "--preempt-signal 'USR1,KILL': 'KILL' is not a signal it handles"},
         {{"--checkpoint-dir", "ck", "--preempt-signal", "USR1,"}, "'' is not a signal it handles"},
-        {{"--preempt-signal", "USR1"}, "--preempt-signal needs --checkpoint-dir"},
-        {{"--resume", "auto"}, "--resume auto needs --checkpoint-dir"},
+        {{"--preempt-signal", "USR1"}, "--preempt-signal USR1 applies to --checkpoint-dir, but --checkpoint-dir is not given"},
+        {{"--resume", "auto"}, "--resume auto applies to --checkpoint-dir, but --checkpoint-dir is not given"},
         {{"--resume", "ck", "--init", "m.safetensors"}, "--init and --resume both give the starting point"},
     };
     for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
@@ -383,9 +444,9 @@ START_TEST(model_optimizer_and_predict_mistakes_are_named)
     const char *dropout[] = {"--model", "linear(10),dropout(1.5)", NULL};
     expect_error(1, dropout, "p='1.5' must be a number in [0, 1)");
     const char *momentum[] = {"--optimizer", "adamw", "--momentum", "0.9", NULL};
-    expect_error(1, momentum, "--momentum does not apply to --optimizer adamw");
+    expect_error(1, momentum, "--momentum applies to --optimizer sgd, but --optimizer is adamw");
     const char *betas[] = {"--betas", "0.9,0.99", NULL};
-    expect_error(1, betas, "--betas does not apply to --optimizer sgd");
+    expect_error(1, betas, "--betas applies to --optimizer adamw, but --optimizer is sgd");
     const char *bad_betas[] = {"--optimizer", "adamw", "--betas", "0.9", NULL};
     expect_error(1, bad_betas, "--betas '0.9': must be two numbers in [0, 1)");
     const char *optimizer[] = {"--optimizer", "adam", NULL};
@@ -402,7 +463,7 @@ END_TEST
 START_TEST(segment_bytes_takes_any_size_from_one_float)
 {
     dp_options o;
-    const char *none[] = {NULL}, *odd[] = {"--segment-bytes", "4102", NULL};
+    const char *none[] = {NULL}, *odd[] = {"--segment-bytes", "4102", "--allreduce", "ring-pipelined", NULL};
     ck_assert_int_eq(parse(&o, 2, none), DP_OPTIONS_RUN);
     ck_assert_int_eq(o.segment_bytes, (long)DP_SEGMENT_BYTES_DEFAULT);
     ck_assert_int_eq(parse(&o, 2, odd), DP_OPTIONS_RUN);
@@ -479,6 +540,292 @@ START_TEST(numbers_keep_the_meaning_they_were_given)
 }
 END_TEST
 
+/* The bytes a row's kind stores in its field (0: the kind has no field of a fixed type). */
+static size_t field_size(dp_option_kind kind)
+{
+    switch (kind) {
+    case DP_OPTION_FLAG: case DP_OPTION_INT: case DP_OPTION_CHOICE: return sizeof(int);
+    case DP_OPTION_LONG: return sizeof(long);
+    case DP_OPTION_FLOAT: return sizeof(float);
+    case DP_OPTION_DOUBLE: case DP_OPTION_MIB: case DP_OPTION_COUNT: return sizeof(double);
+    case DP_OPTION_SEED: return sizeof(uint64_t);
+    default: return 0;
+    }
+}
+
+/* Whether a rule's or a default's test can read the named option's value. */
+static int has_value_text(const char *name)
+{
+    const dp_option_row *r = dp_option_find(name);
+    return r && (r->kind == DP_OPTION_TEXT || r->kind == DP_OPTION_CHOICE || (r->kind == DP_OPTION_STRATEGY && r->size));
+}
+
+/* Every row is whole: a unique name, help, a group, training among its programs (the old flags
+ * included), a field of its kind's type, and rules, aliases and dependent defaults that name
+ * options whose values they can read. Each default reads as the same option given would. */
+START_TEST(rows_are_whole_and_their_defaults_read)
+{
+    for (int i = 0; i < dp_option_row_count; i++) {
+        const dp_option_row *r = &dp_option_rows[i];
+        ck_assert_msg(dp_option_find(r->name) == r, "--%s is declared twice", r->name);
+        ck_assert_msg(r->help && r->group < DP_GROUPS && (r->programs & DP_PROGRAM_TRAIN), "--%s", r->name);
+        ck_assert_msg(!field_size(r->kind) || r->size == field_size(r->kind), "--%s: field of %zu bytes", r->name, r->size);
+        ck_assert_msg(r->kind != DP_OPTION_TEXT || r->size > 1, "--%s", r->name);
+        ck_assert_msg(r->file == DP_FILE_NONE || r->kind == DP_OPTION_TEXT, "--%s names a file in a text", r->name);
+        ck_assert_msg(r->kind != DP_OPTION_CHOICE || (r->choices && r->choice_count > 0), "--%s", r->name);
+        ck_assert_msg(r->kind != DP_OPTION_CUSTOM || r->parse, "--%s", r->name);
+        ck_assert_msg(!r->word || r->kind == DP_OPTION_LONG || r->kind == DP_OPTION_MIB, "--%s", r->name);
+        ck_assert_msg(r->kind != DP_OPTION_ALIAS || dp_option_find(r->alias.option), "--%s", r->name);
+        ck_assert_msg(!r->depends.option || has_value_text(r->depends.option), "--%s", r->name);
+        for (size_t k = 0; k < sizeof r->applies / sizeof *r->applies; k++)
+            for (size_t t = 0; t < sizeof r->applies[k].to / sizeof *r->applies[k].to && r->applies[k].to[t].option; t++) {
+                const dp_option_test *test = &r->applies[k].to[t];
+                ck_assert_msg(test->values ? has_value_text(test->option) : dp_option_find(test->option) != NULL,
+                              "--%s's rule tests --%s", r->name, test->option);
+            }
+        const char *defaults[] = {r->fallback, r->depends.fallback};
+        for (size_t d = 0; d < 2; d++) {
+            dp_options o;
+            dp_options_defaults(&o);
+            ck_assert_msg(!defaults[d] || dp_option_apply(r, defaults[d], &o) == 0, "--%s's default '%s': %s", r->name,
+                          defaults[d], dp_last_error());
+        }
+    }
+}
+END_TEST
+
+/* A value row r takes (NULL: it takes none). */
+static const char *sample_value(const dp_option_row *r)
+{
+    if (!r->metavar)
+        return NULL;
+    if (r->fallback)
+        return r->fallback;
+    if (r->kind == DP_OPTION_CHOICE || (r->kind == DP_OPTION_STRATEGY && r->choices))
+        return r->choices[r->choice_count - 1]; /* any of its names */
+    if (r->kind == DP_OPTION_STRATEGY)
+        return r->strategy.key ? "4" : "zero-1";
+    return r->kind == DP_OPTION_TEXT ? "x.npy" : "8";
+}
+
+/* The first name of a '|' list ("fp16|mixed": fp16), into text. */
+static const char *first_of(const char *list, char *text, size_t size)
+{
+    snprintf(text, size, "%.*s", (int)strcspn(list, "|"), list);
+    return text;
+}
+
+/* Whether rule is for the value own (its `when`). */
+static int rule_is_for(const dp_option_rule *rule, const char *own)
+{
+    if (!rule->when)
+        return 1;
+    int but = rule->when[0] == '!';
+    return dp_option_in_list(own, rule->when + but) != but;
+}
+
+/* A value of row r that rule k is for and its other rules are not. */
+static const char *value_for_rule(const dp_option_row *r, size_t k, char *text, size_t size)
+{
+    const dp_option_rule *rule = &r->applies[k];
+    if (rule->when && rule->when[0] != '!')
+        return first_of(rule->when, text, size);
+    for (size_t other = 0; other < sizeof r->applies / sizeof *r->applies; other++) {
+        const dp_option_rule *o = &r->applies[other];
+        if (other != k && o->to[0].option && rule_is_for(o, sample_value(r)) && o->when && o->when[0] == '!')
+            return first_of(o->when + 1, text, size);
+    }
+    return sample_value(r);
+}
+
+/* The command line that breaks rule k of row r, into args: the option with a value the rule is
+ * for, and each of the rule's tests made to fail (the options it must lack given, the values
+ * it asks for changed where the default has one of them). */
+static void breaking_rule(const dp_option_row *r, size_t k, const char **args, char (*texts)[64])
+{
+    const dp_option_rule *rule = &r->applies[k];
+    int n = 0, t_text = 0;
+    snprintf(texts[t_text], 64, "--%s", r->name);
+    args[n++] = texts[t_text++];
+    if (r->metavar)
+        args[n++] = value_for_rule(r, k, texts[t_text++], 64);
+    dp_options defaults;
+    dp_options_defaults(&defaults);
+    for (size_t t = 0; t < sizeof rule->to / sizeof *rule->to && rule->to[t].option; t++) {
+        const dp_option_test *test = &rule->to[t];
+        const dp_option_row *target = dp_option_find(test->option);
+        const char *value = test->unless && test->values ? first_of(test->values, texts[t_text++], 64)
+                          : test->unless ? sample_value(target) : NULL;
+        int passes = test->values && dp_option_in_list(dp_option_value_text(target, &defaults), test->values);
+        for (int c = 0; !test->unless && passes && !value && c < target->choice_count; c++)
+            if (!dp_option_in_list(target->choices[c], test->values))
+                value = target->choices[c];
+        if (!test->unless && !value)
+            continue;
+        snprintf(texts[t_text], 64, "--%s", test->option);
+        args[n++] = texts[t_text++];
+        if (target->metavar)
+            args[n++] = value;
+    }
+    args[n] = NULL;
+}
+
+/* Every "applies to" rule of every row: the option given where none of the rule's tests holds is
+ * refused, the message naming it and what it applies to. */
+START_TEST(every_applies_to_rule_is_refused_naming_both_options)
+{
+    int rules = 0;
+    for (int i = 0; i < dp_option_row_count; i++) {
+        const dp_option_row *r = &dp_option_rows[i];
+        for (size_t k = 0; k < sizeof r->applies / sizeof *r->applies && r->applies[k].to[0].option; k++, rules++) {
+            const char *args[16];
+            char texts[8][64], flag[64], target[96];
+            breaking_rule(r, k, args, texts);
+            snprintf(flag, sizeof flag, "--%s", r->name);
+            if (r->applies[k].what)
+                snprintf(target, sizeof target, "%s", r->applies[k].what);
+            else
+                snprintf(target, sizeof target, "--%s", r->applies[k].to[0].option);
+            dp_options o;
+            ck_assert_msg(parse(&o, 1, args) == DP_EINVAL, "--%s's rule %zu was not refused", r->name, k);
+            ck_assert_msg(strncmp(dp_last_error(), flag, strlen(flag)) == 0 && strstr(dp_last_error(), target),
+                          "--%s's rule %zu: '%s' does not name %s and %s", r->name, k, dp_last_error(), flag, target);
+        }
+    }
+    ck_assert_int_ge(rules, 30);
+}
+END_TEST
+
+/* The rules of issue 37 one by one, as a user meets them. */
+START_TEST(options_of_another_mode_are_refused)
+{
+    static const struct {
+        const char *args[6];
+        const char *phrase;
+    } refused[] = {
+        {{"--hier-inner", "rhd"}, "--hier-inner applies to --allreduce hier, but --allreduce is mpi"},
+        {{"--segment-bytes", "4096", "--allreduce", "ring"},
+         "--segment-bytes applies to --allreduce ring-pipelined or auto, or --hier-inner ring-pipelined, but --allreduce is ring"},
+        {{"--segment-bytes", "4096", "--allreduce", "hier"}, "--segment-bytes applies to --allreduce ring-pipelined"},
+        {{"--keep", "2"}, "--keep applies to --checkpoint-dir, but --checkpoint-dir is not given"},
+        {{"--checkpoint-every", "0"}, "--checkpoint-every applies to --checkpoint-dir"},
+        {{"--sync-bn"}, "--sync-bn applies to a model with batchnorm, but --layers '784,256,256,10' has none"},
+        {{"--sync-bn", "--model", "linear(8),relu,linear(10)"}, "--sync-bn applies to a model with batchnorm, but --model"},
+        {{"--bucket-mb", "4", "--no-overlap"}, "--bucket-mb applies to buckets reduced during backward, but --no-overlap is given"},
+        {{"--bucket-mb", "4", "--no-overlap", "--zero", "1"}, "--bucket-mb applies to buckets reduced during backward"},
+        {{"--auto-table", "t.table"}, "--auto-table applies to --allreduce auto, but --allreduce is mpi"},
+        {{"--tf32", "--precision", "fp32"}, "--tf32 is --precision tf32: it contradicts --precision fp32"},
+        {{"--precision", "fp32", "--tf32"}, "--tf32 is --precision tf32: it contradicts --precision fp32"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        expect_error(2, refused[i].args, refused[i].phrase);
+    static const struct {
+        const char *args[8];
+    } taken[] = {
+        {{"--hier-inner", "rhd", "--allreduce", "hier"}},
+        {{"--segment-bytes", "4096", "--allreduce", "auto"}},
+        {{"--segment-bytes", "4096", "--allreduce", "hier", "--hier-inner", "ring-pipelined"}},
+        {{"--keep", "2", "--checkpoint-dir", "ck"}},
+        {{"--bucket-mb", "4", "--no-overlap", "--zero", "2"}},
+        {{"--bucket-mb", "4", "--no-overlap", "--strategy", "zero-3:live-mb=8"}},
+        {{"--bucket-mb", "4", "--no-overlap", "--memory-plan"}},
+        {{"--auto-table", "t.table", "--allreduce", "auto"}},
+        {{"--sync-bn", "--model", "linear(8),batchnorm,relu,linear(10)"}},
+    };
+    for (size_t i = 0; i < sizeof taken / sizeof *taken; i++) {
+        dp_options o;
+        ck_assert_msg(parse(&o, 2, taken[i].args) == DP_OPTIONS_RUN, "%s: %s", taken[i].args[0], dp_last_error());
+    }
+}
+END_TEST
+
+/* dp_worker predict INPUTS and dp_worker plan set what --predict INPUTS and --memory-plan set,
+ * and refuse every option of another program, naming it. */
+START_TEST(subcommands_run_what_the_old_flags_ran)
+{
+    static const struct {
+        const char *subcommand[8], *flag[8];
+    } same[] = {
+        {{"predict", "in.npy", "--init", "m.safetensors", "--output", "out.npy", "--predict-classes"},
+         {"--predict", "in.npy", "--init", "m.safetensors", "--output", "out.npy", "--predict-classes"}},
+        {{"plan", "--params", "70e9", "--world", "8", "--precision", "mixed"},
+         {"--memory-plan", "--params", "70e9", "--world", "8", "--precision", "mixed"}},
+        {{"plan", "--zero-live-mb", "2", "--layers", "8,16,4"}, {"--memory-plan", "--zero-live-mb", "2", "--layers", "8,16,4"}},
+    };
+    for (size_t i = 0; i < sizeof same / sizeof *same; i++) {
+        static dp_options a, b;
+        ck_assert_msg(parse(&a, 2, same[i].subcommand) == DP_OPTIONS_RUN, "%s: %s", same[i].subcommand[0], dp_last_error());
+        ck_assert_int_eq(parse(&b, 2, same[i].flag), DP_OPTIONS_RUN);
+        ck_assert_msg(memcmp(&a, &b, sizeof a) == 0, "%s differs from %s", same[i].subcommand[0], same[i].flag[0]);
+    }
+    for (int i = 0; i < dp_option_row_count; i++) {
+        const dp_option_row *r = &dp_option_rows[i];
+        static const char *const programs[] = {"predict", "plan"};
+        static const unsigned masks[] = {DP_PROGRAM_PREDICT, DP_PROGRAM_PLAN};
+        for (size_t p = 0; p < 2; p++) {
+            if (r->programs & masks[p])
+                continue;
+            char flag[64], phrase[160];
+            snprintf(flag, sizeof flag, "--%s", r->name);
+            snprintf(phrase, sizeof phrase, "--%s does not apply to dp_worker %s", r->name, programs[p]);
+            const char *args[] = {programs[p], "in.npy", flag, sample_value(r), NULL};
+            if (masks[p] == DP_PROGRAM_PLAN) /* plan takes no operand */
+                args[1] = flag, args[2] = sample_value(r), args[3] = NULL;
+            expect_error(1, args, phrase);
+        }
+    }
+}
+END_TEST
+
+/* Hostile use of what the rows added: subcommands without their operand, with two, empty,
+ * with numbers out of range; words that are not the option's; debug-corrupt off. */
+START_TEST(subcommand_and_row_mistakes_are_named)
+{
+    static const struct {
+        const char *args[12];
+        const char *phrase;
+    } refused[] = {
+        {{"predict"}, "dp_worker predict needs INPUTS.npy"},
+        {{"predict", "--init", "m.safetensors"}, "dp_worker predict needs INPUTS.npy"},
+        {{"predict", "a.npy", "b.npy"}, "'b.npy': unexpected argument (options start with --; see dp_worker predict --help)"},
+        {{"--init", "m.safetensors", "predict", "a.npy"}, "'predict': unexpected argument (options start with --; see dp_worker --help)"},
+        {{"predict", ""}, "--predict: empty value"},
+        {{"predict", "a.npy", "--predict", "b.npy"}, "--predict does not apply to dp_worker predict"},
+        {{"predict", "a.npy", "--init", "m", "--output", "o.npy", "--precision", "fp16"}, "--precision fp16 applies to --memory-plan"},
+        {{"predict", "a.npy", "--init", "m", "--output", "o.npy", "--device", "cpu", "--tf32"}, "--tf32 applies to GPUs, but --device is cpu"},
+        {{"predict", "a.npy", "--output", "o.npy"}, "--predict a.npy needs --init"},
+        {{"predict", "a.npy", "--threads", "0"}, "--threads '0': must be an integer >= 1"},
+        {{"predict", "a.npy", "--bogus"}, "--bogus: unknown option or missing value (see dp_worker predict --help)"},
+        {{"plan", "x"}, "'x': unexpected argument (options start with --; see dp_worker plan --help)"},
+        {{"plan", "--memory-plan"}, "--memory-plan does not apply to dp_worker plan"},
+        {{"plan", "--world", "0"}, "--world '0': must be an integer >= 1"},
+        {{"plan", "--world", "-3"}, "--world '-3'"},
+        {{"plan", "--params", "nan"}, "--params 'nan': must be a whole number"},
+        {{"plan", "--params", "1e16"}, "--params '1e16'"},
+        {{"plan", "--bucket-mb", "AUTO"}, "--bucket-mb 'AUTO'"},
+        {{"plan", "--zero-live-mb", "-1"}, "--zero-live-mb '-1'"},
+        {{"plan", "--batch", "99999999999999999999"}, "--batch '99999999999999999999': too large"},
+        {{"plan", "--save", "m.safetensors"}, "--save does not apply to dp_worker plan"},
+        {{"--progress-thread", "-1"}, "--progress-thread '-1': must be an integer >= 0"},
+        {{"--timeout", "nan"}, "--timeout 'nan': must be a finite number >= 0"},
+        {{"--timeout", "-1"}, "--timeout '-1'"},
+        {{"--timeout", "1e400"}, "--timeout '1e400'"},
+        {{"--debug-corrupt", "-1:2"}, "--debug-corrupt '-1:2': must be RANK:STEP"},
+        {{"--data", ""}, "--data: empty value"},
+        {{"--strategy", ""}, "--strategy '': no strategy ''"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++)
+        expect_error(1, refused[i].args, refused[i].phrase);
+    dp_options o;
+    const char *off[] = {"--debug-corrupt", "off", NULL};
+    ck_assert_int_eq(parse(&o, 1, off), DP_OPTIONS_RUN);
+    ck_assert_int_eq(o.corrupt_rank, -1);
+    const char *none[] = {NULL};
+    ck_assert_int_eq(parse(&o, 1, none), DP_OPTIONS_RUN);
+    ck_assert_int_eq(o.corrupt_rank, -1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("options");
@@ -496,6 +843,12 @@ int main(void)
     tcase_add_test(tc, model_optimizer_and_predict_mistakes_are_named);
     tcase_add_test(tc, help_and_version_ask_to_exit);
     tcase_add_test(tc, help_lists_every_option_with_its_default);
+    tcase_add_test(tc, subcommands_list_only_their_options);
+    tcase_add_test(tc, rows_are_whole_and_their_defaults_read);
+    tcase_add_test(tc, every_applies_to_rule_is_refused_naming_both_options);
+    tcase_add_test(tc, options_of_another_mode_are_refused);
+    tcase_add_test(tc, subcommands_run_what_the_old_flags_ran);
+    tcase_add_test(tc, subcommand_and_row_mistakes_are_named);
     tcase_add_test(tc, bad_values_are_rejected_naming_the_option);
     tcase_add_test(tc, sizes_from_options_are_range_checked_not_wrapped);
     tcase_add_test(tc, numbers_keep_the_meaning_they_were_given);

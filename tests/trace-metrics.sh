@@ -23,11 +23,12 @@ check_trace() {
     fi
 }
 for mode in overlap no-overlap; do
-    flag=""
+    # Small buckets: several per step, the first started while layers.0 still computes; or none,
+    # one collective after backward.
+    flag="--bucket-mb 0.5"
     [ "$mode" = overlap ] || flag=--no-overlap
-    # Small buckets: several per step, the first started while layers.0 still computes.
     dp_mpirun 60 2 "$worker" --data synthetic:2000,64,10 --layers 64,512,512,10 --batch 128 --steps "$steps" \
-        --log-every 1 --bucket-mb 0.5 --threads 1 $flag --trace "$dir/$mode.json" --metrics "$dir/$mode.jsonl" \
+        --log-every 1 --threads 1 $flag --trace "$dir/$mode.json" --metrics "$dir/$mode.jsonl" \
         >"$dir/out" 2>&1
     dp_check_outcome "train with --trace and --metrics ($mode)" ok $? "$dir/out" "summary:"
     check_trace "$mode"

@@ -87,7 +87,7 @@ dp_mpirun 60 2 "$worker" $common --steps 8 --zero 3 --resume "$dir/ckpt" >"$dir/
 dp_check_outcome "a missing shard" fail $? "$dir/out" "step-000000006.rank-1-of-2.safetensors"
 
 for bad in "--zero 4|--zero '4': must be one of 0, 1, 2, 3" "--precision fp8|--precision 'fp8'" \
-    "--params 1e9|--params applies to --memory-plan" "--checkpoint-shards|--checkpoint-shards needs --checkpoint-dir" \
+    "--params 1e9|--params applies to --memory-plan" "--checkpoint-shards|--checkpoint-shards applies to --checkpoint-dir" \
     "--max-memory-mb 0|--max-memory-mb '0'"; do
     dp_mpirun 10 2 "$worker" ${bad%%|*} >"$dir/out" 2>&1
     dp_check_outcome "${bad%%|*}" fail $? "$dir/out" "${bad#*|}"

@@ -1,5 +1,6 @@
-/* dp_worker's command line: every option, its default, and validation with messages that
- * name the option and the problem. */
+/* dp_worker's command lines (training, dp_worker predict, dp_worker plan): the values every
+ * option sets, parsed and validated with messages that name the option and the problem. Each
+ * option is declared once, as a row of src/train/option_rows.c. */
 #ifndef DP_OPTIONS_H
 #define DP_OPTIONS_H
 
@@ -98,11 +99,14 @@ enum { DP_OPTIONS_RUN = 0, DP_OPTIONS_EXIT = 1 };
 
 void dp_options_defaults(dp_options *o);
 
-/* Parses argv into o (defaults first). Returns DP_OPTIONS_RUN, DP_OPTIONS_EXIT after
- * printing --help or --version to out (when not NULL), or a negative error naming the bad option. world is
- * the number of ranks, for checks such as the batch being at least one sample per rank. */
+/* Parses argv into o (defaults first): training's options, or after a first argument "predict"
+ * or "plan" that program's (as --predict FILE and --memory-plan set them). Returns
+ * DP_OPTIONS_RUN, DP_OPTIONS_EXIT after printing --help or --version to out (when not NULL),
+ * or a negative error naming the bad option. world is the number of ranks, for checks such as
+ * the batch being at least one sample per rank. */
 int dp_options_parse(dp_options *o, int argc, char **argv, int world, FILE *out);
 
+/* Training's --help. */
 void dp_options_print_help(FILE *out);
 
 #endif

@@ -4,69 +4,8 @@
 #include "dp/error.h"
 #include "dp/memory.h"
 
-#include <float.h>
-#include <math.h>
 #include <limits.h>
 #include <stdint.h>
-#include <string.h>
-
-/* Integer options with a bound below LONG_MAX, and why. */
-static const struct {
-    const char *option;
-    long max;
-    const char *reason;
-} long_limits[] = {
-    {"threads", 1024, "BLAS threads per rank; more threads than cores only slow a rank down"},
-    {"segment-bytes", 4L << 30, "the ring's largest message is 2^30 floats"},
-    {"epochs", DP_CHECKPOINT_MAX_STEP, "the largest step a checkpoint name holds"},
-    {"steps", DP_CHECKPOINT_MAX_STEP, "the largest step a checkpoint name holds"},
-    {"world", INT_MAX, "MPI counts ranks in an int"},
-};
-
-/* Float options that must stay below a bound (exclusive). */
-static const struct {
-    const char *option;
-    double below;
-} float_limits[] = {
-    {"momentum", 1.0},
-};
-
-int dp_option_limit_long(const char *option, const char *text, long value, int overflowed)
-{
-    long max = LONG_MAX;
-    const char *reason = "a 64-bit integer";
-    for (size_t i = 0; i < sizeof long_limits / sizeof long_limits[0]; i++)
-        if (strcmp(option, long_limits[i].option) == 0) {
-            max = long_limits[i].max;
-            reason = long_limits[i].reason;
-        }
-    if (overflowed || value > max)
-        return dp_fail(DP_EINVAL, "--%s '%s': too large: at most %ld (%s)", option, text, max,
-                       reason);
-    return 0;
-}
-
-int dp_option_to_float(const char *option, const char *text, double given, float *stored)
-{
-    if (given > FLT_MAX)
-        return dp_fail(DP_EINVAL, "--%s '%s': too large for float32 (at most %g)", option, text,
-                       (double)FLT_MAX);
-    float value = (float)given;
-    if (given != 0.0 && value == 0.0f)
-        return dp_fail(DP_EINVAL, "--%s '%s': too small for float32: it would be 0", option, text);
-    for (size_t i = 0; i < sizeof float_limits / sizeof float_limits[0]; i++) {
-        double below = float_limits[i].below;
-        if (strcmp(option, float_limits[i].option) != 0 || value < below)
-            continue;
-        if (given < below)
-            return dp_fail(DP_EINVAL, "--%s '%s': must be below %g, but it rounds to %g in "
-                           "float32 (the largest float32 below %g is %.9g)", option, text, below,
-                           (double)value, below, (double)nextafterf((float)below, 0.0f));
-        return dp_fail(DP_EINVAL, "--%s '%s': must be below %g", option, text, below);
-    }
-    *stored = value;
-    return 0;
-}
 
 /* a x b, or 0 with *overflow set when it exceeds limit. */
 static size_t product(size_t a, size_t b, size_t limit, int *overflow)

@@ -2,37 +2,58 @@
 #include "src/train/option_values.h"
 
 #include "dp/error.h"
-#include "src/train/limits.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int dp_option_long(const char *option, const char *text, long min, long *out)
+int dp_option_long(const char *option, const char *text, long min, long max, const char *why, long *out)
 {
     char *end;
     errno = 0;
     long v = strtol(text, &end, 10);
     if (end == text || *end || v < min)
         return dp_fail(DP_EINVAL, "--%s '%s': must be an integer >= %ld", option, text, min);
-    int status = dp_option_limit_long(option, text, v, errno == ERANGE);
-    if (status)
-        return status;
+    if (errno == ERANGE || v > max)
+        return dp_fail(DP_EINVAL, "--%s '%s': too large: at most %ld (%s)", option, text, max, why);
     *out = v;
     return 0;
 }
 
 /* Parsed in double, so the float32 it becomes can be checked against what was given. */
-int dp_option_float(const char *option, const char *text, int positive, float *out)
+int dp_option_float(const char *option, const char *text, int positive, double below, float *out)
+{
+    char *end;
+    double given = strtod(text, &end);
+    if (end == text || *end || !isfinite(given) || given < 0.0 || (positive && given == 0.0))
+        return dp_fail(DP_EINVAL, "--%s '%s': must be a finite number %s 0", option, text,
+                       positive ? ">" : ">=");
+    if (given > FLT_MAX)
+        return dp_fail(DP_EINVAL, "--%s '%s': too large for float32 (at most %g)", option, text, (double)FLT_MAX);
+    float value = (float)given;
+    if (given != 0.0 && value == 0.0f)
+        return dp_fail(DP_EINVAL, "--%s '%s': too small for float32: it would be 0", option, text);
+    if (below != 0.0 && given >= below)
+        return dp_fail(DP_EINVAL, "--%s '%s': must be below %g", option, text, below);
+    if (below != 0.0 && value >= below)
+        return dp_fail(DP_EINVAL, "--%s '%s': must be below %g, but it rounds to %g in float32 (the largest "
+                       "float32 below %g is %.9g)", option, text, below, (double)value, below,
+                       (double)nextafterf((float)below, 0.0f));
+    *out = value;
+    return 0;
+}
+
+int dp_option_double(const char *option, const char *text, double *out)
 {
     char *end;
     double v = strtod(text, &end);
-    if (end == text || *end || !isfinite(v) || v < 0.0 || (positive && v == 0.0))
-        return dp_fail(DP_EINVAL, "--%s '%s': must be a finite number %s 0", option, text,
-                       positive ? ">" : ">=");
-    return dp_option_to_float(option, text, v, out);
+    if (end == text || *end || !isfinite(v) || v < 0.0)
+        return dp_fail(DP_EINVAL, "--%s '%s': must be a finite number >= 0", option, text);
+    *out = v;
+    return 0;
 }
 
 /* A positive size in MiB, kept in double (fractions of a MiB are fine). */

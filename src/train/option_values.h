@@ -6,10 +6,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* An integer >= min (and within limits.c's bound for the option). */
-int dp_option_long(const char *option, const char *text, long min, long *out);
-/* A finite number >= 0 (> 0 when positive) that float32 holds as given. */
-int dp_option_float(const char *option, const char *text, int positive, float *out);
+/* An integer from min to max; why says why nothing above max works. */
+int dp_option_long(const char *option, const char *text, long min, long max, const char *why, long *out);
+/* A finite number >= 0 (> 0 when positive, < below when below is not 0) that float32 holds as
+ * given: not too large, not rounded to 0, not rounded onto below (--momentum 0.99999999 is 1 in
+ * float32). */
+int dp_option_float(const char *option, const char *text, int positive, double below, float *out);
+/* A finite number >= 0. */
+int dp_option_double(const char *option, const char *text, double *out);
 /* A size in MiB, at most 1e6 and at least min_bytes (why_min says why, for the message). */
 int dp_option_mib(const char *option, const char *text, size_t min_bytes, const char *why_min, double *out);
 /* A whole number from 1 to 1e15, 70e9 allowed. */

@@ -1,7 +1,11 @@
 /* What the run writes, checked on the rank that writes it (rank 0) before any training, so a
- * bad path fails in seconds instead of after hours: --save, --trace, --metrics and --checkpoint-dir can be
- * created there, and the checkpoint directory holds no other run's checkpoints. */
+ * bad path fails in seconds instead of after hours: the files the option rows mark written
+ * (--save, --trace, --metrics, --output) and --checkpoint-dir can be created there, none is
+ * another or a file an input option names, and the checkpoint directory holds no other run's
+ * checkpoints. */
 #include "src/train/trainer.h"
+
+#include "src/train/option_table.h"
 
 #include "dp/atomic_file.h"
 #include "dp/checkpoint.h"
@@ -14,28 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* The files a run writes, by option. */
-static const struct file_option {
-    const char *option;
-    size_t offset; /* of the path in dp_options */
-} output_options[] = {
-    {"--save", offsetof(dp_options, save_path)},
-    {"--trace", offsetof(dp_options, trace_path)},
-    {"--metrics", offsetof(dp_options, metrics_path)},
-    {"--output", offsetof(dp_options, output_path)},
-}, input_options[] = {
-    {"--data", offsetof(dp_options, data)},
-    {"--test-data", offsetof(dp_options, test_data)},
-    {"--init", offsetof(dp_options, init_path)},
-    {"--resume", offsetof(dp_options, resume)},
-    {"--predict", offsetof(dp_options, predict_path)},
-    {"--auto-table", offsetof(dp_options, auto_table)},
-};
-#define COUNT(a) (sizeof a / sizeof *a)
-
-static const char *path_of(const dp_options *o, const struct file_option *f)
+/* The path row r's option gave (a TEXT row's field). */
+static const char *path_of(const dp_options *o, const dp_option_row *r)
 {
-    return (const char *)o + f->offset;
+    return (const char *)o + r->field;
 }
 
 /* The output refused when it is one of the files of an input option (each comma-separated
@@ -64,21 +50,36 @@ static int in_checkpoint_dir(const char *path, const char *dir)
     return dp_file_in_dir(path, dir) || (slash && len == dir_len && strncmp(path, dir, len) == 0);
 }
 
+/* Output row i's file (option out) against the other files the options name: no later output
+ * names it too, and no input is it. */
+static int check_against_others(const dp_options *o, int i, const char *option, const char *out)
+{
+    for (int j = 0; j < dp_option_row_count; j++) {
+        const dp_option_row *other = &dp_option_rows[j];
+        const char *path = path_of(o, other);
+        char other_option[64];
+        snprintf(other_option, sizeof other_option, "--%s", other->name);
+        int status = other->file == DP_FILE_READ ? check_against_input(option, out, other_option, path) : 0;
+        if (status)
+            return status;
+        if (other->file == DP_FILE_WRITTEN && j > i && path[0] && dp_same_file(out, path))
+            return dp_fail(DP_EINVAL, "%s %s and %s %s name one file: each would overwrite the other", option, out,
+                           other_option, path);
+    }
+    return 0;
+}
+
 int dp_check_outputs_apart(const dp_options *o)
 {
-    for (size_t i = 0; i < COUNT(output_options); i++) {
-        const char *out = path_of(o, &output_options[i]), *option = output_options[i].option;
-        if (!out[0])
+    for (int i = 0; i < dp_option_row_count; i++) {
+        const char *out = path_of(o, &dp_option_rows[i]);
+        char option[64];
+        snprintf(option, sizeof option, "--%s", dp_option_rows[i].name);
+        if (dp_option_rows[i].file != DP_FILE_WRITTEN || !out[0])
             continue;
-        for (size_t j = i + 1; j < COUNT(output_options); j++)
-            if (path_of(o, &output_options[j])[0] && dp_same_file(out, path_of(o, &output_options[j])))
-                return dp_fail(DP_EINVAL, "%s %s and %s %s name one file: each would overwrite the other", option,
-                               out, output_options[j].option, path_of(o, &output_options[j]));
-        for (size_t j = 0; j < COUNT(input_options); j++) {
-            int status = check_against_input(option, out, input_options[j].option, path_of(o, &input_options[j]));
-            if (status)
-                return status;
-        }
+        int status = check_against_others(o, i, option, out);
+        if (status)
+            return status;
         if (o->checkpoint_dir[0] && dp_checkpoint_is_name(out) && in_checkpoint_dir(out, o->checkpoint_dir))
             return dp_fail(DP_EINVAL, "%s %s lies in --checkpoint-dir %s under a checkpoint's name: checkpoints "
                            "would replace it, or pruning delete it", option, out, o->checkpoint_dir);
@@ -92,12 +93,13 @@ int dp_trainer_check_outputs(const trainer *t)
     if (t->comm->rank != 0)
         return 0;
     int status = dp_check_outputs_apart(o);
-    if (!status && o->save_path[0])
-        status = dp_check_output_file("--save", o->save_path);
-    if (!status && o->trace_path[0])
-        status = dp_check_output_file("--trace", o->trace_path);
-    if (!status && o->metrics_path[0])
-        status = dp_check_output_file("--metrics", o->metrics_path);
+    for (int i = 0; !status && i < dp_option_row_count; i++) {
+        const dp_option_row *r = &dp_option_rows[i];
+        char option[64];
+        snprintf(option, sizeof option, "--%s", r->name);
+        if (r->file == DP_FILE_WRITTEN && path_of(o, r)[0])
+            status = dp_check_output_file(option, path_of(o, r));
+    }
     if (!status && o->checkpoint_dir[0])
         status = dp_check_output_dir("--checkpoint-dir", o->checkpoint_dir);
     return status;
