@@ -7,6 +7,7 @@
 #include "config.h"
 
 #include "src/train/trainer.h"
+#include "src/train/option_table.h"
 
 #include "dp/checkpoint.h"
 #include "dp/error.h"
@@ -19,6 +20,7 @@
 
 /* What a recorded setting means to --resume. */
 typedef enum field_role {
+    FIELD_OPTION,   /* an option's value: its row says (dp_option_row.resume) */
     FIELD_IDENTITY, /* fixes the tensors or the sample order: must match */
     FIELD_EXACT,    /* changes the arithmetic: a different value continues, no longer bit-exact */
     FIELD_RECORD,   /* the position (step, epoch) or a note */
@@ -40,37 +42,37 @@ static const struct {
 } fields[FIELD_COUNT] = {
     [FIELD_MODEL] = {"model", FIELD_IDENTITY},
     [FIELD_STEP_BATCH] = {"step_batch", FIELD_IDENTITY},
-    [FIELD_DROP_LAST] = {"drop_last", FIELD_IDENTITY},
-    [FIELD_SEED] = {"seed", FIELD_IDENTITY},
+    [FIELD_DROP_LAST] = {"drop_last", FIELD_OPTION},
+    [FIELD_SEED] = {"seed", FIELD_OPTION},
     [FIELD_TRAIN_SAMPLES] = {"train_samples", FIELD_IDENTITY},
-    [FIELD_OPTIMIZER] = {"optimizer", FIELD_IDENTITY},
+    [FIELD_OPTIMIZER] = {"optimizer", FIELD_OPTION},
     [FIELD_OPTIMIZER_STATE] = {"optimizer_state", FIELD_IDENTITY},
     [FIELD_WORLD_SIZE] = {"world_size", FIELD_EXACT},
-    [FIELD_ALLREDUCE] = {"allreduce", FIELD_EXACT},
+    [FIELD_ALLREDUCE] = {"allreduce", FIELD_OPTION},
     /* hier's all-reduce among the nodes' leaders; empty where it does not apply (another
      * algorithm, or --exact), as in a checkpoint written before the field existed. */
-    [FIELD_HIER_INNER] = {"hier_inner", FIELD_EXACT},
-    [FIELD_BATCH] = {"batch", FIELD_EXACT},
-    [FIELD_ACCUM] = {"accum", FIELD_EXACT},
-    [FIELD_LR] = {"lr", FIELD_EXACT},
-    [FIELD_LR_SCHEDULE] = {"lr_schedule", FIELD_EXACT},
+    [FIELD_HIER_INNER] = {"hier_inner", FIELD_OPTION},
+    [FIELD_BATCH] = {"batch", FIELD_OPTION},
+    [FIELD_ACCUM] = {"accum", FIELD_OPTION},
+    [FIELD_LR] = {"lr", FIELD_OPTION},
+    [FIELD_LR_SCHEDULE] = {"lr_schedule", FIELD_OPTION},
     [FIELD_TOTAL_STEPS] = {"total_steps", FIELD_EXACT},
-    [FIELD_MOMENTUM] = {"momentum", FIELD_EXACT},
-    [FIELD_WEIGHT_DECAY] = {"weight_decay", FIELD_EXACT},
-    [FIELD_BETAS] = {"betas", FIELD_EXACT},
-    [FIELD_EPS] = {"eps", FIELD_EXACT},
-    [FIELD_DECAY_ALL] = {"decay_all", FIELD_EXACT},
+    [FIELD_MOMENTUM] = {"momentum", FIELD_OPTION},
+    [FIELD_WEIGHT_DECAY] = {"weight_decay", FIELD_OPTION},
+    [FIELD_BETAS] = {"betas", FIELD_OPTION},
+    [FIELD_EPS] = {"eps", FIELD_OPTION},
+    [FIELD_DECAY_ALL] = {"decay_all", FIELD_OPTION},
     [FIELD_MODULE_OPTIONS] = {"module_options", FIELD_EXACT},
     /* The strategy and the keys that change its bits (exact:rows=32, local-sgd:every=4): ZeRO's
      * stages sum in other orders than DDP, --exact's shards decide its bits, local SGD's
      * averagings fall on multiples of K by the global step; so a change continues, not
      * bit-exactly. Version 3 recorded it as the three fields below. */
-    [FIELD_STRATEGY] = {"strategy", FIELD_EXACT},
+    [FIELD_STRATEGY] = {"strategy", FIELD_OPTION},
     [FIELD_ZERO] = {"zero", FIELD_VERSION_3, "0"},
     [FIELD_AVERAGE_EVERY] = {"average_every", FIELD_VERSION_3, "0"},
     [FIELD_EXACT_SHARD] = {"exact_shard", FIELD_VERSION_3, "0"},
     /* bf16 gradients round every reduced sum: a resume with the other dtype is not bit-exact. */
-    [FIELD_GRAD_DTYPE] = {"grad_dtype", FIELD_EXACT, "fp32"},
+    [FIELD_GRAD_DTYPE] = {"grad_dtype", FIELD_OPTION, "fp32"},
     /* OpenBLAS's sgemm rounds differently with another thread count for widths that are not a
      * multiple of its kernel's (10 classes, for one), and cuBLAS differs from OpenBLAS. */
     [FIELD_COMPUTE] = {"compute", FIELD_EXACT, "cpu with 1 BLAS thread"},
@@ -81,6 +83,20 @@ static const struct {
     [FIELD_VERSION] = {"dptrain_version", FIELD_RECORD},
     [FIELD_SAMPLER] = {"sampler", FIELD_RECORD},
 };
+
+/* Field i's role: its option's row's where it records an option (its key is the option's name
+ * with '_' for '-'), else the table's. */
+static field_role role_of(int i)
+{
+    if (fields[i].role != FIELD_OPTION)
+        return fields[i].role;
+    char name[64];
+    snprintf(name, sizeof name, "%s", fields[i].key);
+    for (char *c = name; *c; c++)
+        *c = *c == '_' ? '-' : *c;
+    const dp_option_row *r = dp_option_find(name);
+    return r && r->resume == DP_RESUME_IDENTITY ? FIELD_IDENTITY : FIELD_EXACT;
+}
 
 typedef struct run_fields {
     char value[FIELD_COUNT][DP_META_VALUE_MAX];
@@ -250,7 +266,7 @@ static int run_metadata(const trainer *t, run_fields *f, const char **keys, cons
     describe_run(t, f);
     int count = 0;
     for (int i = 0; i < FIELD_COUNT; i++)
-        if (fields[i].role != FIELD_VERSION_3) {
+        if (role_of(i) != FIELD_VERSION_3) {
             keys[count] = fields[i].key;
             values[count++] = f->value[i];
         }
@@ -329,9 +345,10 @@ static int compare_fields(const char *path, const run_fields *mine, const dp_met
                 return dp_fail_context(status, "--resume %s", path);
             theirs = version_3;
         }
-        if (fields[i].role == FIELD_RECORD || fields[i].role == FIELD_VERSION_3 || strcmp(theirs, ours) == 0)
+        field_role role = role_of(i);
+        if (role == FIELD_RECORD || role == FIELD_VERSION_3 || strcmp(theirs, ours) == 0)
             continue;
-        if (fields[i].role == FIELD_IDENTITY)
+        if (role == FIELD_IDENTITY)
             return dp_fail(DP_EINVAL, "--resume %s: the checkpoint has %s=%s but this run has %s=%s; "
                            "it cannot continue a different model, optimizer or sample order",
                            path, fields[i].key, shown(theirs), fields[i].key, shown(ours));
