@@ -94,6 +94,8 @@ static const op_case cases[] = {
     {"mse", "training", F32, 0, matrices, double_sum, &op_mse},
     {"mse", "eval (no gradient)", F32, 1, matrices, double_sum, &op_mse},
     {"count_nonfinite", "", F32, 0, lengths, bits, &op_count_nonfinite},
+    {"sum_squares", "scale 1", F32, 0, lengths, double_sum, &op_sum_squares},
+    {"sum_squares", "scale 1/48", F32, 48, lengths, double_sum, &op_sum_squares},
     {"sgd_step", "plain", F32, 0, matrices, bits, &op_sgd_step},
     {"sgd_step", "weight decay", F32, 1, matrices, bits, &op_sgd_step},
     {"sgd_step", "momentum and weight decay", F32, 2, matrices, bits, &op_sgd_step},

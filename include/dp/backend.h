@@ -239,6 +239,11 @@ struct dp_backend {
     void (*mse)(const dp_backend *be, const float *pred, const float *targets, int rows, int cols, float *dpred,
                 double *totals);
 
+    /* *total (backend memory) += the sum of (x[i] * scale rounded to float)^2 over x[0..n), each
+     * square exact in double, added in an order fixed by n alone (the CPU: 64 lanes, lane c
+     * summing elements c, c + 64, ... in turn, then the lanes in order; a GPU: its reduction's
+     * tree): the same bits on every thread count and instruction set (--clip-grad-norm). */
+    void (*sum_squares)(const dp_backend *be, const float *x, size_t n, float scale, double *total);
     /* How many of x[0..n) are NaN or infinite (returned to the host). */
     size_t (*count_nonfinite)(const dp_backend *be, const float *x, size_t n);
     /* The optimizer's pass over one range: g *= k->grad_scale (the 1 / global sample count),

@@ -276,6 +276,20 @@ static void cpu_mse(const dp_backend *be, const float *pred, const float *target
     loops(be)->mse(&a, 0, (size_t)rows);
 }
 
+/* The lanes of sum_squares: 64 doubles, one vector register's worth per AVX-512 lane group. */
+#define SQUARE_LANES 64
+
+static void cpu_sum_squares(const dp_backend *be, const float *x, size_t n, float scale, double *total)
+{
+    double lanes[SQUARE_LANES];
+    dp_loop_args a = {.x = x, .rows = n, .cols = SQUARE_LANES, .sums = lanes, .scale = scale};
+    dp_cpu_parallel(loops(be)->sum_squares, &a, SQUARE_LANES, grain_of(n / SQUARE_LANES));
+    double sum = 0.0;
+    for (int c = 0; c < SQUARE_LANES; c++)
+        sum += lanes[c];
+    *total += sum;
+}
+
 static size_t cpu_count_nonfinite(const dp_backend *be, const float *x, size_t n)
 {
     return over_elements(loops(be)->count_nonfinite, &(dp_loop_args){.x = x}, n);
@@ -422,6 +436,7 @@ static const dp_backend cpu_backend = {
     .softmax_xent = cpu_softmax_xent,
     .mse = cpu_mse,
     .count_nonfinite = cpu_count_nonfinite,
+    .sum_squares = cpu_sum_squares,
     .sgd_step = cpu_sgd_step,
     .adamw_step = cpu_adamw_step,
     .synchronize = cpu_synchronize,

@@ -155,6 +155,26 @@ static size_t multiply(const dp_loop_args *a, size_t begin, size_t end)
 }
 
 /* Non-finite values among x: elements. */
+/* sums[c] = the scaled squares of x[c], x[c + lanes], ... (x has a->rows values, lanes = a->cols),
+ * each lane in element order: lanes. Vectorised across the lanes, so every build adds alike. */
+static size_t sum_squares(const dp_loop_args *a, size_t begin, size_t end)
+{
+    const float *restrict x = a->x;
+    double *restrict sums = a->sums;
+    size_t lanes = a->cols, n = a->rows, full = n / lanes;
+    float scale = a->scale;
+    for (size_t c = begin; c < end; c++)
+        sums[c] = 0.0;
+    for (size_t r = 0; r < full; r++) {
+        const float *restrict row = x + r * lanes;
+        for (size_t c = begin; c < end; c++)
+            sums[c] = dp_dadd(sums[c], dp_scaled_square(row[c], scale));
+    }
+    for (size_t c = begin; c < end && full * lanes + c < n; c++)
+        sums[c] = dp_dadd(sums[c], dp_scaled_square(x[full * lanes + c], scale));
+    return 0;
+}
+
 static size_t count_nonfinite(const dp_loop_args *a, size_t begin, size_t end)
 {
     const float *restrict x = a->x;
@@ -675,6 +695,7 @@ const dp_cpu_loops DP_LOOPS_NAME(DP_LOOPS_ISA) = {
     .softmax_xent = softmax_xent,
     .mse = mse,
     .count_nonfinite = count_nonfinite,
+    .sum_squares = sum_squares,
     .sgd_step = sgd_step,
     .adamw_step = adamw_step,
     .im2col = im2col,

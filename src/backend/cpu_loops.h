@@ -40,6 +40,7 @@ typedef struct dp_loop_args {
     const dp_window *window;
     dp_pool pool;
     size_t inner; /* swap_axes: the run of floats that moves whole */
+    float scale;  /* sum_squares: what each value is scaled by */
     const int32_t *index; /* gather_rows: each row's row of x (rows of cols 4-byte words) */
 } dp_loop_args;
 
@@ -69,6 +70,7 @@ typedef struct dp_cpu_loops {
     dp_loop_fn softmax_xent;      /* the whole matrix only: totals add up row by row */
     dp_loop_fn mse;               /* the whole matrix only: the loss adds up element by element */
     dp_loop_fn count_nonfinite;   /* elements */
+    dp_loop_fn sum_squares;       /* lanes: each sums every cols-th of the rows values in turn */
     dp_loop_fn sgd_step;          /* elements */
     dp_loop_fn adamw_step;        /* elements */
     dp_loop_fn im2col;            /* rows (samples) */

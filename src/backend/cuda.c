@@ -203,6 +203,12 @@ static void cuda_mse(const dp_backend *be, const float *pred, const float *targe
     MUST(LAUNCH(c, dp_cuda_mse, pred, targets, (size_t)rows * cols, cols, dpred, c->partials, totals));
 }
 
+static void cuda_sum_squares(const dp_backend *be, const float *x, size_t n, float scale, double *total)
+{
+    const cuda_context *c = ctx_of(be);
+    MUST(LAUNCH(c, dp_cuda_sum_squares, x, n, scale, c->partials, total));
+}
+
 /* The per-block counts come to the host (this waits for the kernel) and are added there. */
 static size_t cuda_count_nonfinite(const dp_backend *be, const float *x, size_t n)
 {
@@ -457,6 +463,7 @@ const dp_backend dp_cuda_operations = {
     .softmax_xent = cuda_softmax_xent,
     .mse = cuda_mse,
     .count_nonfinite = cuda_count_nonfinite,
+    .sum_squares = cuda_sum_squares,
     .sgd_step = cuda_sgd_step,
     .adamw_step = cuda_adamw_step,
     .im2col = cuda_im2col,

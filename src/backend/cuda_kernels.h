@@ -67,6 +67,9 @@ cudaError_t dp_cuda_softmax_xent(cudaStream_t stream, const float *logits, const
 /* totals[0] += the elements' squared differences / cols. */
 cudaError_t dp_cuda_mse(cudaStream_t stream, const float *pred, const float *targets, size_t n, int cols,
                         float *dpred, dp_cuda_partial *partials, double *totals);
+/* *total += the scaled squares of x (kernel_grid.h's dp_sum_squares_thread, the block tree, the partials' tree). */
+cudaError_t dp_cuda_sum_squares(cudaStream_t stream, const float *x, size_t n, float scale, dp_cuda_partial *partials,
+                                double *total);
 /* Per block: count = NaN or infinite elements (the caller adds them). */
 cudaError_t dp_cuda_count_nonfinite(cudaStream_t stream, const float *x, size_t n, dp_cuda_partial *partials,
                                     int *blocks);

@@ -123,6 +123,13 @@ __global__ void mse_kernel(dp_shape s, const float *pred, const float *targets, 
         partials[blockIdx.x] = dp_cuda_partial{total, 0};
 }
 
+__global__ void sum_squares_kernel(dp_shape s, const float *x, size_t n, float scale, dp_cuda_partial *partials)
+{
+    double total = block_sum(dp_sum_squares_thread(x, n, scale, span_x(s)));
+    if (threadIdx.x == 0)
+        partials[blockIdx.x] = dp_cuda_partial{total, 0};
+}
+
 __global__ void count_nonfinite_kernel(dp_shape s, const float *x, size_t n, dp_cuda_partial *partials)
 {
     unsigned long long total = block_sum(dp_count_nonfinite_thread(x, n, span_x(s)));
@@ -161,6 +168,16 @@ extern "C" cudaError_t dp_cuda_mse(cudaStream_t stream, const float *pred, const
         return cudaSuccess;
     mse_kernel<<<grid_of(s), block_of(s), 0, stream>>>(s, pred, targets, n, cols, dpred, partials);
     return add_partials(stream, s, partials, &totals[0], NULL, (double)cols);
+}
+
+extern "C" cudaError_t dp_cuda_sum_squares(cudaStream_t stream, const float *x, size_t n, float scale,
+                                            dp_cuda_partial *partials, double *total)
+{
+    dp_shape s = dp_shape_reduce(n);
+    if (n == 0)
+        return cudaSuccess;
+    sum_squares_kernel<<<grid_of(s), block_of(s), 0, stream>>>(s, x, n, scale, partials);
+    return add_partials(stream, s, partials, total, NULL, 1.0);
 }
 
 extern "C" cudaError_t dp_cuda_count_nonfinite(cudaStream_t stream, const float *x, size_t n, dp_cuda_partial *partials, int *blocks)

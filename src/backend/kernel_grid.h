@@ -389,6 +389,14 @@ static inline DP_HD double dp_mse_thread(const float *pred, const float *targets
     return squares;
 }
 
+static inline DP_HD double dp_sum_squares_thread(const float *x, size_t n, float scale, dp_span i)
+{
+    double squares = 0.0;
+    for (size_t k = i.first; k < n; k += i.step)
+        squares = dp_dadd(squares, dp_scaled_square(x[k], scale));
+    return squares;
+}
+
 static inline DP_HD unsigned long long dp_count_nonfinite_thread(const float *x, size_t n, dp_span i)
 {
     unsigned long long bad = 0;

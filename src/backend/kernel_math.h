@@ -251,6 +251,14 @@ static inline DP_HD float dp_mse_diff(float pred, float target)
     return dp_sub(pred, target);
 }
 
+/* A gradient value as the update scales it (rounded to float), squared exactly: a float's 24-bit
+ * significand squared fits double's 53 (--clip-grad-norm's sum of squares). */
+static inline DP_HD double dp_scaled_square(float x, float scale)
+{
+    float v = dp_mul(x, scale);
+    return dp_dmul((double)v, (double)v);
+}
+
 static inline DP_HD double dp_mse_square(float diff)
 {
     return dp_dmul((double)diff, (double)diff);

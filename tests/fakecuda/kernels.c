@@ -668,6 +668,7 @@ typedef struct reduce_args {
     const int32_t *labels;
     size_t n;
     int rows, cols;
+    float scale; /* sum_squares */
     float *grad;
     dp_cuda_partial *partials;
 } reduce_args;
@@ -777,6 +778,27 @@ cudaError_t dp_cuda_mse(cudaStream_t stream, const float *pred, const float *tar
     reduce_args a = {.s = dp_shape_reduce(n), .x = pred, .targets = targets, .n = n, .cols = cols, .grad = dpred,
                      .partials = partials};
     return n == 0 ? cudaSuccess : queue_reduction(stream, run_mse, &a, "mse_kernel", &totals[0], NULL, (double)cols);
+}
+
+static void run_sum_squares(void *raw)
+{
+    reduce_args *a = raw;
+    if (!fakecuda_need(a->x, a->n * sizeof(float), "x") ||
+        !fakecuda_need(a->partials, a->s.grid_x * sizeof(dp_cuda_partial), "partials"))
+        return;
+    double lanes[DP_THREADS];
+    for (unsigned b = 0; b < a->s.grid_x; b++) {
+        for (unsigned t = 0; t < DP_THREADS; t++)
+            lanes[t] = dp_sum_squares_thread(a->x, a->n, a->scale, dp_span_x(a->s, b, t));
+        a->partials[b] = (dp_cuda_partial){dp_emulate_block_sum(lanes), 0};
+    }
+}
+
+cudaError_t dp_cuda_sum_squares(cudaStream_t stream, const float *x, size_t n, float scale, dp_cuda_partial *partials,
+                                double *total)
+{
+    reduce_args a = {.s = dp_shape_reduce(n), .x = x, .n = n, .scale = scale, .partials = partials};
+    return n == 0 ? cudaSuccess : queue_reduction(stream, run_sum_squares, &a, "sum_squares_kernel", total, NULL, 1.0);
 }
 
 static void run_count_nonfinite(void *raw)

@@ -124,3 +124,40 @@ static void count_reference(op_run *r)
 }
 
 const op_impl op_count_nonfinite = {count_prepare, count_run, count_reference};
+
+/* ---- sum_squares: param 0 scales by 1, param k by 1 / k (a gradient's mean over k rows) ---- */
+
+static float squares_scale(const op_run *r)
+{
+    return r->param ? 1.0f / (float)r->param : 1.0f;
+}
+
+static void squares_prepare(op_run *r)
+{
+    op_input_f32(r, op_elements(r), FILL_FINITE, 3.0f);
+    double *total = op_output(r, OP_F64, 1, SAME_BITS_ON_CPU);
+    total[0] = 0.25;
+}
+
+static void squares_run(const dp_backend *be, op_run *r)
+{
+    be->sum_squares(be, OP_DEV(r, 0), op_elements(r), squares_scale(r), OP_DEV(r, 1));
+}
+
+/* Each term is exact (a rounded float squared in long double); the sum is held to the bound of n
+ * positive terms (the GPU adds in a tree, the CPU in 64 lanes). */
+static void squares_reference(op_run *r)
+{
+    const float *x = OP_HOST(r, 0);
+    double *total = OP_HOST(r, 1), *scale = op_scaled(r, 1);
+    float k = squares_scale(r);
+    long double squares = 0.0L;
+    for (size_t i = 0; i < op_elements(r); i++) {
+        float v = op_round((double)x[i] * k);
+        squares += (long double)v * v;
+    }
+    scale[0] = (double)(op_elements(r) + 2) * (total[0] + (double)squares);
+    total[0] += (double)squares;
+}
+
+const op_impl op_sum_squares = {squares_prepare, squares_run, squares_reference};

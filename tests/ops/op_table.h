@@ -138,7 +138,7 @@ extern const op_impl op_zero, op_copies, op_gather_rows;
 extern const op_impl op_bias_grad, op_column_sums;
 extern const op_impl op_bn_normalize, op_bn_backward_input, op_bn_param_grads, op_bn_update_running,
     op_inverse_std, op_bn_channel_sums, op_bn_batch_stats, op_bn_means, op_bn_spread;
-extern const op_impl op_softmax_xent, op_mse, op_count_nonfinite;
+extern const op_impl op_softmax_xent, op_mse, op_count_nonfinite, op_sum_squares;
 extern const op_impl op_sgd_step, op_adamw_step;
 extern const op_impl op_gemm;
 extern const op_impl op_im2col, op_col2im, op_swap_axes, op_pool_forward, op_pool_backward;
