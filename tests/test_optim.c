@@ -3,8 +3,10 @@
  * the fused gradient scaling and non-finite count, and updates over a range. */
 #include "dp/optim.h"
 #include "tests/testutil.h"
+#include "tests/controls_reference.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* A table of one weight matrix [rows, 1] (decayed) followed by a bias [bias_count] (not). */
@@ -184,13 +186,46 @@ START_TEST(an_optimizer_over_a_range_updates_only_that_range)
 }
 END_TEST
 
+static float lr_at(dp_lr_schedule schedule, float base, long step, long total)
+{
+    dp_lr_plan plan = {.schedule = schedule, .base = base, .total = total};
+    return dp_lr_at(&plan, step);
+}
+
 START_TEST(cosine_schedule_anneals_from_base_to_zero)
 {
-    ck_assert_float_eq(dp_lr_at(DP_LR_CONSTANT, 0.1f, 70, 100), 0.1f);
-    ck_assert_float_eq_tol(dp_lr_at(DP_LR_COSINE, 0.1f, 0, 100), 0.1f, 1e-8f);
-    ck_assert_float_eq_tol(dp_lr_at(DP_LR_COSINE, 0.1f, 50, 100), 0.05f, 1e-8f);
-    ck_assert_float_eq_tol(dp_lr_at(DP_LR_COSINE, 0.1f, 25, 100), 0.1f * (0.5f + 0.5f * 0.70710678f), 1e-7f);
-    ck_assert_float_eq_tol(dp_lr_at(DP_LR_COSINE, 0.1f, 100, 100), 0.0f, 1e-8f);
+    ck_assert_float_eq(lr_at(DP_LR_CONSTANT, 0.1f, 70, 100), 0.1f);
+    ck_assert_float_eq_tol(lr_at(DP_LR_COSINE, 0.1f, 0, 100), 0.1f, 1e-8f);
+    ck_assert_float_eq_tol(lr_at(DP_LR_COSINE, 0.1f, 50, 100), 0.05f, 1e-8f);
+    ck_assert_float_eq_tol(lr_at(DP_LR_COSINE, 0.1f, 25, 100), 0.1f * (0.5f + 0.5f * 0.70710678f), 1e-7f);
+    ck_assert_float_eq_tol(lr_at(DP_LR_COSINE, 0.1f, 100, 100), 0.0f, 1e-8f);
+    /* Version 4's cosine, bit for bit: a run without the new settings keeps its rates. */
+    for (long step = 0; step < 100; step++)
+        ck_assert_float_eq(lr_at(DP_LR_COSINE, 0.05f, step, 100),
+                           (float)(0.5 * 0.05f * (1.0 + cos(3.14159265358979323846 * (double)step / 100.0))));
+}
+END_TEST
+
+/* Every step of 200-step runs against torch.optim.lr_scheduler (LinearLR's warm-up, SequentialLR
+ * into CosineAnnealingLR, LinearLR, StepLR or a constant; tests/controls_reference.h): PyTorch
+ * chains each step's rate from the last in double, dptrain works each out from the step, and
+ * both round to the same float32 at every step. */
+START_TEST(schedules_match_pytorchs_at_every_step)
+{
+    int steps = 0;
+    for (size_t r = 0; r < sizeof lr_references / sizeof *lr_references; r++) {
+        const struct lr_reference *ref = &lr_references[r];
+        dp_lr_plan plan = {.schedule = (dp_lr_schedule)ref->schedule, .base = ref->base, .min = ref->lr_min,
+                           .warmup_steps = ref->warmup, .warmup_start = ref->start, .step_every = ref->every,
+                           .step_gamma = ref->gamma, .total = CONTROLS_TOTAL_STEPS};
+        for (long step = 0; step < CONTROLS_TOTAL_STEPS; step++, steps++) {
+            float ours = dp_lr_at(&plan, step), theirs = (float)ref->lr[step];
+            ck_assert_msg(ours == theirs, "%s: step %ld: %.9g, PyTorch %.17g", ref->name, step, (double)ours,
+                          ref->lr[step]);
+        }
+    }
+    printf("schedules: %d steps of %zu runs, every one PyTorch's float32\n", steps,
+           sizeof lr_references / sizeof *lr_references);
 }
 END_TEST
 
@@ -206,6 +241,7 @@ int main(void)
     tcase_add_test(tc, the_pass_scales_gradients_and_counts_nonfinite_ones);
     tcase_add_test(tc, an_optimizer_over_a_range_updates_only_that_range);
     tcase_add_test(tc, cosine_schedule_anneals_from_base_to_zero);
+    tcase_add_test(tc, schedules_match_pytorchs_at_every_step);
     suite_add_tcase(s, tc);
     return dp_test_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

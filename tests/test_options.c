@@ -185,8 +185,8 @@ START_TEST(bad_values_are_rejected_naming_the_option)
     expect_error(1, text_epochs, "--epochs 'ten'");
     const char *loss[] = {"--loss", "hinge", NULL};
     expect_error(1, loss, "--loss 'hinge': must be one of auto, xent, mse");
-    const char *schedule[] = {"--lr-schedule", "linear", NULL};
-    expect_error(1, schedule, "--lr-schedule 'linear': must be one of constant, cosine");
+    const char *schedule[] = {"--lr-schedule", "exponential", NULL};
+    expect_error(1, schedule, "--lr-schedule 'exponential': must be one of constant, cosine, linear, step");
     const char *layers[] = {"--layers", "784", NULL};
     expect_error(1, layers, "--layers '784'");
     const char *unknown[] = {"--bacth", "3", NULL};
@@ -195,6 +195,100 @@ START_TEST(bad_values_are_rejected_naming_the_option)
     expect_error(1, missing, "--batch");
     const char *stray[] = {"data.npy", NULL};
     expect_error(1, stray, "'data.npy': unexpected argument");
+}
+END_TEST
+
+/* Issue 35's options: each refuses negative, zero, NaN, huge and malformed values and the
+ * combinations it has no meaning in, naming itself; good values land in their fields. */
+START_TEST(training_controls_refuse_bad_values)
+{
+    static const struct {
+        const char *args[7];
+        const char *phrase;
+    } refused[] = {
+        {{"--warmup-steps", "-5"}, "--warmup-steps '-5': must be an integer >= 1"},
+        {{"--warmup-steps", "0"}, "--warmup-steps '0': must be an integer >= 1"},
+        {{"--warmup-steps", "nan"}, "--warmup-steps 'nan'"},
+        {{"--warmup-steps", "1e30"}, "--warmup-steps '1e30'"},
+        {{"--warmup-steps", "99999999999999999999"}, "--warmup-steps '99999999999999999999': too large"},
+        {{"--warmup-start-factor", "0.5"}, "--warmup-start-factor applies to --warmup-steps"},
+        {{"--warmup-steps", "5", "--warmup-start-factor", "0"}, "--warmup-start-factor '0': must be a number in (0, 1]"},
+        {{"--warmup-steps", "5", "--warmup-start-factor", "-0.1"}, "--warmup-start-factor '-0.1'"},
+        {{"--warmup-steps", "5", "--warmup-start-factor", "nan"}, "--warmup-start-factor 'nan'"},
+        {{"--warmup-steps", "5", "--warmup-start-factor", "1.5"}, "--warmup-start-factor '1.5'"},
+        {{"--warmup-steps", "5", "--warmup-start-factor", "1e-50"}, "--warmup-start-factor '1e-50'"},
+        {{"--lr-schedule", "step"}, "--lr-schedule 'step': must be step:EVERY,GAMMA"},
+        {{"--lr-schedule", "step:0,0.5"}, "--lr-schedule 'step:0,0.5': must be step:EVERY,GAMMA"},
+        {{"--lr-schedule", "step:-3,0.5"}, "--lr-schedule 'step:-3,0.5'"},
+        {{"--lr-schedule", "step:10,nan"}, "--lr-schedule 'step:10,nan'"},
+        {{"--lr-schedule", "step:10,0"}, "--lr-schedule 'step:10,0'"},
+        {{"--lr-schedule", "step:10,2"}, "--lr-schedule 'step:10,2'"},
+        {{"--lr-schedule", "step:1e99,0.5"}, "--lr-schedule 'step:1e99,0.5'"},
+        {{"--lr-schedule", "step:10"}, "--lr-schedule 'step:10'"},
+        {{"--lr-schedule", "cosine:5"}, "--lr-schedule 'cosine:5': only step takes arguments"},
+        {{"--lr-min", "0.001"}, "--lr-min applies to --lr-schedule cosine or linear, but --lr-schedule is constant"},
+        {{"--lr-min", "-1", "--lr-schedule", "cosine"}, "--lr-min '-1'"},
+        {{"--lr-min", "nan", "--lr-schedule", "cosine"}, "--lr-min 'nan'"},
+        {{"--lr-min", "1e39", "--lr-schedule", "cosine"}, "--lr-min '1e39': too large"},
+        {{"--lr-min", "0.5", "--lr-schedule", "linear"}, "--lr-min 0.5 is above --lr 0.05"},
+        {{"--clip-grad-norm", "0"}, "--clip-grad-norm '0': must be a finite number > 0"},
+        {{"--clip-grad-norm", "-1"}, "--clip-grad-norm '-1'"},
+        {{"--clip-grad-norm", "nan"}, "--clip-grad-norm 'nan'"},
+        {{"--clip-grad-norm", "inf"}, "--clip-grad-norm 'inf'"},
+        {{"--clip-grad-norm", "1e39"}, "--clip-grad-norm '1e39': too large for float32"},
+        {{"--eval-every", "0"}, "--eval-every '0': must be an integer >= 1"},
+        {{"--eval-every", "-1"}, "--eval-every '-1'"},
+        {{"--eval-every", "nan"}, "--eval-every 'nan'"},
+        {{"--eval-every", "1e19"}, "--eval-every '1e19'"},
+        {{"--keep-best", "2"}, "--keep-best applies to --checkpoint-dir, but --checkpoint-dir is not given"},
+        {{"--keep-best", "0", "--checkpoint-dir", "d"}, "--keep-best '0': must be an integer >= 1"},
+        {{"--keep-best", "-2", "--checkpoint-dir", "d"}, "--keep-best '-2'"},
+        {{"--keep-best", "21", "--checkpoint-dir", "d"}, "--keep-best '21': too large: at most 20"},
+        {{"--best-metric", "test_acc"}, "--best-metric applies to --keep-best, or --early-stop"},
+        {{"--best-metric", "accuracy", "--early-stop", "3"}, "--best-metric 'accuracy': must be one of test_loss, test_acc"},
+        {{"--early-stop", "0"}, "--early-stop '0': must be an integer >= 1"},
+        {{"--early-stop", "-4"}, "--early-stop '-4'"},
+        {{"--early-stop", "nan"}, "--early-stop 'nan'"},
+        {{"--early-stop", "99999999999999999999"}, "--early-stop '99999999999999999999': too large"},
+        {{"--tensorboard", ""}, "--tensorboard: empty value"},
+        {{"--csv", ""}, "--csv: empty value"},
+        {{"--predict", "x.npy", "--tensorboard", "tb"}, "--tensorboard does not apply to --predict"},
+        {{"--predict", "x.npy", "--csv", "m.csv"}, "--csv does not apply to --predict"},
+        {{"--debug-straggle", "1"}, "--debug-straggle '1': must be RANK:MS"},
+        {{"--debug-straggle", "-1:5"}, "--debug-straggle '-1:5'"},
+        {{"--debug-straggle", "1:0"}, "--debug-straggle '1:0'"},
+        {{"--debug-straggle", "1:99999999"}, "--debug-straggle '1:99999999'"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        int n = 0;
+        while (n < 7 && refused[i].args[n])
+            n++;
+        const char *args[8];
+        memcpy(args, refused[i].args, (size_t)n * sizeof *args);
+        args[n] = NULL;
+        expect_error(1, args, refused[i].phrase);
+    }
+    dp_options o;
+    const char *good[] = {"--lr-schedule", "step:30,0.1", "--warmup-steps", "5", "--warmup-start-factor", "0.25",
+                          "--clip-grad-norm", "1.5", "--eval-every", "7", "--checkpoint-dir", "d", "--keep-best", "3",
+                          "--best-metric", "test_acc", "--early-stop", "4", "--tensorboard", "tb", "--csv", "m.csv", NULL};
+    ck_assert_int_eq(parse(&o, 1, good), DP_OPTIONS_RUN);
+    ck_assert_int_eq(o.lr_schedule, DP_LR_STEP);
+    ck_assert_int_eq(o.lr_step_every, 30);
+    ck_assert_float_eq(o.lr_step_gamma, 0.1f);
+    ck_assert_int_eq(o.warmup_steps, 5);
+    ck_assert_float_eq(o.warmup_start_factor, 0.25f);
+    ck_assert_float_eq(o.clip_grad_norm, 1.5f);
+    ck_assert_int_eq(o.eval_every, 7);
+    ck_assert_int_eq(o.keep_best, 3);
+    ck_assert_int_eq(o.best_metric, DP_BEST_TEST_ACC);
+    ck_assert_int_eq(o.early_stop, 4);
+    ck_assert_str_eq(o.tensorboard_dir, "tb");
+    ck_assert_str_eq(o.csv_path, "m.csv");
+    const char *none[] = {NULL};
+    ck_assert_int_eq(parse(&o, 1, none), DP_OPTIONS_RUN);
+    ck_assert(o.warmup_steps == 0 && o.clip_grad_norm == 0.0f && o.eval_every == 0 && o.keep_best == 0 &&
+              o.early_stop == 0 && o.lr_min == 0.0f && o.straggle_rank == -1);
 }
 END_TEST
 
@@ -850,6 +944,7 @@ int main(void)
     tcase_add_test(tc, subcommands_run_what_the_old_flags_ran);
     tcase_add_test(tc, subcommand_and_row_mistakes_are_named);
     tcase_add_test(tc, bad_values_are_rejected_naming_the_option);
+    tcase_add_test(tc, training_controls_refuse_bad_values);
     tcase_add_test(tc, sizes_from_options_are_range_checked_not_wrapped);
     tcase_add_test(tc, numbers_keep_the_meaning_they_were_given);
     tcase_add_test(tc, preemption_options_are_applied_and_checked);

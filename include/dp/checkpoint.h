@@ -17,6 +17,9 @@
 #define DP_CHECKPOINT_RUN_ID_LEN 16
 /* An index of shards (--checkpoint-shards) says how many there are; a whole file has none. */
 #define DP_CHECKPOINT_SHARDS_KEY "shards"
+/* The steps a checkpoint lists under this key ("S=V,S=V": --keep-best's best evaluations) are
+ * never pruned while it is the newest: pruning keeps the newest `keep` and these. */
+#define DP_CHECKPOINT_BEST_KEY "best_steps"
 /* The largest step a checkpoint name holds (step-<at most 18 digits>.safetensors). */
 #define DP_CHECKPOINT_MAX_STEP 999999999999999999L
 
@@ -27,7 +30,7 @@ void dp_checkpoint_new_run_id(char out[DP_CHECKPOINT_RUN_ID_LEN + 1]);
  * DP_CHECKPOINT_STEP_KEY (equal to step) and DP_CHECKPOINT_RUN_ID_KEY; "checksum" is added.
  * A file of that step written by another run is not replaced (DP_EIO). Only after the new file
  * is complete under its final name are this run's older checkpoints (same run_id, lower step)
- * beyond the newest `keep` deleted, so a failed write leaves the previous ones intact and
+ * beyond the newest `keep` deleted, except the steps its DP_CHECKPOINT_BEST_KEY lists, so a failed write leaves the previous ones intact and
  * another run's files are never deleted. Stale temporaries of dead writers are removed. */
 int dp_checkpoint_save(const char *dir, long step, const dp_tensor_ref *tensors, int count,
                        const char *const *keys, const char *const *values, int meta_count,

@@ -45,6 +45,9 @@ typedef struct dp_device_clock {
 typedef struct dp_step_stats {
     double samples;    /* this rank's rows */
     float lr;          /* the learning rate the update used */
+    int has_norm;      /* --clip-grad-norm: grad_norm was computed */
+    double grad_norm;  /* the L2 norm of the step's averaged gradient over every parameter and rank */
+    int clipped;       /* the gradient was scaled by max / (norm + 1e-6) */
     double seconds;    /* the whole step */
     dp_time_split split;
     double sent[DP_COLLECTIVE_KINDS]; /* bytes this rank's collectives sent in the step */
@@ -104,6 +107,7 @@ typedef struct dp_engine_config {
     long total_steps;              /* optimizer steps in the run (local SGD averages after the last) */
     dp_graph_mode graph;           /* --cuda-graph */
     int traced;                    /* --trace: every module's pass is marked on the device's timer */
+    float clip_grad_norm;          /* > 0: the averaged gradient's largest L2 norm (clip_grad_norm_) */
 } dp_engine_config;
 
 /* The engine at work: what a step computes with (engine/parts.h has its fields). */

@@ -70,10 +70,28 @@ int dp_optimizer_state_count(const dp_optimizer *o);
 int dp_optimizer_counts_steps(const dp_optimizer *o);
 const char *dp_optimizer_state_name(const dp_optimizer *o, int i);
 
-typedef enum dp_lr_schedule { DP_LR_CONSTANT, DP_LR_COSINE } dp_lr_schedule;
+typedef enum dp_lr_schedule { DP_LR_CONSTANT, DP_LR_COSINE, DP_LR_LINEAR, DP_LR_STEP } dp_lr_schedule;
 
-/* Learning rate for optimizer step `step` of `total`: constant, or cosine annealing from
- * base to 0 (as torch.optim.lr_scheduler.CosineAnnealingLR with T_max = total, eta_min = 0). */
-float dp_lr_at(dp_lr_schedule schedule, float base, long step, long total);
+/* The learning rate over a run: an optional linear warm-up, then a schedule, each as PyTorch's
+ * scheduler of the same name computes it. */
+typedef struct dp_lr_plan {
+    dp_lr_schedule schedule;
+    float base;          /* --lr */
+    float min;           /* --lr-min: cosine's eta_min, linear's last rate */
+    long warmup_steps;   /* 0: none */
+    float warmup_start;  /* the warm-up's first factor of base */
+    long step_every;     /* step: the rate times gamma every so many steps after the warm-up */
+    float step_gamma;
+    long total;          /* optimizer steps in the run */
+} dp_lr_plan;
+
+/* The learning rate of optimizer step `step` (0 for the first), a function of the global step
+ * alone: for step < warmup_steps, base * (warmup_start + (1 - warmup_start) step / warmup_steps)
+ * (torch.optim.lr_scheduler.LinearLR); after it, with s = step - warmup_steps and T = total -
+ * warmup_steps (SequentialLR's restart of the next scheduler at the milestone): constant base;
+ * cosine min + (base - min)(1 + cos(pi s / T)) / 2 (CosineAnnealingLR, T_max = T, eta_min =
+ * min); linear base (1 + (min / base - 1) s / T) (LinearLR from 1 to min / base over T);
+ * step base gamma^floor(s / step_every) (StepLR). Worked out in double, rounded to float once. */
+float dp_lr_at(const dp_lr_plan *plan, long step);
 
 #endif

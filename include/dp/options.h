@@ -25,6 +25,9 @@ extern const char *const dp_precision_names[DP_PRECISIONS];
  * where they fit auto's share of the GPU's memory (auto). */
 typedef enum dp_data_placement { DP_DATA_OFF, DP_DATA_ON, DP_DATA_AUTO } dp_data_placement;
 
+/* --best-metric: what makes a checkpoint better than another. */
+typedef enum dp_best_metric { DP_BEST_TEST_LOSS, DP_BEST_TEST_ACC } dp_best_metric;
+
 typedef struct dp_options {
     char data[DP_PATH_MAX];
     char test_data[DP_PATH_MAX];  /* "" : the test split of --data where it has one */
@@ -40,6 +43,20 @@ typedef struct dp_options {
     float beta1, beta2, eps;      /* AdamW */
     int decay_all;                /* AdamW: decay biases and normalisation weights too */
     dp_lr_schedule lr_schedule;
+    long lr_step_every;           /* --lr-schedule step:EVERY,GAMMA */
+    float lr_step_gamma;
+    float lr_min;                 /* --lr-min: cosine's and linear's last rate */
+    long warmup_steps;            /* --warmup-steps: linear warm-up over so many steps; 0: none */
+    float warmup_start_factor;    /* its first rate, as a factor of --lr */
+    float clip_grad_norm;         /* --clip-grad-norm: the gradient's largest global L2 norm; 0: no clipping */
+    long eval_every;              /* --eval-every: evaluate every so many steps too; 0: at epochs' ends only */
+    long keep_best;               /* --keep-best: the best checkpoints kept besides --keep's; 0: none */
+    int best_metric;              /* --best-metric: dp_best_metric */
+    long early_stop;              /* --early-stop: evaluations without improvement before stopping; 0: never */
+    char tensorboard_dir[DP_PATH_MAX]; /* --tensorboard: TensorBoard's event file goes there */
+    char csv_path[DP_PATH_MAX];   /* --csv: one row per progress line */
+    int straggle_rank;            /* --debug-straggle RANK:MS, for testing; -1: off */
+    long straggle_ms;
     long epochs;
     long steps;                   /* > 0: train exactly this many optimizer steps */
     int drop_last;
@@ -91,6 +108,9 @@ typedef struct dp_options {
 
 /* --resume auto: continue from --checkpoint-dir's newest complete checkpoint, if any. */
 int dp_options_resume_auto(const dp_options *o);
+
+/* The learning rate over the run the options describe, of total_steps steps. */
+dp_lr_plan dp_options_lr_plan(const dp_options *o, long total_steps);
 
 /* The optimizer the options describe. */
 dp_optimizer_config dp_options_optimizer(const dp_options *o);

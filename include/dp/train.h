@@ -35,6 +35,8 @@ typedef struct dp_train_result {
     dp_memory_usage memory;    /* rank 0's allocation counter at the end (peaks per kind) */
     int preempted_signal;      /* a --preempt-signal stopped the run early (its number; 0: it ran to the end) */
     long preempted_step;       /* the step every rank stopped after, checkpointed */
+    long stopped_early;        /* --early-stop ended the run after this step (0: it did not) */
+    long clipped_steps;        /* --clip-grad-norm: steps whose gradient was scaled down */
 } dp_train_result;
 
 /* --data and its test set (--test-data, or --data's own test split; *has_test 0 when neither

@@ -94,9 +94,15 @@ static int allocate_counters(dp_engine *e)
     e->rank_values = dp_calloc((size_t)e->comm->size, sizeof *e->rank_values, "the ranks' first non-finite tensors");
     size_t buffers = dp_params_floats(&e->model.buffers);
     e->host_buffers = dp_alloc((buffers + 1) * sizeof(float), "the host copy of the running statistics");
-    if (!e->train_totals || !e->group_totals || !e->nonfinite || !e->host_step_number || !e->rank_values || !e->host_buffers)
+    /* --clip-grad-norm's sum of squares; a run without it allocates nothing more. */
+    e->squares = e->clip_grad_norm > 0.0f ? be->alloc(be, sizeof(double), DP_MEM_OTHER, "the gradient's sum of squares")
+                                          : NULL;
+    if (!e->train_totals || !e->group_totals || !e->nonfinite || !e->host_step_number || !e->rank_values ||
+        !e->host_buffers || (e->clip_grad_norm > 0.0f && !e->squares))
         return DP_ENOMEM;
     be->upload(be, e->nonfinite, &zero, sizeof zero);
+    if (e->squares)
+        be->upload(be, e->squares, &zero, sizeof zero);
     return 0;
 }
 
@@ -122,6 +128,7 @@ int dp_engine_build(dp_engine *e, const dp_engine_config *c)
     e->total_steps = c->total_steps;
     e->seed = c->seed;
     e->skip_nonfinite = c->skip_nonfinite;
+    e->clip_grad_norm = c->clip_grad_norm;
     int status = dp_model_create_owning(&e->model, e->be, c->model, &c->input, c->max_rows,
                                         dp_strategy_model_owns(c->strategy));
     if (status)
@@ -165,6 +172,8 @@ void dp_engine_close(dp_engine *e)
         e->be->free(e->be, e->train_totals);
         e->be->free(e->be, e->group_totals);
         e->be->free(e->be, e->nonfinite);
+        if (e->squares)
+            e->be->free(e->be, e->squares);
         e->be->free(e->be, e->step_number);
         if (e->host_step_number)
             e->be->free_host(e->be, e->host_step_number);

@@ -38,6 +38,8 @@ static const char *unsupported(const dp_engine *e, const dp_engine_config *c, ch
         return why;
     else if (c->skip_nonfinite)
         snprintf(why, size, "--on-nan skip decides on the host between the counting and the applying pass");
+    else if (c->clip_grad_norm > 0.0f)
+        snprintf(why, size, "--clip-grad-norm reads the gradient's norm on the host before the update's pass");
     else if (c->traced)
         snprintf(why, size, "--trace marks every module's pass on the device's timer");
     else if (e->comm->size > 1 && e->model.sync_batchnorms)

@@ -38,6 +38,11 @@ struct dp_engine {
     uint64_t *step_number;         /* backend memory: steps_done as the step's kernels read it (dropout) */
     uint64_t *host_step_number;    /* its page-locked staging */
     long skipped_steps;            /* updates dropped by --on-nan skip */
+    float clip_grad_norm;          /* --clip-grad-norm: the averaged gradient's largest L2 norm; 0: none */
+    double *squares;               /* backend memory: its sum of squares over this rank's range */
+    float grad_scale, lr;          /* the step's, as prepared (clipping prepares the pass again) */
+    double grad_norm;              /* the last update's norm, before clipping */
+    int clipped;                   /* and whether it scaled the gradient down */
     dp_device_clock device_clock;  /* this step's marks on the device's timer */
     int graph_use;                 /* --cuda-graph: full steps replay `graph` */
     int graph_warm;                /* a full step ran eagerly: the next one is captured */
@@ -60,6 +65,9 @@ dp_strategy_buffers dp_engine_gradient_buffers(dp_engine *e);
  * any of the step's work is queued (a replayed graph reads them there); update runs the passes and checks; a graph captures update_pass (--on-nan
  * abort's one pass) and its replays are followed by update_check. */
 void dp_engine_prepare_step(dp_engine *e, float grad_scale, float lr);
+/* --clip-grad-norm (a step that clips is never a graph's): the norm of the averaged gradient over
+ * every rank, and the update's coefficients prepared again with the gradient scaled down. */
+int dp_engine_clip(dp_engine *e);
 int dp_engine_update(dp_engine *e, float lr);
 void dp_engine_update_pass(dp_engine *e);
 int dp_engine_update_check(dp_engine *e, float lr);

@@ -84,5 +84,8 @@ int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, flo
     dp_device_clock_finish(e, &stats->split);
     stats->seconds = done - started;
     stats->lr = lr;
+    stats->has_norm = e->clip_grad_norm > 0.0f;
+    stats->grad_norm = e->grad_norm;
+    stats->clipped = e->clipped;
     return 0;
 }

@@ -5,6 +5,7 @@
 
 #include "dp/error.h"
 
+#include <math.h>
 #include <stdio.h>
 
 /* Whether this rank's optimizer updates a shard of the parameters (ZeRO): the ranks then see
@@ -64,6 +65,8 @@ static int parameters_overflowed(dp_engine *e, const float *params, double bad, 
 
 void dp_engine_prepare_step(dp_engine *e, float grad_scale, float lr)
 {
+    e->grad_scale = grad_scale;
+    e->lr = lr;
     *e->host_step_number = (uint64_t)e->steps_done;
     e->be->upload_queued(e->be, e->step_number, e->host_step_number, sizeof *e->step_number);
     /* --on-nan skip scales in its counting pass, so its applying pass scales by 1. */
@@ -106,8 +109,37 @@ int dp_engine_update_check(dp_engine *e, float lr)
     return status || bad == 0.0 ? status : nonfinite_found(e, bad, lr);
 }
 
+/* torch.nn.utils.clip_grad_norm_: the norm of the averaged gradient (grad_scale times the reduced
+ * sum, rounded as the pass rounds it) over every parameter and rank: this rank's range summed in
+ * a fixed order (the whole gradient, so --exact's norm is the same bits on any W), and where the
+ * range is a shard the shards' sums added over the ranks. Above max, the applying pass scales the
+ * gradient by max / (norm + 1e-6) too; a non-finite norm is a non-finite gradient, which the pass
+ * counts and --on-nan decides on, unclipped. */
+int dp_engine_clip(dp_engine *e)
+{
+    static const double zero = 0.0;
+    float *params, *grads;
+    dp_strategy_update_memory(e->strategy, &params, &grads);
+    double squares = 0.0;
+    e->be->sum_squares(e->be, grads, e->opt.end - e->opt.begin, e->grad_scale, e->squares);
+    e->be->download(e->be, &squares, e->squares, sizeof squares);
+    e->be->upload(e->be, e->squares, &zero, sizeof zero);
+    int status = updates_a_shard(e) ? dp_comm_sum_doubles(e->comm, &squares, 1) : 0;
+    e->grad_norm = sqrt(squares);
+    double coef = (double)e->clip_grad_norm / (e->grad_norm + 1e-6);
+    e->clipped = !status && isfinite(e->grad_norm) && coef < 1.0;
+    /* --on-nan skip's counting pass scales by grad_scale and its applying pass by 1 (then by coef). */
+    float apply_scale = e->skip_nonfinite ? 1.0f : e->grad_scale;
+    if (e->clipped)
+        dp_optimizer_prepare(&e->opt, e->grad_scale, (float)((double)apply_scale * coef), e->lr);
+    return status;
+}
+
 int dp_engine_update(dp_engine *e, float lr)
 {
+    int status = e->clip_grad_norm > 0.0f ? dp_engine_clip(e) : 0;
+    if (status)
+        return status;
     /* --on-nan abort updates in the same pass (a bad step ends the job anyway); skip counts first.
      * The pass counts non-finite gradients and, when it updates, non-finite results. */
     if (!e->skip_nonfinite) {
@@ -118,7 +150,7 @@ int dp_engine_update(dp_engine *e, float lr)
     dp_strategy_update_memory(e->strategy, &params, &grads);
     dp_optimizer_step(&e->opt, params, grads, 0, e->nonfinite);
     double bad;
-    int status = take_nonfinite(e, &bad);
+    status = take_nonfinite(e, &bad);
     if (status || bad != 0.0)
         return status ? status : nonfinite_found(e, bad, lr);
     dp_optimizer_step(&e->opt, params, grads, 1, e->nonfinite);

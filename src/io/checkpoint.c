@@ -257,8 +257,23 @@ static int delete_shards(const char *dir, long step)
     return for_each_shard(dir, step, delete_shard);
 }
 
-/* Deletes this run's checkpoints at or below `step` beyond the newest keep, shards included. */
-static int prune_old(const char *dir, const char *run_id, long step, long keep)
+/* Whether `step` is one of the list's ("S=V,S=V", DP_CHECKPOINT_BEST_KEY's; NULL: none). */
+static int listed(const char *list, long step)
+{
+    for (const char *p = list; p && *p;) {
+        char *end;
+        long listed_step = strtol(p, &end, 10);
+        if (end != p && listed_step == step)
+            return 1;
+        p = strchr(p, ',');
+        p = p ? p + 1 : NULL;
+    }
+    return 0;
+}
+
+/* Deletes this run's checkpoints at or below `step` beyond the newest keep, shards included,
+ * except the steps `best` lists. */
+static int prune_old(const char *dir, const char *run_id, long step, long keep, const char *best)
 {
     listing l;
     int status = list_checkpoints(dir, &l);
@@ -268,7 +283,7 @@ static int prune_old(const char *dir, const char *run_id, long step, long keep)
         if (l.entries[i].step > step)
             continue;
         status = join(dir, l.entries[i].name, path, sizeof path);
-        if (status || !belongs_to(path, run_id) || ++kept <= keep)
+        if (status || !belongs_to(path, run_id) || ++kept <= keep || listed(best, l.entries[i].step))
             continue;
         if (unlink(path) != 0)
             status = dp_fail(DP_EIO, "%s: cannot delete old checkpoint: %s", path, strerror(errno));
@@ -316,7 +331,8 @@ int dp_checkpoint_save(const char *dir, long step, const dp_tensor_ref *tensors,
                                                DP_CHECKPOINT_CHECKSUM_KEY);
     if (!status && dp_remove_stale_temporaries(dir, is_checkpoint_name, NULL) < 0)
         status = DP_EIO;
-    return status ? status : prune_old(dir, run_id, step, keep);
+    return status ? status
+                  : prune_old(dir, run_id, step, keep, value_of(DP_CHECKPOINT_BEST_KEY, keys, values, meta_count));
 }
 
 int dp_checkpoint_shard_name(long step, int rank, int world, char *name, size_t size)

@@ -132,9 +132,22 @@ const char *dp_optimizer_state_name(const dp_optimizer *o, int i)
     return o->type->state_names[i];
 }
 
-float dp_lr_at(dp_lr_schedule schedule, float base, long step, long total)
+float dp_lr_at(const dp_lr_plan *plan, long step)
 {
-    if (schedule == DP_LR_CONSTANT || total <= 0)
-        return base;
-    return (float)(0.5 * base * (1.0 + cos(3.14159265358979323846 * (double)step / (double)total)));
+    double base = plan->base, min = plan->min, pi = 3.14159265358979323846;
+    if (step < plan->warmup_steps) {
+        double start = plan->warmup_start;
+        return (float)(base * (start + (1.0 - start) * (double)step / (double)plan->warmup_steps));
+    }
+    long s = step - plan->warmup_steps, horizon = plan->total - plan->warmup_steps;
+    switch (plan->schedule) {
+    case DP_LR_COSINE:
+        return horizon <= 0 ? plan->base : (float)(min + (base - min) * (1.0 + cos(pi * (double)s / (double)horizon)) / 2.0);
+    case DP_LR_LINEAR:
+        return horizon <= 0 ? plan->base : (float)(base * (1.0 + (min / base - 1.0) * (double)s / (double)horizon));
+    case DP_LR_STEP:
+        return (float)(base * pow((double)plan->step_gamma, (double)(s / plan->step_every)));
+    default:
+        return plan->base;
+    }
 }

@@ -129,6 +129,9 @@ int dp_options_check_combination(dp_options *o, int world, const dp_option_line 
         status = check_strategy(o);
     if (status)
         return status;
+    if (o->lr_min > o->lr)
+        return dp_fail(DP_EINVAL, "--lr-min %g is above --lr %g: the schedule decays to it", (double)o->lr_min,
+                       (double)o->lr);
     if (o->batch < world)
         return dp_fail(DP_EINVAL, "--batch %ld is smaller than the world size %d: every rank needs at least one sample per batch",
                        o->batch, world);

@@ -48,6 +48,57 @@ static int parse_corruption(const char *text, dp_options *o)
     return 0;
 }
 
+/* --lr-schedule's arguments: step:EVERY,GAMMA (EVERY >= 1, GAMMA in (0, 1]); the others take none. */
+static int parse_schedule(const char *text, dp_options *o)
+{
+    const char *colon = strchr(text, ':');
+    int step = o->lr_schedule == DP_LR_STEP;
+    if (!colon && !step)
+        return 0;
+    if (!step)
+        return dp_fail(DP_EINVAL, "--lr-schedule '%s': only step takes arguments (step:EVERY,GAMMA)", text);
+    char *end = NULL, *comma = NULL;
+    errno = 0;
+    long every = colon ? strtol(colon + 1, &comma, 10) : 0;
+    double gamma = comma && *comma == ',' ? strtod(comma + 1, &end) : -1.0;
+    if (!colon || comma == colon + 1 || *comma != ',' || end == comma + 1 || *end || errno || every < 1 ||
+        every > DP_CHECKPOINT_MAX_STEP || !(gamma > 0.0 && gamma <= 1.0) || (float)gamma == 0.0f)
+        return dp_fail(DP_EINVAL, "--lr-schedule '%s': must be step:EVERY,GAMMA with EVERY a whole number of steps >= 1 "
+                       "and GAMMA in (0, 1], e.g. step:30,0.1 (torch.optim.lr_scheduler.StepLR)", text);
+    o->lr_step_every = every;
+    o->lr_step_gamma = (float)gamma;
+    return 0;
+}
+
+/* --warmup-start-factor: in (0, 1], as LinearLR's start_factor. */
+static int parse_warmup_start(const char *text, dp_options *o)
+{
+    char *end;
+    double f = strtod(text, &end);
+    if (end == text || *end || !(f > 0.0 && f <= 1.0) || (float)f == 0.0f)
+        return dp_fail(DP_EINVAL, "--warmup-start-factor '%s': must be a number in (0, 1]: the first step's rate as a "
+                       "factor of --lr (torch.optim.lr_scheduler.LinearLR's start_factor)", text);
+    o->warmup_start_factor = (float)f;
+    return 0;
+}
+
+/* "RANK:MS", or off. */
+static int parse_straggle(const char *text, dp_options *o)
+{
+    int rank, consumed = 0;
+    long ms;
+    if (strcmp(text, "off") == 0) {
+        o->straggle_rank = -1;
+        return 0;
+    }
+    if (sscanf(text, "%d:%ld%n", &rank, &ms, &consumed) != 2 || text[consumed] || rank < 0 || ms < 1 || ms > 60000)
+        return dp_fail(DP_EINVAL, "--debug-straggle '%s': must be RANK:MS with RANK >= 0 and MS from 1 to 60000, or off",
+                       text);
+    o->straggle_rank = rank;
+    o->straggle_ms = ms;
+    return 0;
+}
+
 static int parse_signals(const char *text, dp_options *o)
 {
     return dp_preempt_parse_signals("--preempt-signal", text, &o->preempt_signals);
@@ -64,7 +115,9 @@ const char *const dp_precision_names[DP_PRECISIONS] = {[DP_PRECISION_FP32] = "fp
 
 static const char *const losses[] = {[DP_LOSS_AUTO] = "auto", [DP_LOSS_CHOICE_XENT] = "xent",
                                      [DP_LOSS_CHOICE_MSE] = "mse"};
-static const char *const schedules[] = {[DP_LR_CONSTANT] = "constant", [DP_LR_COSINE] = "cosine"};
+static const char *const schedules[] = {[DP_LR_CONSTANT] = "constant", [DP_LR_COSINE] = "cosine",
+                                        [DP_LR_LINEAR] = "linear", [DP_LR_STEP] = "step"};
+static const char *const best_metrics[] = {[DP_BEST_TEST_LOSS] = "test_loss", [DP_BEST_TEST_ACC] = "test_acc"};
 static const char *const nan_policies[] = {"abort", "skip"}; /* skip_nonfinite */
 static const char *const devices[] = {[DP_DEVICE_CPU] = "cpu", [DP_DEVICE_CUDA] = "cuda", [DP_DEVICE_AUTO] = "auto"};
 static const char *const cuda_aware_modes[] = {[DP_CUDA_AWARE_AUTO] = "auto", [DP_CUDA_AWARE_ON] = "on",
@@ -80,7 +133,8 @@ static const char *const zero_stages[] = {"0", "1", "2", "3"}; /* dp_strategy_na
 _Static_assert(sizeof(dp_loss_choice) == sizeof(int) && sizeof(dp_optimizer_kind) == sizeof(int) &&
                    sizeof(dp_lr_schedule) == sizeof(int) && sizeof(dp_precision) == sizeof(int) &&
                    sizeof(dp_device) == sizeof(int) && sizeof(dp_cuda_aware) == sizeof(int) &&
-                   sizeof(dp_graph_mode) == sizeof(int) && sizeof(dp_data_placement) == sizeof(int),
+                   sizeof(dp_graph_mode) == sizeof(int) && sizeof(dp_data_placement) == sizeof(int) &&
+                   sizeof(dp_best_metric) == sizeof(int),
                "a CHOICE row stores its value as an int");
 
 #define FIELD(member) .field = offsetof(dp_options, member), .size = sizeof(((dp_options *)0)->member)
@@ -158,10 +212,31 @@ const dp_option_row dp_option_rows[] = {
     {.name = "lr", .metavar = "LR", .kind = DP_OPTION_FLOAT, FIELD(lr), .range = {.positive = 1}, .fallback = "0.05",
      .depends = {"optimizer", "adamw", "0.001"}, .group = DP_GROUP_OPTIMIZER, .programs = TRAIN,
      .resume = DP_RESUME_BITS, .help = "learning rate"},
-    {.name = "lr-schedule", .metavar = "constant|cosine", .kind = DP_OPTION_CHOICE, FIELD(lr_schedule),
-     CHOICES(schedules), .fallback = "constant", .group = DP_GROUP_OPTIMIZER, .programs = TRAIN,
+    {.name = "lr-schedule", .metavar = "constant|cosine|linear|step:EVERY,GAMMA", .kind = DP_OPTION_CHOICE,
+     FIELD(lr_schedule), CHOICES(schedules), .parse = parse_schedule, .fallback = "constant",
+     .group = DP_GROUP_OPTIMIZER, .programs = TRAIN, .resume = DP_RESUME_BITS,
+     .help = "learning rate after any warm-up, a function of the global step: constant; cosine annealing to --lr-min "
+             "by the last step (CosineAnnealingLR); linear decay to --lr-min by the last step (LinearLR); or times "
+             "GAMMA every EVERY steps (StepLR)"},
+    {.name = "lr-min", .metavar = "LR", .kind = DP_OPTION_FLOAT, FIELD(lr_min), .fallback = "0",
+     .group = DP_GROUP_OPTIMIZER, .programs = TRAIN, .applies = {{.to = {IS("lr-schedule", "cosine|linear")}}},
+     .resume = DP_RESUME_BITS, .help = "cosine and linear: the rate they reach at the last step (at most --lr)"},
+    {.name = "warmup-steps", .metavar = "N", .kind = DP_OPTION_LONG, FIELD(warmup_steps),
+     .range = {.min = 1, .max = DP_CHECKPOINT_MAX_STEP, .why = CHECKPOINTS_MAX_WHY}, .note = "none",
+     .group = DP_GROUP_OPTIMIZER, .programs = TRAIN, .resume = DP_RESUME_BITS,
+     .help = "the first N steps raise the rate linearly from --warmup-start-factor x --lr towards --lr (LinearLR), "
+             "then --lr-schedule runs over the remaining steps (SequentialLR); fewer than the run's steps"},
+    {.name = "warmup-start-factor", .metavar = "F", .kind = DP_OPTION_CUSTOM, .parse = parse_warmup_start,
+     .fallback = "0.01", .group = DP_GROUP_OPTIMIZER, .programs = TRAIN,
+     .applies = {{.to = {GIVEN("warmup-steps")}}}, .resume = DP_RESUME_BITS,
+     .help = "the warm-up's first rate as a factor of --lr, in (0, 1] (LinearLR's start_factor; PyTorch's default "
+             "is 1/3)"},
+    {.name = "clip-grad-norm", .metavar = "MAX", .kind = DP_OPTION_FLOAT, FIELD(clip_grad_norm),
+     .range = {.positive = 1}, .note = "none", .group = DP_GROUP_OPTIMIZER, .programs = TRAIN,
      .resume = DP_RESUME_BITS,
-     .help = "learning rate over training: constant, or cosine annealing to 0 by the last step"},
+     .help = "scale the step's averaged gradient by MAX / (its L2 norm over every parameter and rank + 1e-6) when that "
+             "is below 1 (torch.nn.utils.clip_grad_norm_); the norm is in the step line and the metrics every step "
+             "(a large MAX only measures); a non-finite norm is a non-finite gradient (--on-nan)"},
     {.name = "momentum", .metavar = "MU", .kind = DP_OPTION_FLOAT, FIELD(momentum), .range = {.below = 1.0},
      .fallback = "0.9", .depends = {"optimizer", "adamw", "0"}, .group = DP_GROUP_OPTIMIZER, .programs = TRAIN,
      .applies = {{.to = {IS("optimizer", "sgd")}}}, .resume = DP_RESUME_BITS, .help = "SGD momentum (0 disables)"},
@@ -338,6 +413,25 @@ const dp_option_row dp_option_rows[] = {
     {.name = "keep", .metavar = "K", .kind = DP_OPTION_LONG, FIELD(keep), .range = {.min = 1}, .fallback = "3",
      .group = DP_GROUP_CHECKPOINTS, .programs = TRAIN, .applies = {{.to = {GIVEN("checkpoint-dir")}}},
      .help = "this run's checkpoints kept in --checkpoint-dir"},
+    {.name = "eval-every", .metavar = "N", .kind = DP_OPTION_LONG, FIELD(eval_every),
+     .range = {.min = 1, .max = DP_CHECKPOINT_MAX_STEP, .why = CHECKPOINTS_MAX_WHY}, .note = "at each epoch's end",
+     .group = DP_GROUP_CHECKPOINTS, .programs = TRAIN, .applies = {TRAINING_RUN},
+     .help = "also evaluate the test set every N optimizer steps (as at each epoch's end): the eval line, --metrics, "
+             "--tensorboard, --keep-best and --early-stop take every evaluation"},
+    {.name = "keep-best", .metavar = "K", .kind = DP_OPTION_LONG, FIELD(keep_best),
+     .range = {.min = 1, .max = 20, .why = "a checkpoint's metadata lists them"},
+     .note = "none", .group = DP_GROUP_CHECKPOINTS, .programs = TRAIN, .applies = {{.to = {GIVEN("checkpoint-dir")}}},
+     .help = "also keep the K checkpoints of the best evaluations by --best-metric (a checkpoint is written at an "
+             "evaluation that enters them), never pruned by --keep; the newest checkpoint lists them (best_steps)"},
+    {.name = "best-metric", .metavar = "test_loss|test_acc", .kind = DP_OPTION_CHOICE, FIELD(best_metric),
+     CHOICES(best_metrics), .fallback = "test_loss", .group = DP_GROUP_CHECKPOINTS, .programs = TRAIN,
+     .applies = {{.to = {GIVEN("keep-best"), GIVEN("early-stop")}}},
+     .help = "what --keep-best and --early-stop call better: a lower test loss, or a higher test accuracy"},
+    {.name = "early-stop", .metavar = "PATIENCE", .kind = DP_OPTION_LONG, FIELD(early_stop),
+     .range = {.min = 1, .max = DP_CHECKPOINT_MAX_STEP, .why = CHECKPOINTS_MAX_WHY}, .note = "never",
+     .group = DP_GROUP_CHECKPOINTS, .programs = TRAIN, .applies = {TRAINING_RUN},
+     .help = "stop after PATIENCE evaluations in a row without a better --best-metric than the best so far: a final "
+             "checkpoint (with --checkpoint-dir), --save, exit 0; the count survives --resume"},
     {.name = "checkpoint-shards", .kind = DP_OPTION_FLAG, FIELD(checkpoint_shards), .note = "off (one gathered file)",
      .group = DP_GROUP_CHECKPOINTS, .programs = TRAIN,
      .applies = {{.to = {GIVEN("checkpoint-dir")}}},
@@ -366,6 +460,14 @@ const dp_option_row dp_option_rows[] = {
      .group = DP_GROUP_OUTPUT, .programs = TRAIN, .applies = {TRAINING_RUN}, .file = DP_FILE_WRITTEN,
      .help = "one JSON object per progress line (step, epoch, loss, samples/s, the time split, lr) and, with "
              "--average-every, per averaging (its divergence), for plotting (scripts/plot-metrics.sh)"},
+    {.name = "tensorboard", .metavar = "DIR", .kind = DP_OPTION_TEXT, FIELD(tensorboard_dir), .note = "none",
+     .group = DP_GROUP_OUTPUT, .programs = TRAIN, .applies = {TRAINING_RUN},
+     .help = "TensorBoard's event file DIR/events.out.tfevents.TIME.HOST, written by rank 0 as training goes: loss, "
+             "lr, grad norm, samples/s, the time split, memory, the slowest rank per progress line (--log-every), "
+             "test loss and accuracy per evaluation (tensorboard --logdir DIR)"},
+    {.name = "csv", .metavar = "FILE.csv", .kind = DP_OPTION_TEXT, FIELD(csv_path), .note = "none",
+     .group = DP_GROUP_OUTPUT, .programs = TRAIN, .applies = {TRAINING_RUN}, .file = DP_FILE_WRITTEN,
+     .help = "the progress lines as CSV rows with a header (the --metrics values), written by rank 0"},
     {.name = "output", .metavar = "FILE.npy", .kind = DP_OPTION_TEXT, FIELD(output_path), .file = DP_FILE_WRITTEN,
      .note = "none", .group = DP_GROUP_OUTPUT, .programs = TRAIN | PREDICT, .applies = {{.to = {GIVEN("predict")}}},
      .help = "predict: where the outputs go ([N, K] float32, written atomically)"},
@@ -390,6 +492,9 @@ const dp_option_row dp_option_rows[] = {
     {.name = "debug-corrupt", .metavar = "RANK:STEP", .kind = DP_OPTION_CUSTOM, .parse = parse_corruption,
      .fallback = "off", .group = DP_GROUP_RELIABILITY, .programs = TRAIN,
      .help = "testing aid: flip one parameter bit on RANK after STEP (to see --check-replicas work)"},
+    {.name = "debug-straggle", .metavar = "RANK:MS", .kind = DP_OPTION_CUSTOM, .parse = parse_straggle,
+     .fallback = "off", .group = DP_GROUP_RELIABILITY, .programs = TRAIN,
+     .help = "testing aid: RANK sleeps MS ms while reading each step's rows (to see the slowest rank named)"},
     {.name = "preempt-signal", .metavar = "SIG,...|none", .kind = DP_OPTION_CUSTOM, .parse = parse_signals,
      .fallback = DP_PREEMPT_DEFAULT_SIGNALS, .group = DP_GROUP_RELIABILITY, .programs = TRAIN,
      .applies = {{.when = "!none", .to = {GIVEN("checkpoint-dir")},

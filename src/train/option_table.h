@@ -20,7 +20,8 @@ typedef enum dp_option_kind {
     DP_OPTION_MIB,          /* a size in MiB, fractions allowed, at most 1e6 */
     DP_OPTION_COUNT,        /* a whole number from 1 to 1e15, 70e9 allowed */
     DP_OPTION_SEED,         /* any 64-bit unsigned integer */
-    DP_OPTION_CHOICE,       /* one of the row's names: its index, in an int-sized field */
+    DP_OPTION_CHOICE,       /* one of the row's names: its index, in an int-sized field (with a parser,
+                             * NAME:ARGUMENTS too) */
     DP_OPTION_ALIAS,        /* another option with a value: --tf32 is --precision tf32 */
     DP_OPTION_CUSTOM,       /* read by the row's own parser */
     DP_OPTION_STRATEGY,     /* names the strategy; composed once every option is read */
@@ -78,7 +79,7 @@ typedef struct dp_option_row {
     size_t field, size;  /* its field in dp_options (offsetof, sizeof); size 0: it has none of its own */
     const char *const *choices; /* CHOICE: the names, by the value each stores */
     int choice_count;
-    int (*parse)(const char *text, dp_options *o); /* CUSTOM */
+    int (*parse)(const char *text, dp_options *o); /* CUSTOM; CHOICE: reads NAME:ARGUMENTS after the name */
     struct {
         const char *option, *value;
     } alias;             /* ALIAS: the option and value it stands for */
@@ -130,7 +131,7 @@ extern const int dp_option_program_count;
 /* The program of subcommand name (NULL: training). */
 const dp_option_program *dp_option_program_named(const char *name);
 
-#define DP_OPTION_ROWS_MAX 96
+#define DP_OPTION_ROWS_MAX 112
 
 /* What one command line gave: per row (by index in dp_option_rows), the text given ("" for an
  * option that takes none), NULL where the option was not given. */

@@ -62,10 +62,18 @@ int dp_option_apply(const dp_option_row *r, const char *text, dp_options *o)
     case DP_OPTION_COUNT: return dp_option_count(r->name, text, field);
     case DP_OPTION_SEED: return dp_option_seed(r->name, text, field);
     case DP_OPTION_CHOICE:
-        /* Copied as an int's bytes: a choice field is an int or an enum of int's size. */
-        if (!(status = dp_option_choice(r->name, text, r->choices, r->choice_count, &choice)))
+        /* Copied as an int's bytes: a choice field is an int or an enum of int's size. A row with
+         * a parser takes NAME:ARGUMENTS too, the name a choice and the whole text its parser's. */
+        if (r->parse && strchr(text, ':')) {
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)strcspn(text, ":"), text);
+            status = dp_option_choice(r->name, name, r->choices, r->choice_count, &choice);
+        } else {
+            status = dp_option_choice(r->name, text, r->choices, r->choice_count, &choice);
+        }
+        if (!status)
             memcpy(field, &choice, sizeof choice);
-        return status;
+        return status || !r->parse ? status : r->parse(text, o);
     case DP_OPTION_ALIAS: return dp_option_apply(dp_option_find(r->alias.option), r->alias.value, o);
     case DP_OPTION_CUSTOM: return r->parse(text, o);
     default: return 0; /* the strategy's, composed after parsing; --help and --version, the parse loop's */
@@ -209,4 +217,11 @@ dp_optimizer_config dp_options_optimizer(const dp_options *o)
     return (dp_optimizer_config){.kind = o->optimizer, .momentum = o->momentum,
                                  .weight_decay = o->weight_decay, .beta1 = o->beta1, .beta2 = o->beta2,
                                  .eps = o->eps, .decay_all = o->decay_all};
+}
+
+dp_lr_plan dp_options_lr_plan(const dp_options *o, long total_steps)
+{
+    return (dp_lr_plan){.schedule = o->lr_schedule, .base = o->lr, .min = o->lr_min,
+                        .warmup_steps = o->warmup_steps, .warmup_start = o->warmup_start_factor,
+                        .step_every = o->lr_step_every, .step_gamma = o->lr_step_gamma, .total = total_steps};
 }

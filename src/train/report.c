@@ -43,8 +43,20 @@ static void report_master_address(void)
 static void describe_optimizer(const dp_options *o, const dp_optimizer *opt, char *text, size_t size)
 {
     char lr[24], momentum[24], decay[24], beta1[24], beta2[24], eps[24];
-    int used = snprintf(text, size, "%s lr %s (%s)", dp_optimizer_title(opt), dp_float_text(o->lr, lr),
-                        o->lr_schedule == DP_LR_COSINE ? "cosine to 0" : "constant");
+    char schedule[160], warmup[96] = "", lr_min[24], factor[24];
+    dp_float_text(o->lr_min, lr_min);
+    if (o->lr_schedule == DP_LR_COSINE || o->lr_schedule == DP_LR_LINEAR)
+        snprintf(schedule, sizeof schedule, "%s to %s", o->lr_schedule == DP_LR_COSINE ? "cosine" : "linear", lr_min);
+    else if (o->lr_schedule == DP_LR_STEP)
+        snprintf(schedule, sizeof schedule, "x %s every %ld steps", dp_float_text(o->lr_step_gamma, factor),
+                 o->lr_step_every);
+    else
+        snprintf(schedule, sizeof schedule, "constant");
+    if (o->warmup_steps)
+        snprintf(warmup, sizeof warmup, "warm-up over %ld steps from %s x, then ", o->warmup_steps,
+                 dp_float_text(o->warmup_start_factor, factor));
+    int used = snprintf(text, size, "%s lr %s (%s%s)", dp_optimizer_title(opt), dp_float_text(o->lr, lr), warmup,
+                        schedule);
     dp_float_text(o->weight_decay, decay);
     if (o->optimizer == DP_OPTIMIZER_SGD)
         snprintf(text + used, size - (size_t)used, " momentum %s weight decay %s",
@@ -125,7 +137,10 @@ void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *p
            o->batch, slice, o->batch % comm->size ? " or fewer" : "", o->accum, plan->step_batch,
            plan->steps_per_epoch, o->drop_last ? " (drop last)" : "", plan->total_steps);
     describe_optimizer(o, opt, text, sizeof text);
-    printf("optimizer: %s, seed %llu\n", text, (unsigned long long)o->seed);
+    printf("optimizer: %s, seed %llu", text, (unsigned long long)o->seed);
+    if (o->clip_grad_norm > 0.0f)
+        printf(", gradients clipped to L2 norm %s", dp_float_text(o->clip_grad_norm, text));
+    printf("\n");
     if (o->checkpoint_dir[0]) {
         dp_preempt_signal_names(o->preempt_signals, text, sizeof text);
         printf("checkpoints: %s, ", o->checkpoint_dir);
@@ -155,10 +170,18 @@ static void print_split(const dp_time_split *t, long steps)
 
 void dp_report_step(const dp_plan *plan, long step, long epoch, const dp_interval *iv)
 {
-    printf("step %6ld/%ld  epoch %ld  loss %.4f  %.0f samples/s  %.2f ms/step (", step, plan->total_steps,
-           epoch + 1, iv->loss_sum / iv->samples, iv->samples / iv->seconds, per_step_ms(iv->seconds, iv->steps));
+    char lr[24];
+    printf("step %6ld/%ld  epoch %ld  loss %.4f  lr %s", step, plan->total_steps, epoch + 1,
+           iv->loss_sum / iv->samples, dp_float_text(iv->lr, lr));
+    if (iv->has_norm) /* the last step's, before clipping; how many of the interval's were clipped */
+        printf("  grad norm %.4g (%ld of %ld clipped)", iv->grad_norm, iv->clipped, iv->steps);
+    printf("  %.0f samples/s  %.2f ms/step (", iv->samples / iv->seconds, per_step_ms(iv->seconds, iv->steps));
     print_split(&iv->split, iv->steps);
     printf(")");
+    if (iv->ranks) /* each rank's compute per step, waits for the others left out */
+        printf("  slowest rank %d %+.0f%% (ranks' compute %.2f/%.2f/%.2f ms/step min/median/max)", iv->slowest_rank,
+               iv->rank_ms_median > 0.0 ? 100.0 * (iv->rank_ms_max / iv->rank_ms_median - 1.0) : 0.0, iv->rank_ms_min,
+               iv->rank_ms_median, iv->rank_ms_max);
     if (iv->averagings)
         printf("  divergence %.3e (max over %ld averaging%s)", iv->divergence, iv->averagings,
                iv->averagings == 1 ? "" : "s");
@@ -184,6 +207,15 @@ void dp_report_epoch(const dp_plan *plan, long epoch, long epochs, const dp_inte
     fflush(stdout);
 }
 
+void dp_report_eval(const dp_plan *plan, long step, long epoch, const dp_train_result *eval)
+{
+    printf("eval   %6ld/%ld  epoch %ld  test loss %.4f", step, plan->total_steps, epoch + 1, eval->test_loss);
+    if (plan->loss == DP_LOSS_XENT)
+        printf(" acc %.2f%%", 100.0 * eval->test_accuracy);
+    printf("\n");
+    fflush(stdout);
+}
+
 void dp_report_summary(const dp_plan *plan, const dp_train_result *r)
 {
     if (r->steps == 0) {
@@ -198,6 +230,8 @@ void dp_report_summary(const dp_plan *plan, const dp_train_result *r)
     print_split(&r->split, r->steps);
     if (r->skipped_steps)
         printf("; %ld steps skipped for non-finite gradients", r->skipped_steps);
+    if (r->clipped_steps)
+        printf("; %ld steps' gradients clipped", r->clipped_steps);
     if (r->has_test) {
         printf("; final test loss %.4f", r->test_loss);
         if (plan->loss == DP_LOSS_XENT)

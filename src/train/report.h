@@ -25,6 +25,13 @@ typedef struct dp_interval {
     dp_time_split split;
     long steps;
     float lr;          /* the last step's learning rate */
+    int has_norm;      /* --clip-grad-norm: the steps' gradient norms were computed */
+    double grad_norm;  /* the last step's, before clipping */
+    long clipped;      /* steps whose gradient was scaled down */
+    double busy;       /* this rank's compute time (forward, backward, optimizer: no waits for others) */
+    int ranks;         /* after the reduction: the ranks compared (W > 1), their ms per step of busy */
+    double rank_ms_min, rank_ms_median, rank_ms_max;
+    int slowest_rank;
     long averagings;   /* local-sgd: the replicas' averagings in the interval */
     double divergence; /* and the largest divergence they found */
 } dp_interval;
@@ -36,6 +43,8 @@ void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *p
 const char *dp_float_text(float value, char text[24]);
 
 void dp_report_step(const dp_plan *plan, long step, long epoch, const dp_interval *iv);
+/* An evaluation between epochs' ends (--eval-every). */
+void dp_report_eval(const dp_plan *plan, long step, long epoch, const dp_train_result *eval);
 void dp_report_epoch(const dp_plan *plan, long epoch, long epochs, const dp_interval *train,
                      const dp_train_result *eval);
 void dp_report_summary(const dp_plan *plan, const dp_train_result *r);

@@ -32,7 +32,8 @@ enum state_field {
     FIELD_OPTIMIZER_STATE, FIELD_WORLD_SIZE, FIELD_ALLREDUCE, FIELD_HIER_INNER, FIELD_BATCH, FIELD_ACCUM, FIELD_LR,
     FIELD_LR_SCHEDULE, FIELD_TOTAL_STEPS, FIELD_MOMENTUM, FIELD_WEIGHT_DECAY, FIELD_BETAS, FIELD_EPS,
     FIELD_DECAY_ALL, FIELD_MODULE_OPTIONS, FIELD_STRATEGY, FIELD_ZERO, FIELD_AVERAGE_EVERY, FIELD_EXACT_SHARD, FIELD_GRAD_DTYPE, FIELD_COMPUTE, FIELD_STEP, FIELD_EPOCH, FIELD_RUN_ID, FIELD_FORMAT,
-    FIELD_VERSION, FIELD_SAMPLER, FIELD_COUNT
+    FIELD_VERSION, FIELD_SAMPLER, FIELD_LR_MIN, FIELD_WARMUP_STEPS, FIELD_WARMUP_START, FIELD_CLIP, FIELD_BEST_METRIC,
+    FIELD_BEST_VALUE, FIELD_BEST_STEP, FIELD_EVALS_SINCE_BEST, FIELD_BEST_STEPS, FIELD_COUNT
 };
 
 static const struct {
@@ -82,6 +83,17 @@ static const struct {
     [FIELD_FORMAT] = {"format", FIELD_RECORD},
     [FIELD_VERSION] = {"dptrain_version", FIELD_RECORD},
     [FIELD_SAMPLER] = {"sampler", FIELD_RECORD},
+    /* The schedule's further settings and clipping; a checkpoint written before them had none. */
+    [FIELD_LR_MIN] = {"lr_min", FIELD_OPTION, "0"},
+    [FIELD_WARMUP_STEPS] = {"warmup_steps", FIELD_OPTION, "0"},
+    [FIELD_WARMUP_START] = {"warmup_start_factor", FIELD_OPTION},
+    [FIELD_CLIP] = {"clip_grad_norm", FIELD_OPTION},
+    /* --keep-best's and --early-stop's judgement so far (best.c): the run goes on with it. */
+    [FIELD_BEST_METRIC] = {"best_metric", FIELD_RECORD},
+    [FIELD_BEST_VALUE] = {"best_value", FIELD_RECORD},
+    [FIELD_BEST_STEP] = {"best_step", FIELD_RECORD},
+    [FIELD_EVALS_SINCE_BEST] = {"evals_since_best", FIELD_RECORD},
+    [FIELD_BEST_STEPS] = {DP_CHECKPOINT_BEST_KEY, FIELD_RECORD},
 };
 
 /* Field i's role: its option's row's where it records an option (its key is the option's name
@@ -138,11 +150,26 @@ static void describe_run(const trainer *t, run_fields *f)
     snprintf(v[FIELD_BATCH], size, "%ld", o->batch);
     snprintf(v[FIELD_ACCUM], size, "%ld", o->accum);
     dp_float_text(o->lr, v[FIELD_LR]);
-    snprintf(v[FIELD_LR_SCHEDULE], size, "%s", o->lr_schedule == DP_LR_COSINE ? "cosine" : "constant");
-    if (o->lr_schedule == DP_LR_COSINE) /* the only schedule whose rates depend on the run's length */
+    static const char *const schedules[] = {[DP_LR_CONSTANT] = "constant", [DP_LR_COSINE] = "cosine",
+                                            [DP_LR_LINEAR] = "linear", [DP_LR_STEP] = "step"};
+    char gamma[24];
+    snprintf(v[FIELD_LR_SCHEDULE], size, "%s", schedules[o->lr_schedule]);
+    if (o->lr_schedule == DP_LR_STEP)
+        snprintf(v[FIELD_LR_SCHEDULE], size, "step:%ld,%s", o->lr_step_every, dp_float_text(o->lr_step_gamma, gamma));
+    /* The schedules whose rates depend on the run's length. */
+    if (o->lr_schedule == DP_LR_COSINE || o->lr_schedule == DP_LR_LINEAR)
         snprintf(v[FIELD_TOTAL_STEPS], size, "%ld", t->plan.total_steps);
     else
-        snprintf(v[FIELD_TOTAL_STEPS], size, "any (constant rate)");
+        snprintf(v[FIELD_TOTAL_STEPS], size, "any (%s rate)", o->lr_schedule == DP_LR_STEP ? "step" : "constant");
+    dp_float_text(o->lr_min, v[FIELD_LR_MIN]);
+    snprintf(v[FIELD_WARMUP_STEPS], size, "%ld", o->warmup_steps);
+    v[FIELD_WARMUP_START][0] = v[FIELD_CLIP][0] = '\0';
+    if (o->warmup_steps)
+        dp_float_text(o->warmup_start_factor, v[FIELD_WARMUP_START]);
+    if (o->clip_grad_norm > 0.0f)
+        dp_float_text(o->clip_grad_norm, v[FIELD_CLIP]);
+    dp_best_record(&t->best, v[FIELD_BEST_METRIC], v[FIELD_BEST_VALUE], v[FIELD_BEST_STEP], v[FIELD_EVALS_SINCE_BEST],
+                   v[FIELD_BEST_STEPS], size);
     dp_float_text(o->momentum, v[FIELD_MOMENTUM]);
     dp_float_text(o->weight_decay, v[FIELD_WEIGHT_DECAY]);
     char beta1[24], beta2[24];
@@ -434,10 +461,15 @@ static int load_checkpoint(trainer *t, const char *spec, resume_point *at)
         t->run_id[DP_CHECKPOINT_RUN_ID_LEN] = '\0';
         memcpy(at->run_id, t->run_id, sizeof at->run_id);
     }
+    char best_note[160] = "";
+    if (!status)
+        status = dp_best_restore(&t->best, at->path, meta[FIELD_BEST_METRIC].value, meta[FIELD_BEST_VALUE].value,
+                                 meta[FIELD_BEST_STEP].value, meta[FIELD_EVALS_SINCE_BEST].value,
+                                 meta[FIELD_BEST_STEPS].value, best_note, sizeof best_note);
     if (!status && !t->o->quiet)
-        printf("resume: %s at step %ld%s: %s%s\n", at->path, at->step, at->shards ? " (sharded)" : "",
+        printf("resume: %s at step %ld%s: %s%s%s\n", at->path, at->step, at->shards ? " (sharded)" : "",
                changed[0] ? "continuing, but not bit-exactly, because these settings changed: " : "continuing bit-exactly",
-               changed);
+               changed, best_note);
     free(meta);
     free(mine);
     free(refs);
@@ -480,6 +512,8 @@ static int resume(trainer *t, const char *spec)
     int status = t->comm->rank == 0 ? load_checkpoint(t, spec, &at) : 0;
     if (!status)
         status = dp_comm_broadcast(t->comm, &at, sizeof at, 0);
+    if (!status) /* every rank judges the evaluations alike from rank 0's reading */
+        status = dp_comm_broadcast(t->comm, &t->best, sizeof t->best, 0);
     if (!status && !at.shards && params_sharded(t))
         status = share_own_parts(t, at.path);
     else if (!status && !at.shards && !(status = share_state(t, DP_STATE_PARAMETERS, dp_engine_state_count(t->engine))))

@@ -8,9 +8,11 @@
 #include "src/train/preempt.h"
 #include "src/train/trainer.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Rows one rank feeds forward at once when evaluating, however small the training slice. */
 #define EVAL_ROWS 256
@@ -42,6 +44,10 @@ static int plan_training(trainer *t)
     int status = dp_plan_total_steps(o, plan->steps_per_epoch, &plan->total_steps);
     if (status)
         return status;
+    if (o->warmup_steps && o->warmup_steps >= plan->total_steps)
+        return dp_fail(DP_EINVAL, "--warmup-steps %ld: the run has %ld steps, so the warm-up would never end: give "
+                       "fewer, or more --steps or --epochs", o->warmup_steps, plan->total_steps);
+    t->lr = dp_options_lr_plan(o, plan->total_steps);
     plan->loss = dp_train_loss_for(o, t->train);
     size_t slice_rows = dp_strategy_group_rows(&o->strategy, (size_t)o->batch, plan->step_batch, t->comm->size);
     t->max_rows = (int)(slice_rows > EVAL_ROWS ? slice_rows : EVAL_ROWS);
@@ -70,6 +76,7 @@ static dp_engine_config engine_config(const trainer *t)
         .progress_us = o->progress_us >= 0 ? o->progress_us : t->comm->local_size < t->comm->size ? AUTO_PROGRESS_US : 0,
         .micro_batch = (size_t)o->batch, .seed = o->seed, .skip_nonfinite = o->skip_nonfinite,
         .accum = o->accum, .total_steps = t->plan.total_steps, .graph = o->cuda_graph, .traced = o->trace_path[0] != 0,
+        .clip_grad_norm = o->clip_grad_norm,
     };
 }
 
@@ -93,6 +100,9 @@ static int allocate_buffers(trainer *t)
     }
     if (!status)
         status = dp_trainer_allocate_host_copies(t);
+    if (!status)
+        status = (t->interval_sums = dp_calloc(3 + (size_t)t->comm->size, sizeof(double), "the interval's sums")) ? 0
+                                                                                                                : DP_ENOMEM;
     return status ? status : dp_trainer_open_timeline(t);
 }
 
@@ -105,18 +115,39 @@ static void free_buffers(trainer *t)
     for (size_t i = 0; i < sizeof h->state / sizeof *h->state; i++)
         free(h->state[i]);
     free(h->rank_hashes);
+    free(t->interval_sums);
     dp_batches_close(&t->batches);
     if (t->engine && dp_engine_backend(t->engine))
         dp_engine_backend(t->engine)->free(dp_engine_backend(t->engine), t->eval_totals);
     dp_sampler_free(&t->sampler);
 }
 
+/* --debug-straggle: the rank sleeps while reading its step's first rows, as a slow reader would. */
+typedef struct straggling_rows {
+    dp_row_source rows;
+    long ms;
+    int slept;
+} straggling_rows;
+
+static int gather_slowly(void *arg, size_t begin, size_t end, int slot, dp_rows *rows)
+{
+    straggling_rows *s = arg;
+    if (!s->slept) {
+        s->slept = 1;
+        nanosleep(&(struct timespec){.tv_sec = s->ms / 1000, .tv_nsec = s->ms % 1000 * 1000000L}, NULL);
+    }
+    return s->rows.gather(s->rows.arg, begin, end, slot, rows);
+}
+
 /* One optimizer step of the engine (and an averaging when due), timed on the device when tracing there. */
 static int train_step(trainer *t, long step_in_epoch, dp_step_stats *stats)
 {
     dp_range step = dp_sampler_step_range(t->train->count, t->plan.step_batch, step_in_epoch);
-    float lr = dp_lr_at(t->o->lr_schedule, t->o->lr, dp_engine_steps_done(t->engine), t->plan.total_steps);
+    float lr = dp_lr_at(&t->lr, dp_engine_steps_done(t->engine));
     dp_row_source rows = dp_batches_source(&t->batches);
+    straggling_rows slow = {.rows = rows, .ms = t->o->straggle_ms};
+    if (t->o->straggle_rank == t->comm->rank)
+        rows = (dp_row_source){.gather = gather_slowly, .arg = &slow};
     dp_trainer_timeline_step_begin(t);
     int status = dp_engine_step(t->engine, step, &rows, lr, stats);
     if (!status && stats->averaged)
@@ -156,14 +187,46 @@ static int evaluate(trainer *t, dp_train_result *result)
     return 0;
 }
 
-/* Sums an interval's loss, sample and correct counts over ranks (rank 0's timings stay). */
-static int reduce_interval(trainer *t, dp_interval *iv)
+static int by_value(const void *a, const void *b)
 {
-    double sums[3] = {iv->loss_sum, iv->samples, iv->correct};
-    int status = dp_comm_sum_doubles(t->comm, sums, 3);
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The ranks' compute per step over the interval, from every rank's busy time (sums[3 + r]). */
+static void compare_ranks(trainer *t, dp_interval *iv)
+{
+    int world = t->comm->size;
+    double *times = t->interval_sums + 3;
+    iv->slowest_rank = 0;
+    for (int r = 1; r < world; r++)
+        if (times[r] > times[iv->slowest_rank])
+            iv->slowest_rank = r;
+    double steps = iv->steps ? (double)iv->steps : 1.0;
+    iv->rank_ms_max = 1e3 * times[iv->slowest_rank] / steps;
+    qsort(times, (size_t)world, sizeof *times, by_value); /* the slowest is known: the order may go */
+    iv->rank_ms_min = 1e3 * times[0] / steps;
+    iv->rank_ms_median = 1e3 * (world % 2 ? times[world / 2] : 0.5 * (times[world / 2 - 1] + times[world / 2])) / steps;
+    iv->ranks = world;
+}
+
+/* Sums an interval's loss, sample and correct counts over ranks (rank 0's timings stay); with
+ * ranks, every rank's busy time too, each at its own index of the same one all-reduce. */
+static int reduce_interval(trainer *t, dp_interval *iv, int ranks)
+{
+    int world = ranks && t->comm->size > 1 ? t->comm->size : 0;
+    double *sums = t->interval_sums;
+    sums[0] = iv->loss_sum;
+    sums[1] = iv->samples;
+    sums[2] = iv->correct;
+    for (int r = 0; r < world; r++) /* zeros elsewhere: the sum is every rank's time, exactly */
+        sums[3 + r] = r == t->comm->rank ? iv->busy : 0.0;
+    int status = dp_comm_sum_doubles(t->comm, sums, 3 + world);
     iv->loss_sum = sums[0];
     iv->samples = sums[1];
     iv->correct = sums[2];
+    if (!status && world)
+        compare_ranks(t, iv);
     return status;
 }
 
@@ -172,6 +235,7 @@ static void add_step(dp_interval *iv, const dp_step_stats *s)
 {
     iv->samples += s->samples;
     iv->seconds += s->seconds;
+    iv->busy += s->split.forward + s->split.backward + s->split.optimizer;
     iv->split.forward += s->split.forward;
     iv->split.backward += s->split.backward;
     iv->split.exposed += s->split.exposed;
@@ -185,6 +249,11 @@ static void add_step(dp_interval *iv, const dp_step_stats *s)
     iv->split.device_steps += s->split.device_steps;
     iv->steps++;
     iv->lr = s->lr;
+    if (s->has_norm) {
+        iv->has_norm = 1;
+        iv->grad_norm = s->grad_norm;
+        iv->clipped += s->clipped;
+    }
     if (s->averaged && (!iv->averagings++ || s->divergence > iv->divergence))
         iv->divergence = s->divergence;
 }
@@ -200,9 +269,21 @@ static void collect_losses(trainer *t, dp_interval *log_iv, dp_interval *epoch_i
     epoch_iv->correct += correct;
 }
 
-static int finish_epoch(trainer *t, long epoch, dp_interval *epoch_iv, dp_train_result *result)
+/* After an evaluation at steps_done: the metrics, then --keep-best's and --early-stop's judgement;
+ * *keep: a checkpoint of this step must be written (it enters the best). */
+static int judge_evaluation(trainer *t, long epoch, const dp_train_result *eval, int *keep)
 {
-    int status = reduce_interval(t, epoch_iv);
+    long steps_done = dp_engine_steps_done(t->engine);
+    int status = dp_trainer_metrics_eval(t, steps_done, epoch, eval);
+    /* Local SGD's replicas are one model only at an averaging: only there is a checkpoint whole. */
+    int can_keep = t->o->checkpoint_dir[0] && dp_strategy_replicas_agree(dp_engine_strategy(t->engine), steps_done);
+    *keep = dp_best_judge(&t->best, t->o, steps_done, eval->test_loss, eval->test_accuracy, can_keep);
+    return status;
+}
+
+static int finish_epoch(trainer *t, long epoch, dp_interval *epoch_iv, dp_train_result *result, int *keep)
+{
+    int status = reduce_interval(t, epoch_iv, 0);
     if (status)
         return status;
     result->train_loss = epoch_iv->loss_sum / epoch_iv->samples;
@@ -210,13 +291,24 @@ static int finish_epoch(trainer *t, long epoch, dp_interval *epoch_iv, dp_train_
         return status;
     if (t->comm->rank == 0 && !t->o->quiet)
         dp_report_epoch(&t->plan, epoch, t->o->steps > 0 ? 0 : t->o->epochs, epoch_iv, result);
+    if (t->test)
+        status = judge_evaluation(t, epoch, result, keep);
     memset(epoch_iv, 0, sizeof *epoch_iv);
-    return 0;
+    return status;
+}
+
+/* --eval-every between epochs' ends. */
+static int evaluate_between(trainer *t, long epoch, dp_train_result *result, int *keep)
+{
+    int status = evaluate(t, result);
+    if (!status && t->comm->rank == 0 && !t->o->quiet)
+        dp_report_eval(&t->plan, dp_engine_steps_done(t->engine), epoch, result);
+    return status ? status : judge_evaluation(t, epoch, result, keep);
 }
 
 static int log_progress(trainer *t, long step, long epoch, dp_interval *log_iv)
 {
-    int status = reduce_interval(t, log_iv);
+    int status = reduce_interval(t, log_iv, 1);
     if (!status && t->comm->rank == 0 && !t->o->quiet)
         dp_report_step(&t->plan, step, epoch, log_iv);
     if (!status)
@@ -230,8 +322,7 @@ static int due(long steps_done, long every)
     return every > 0 && steps_done % every == 0;
 }
 
-/* After an update: the testing corruption, the replica check, the agreement on preemption,
- * the checkpoint (at the end, every --checkpoint-every steps, and when preempted). */
+/* After an update: the testing corruption, the replica check, the agreement on preemption. */
 static int after_step(trainer *t, int *preempted)
 {
     const dp_options *o = t->o;
@@ -244,7 +335,17 @@ static int after_step(trainer *t, int *preempted)
         status = dp_preempt_poll(&t->preempt, preempted);
     /* A finished run needs no requeue; local SGD stops at its next averaging, with one model. */
     *preempted = *preempted && !last && dp_strategy_replicas_agree(dp_engine_strategy(t->engine), steps_done);
-    if (!status && o->checkpoint_dir[0] && (last || *preempted || due(steps_done, o->checkpoint_every)))
+    return status;
+}
+
+/* The checkpoint, once the step's evaluation is judged (at the end, every --checkpoint-every
+ * steps, when preempted or stopping early, and where an evaluation enters --keep-best's). */
+static int checkpoint_if_due(trainer *t, int stopping, int keep)
+{
+    long steps_done = dp_engine_steps_done(t->engine);
+    int status = 0;
+    if (t->o->checkpoint_dir[0] &&
+        (steps_done == t->plan.total_steps || stopping || keep || due(steps_done, t->o->checkpoint_every)))
         status = dp_trainer_checkpoint(t);
     dp_strategy_take_times(dp_engine_strategy(t->engine)); /* the checks' and checkpoints' gathers are not a step's */
     return status;
@@ -254,14 +355,16 @@ static int run_steps(trainer *t, dp_train_result *result)
 {
     dp_interval log_iv = {0}, epoch_iv = {0}, total = {0};
     /* --quiet silences the step lines, not --metrics (every rank sees both options alike). */
-    long log_every = t->o->quiet && !t->o->metrics_path[0] ? 0 : t->o->log_every;
+    long log_every = t->o->quiet && !t->o->metrics_path[0] && !t->o->csv_path[0] && !t->o->tensorboard_dir[0]
+                         ? 0
+                         : t->o->log_every;
     for (long step = t->start_step; step < t->plan.total_steps; step++) {
         long epoch = step / t->plan.steps_per_epoch, in_epoch = step % t->plan.steps_per_epoch;
         if (t->sampler.epoch != epoch)
             dp_sampler_set_epoch(&t->sampler, epoch);
         dp_watchdog_set_step(&t->watchdog, step + 1);
         dp_step_stats stats;
-        int preempted = 0;
+        int preempted = 0, keep = 0;
         int status = train_step(t, in_epoch, &stats);
         if (!status)
             status = after_step(t, &preempted);
@@ -275,12 +378,23 @@ static int run_steps(trainer *t, dp_train_result *result)
         if (!status && log_due)
             status = log_progress(t, step + 1, epoch, &log_iv);
         if (!status && epoch_ends)
-            status = finish_epoch(t, epoch, &epoch_iv, result);
+            status = finish_epoch(t, epoch, &epoch_iv, result, &keep);
+        else if (!status && t->test && due(step + 1, t->o->eval_every))
+            status = evaluate_between(t, epoch, result, &keep);
+        /* Local SGD stops early only where its replicas are one model again, as when preempted. */
+        int stopping = !status && step + 1 < t->plan.total_steps && dp_best_stops(&t->best, t->o) &&
+                       dp_strategy_replicas_agree(dp_engine_strategy(t->engine), step + 1);
+        if (!status)
+            status = checkpoint_if_due(t, preempted || stopping, keep);
         if (status)
             return status;
         if (preempted) {
             result->preempted_signal = t->preempt.agreed;
             result->preempted_step = dp_engine_steps_done(t->engine);
+            break;
+        }
+        if (stopping) {
+            result->stopped_early = step + 1;
             break;
         }
     }
@@ -289,6 +403,7 @@ static int run_steps(trainer *t, dp_train_result *result)
         return status;
     result->steps = dp_engine_steps_done(t->engine) - t->start_step;
     result->skipped_steps = dp_engine_skipped_steps(t->engine);
+    result->clipped_steps = total.clipped;
     result->wall_seconds = total.seconds;
     result->split = total.split;
     status = dp_comm_sum_doubles(t->comm, &total.samples, 1);
@@ -325,8 +440,12 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
         status = dp_train_check_data(o, test, "test", inputs);
     if (!status && test)
         status = dp_train_check_image_shapes(o, train, test);
+    if (!status && !test && (o->eval_every || o->keep_best || o->early_stop))
+        status = dp_fail(DP_EINVAL, "--%s needs a test set to evaluate: --test-data, or a --data with a test split",
+                         o->eval_every ? "eval-every" : o->keep_best ? "keep-best" : "early-stop");
     if (!status)
         status = dp_trainer_check_outputs(&t);
+    dp_best_start(&t.best, o);
     if (!status)
         status = plan_training(&t);
     if (!status) {
@@ -344,6 +463,8 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
     if (!status)
         status = dp_trainer_start_state(&t);
     if (!status)
+        status = dp_trainer_open_outputs(&t);
+    if (!status)
         status = run_steps(&t, result);
     if (!status)
         status = dp_trainer_write_timeline(&t);
@@ -356,6 +477,10 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
         dp_report_summary(&t.plan, result);
     if (!status && comm->rank == 0 && result->preempted_signal)
         dp_report_preempted(o, &t.plan, result, dp_preempt_signal_name(result->preempted_signal));
+    if (!status && comm->rank == 0 && result->stopped_early)
+        printf("early stop: %ld evaluations without a better %s than %.6g (step %ld); stopped after step %ld of %ld%s%s\n",
+               t.best.since, dp_best_metric_name(t.best.metric), t.best.value, t.best.step, result->stopped_early,
+               t.plan.total_steps, o->checkpoint_dir[0] ? ", checkpointed in " : "", o->checkpoint_dir);
     if (!status)
         status = dp_trainer_close_metrics(&t, result);
     if (status)

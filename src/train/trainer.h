@@ -17,6 +17,7 @@
 #include "src/train/preempt.h"
 #include "src/train/report.h"
 #include "src/train/staging.h"
+#include "src/train/tensorboard.h"
 #include "src/train/trace.h"
 
 /* batches.c: one micro-batch's rows read through the datasets' readers into backend memory
@@ -77,16 +78,35 @@ typedef struct dp_host_state {
     uint64_t *rank_hashes;         /* one per rank, for --check-replicas */
 } dp_host_state;
 
+/* --keep-best and --early-stop (best.c): the K best evaluations, best first, and the best so far. */
+#define DP_BEST_MAX 20
+typedef struct dp_best {
+    int tracking;                  /* --keep-best or --early-stop */
+    int metric;                    /* dp_best_metric */
+    int have;                      /* an evaluation has been judged */
+    double value;                  /* the best so far, of evaluation step `step` */
+    long step;
+    long since;                    /* evaluations since it */
+    int count;                     /* the kept best checkpoints' steps and values */
+    long steps[DP_BEST_MAX];
+    double values[DP_BEST_MAX];
+} dp_best;
+
 /* A training run: the engine that steps, and the pieces around it, each owning its state. */
 typedef struct trainer {
     const dp_options *o;
     dp_comm *comm;
     const dp_dataset *train, *test;
     dp_plan plan;
+    dp_lr_plan lr;                 /* the learning rate as a function of the global step */
     dp_engine *engine;             /* backend, model, optimizer, strategy, the step */
     dp_batches batches;
     dp_timeline timeline;
     FILE *metrics;                 /* rank 0: --metrics, written as training goes */
+    FILE *csv;                     /* rank 0: --csv */
+    dp_tensorboard tensorboard;    /* rank 0: --tensorboard */
+    double *interval_sums;         /* 3 + W doubles: an interval's sums, every rank's busy time at its index */
+    dp_best best;                  /* --keep-best, --early-stop */
     dp_sampler sampler;
     dp_watchdog watchdog;
     dp_preempt preempt;            /* --preempt-signal: the handlers and the ranks' agreement */
@@ -112,8 +132,12 @@ void dp_trainer_timeline_step_end(trainer *t);
 int dp_trainer_write_timeline(trainer *t);  /* collective */
 void dp_trainer_close_timeline(trainer *t);
 
-/* metrics.c: --metrics lines on rank 0; closing with result writes the summary line. */
+/* metrics.c: --metrics lines, --csv rows and --tensorboard events on rank 0; closing with result
+ * writes the summary line. */
+int dp_trainer_open_outputs(trainer *t);   /* --tensorboard's file (at start-up: its directory is an output) */
 int dp_trainer_metrics_line(trainer *t, long step, long epoch, const dp_interval *iv);
+/* An evaluation's test loss and accuracy (every evaluation: epochs' ends and --eval-every). */
+int dp_trainer_metrics_eval(trainer *t, long step, long epoch, const dp_train_result *eval);
 /* local-sgd: one line per averaging, {"average":{"step":S,"divergence":D}}. */
 int dp_trainer_metrics_average(trainer *t, long step, double divergence);
 int dp_trainer_close_metrics(trainer *t, const dp_train_result *result);
@@ -223,6 +247,20 @@ int dp_trainer_claim_checkpoint_dir(trainer *t);
 /* usage.c: what the run used, for the summary: bytes sent per rank (the mean over ranks) and
  * the largest peak of backend memory (collective). */
 int dp_trainer_usage(trainer *t, dp_train_result *result);
+
+/* best.c: --keep-best and --early-stop. */
+void dp_best_start(dp_best *b, const dp_options *o);
+const char *dp_best_metric_name(int metric);
+/* Judges an evaluation at step; returns 1 when it enters the kept best (a checkpoint of the step
+ * must be written), which only happens where can_keep. */
+int dp_best_judge(dp_best *b, const dp_options *o, long step, double test_loss, double test_accuracy, int can_keep);
+/* Whether --early-stop's patience has run out. */
+int dp_best_stops(const dp_best *b, const dp_options *o);
+/* The state as checkpoint metadata values ("" where untracked), each of size bytes. */
+void dp_best_record(const dp_best *b, char *metric, char *value, char *step, char *since, char *kept, size_t size);
+/* The state read back from those values (a different metric: afresh, with note saying so). */
+int dp_best_restore(dp_best *b, const char *path, const char *metric, const char *value, const char *step,
+                    const char *since, const char *kept, char *note, size_t size);
 
 /* checks.c: replicas that drifted apart stop the job. */
 int dp_trainer_check_replicas(trainer *t);
