@@ -229,6 +229,40 @@ START_TEST(schedules_match_pytorchs_at_every_step)
 }
 END_TEST
 
+/* --clip-grad-norm's arithmetic against torch.nn.utils.clip_grad_norm_ on three tensors' gradients
+ * (tests/controls_reference.h, max_norm 1.5): the norm of the averaged gradient (here 8 x the
+ * gradient summed, scaled by 1/8 as the update scales it) from the backend's sum of squares, and
+ * the update with the gradient scaled by max / (norm + 1e-6) (src/engine/update.c): SGD at lr 1
+ * from zeros leaves minus the clipped gradient. Both within 1e-6 relative of PyTorch's. */
+START_TEST(clipping_matches_pytorchs_clip_grad_norm)
+{
+    enum { N = sizeof clip_grads / sizeof *clip_grads };
+    int64_t shape[1] = {N};
+    dp_param_table t = {0};
+    ck_assert_int_eq(dp_params_add(&t, "layers.0.weight", 1, shape, DP_DTYPE_F32, 0, 0), 0);
+    float summed[N], params[N] = {0};
+    for (int i = 0; i < N; i++)
+        summed[i] = 8.0f * clip_grads[i];
+    const dp_backend *be = dp_backend_cpu();
+    double squares = 0.0;
+    be->sum_squares(be, summed, N, 0.125f, &squares);
+    double norm = sqrt(squares), coef = (double)CLIP_MAX_NORM / (norm + 1e-6);
+    ck_assert_msg(fabs(norm - clip_norm) <= 1e-6 * clip_norm, "norm %.9g, PyTorch %.9g", norm, clip_norm);
+    ck_assert(coef < 1.0);
+    dp_optimizer opt;
+    dp_optimizer_config config = sgd(0.0f, 0.0f);
+    ck_assert_int_eq(dp_optimizer_init(&opt, be, &config, &t, 0, N), 0);
+    double nonfinite = 0.0;
+    dp_optimizer_prepare(&opt, 0.125f, (float)(0.125 * coef), 1.0f);
+    dp_optimizer_step(&opt, params, summed, 1, &nonfinite);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(fabsf(-params[i] - clip_clipped[i]) <= 1e-6f * fabsf(clip_clipped[i]), "element %d: %.9g, PyTorch %.9g",
+                      i, (double)-params[i], (double)clip_clipped[i]);
+    dp_optimizer_free(&opt);
+    dp_params_free(&t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("optim");
@@ -242,6 +276,7 @@ int main(void)
     tcase_add_test(tc, an_optimizer_over_a_range_updates_only_that_range);
     tcase_add_test(tc, cosine_schedule_anneals_from_base_to_zero);
     tcase_add_test(tc, schedules_match_pytorchs_at_every_step);
+    tcase_add_test(tc, clipping_matches_pytorchs_clip_grad_norm);
     suite_add_tcase(s, tc);
     return dp_test_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }
