@@ -5,7 +5,9 @@
 # srun and mpirun, on one node and across two), the bench must count no wrong result, and bad
 # input must fail fast with the reason in the job's output file; a job signalled mid-run is
 # requeued, resumes and finishes with bitwise the parameters of an uninterrupted one (srun and
-# mpirun). Every daemon and namespace it started is stopped on exit, also on failure. Needs
+# mpirun); a job whose rank is killed after its first checkpoint is requeued once and finishes
+# bitwise the same, or with --max-restarts 0 gives up. Every daemon and namespace it started is
+# stopped on exit, also on failure. Needs
 # root (the daemons run as root).
 . "${srcdir:-.}/tests/multihost/common.sh"
 . "$srcdir/tests/slurm/cluster.sh"
@@ -146,12 +148,20 @@ expect_requeued_resume "preempted job, srun" one "$work/one/jobs/reference.safet
     --ntasks=2 "$srcdir/slurm/train.sbatch" "${train_options[@]}"
 DP_LAUNCHER=mpirun expect_requeued_resume "preempted job, DP_LAUNCHER=mpirun" one \
     "$work/one/jobs/reference.safetensors" --ntasks=2 "$srcdir/slurm/train.sbatch" "${train_options[@]}"
+expect_crash_restart "crashed job (a rank killed), srun" one "$work/one/jobs/reference.safetensors" 2 \
+    --ntasks=2 "$srcdir/slurm/train.sbatch" "${train_options[@]}"
+expect_crash_restart "crashed job, --max-restarts 0: gives up" one "$work/one/jobs/reference.safetensors" 0 \
+    --ntasks=2 "$srcdir/slurm/train.sbatch" "${train_options[@]}"
 submit one 600 --ntasks=2 "$srcdir/slurm/bench.sbatch"
 expect_bench "bench.sbatch (-b 8 -e 64M -f 2 -a all)" one
 expect_job_failure "missing dp_worker binary" one 30 "no dp_worker binary at '$work/nowhere/dp_worker'" \
     --ntasks=2 --export=ALL,DP_WORKER="$work/nowhere/dp_worker" "$srcdir/slurm/train.sbatch"
 expect_job_failure "wrong data path" one 30 "'$work/no-such-data': no such data directory" \
     --ntasks=2 "$srcdir/slurm/train.sbatch" --data "$work/no-such-data"
+expect_job_failure "a failure before the first checkpoint is not requeued" one 30 "before its first checkpoint: not requeued" \
+    --ntasks=2 "$srcdir/slurm/train.sbatch" --data "$work/no-such-data"
+expect_job_failure "a bad --max-restarts" one 30 "--max-restarts 'x': must be a whole number" \
+    --ntasks=2 "$srcdir/slurm/train.sbatch" --max-restarts x
 expect_job_failure "unknown launcher" one 30 "DP_LAUNCHER='ssh'" \
     --ntasks=2 --export=ALL,DP_LAUNCHER=ssh "$srcdir/slurm/train.sbatch"
 # What dp_worker's check catches: the allocation's WORLD_SIZE, but one rank started.
