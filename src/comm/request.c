@@ -8,6 +8,7 @@
 
 #include "dp/error.h"
 #include "dp/memory.h"
+#include "dp/nvtx.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,6 +105,9 @@ static int take_slot(dp_comm *c, dp_request **slot)
 static void give_back(dp_request *q)
 {
     struct dp_request_pool *pool = q->comm->pool;
+    if (q->nvtx_range) /* a request the device completed (joined) */
+        dp_nvtx_end(q->nvtx_range);
+    q->nvtx_range = 0;
     q->in_use = 0;
     pool->idle[pool->idle_count++] = q;
 }
@@ -203,6 +207,10 @@ static int settle(dp_request *q, int status)
         q->status = status;
         q->complete = 1;
     }
+    if (q->complete && q->nvtx_range) {
+        dp_nvtx_end(q->nvtx_range);
+        q->nvtx_range = 0;
+    }
     if (q->complete && q->narrowed) {
         q->element->widen(q->buf, q->count);
         q->narrowed = 0;
@@ -281,6 +289,7 @@ static int start_locked(dp_comm *c, const dp_request_args *a, const struct dp_al
     if (status)
         return status;
     fill(q, a, algorithm, blocking, tag);
+    q->nvtx_range = part ? 0 : dp_nvtx_start(kind_names[a->kind], q->label);
     c->traffic.requests[a->kind]++;
     /* An algorithm counts its scratch in elements of up to a float's size: wider ones need more. */
     size_t floats_per_element = (q->element->size + sizeof(float) - 1) / sizeof(float);

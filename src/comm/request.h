@@ -102,6 +102,7 @@ struct dp_request {
     int tag;                   /* from the start sequence: unique among requests in flight */
     int blocking;              /* started by dp_comm_run: mpi may use MPI's blocking collective */
     int in_use, complete, status;
+    uint64_t nvtx_range;       /* its range on Nsight Systems' timeline from start to completion (0: none) */
     char label[DP_LABEL_MAX];
     dp_watch watch;
     int watched;

@@ -10,14 +10,21 @@
  *
  * Communication is driven from the hooks alone (the strategy progresses its requests in
  * before and grad_ready); the observer only watches. */
+#include "config.h"
+
 #include "src/engine/parts.h"
 
 #include "dp/error.h"
+#include "dp/nvtx.h"
 
 #include <string.h>
 
 static void observe_pass(const dp_engine *e, int module, int backward, int begin)
 {
+    if (begin) /* Nsight Systems' ranges, in the CUDA build */
+        dp_nvtx_push(backward ? "backward module" : "forward module", module);
+    else
+        dp_nvtx_pop();
     if (e->observer.pass)
         e->observer.pass(e->observer.arg, module, backward, begin);
 }

@@ -1,9 +1,12 @@
 /* The update: the reduced gradient scaled to a mean, checked for non-finite values, and the
  * optimizer over this rank's range, in one fused pass (or a counting pass first with
  * --on-nan skip). */
+#include "config.h"
+
 #include "src/engine/parts.h"
 
 #include "dp/error.h"
+#include "dp/nvtx.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -135,7 +138,18 @@ int dp_engine_clip(dp_engine *e)
     return status;
 }
 
+static int update(dp_engine *e, float lr);
+
+/* The update as one range on Nsight Systems' timeline (the CUDA build). */
 int dp_engine_update(dp_engine *e, float lr)
+{
+    dp_nvtx_push("update", -1);
+    int status = update(e, lr);
+    dp_nvtx_pop();
+    return status;
+}
+
+static int update(dp_engine *e, float lr)
 {
     int status = e->clip_grad_norm > 0.0f ? dp_engine_clip(e) : 0;
     if (status)
