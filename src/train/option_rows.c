@@ -32,20 +32,27 @@ static int parse_betas(const char *text, dp_options *o)
     return 0;
 }
 
+/* "RANK:N" (RANK >= 0, N from 1 to max) into *rank and *value, or "off" (*rank -1); the message
+ * names the option, N's name and its range. */
+static int parse_rank_and(const char *option, const char *text, const char *name, long max, const char *range,
+                          int *rank, long *value)
+{
+    int consumed = 0;
+    if (strcmp(text, "off") == 0) {
+        *rank = -1;
+        return 0;
+    }
+    if (sscanf(text, "%d:%ld%n", rank, value, &consumed) != 2 || text[consumed] || *rank < 0 || *value < 1 ||
+        *value > max)
+        return dp_fail(DP_EINVAL, "--%s '%s': must be RANK:%s with RANK >= 0 and %s %s, or off", option, text, name, name,
+                       range);
+    return 0;
+}
+
 /* "RANK:STEP", or off. */
 static int parse_corruption(const char *text, dp_options *o)
 {
-    int rank, consumed = 0;
-    long step;
-    if (strcmp(text, "off") == 0) {
-        o->corrupt_rank = -1;
-        return 0;
-    }
-    if (sscanf(text, "%d:%ld%n", &rank, &step, &consumed) != 2 || text[consumed] || rank < 0 || step < 1)
-        return dp_fail(DP_EINVAL, "--debug-corrupt '%s': must be RANK:STEP with RANK >= 0 and STEP >= 1, or off", text);
-    o->corrupt_rank = rank;
-    o->corrupt_step = step;
-    return 0;
+    return parse_rank_and("debug-corrupt", text, "STEP", LONG_MAX, ">= 1", &o->corrupt_rank, &o->corrupt_step);
 }
 
 /* --lr-schedule's arguments: step:EVERY,GAMMA (EVERY >= 1, GAMMA in (0, 1]); the others take none. */
@@ -85,18 +92,7 @@ static int parse_warmup_start(const char *text, dp_options *o)
 /* "RANK:MS", or off. */
 static int parse_straggle(const char *text, dp_options *o)
 {
-    int rank, consumed = 0;
-    long ms;
-    if (strcmp(text, "off") == 0) {
-        o->straggle_rank = -1;
-        return 0;
-    }
-    if (sscanf(text, "%d:%ld%n", &rank, &ms, &consumed) != 2 || text[consumed] || rank < 0 || ms < 1 || ms > 60000)
-        return dp_fail(DP_EINVAL, "--debug-straggle '%s': must be RANK:MS with RANK >= 0 and MS from 1 to 60000, or off",
-                       text);
-    o->straggle_rank = rank;
-    o->straggle_ms = ms;
-    return 0;
+    return parse_rank_and("debug-straggle", text, "MS", 60000, "from 1 to 60000", &o->straggle_rank, &o->straggle_ms);
 }
 
 static int parse_signals(const char *text, dp_options *o)

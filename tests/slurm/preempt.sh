@@ -25,8 +25,21 @@ expect_requeued_resume() {
     slurm_wait_job "$cluster" "$id" 300
     state=$(slurm_job_field "$cluster" "$id" JobState)
     restarts=$(slurm_job_field "$cluster" "$id" Restarts)
-    for phrase in "SIGUSR1 received: passing SIGUSR1 to the ranks" "preempted: SIGUSR1 reached a rank" \
-        "requeueing job $id" "restart 1, checkpoints in dptrain-$id.ckpt" "continuing bit-exactly" "summary:"; do
+    expect_restarted_once "$name" "$cluster" "$id" "$reference" \
+        "every rank stopped after step $(sed -n "s/^preempted: .* stopped after step \([0-9]*\) .*/\1/p" "$out")" \
+        "SIGUSR1 received: passing SIGUSR1 to the ranks" "preempted: SIGUSR1 reached a rank" "requeueing job $id" \
+        "restart 1, checkpoints in dptrain-$id.ckpt"
+}
+
+# expect_restarted_once NAME CLUSTER_DIR ID REFERENCE WHAT PHRASE...: job ID (its output holding
+# every PHRASE) ended COMPLETED after one restart, continuing bit-exactly, with a --save file
+# ($CLUSTER_DIR/jobs/NAME.safetensors) equal to REFERENCE; WHAT says what stopped it first.
+expect_restarted_once() {
+    local name=$1 cluster=$2 id=$3 reference=$4 what=$5 out=$2/jobs/dptrain-$3.out state restarts phrase
+    shift 5
+    state=$(slurm_job_field "$cluster" "$id" JobState)
+    restarts=$(slurm_job_field "$cluster" "$id" Restarts)
+    for phrase in "$@" "continuing bit-exactly" "summary:"; do
         grep -qF -- "$phrase" "$out" || { fail "$name: job $id ($state, $restarts restarts): output lacks '$phrase'"; show "$out"; return; }
     done
     if [ "$state" != COMPLETED ] || [ "$restarts" != 1 ]; then
@@ -35,7 +48,7 @@ expect_requeued_resume() {
     elif ! cmp -s "$reference" "$cluster/jobs/$name.safetensors"; then
         fail "$name: the resumed job's parameters differ from the uninterrupted job's ($reference)"
     else
-        pass "$name: job $id: every rank stopped after step $(sed -n "s/^preempted: .* stopped after step \([0-9]*\) .*/\1/p" "$out"); requeued, resumed at $(sed -n 's/^resume: .* at step \([0-9]*\):.*/\1/p' "$out"), COMPLETED with parameters bitwise the uninterrupted job's"
+        pass "$name: job $id: $what; requeued, resumed at $(sed -n 's/^resume: .* at step \([0-9]*\):.*/\1/p' "$out"), COMPLETED with parameters bitwise the uninterrupted job's"
     fi
 }
 
@@ -86,16 +99,7 @@ expect_crash_restart() {
         fi
         return
     fi
-    for phrase in "requeueing job $id (restart 1 of --max-restarts $max after failures)" \
-        "restart 1, checkpoints in dptrain-$id.ckpt (1 of --max-restarts $max" "continuing bit-exactly" "summary:"; do
-        grep -qF -- "$phrase" "$out" || { fail "$name: job $id ($state, $restarts restarts): output lacks '$phrase'"; show "$out"; return; }
-    done
-    if [ "$state" != COMPLETED ] || [ "$restarts" != 1 ]; then
-        fail "$name: job $id ended $state after $restarts restarts (want COMPLETED after 1)"
-        show "$out"
-    elif ! cmp -s "$reference" "$cluster/jobs/$name.safetensors"; then
-        fail "$name: the restarted job's parameters differ from the uninterrupted job's ($reference)"
-    else
-        pass "$name: job $id: rank $pid killed after the first checkpoint; requeued, resumed at $(sed -n 's/^resume: .* at step \([0-9]*\):.*/\1/p' "$out"), COMPLETED with parameters bitwise the uninterrupted job's"
-    fi
+    expect_restarted_once "$name" "$cluster" "$id" "$reference" "rank $pid killed after the first checkpoint" \
+        "requeueing job $id (restart 1 of --max-restarts $max after failures)" \
+        "restart 1, checkpoints in dptrain-$id.ckpt (1 of --max-restarts $max"
 }
