@@ -206,6 +206,18 @@ START_TEST(an_unwritable_directory_is_named)
     dp_tensorboard tb;
     ck_assert_int_eq(dp_tensorboard_open(&tb, "/proc/no-such-dir/tb", 1.0), DP_EIO);
     ck_assert_ptr_nonnull(strstr(dp_last_error(), "--tensorboard /proc/no-such-dir/tb"));
+    char dir[] = "/tmp/dptrain-tb-XXXXXX", nested[64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(nested, sizeof nested, "%s/runs/demo", dir);
+    ck_assert_int_eq(dp_tensorboard_open(&tb, nested, 2.0), 0); /* parents made too */
+    char path[sizeof tb.path];
+    snprintf(path, sizeof path, "%s", tb.path);
+    ck_assert_int_eq(dp_tensorboard_close(&tb), 0);
+    unlink(path);
+    rmdir(nested);
+    snprintf(nested, sizeof nested, "%s/runs", dir);
+    rmdir(nested);
+    rmdir(dir);
 }
 END_TEST
 

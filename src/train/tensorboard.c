@@ -119,11 +119,27 @@ static int write_record(dp_tensorboard *tb, const proto *p)
     return 0;
 }
 
+/* dir and the directories above it that are missing (runs/NAME, as TensorBoard's users write). */
+static int make_directories(const char *dir)
+{
+    char path[1024];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path)
+        return -1;
+    for (char *p = path + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(path, 0777) != 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    return mkdir(path, 0777) != 0 && errno != EEXIST ? -1 : 0;
+}
+
 int dp_tensorboard_open(dp_tensorboard *tb, const char *dir, double wall_time)
 {
     memset(tb, 0, sizeof *tb);
     struct stat st;
-    if (stat(dir, &st) != 0 && mkdir(dir, 0777) != 0 && errno != EEXIST)
+    if (stat(dir, &st) != 0 && make_directories(dir) != 0)
         return dp_fail(DP_EIO, "--tensorboard %s: cannot create the directory: %s", dir, strerror(errno));
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return dp_fail(DP_EIO, "--tensorboard %s: not a directory", dir);

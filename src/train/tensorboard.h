@@ -24,7 +24,7 @@ typedef struct dp_tensorboard {
 uint32_t dp_crc32c(const void *data, size_t n);
 uint32_t dp_crc32c_masked(const void *data, size_t n);
 
-/* Creates dir if missing and opens dir/events.out.tfevents.TIME.HOST (TIME: wall_time's seconds),
+/* Creates dir (and missing parents) and opens dir/events.out.tfevents.TIME.HOST (TIME: wall_time's seconds),
  * writing the file-version event; messages start with "--tensorboard DIR". */
 int dp_tensorboard_open(dp_tensorboard *tb, const char *dir, double wall_time);
 /* A scalar for the next event (tag must outlive dp_tensorboard_write; beyond the most, dropped). */
