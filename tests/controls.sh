@@ -139,6 +139,16 @@ EOF
 else
     dp_fail_case "--keep-best kept the wrong checkpoints" "$dir/best.out"
 fi
+# Resumed with --keep-best 1: the best one of the two listed, and pruning lets step 10's go.
+train best-shrunk 2 --steps 70 $frozen --eval-every 5 --checkpoint-dir "$dir/best.ckpt" --checkpoint-every 5 \
+    --keep 1 --keep-best 1 --resume auto
+cases=$((cases + 1))
+kept=$(ls "$dir/best.ckpt" | grep '^step-' | tr '\n' ' ')
+if [ "$kept" = "step-000000005.safetensors step-000000070.safetensors " ]; then
+    echo "ok   resumed with --keep-best 1: the best (step 5) and the newest kept, step 10's pruned"
+else
+    dp_fail_case "resumed with --keep-best 1, kept: $kept" "$dir/best-shrunk.out"
+fi
 # Frozen parameters again: no evaluation improves on the first.
 frozen="$frozen --eval-every 5 --early-stop 3 --checkpoint-dir $dir/stop.ckpt"
 train stop 2 --steps 1000 $frozen --save "$dir/stop.st"

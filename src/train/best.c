@@ -46,6 +46,8 @@ int dp_best_judge(dp_best *b, const dp_options *o, long step, double test_loss, 
     } else {
         b->since++;
     }
+    if (b->count > o->keep_best) /* resumed with a smaller --keep-best: the best K of those kept */
+        b->count = (int)o->keep_best;
     if (!o->keep_best || !can_keep || isnan(value))
         return 0;
     int at = b->count; /* after every entry at least as good: an earlier equal stays ahead */
