@@ -298,6 +298,29 @@ void dp_model_spec_canonical(const dp_model_spec *spec, int inputs, int structur
     snprintf(text, size, "%s %d: %s", spec->from_layers ? "layers" : "sequential", inputs, modules);
 }
 
+int dp_model_spec_output(const dp_model_spec *spec, const dp_dims *input, dp_dims *output)
+{
+    dp_dims shape = spec->from_layers ? dp_dims_features(spec->inputs) : *input;
+    for (int i = 0; i < spec->count && shape.ndim; i++) {
+        const dp_module_spec *mod = &spec->modules[i];
+        dp_dims out = shape;
+        int overflow = 0;
+        if (mod->type->size)
+            mod->type->size(&mod->options, &shape, &out, &overflow);
+        if (overflow || dp_dims_values(&out) > INT_MAX) {
+            char in_text[64], out_text[96];
+            dp_dims_text(&shape, in_text, sizeof in_text);
+            dp_dims_text(&out, out_text, sizeof out_text);
+            return dp_fail(DP_EINVAL, "--model '%s': module %d (%s) makes %s of each sample %s: %.0f values, more "
+                           "than the %d a module's width is counted in", spec->text, i, mod->type->name, out_text,
+                           in_text, dp_dims_values(&out), INT_MAX);
+        }
+        shape = dp_dims_values(&out) > 0.0 ? out : (dp_dims){0};
+    }
+    *output = shape;
+    return 0;
+}
+
 size_t dp_model_spec_size(const dp_model_spec *spec, const dp_dims *input, int *widest, int *overflow)
 {
     return dp_model_spec_module_params(spec, input, NULL, widest, overflow);

@@ -318,11 +318,11 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
     dp_memory_set_limit((size_t)(o->max_memory_mb * (double)(1 << 20)));
     int inputs = dp_train_model_inputs(o, train);
     if (!status)
-        status = dp_train_check_data(o, train, "training", inputs);
+        status = dp_train_check_data(o, train, "training", inputs, &train->sample);
     if (!status && test)
         status = dp_train_check_test_targets(o, train, test);
     if (!status && test)
-        status = dp_train_check_data(o, test, "test", inputs);
+        status = dp_train_check_data(o, test, "test", inputs, &train->sample);
     if (!status && test)
         status = dp_train_check_image_shapes(o, train, test);
     if (!status)
