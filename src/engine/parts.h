@@ -60,6 +60,9 @@ dp_strategy_buffers dp_engine_gradient_buffers(dp_engine *e);
  * any of the step's work is queued (a replayed graph reads them there); update runs the passes and checks; a graph captures update_pass (--on-nan
  * abort's one pass) and its replays are followed by update_check. */
 void dp_engine_prepare_step(dp_engine *e, float grad_scale, float lr);
+/* BatchNorm's running statistics after a step: any non-finite value (a batch's variance that
+ * overflowed) stops the run naming the tensor, as the update's own check does for parameters. */
+int dp_engine_check_statistics(dp_engine *e);
 int dp_engine_update(dp_engine *e, float lr);
 void dp_engine_update_pass(dp_engine *e);
 int dp_engine_update_check(dp_engine *e, float lr);

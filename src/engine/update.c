@@ -62,6 +62,23 @@ static int parameters_overflowed(dp_engine *e, const float *params, double bad, 
                                      "Stopping", e->steps_done + 1, bad, first ? first : "(none found)", (double)lr);
 }
 
+int dp_engine_check_statistics(dp_engine *e)
+{
+    const dp_param_table *buffers = &e->model.buffers;
+    for (int i = 0; i < buffers->count; i++) {
+        const dp_param *b = &buffers->entries[i];
+        if (b->dtype != DP_DTYPE_F32)
+            continue;
+        size_t bad = e->be->count_nonfinite(e->be, e->model.buffer_values + b->offset, b->count);
+        if (bad)
+            return dp_fail(DP_ENUMERIC, "step %ld: %zu value%s of the running statistics %s became non-finite: a "
+                           "batch's mean or variance overflows float32 (inputs of 1e19 or more square past it). "
+                           "Stopping: a checkpoint or --save would hold values --init and --resume refuse",
+                           e->steps_done + 1, bad, bad == 1 ? "" : "s", b->name);
+    }
+    return 0;
+}
+
 void dp_engine_prepare_step(dp_engine *e, float grad_scale, float lr)
 {
     *e->host_step_number = (uint64_t)e->steps_done;
