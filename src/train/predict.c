@@ -98,8 +98,8 @@ static int open_model(predictor *p)
     if (!p->host_params || !p->host_buffers || !p->dev_x)
         return DP_ENOMEM;
     status = p->comm->rank == 0 ? dp_trainer_load_model(p->o, m, p->host_params, p->host_buffers, m->counters) : 0;
-    /* A --model spec takes its width from the inputs: a shape refused is first theirs. */
-    if (status && !p->o->model.from_layers)
+    /* A --model spec takes its width from the inputs: a tensor of another shape may be theirs. */
+    if (status == DP_ESHAPE && !p->o->model.from_layers)
         status = dp_fail_context(status, "--predict %s has %zu features per sample, the width --model '%s' takes "
                                  "there", p->o->predict_path, p->dim, p->o->model.text);
     if (!status)
