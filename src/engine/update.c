@@ -105,14 +105,18 @@ static int nonfinite_found(dp_engine *e, double bad, float lr)
         return status;
     if (!first)
         return parameters_overflowed(e, params, bad, lr);
+    char why[256];
+    if ((status = dp_strategy_explain_nonfinite(e->strategy, why, sizeof why)))
+        return status;
     if (!e->skip_nonfinite)
-        return dp_fail(DP_ENUMERIC, "step %ld: %.0f non-finite gradient values, the first in %s. Stopping "
-                       "(--on-nan abort; --on-nan skip would drop such steps)", e->steps_done + 1, bad, first);
+        return dp_fail(DP_ENUMERIC, "step %ld: %.0f non-finite gradient values, the first in %s%s%s. Stopping "
+                       "(--on-nan abort; --on-nan skip would drop such steps)", e->steps_done + 1, bad, first,
+                       why[0] ? ": " : "", why);
     e->skipped_steps++;
     if (e->comm->rank == 0)
-        fprintf(stderr, "dp_worker: warning: step %ld: %.0f non-finite gradient values, the first in %s; "
+        fprintf(stderr, "dp_worker: warning: step %ld: %.0f non-finite gradient values, the first in %s%s%s; "
                         "update skipped (--on-nan skip, %ld skipped so far)\n",
-                e->steps_done + 1, bad, first, e->skipped_steps);
+                e->steps_done + 1, bad, first, why[0] ? ": " : "", why, e->skipped_steps);
     return 0;
 }
 

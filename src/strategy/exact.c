@@ -126,8 +126,14 @@ static int exact_add_group(dp_strategy *d, int last)
     dp_exact *x = d->state;
     size_t total = d->layout.total;
     if (++x->terms > DP_EXACT_MAX_TERMS)
-        return dp_fail(DP_EINVAL, "--exact: more than %zu groups in one step on one rank; use a larger --exact-group",
-                       DP_EXACT_MAX_TERMS);
+        return dp_fail(DP_EINVAL, "--exact: more than %zu row groups in one step on one rank; use more rows per group "
+                       "(exact:rows=R)", DP_EXACT_MAX_TERMS);
+    if (x->terms == 1)
+        x->host.beyond = 0.0;
+    if (last && !x->on_device) { /* the pending group is read by the sums' passes: its range is known now */
+        double beyond = dp_exact_beyond(d->buffers.grads, total);
+        x->host.beyond = beyond > x->host.beyond ? beyond : x->host.beyond;
+    }
     if (last)
         x->pending = 1;
     else if (x->on_device)
@@ -135,6 +141,33 @@ static int exact_add_group(dp_strategy *d, int last)
     else
         dp_exact_add(&x->host, d->buffers.grads, x->terms == 1);
     return 0;
+}
+
+/* After a step's sums came out not finite: whether some rank's gradients were finite but beyond
+ * the sums' range (their sums are NaN too), the largest such value over the ranks named.
+ * Collective: every rank found the same sums not finite. A device's adds keep no such record. */
+static int exact_explain_nonfinite(dp_strategy *d, char *text, size_t size)
+{
+    dp_exact *x = d->state;
+    uint64_t *ranks = dp_calloc((size_t)d->comm->size, sizeof *ranks, "the ranks' largest values");
+    if (!ranks)
+        return DP_ENOMEM;
+    uint64_t mine;
+    memcpy(&mine, &x->host.beyond, sizeof mine); /* positive doubles order as their bits */
+    int status = dp_comm_gather_hashes(d->comm, mine, ranks);
+    uint64_t largest = 0;
+    for (int r = 0; !status && r < d->comm->size; r++)
+        largest = ranks[r] > largest ? ranks[r] : largest;
+    free(ranks);
+    double beyond;
+    memcpy(&beyond, &largest, sizeof beyond);
+    if (!status && beyond > 0.0)
+        snprintf(text, size, "gradient values as large as %.4g, finite but beyond the 2^%d that --exact's sums hold, "
+                 "so their sums are NaN (lower the learning rate, or scale the loss down)", beyond,
+                 DP_EXACT_INTEGER_BITS);
+    else if (!status && x->on_device)
+        snprintf(text, size, "under --exact, values of 2^%d or more come out NaN as well", DP_EXACT_INTEGER_BITS);
+    return status;
 }
 
 /* Whether the accumulator holds a group: not when the pending group is the step's only one. */
@@ -425,6 +458,7 @@ const dp_strategy_type dp_strategy_exact = {
     .open = exact_open,
     .close = exact_close,
     .group_done = exact_add_group,
+    .explain_nonfinite = exact_explain_nonfinite,
     .finish = exact_finish,
     .describe = exact_describe,
 };

@@ -109,6 +109,21 @@ PER_CHUNK double largest_magnitude(const float *values, size_t n)
     return isfinite(value) ? value : INFINITY;
 }
 
+double dp_exact_beyond(const float *values, size_t n)
+{
+    double largest = 0.0, limit = ldexp(1.0, DP_EXACT_INTEGER_BITS);
+    for (size_t begin = 0; begin < n; begin += CHUNK) {
+        size_t count = begin + CHUNK < n ? CHUNK : n - begin;
+        if (largest_magnitude(values + begin, count) < limit) /* the usual chunk: one vector pass */
+            continue;
+        for (size_t i = begin; i < begin + count; i++) {
+            double v = fabs((double)values[i]);
+            largest = isfinite(v) && v >= limit && v > largest ? v : largest;
+        }
+    }
+    return largest;
+}
+
 /* One chunk of values added into its pieces (first: they start from them). */
 PER_CHUNK void add_pieces(double *restrict high, double *restrict low, const float *restrict values, size_t n, int first)
 {
@@ -138,6 +153,8 @@ WIDEST_VECTORS void dp_exact_add(dp_exact_acc *acc, const float *values, int fir
             if (!first && acc->bound[c] < INFINITY)
                 chunk_to_pieces(acc, begin, n);
             add_pieces(acc->pieces + begin, acc->pieces + acc->n + begin, v, n, first);
+            double beyond = dp_exact_beyond(v, n); /* a chunk this large is rare: name what it held */
+            acc->beyond = beyond > acc->beyond ? beyond : acc->beyond;
         }
         acc->bound[c] = bound < DP_EXACT_UNITS_LIMIT ? bound : INFINITY;
     }

@@ -36,7 +36,12 @@ typedef struct dp_exact_acc {
     double *pieces; /* DP_EXACT_PIECES x n doubles; a chunk in units keeps its int64 in its high pieces' bytes */
     double *bound;  /* per chunk: an upper bound of its |sums| while in units; +inf once in pieces */
     size_t n;
+    double beyond;  /* the largest finite |v| added beyond the sums' range (dp_exact_beyond); 0: none */
 } dp_exact_acc;
+
+/* The largest finite |v| of n values at or beyond 2^DP_EXACT_INTEGER_BITS, whose sums --exact
+ * cannot hold (they come out NaN, as an infinity's do); 0 where there is none. */
+double dp_exact_beyond(const float *values, size_t n);
 
 enum { DP_EXACT_CHUNK = 512 }; /* elements whose working values stay in the L1 cache through a pass */
 /* Sums below 2^13 count fewer than 2^61 units; with a pending group's (also below it), 2^62. */

@@ -449,6 +449,12 @@ static int describe_bucket_plan(const dp_strategy *d, char *text, size_t size)
                     d->config.first_bucket_mb, d->config.bucket_mb, d->type->collective_name);
 }
 
+int dp_strategy_explain_nonfinite(dp_strategy *d, char *text, size_t size)
+{
+    text[0] = '\0';
+    return d->type->explain_nonfinite ? d->type->explain_nonfinite(d, text, size) : 0;
+}
+
 int dp_strategy_bucket_count(const dp_strategy *d)
 {
     return d->nbuckets;

@@ -134,6 +134,9 @@ typedef struct dp_strategy_type {
     /* Its bucket hook's start (PyTorch's comm hook: compression, averaging), NULL: the plain
      * collective; dp_strategy_set_bucket_hook replaces it. */
     int (*bucket_start)(void *arg, dp_comm *comm, const dp_request_args *args, dp_request **request);
+    /* After the update found non-finite gradients: what the strategy knows of why, in text ("":
+     * nothing to add); collective (every rank found them). NULL: nothing. */
+    int (*explain_nonfinite)(dp_strategy *d, char *text, size_t size);
     /* Where it reduces no gradients, how they go instead (the banner's gradients line). */
     int (*describe_gradients)(const dp_strategy *d, char *text, size_t size);
 } dp_strategy_type;
