@@ -362,6 +362,9 @@ int dp_strategy_replicas_agree(const dp_strategy *d, long steps_done);
 /* Returns the times since the last call and zeroes them. */
 dp_strategy_times dp_strategy_take_times(dp_strategy *d);
 
+/* After the update found non-finite gradients on every rank: what the strategy knows of why
+ * (--exact: finite values beyond its sums' range), text "" where nothing. Collective. */
+int dp_strategy_explain_nonfinite(dp_strategy *d, char *text, size_t size);
 /* How many buckets the gradients are reduced in. */
 int dp_strategy_bucket_count(const dp_strategy *d);
 /* The collective a bucket's gradients go through, for the banner ("all-reduce", "reduce-scatter"). */

@@ -393,7 +393,10 @@ typedef struct resume_point {
 static int load_checkpoint(trainer *t, const char *spec, resume_point *at)
 {
     char changed[1024];
-    int status = dp_checkpoint_find(spec, at->path, sizeof at->path);
+    char skipped[2048];
+    int status = dp_checkpoint_find(spec, at->path, sizeof at->path, skipped, sizeof skipped);
+    if (!status && skipped[0])
+        fprintf(stderr, "dp_worker: warning: --resume %s: passed over incomplete checkpoints: %s\n", spec, skipped);
     dp_meta *meta = dp_calloc(FIELD_COUNT + 1, sizeof *meta, "checkpoint metadata");
     run_fields *mine = dp_alloc(sizeof *mine, "checkpoint metadata");
     dp_tensor_ref *refs = dp_calloc((size_t)tensor_capacity(t), sizeof *refs, "checkpoint tensor list");
