@@ -188,6 +188,15 @@ START_TEST(stale_temporaries_of_dead_writers_on_this_host_are_swept)
     ck_assert_msg(dp_checkpoint_claim_dir(dir, RUN_A, 0, &later) == 0, "%s", dp_last_error());
     ck_assert(!exists(dir, step_temp));
     ck_assert(exists(dir, other_target));
+    /* So an output may not take such a name there: any host's temporary of a step file is the directory's. */
+    ck_assert(dp_checkpoint_dir_owns(step_temp));
+    ck_assert(dp_checkpoint_dir_owns("d/step-3.rank-1-of-2.safetensors.tmp.node.a.b.7"));
+    ck_assert(dp_checkpoint_dir_owns("step-3.safetensors"));
+    ck_assert(!dp_checkpoint_dir_owns("step-3.safetensors.tmp.node.x7"));
+    ck_assert(!dp_checkpoint_dir_owns("step-3.safetensors.tmp..7"));
+    ck_assert(!dp_checkpoint_dir_owns(other_target));
+    ck_assert_uint_eq(dp_temporary_target_length("m.tmp.x.tmp.h.9"), strlen("m.tmp.x"));
+    ck_assert_uint_eq(dp_temporary_target_length(".tmp.h.9"), 0);
     free(dir);
 }
 END_TEST

@@ -44,8 +44,10 @@ int dp_checkpoint_shard_name(long step, int rank, int world, char *name, size_t 
  * (unpadded) still resume, and --resume DIR and --resume auto find the same shards. */
 int dp_checkpoint_shard_path(const char *index_path, int rank, int shards, char *path, size_t size);
 
-/* Whether path's last component is a checkpoint's or a shard's name (step-N[.rank-R-of-W].safetensors). */
-int dp_checkpoint_is_name(const char *path);
+/* Whether a checkpoint directory's housekeeping may replace or delete a file of path's last
+ * component: a checkpoint's or a shard's name (step-N[.rank-R-of-W].safetensors), or a
+ * writer's temporary of one (NAME.tmp.HOST.PID), which a later run removes. */
+int dp_checkpoint_dir_owns(const char *path);
 int dp_checkpoint_save_shard(const char *dir, long step, int rank, int world, const dp_tensor_ref *tensors,
                              int count, const char *const *keys, const char *const *values, int meta_count);
 

@@ -6,6 +6,7 @@
 #include "dp/rng.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,9 +81,17 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
-int dp_checkpoint_is_name(const char *path)
+int dp_checkpoint_dir_owns(const char *path)
 {
-    return is_checkpoint_name(base_name(path), NULL);
+    const char *name = base_name(path);
+    size_t target = dp_temporary_target_length(name);
+    char stem[NAME_MAX + 1];
+    if (target > 0 && target < sizeof stem) {
+        memcpy(stem, name, target);
+        stem[target] = '\0';
+        name = stem;
+    }
+    return is_checkpoint_name(name, NULL);
 }
 
 static int join(const char *dir, const char *name, char *path, size_t size)
