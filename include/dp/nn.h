@@ -149,6 +149,7 @@ typedef struct dp_model {
     const float **inputs_of;   /* forward: each module's input, kept for backward */
     float *delta[2];           /* gradients w.r.t. activations, ping-pong */
     int batchnorms, sync_batchnorms;
+    int statistic_values;      /* the least values a BatchNorm's feature gets per row (H x W; 1 for BatchNorm1d) */
     dp_param_pieces param_pieces; /* set by whoever shards the parameters (dp_model_set_param_pieces) */
 } dp_model;
 

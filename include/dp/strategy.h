@@ -116,6 +116,7 @@ typedef struct dp_row_group {
 typedef struct dp_strategy_run {
     dp_dtype grad_dtype;           /* --grad-dtype */
     int sync_batchnorms, batchnorms; /* the model's SyncBatchNorm and BatchNorm modules */
+    int statistic_values;          /* the least values a BatchNorm feature gets per row (H x W) */
     long checkpoint_every, check_replicas; /* 0: none */
     size_t micro_batch;            /* --batch: global samples per micro-batch */
     int world;                     /* ranks */

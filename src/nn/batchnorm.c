@@ -79,6 +79,7 @@ static int batchnorm_configure(dp_module *m, const char *spec)
 {
     (void)spec;
     m->out_shape = m->in_shape;
+    m->statistic_values = pixels(m);
     return 0;
 }
 

@@ -52,6 +52,8 @@ static int configure_modules(dp_model *m)
             m->modules[i - 1].absorbs_next = 1;
             mod->absorbed = 1;
         }
+        if (mod->type->normalizes && (!m->batchnorms || mod->statistic_values < m->statistic_values))
+            m->statistic_values = mod->statistic_values;
         m->batchnorms += mod->type->normalizes;
         m->sync_batchnorms += mod->type->normalizes && mod->options.sync;
     }

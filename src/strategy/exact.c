@@ -375,17 +375,18 @@ static int exact_check(const dp_strategy_choice *c, const dp_strategy_run *run)
     return 0;
 }
 
-/* A BatchNorm normalises over each group, which needs 2 rows; the accumulator's bound holds for
- * so many groups per step. */
+/* A BatchNorm normalises over each group, which needs 2 values per feature (rows x H x W); the
+ * accumulator's bound holds for so many groups per step. */
 static int exact_check_groups(const dp_strategy_choice *c, const dp_strategy_run *run)
 {
     size_t rows = group_rows_of(c);
     if (!run->step_batch)
         return 0;
     size_t smallest = smallest_group(rows, run->step_batch, run->last_step);
-    if (run->batchnorms && smallest < 2)
+    if (run->batchnorms && smallest * (size_t)run->statistic_values < 2)
         return dp_fail(DP_EINVAL, "--model '%s' with --exact: a BatchNorm normalises over each row group and needs "
-                       "at least 2 rows, but a group of %zu row%s occurs (groups of %zu rows, %zu samples per step%s); "
+                       "at least 2 values per feature (rows x H x W), but a group of %zu row%s of one value occurs "
+                       "(groups of %zu rows, %zu samples per step%s); "
                        "choose other rows per group (exact:rows=R, or --exact-shard R)%s", run->model, smallest,
                        smallest == 1 ? "" : "s", rows, run->step_batch, run->drop_last ? "" : " and the epoch's last step",
                        run->drop_last ? "" : " or --drop-last");

@@ -23,7 +23,8 @@ static int check_row_groups(const trainer *t)
     size_t step_batch = t->plan.step_batch, n = t->train->count;
     const dp_model *model = dp_engine_model(t->engine);
     dp_strategy_run run = {.grad_dtype = DP_DTYPE_F32, .batchnorms = model->batchnorms,
-                           .sync_batchnorms = model->sync_batchnorms, .micro_batch = (size_t)o->batch,
+                           .sync_batchnorms = model->sync_batchnorms,
+                           .statistic_values = model->statistic_values, .micro_batch = (size_t)o->batch,
                            .world = t->comm->size, .step_batch = step_batch,
                            .last_step = o->drop_last || n % step_batch == 0 ? step_batch : n % step_batch,
                            .drop_last = o->drop_last, .model = o->model.text};
