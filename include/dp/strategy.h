@@ -111,6 +111,19 @@ typedef struct dp_row_group {
     const char *done_span, *done_category;
 } dp_row_group;
 
+/* The sizes a strategy's own working memory follows (dp_strategy_working_bytes). */
+typedef struct dp_strategy_sizes {
+    size_t params;        /* trainable parameters */
+    size_t buffer_floats; /* the model's float32 buffers (running statistics) */
+    int state_tensors;    /* the optimizer's state tensors, each one of the parameters' size */
+    int world;
+    int on_device;        /* backend memory is a GPU's, not host memory */
+} dp_strategy_sizes;
+
+/* Backend memory of c's own working buffers beyond the ZeRO table's (--exact's accumulator and
+ * digits, local SGD's copies on a host backend), predicted per rank; 0 where it keeps none. */
+double dp_strategy_working_bytes(const dp_strategy_choice *c, const dp_strategy_sizes *s);
+
 /* What a strategy is asked to accept of a run (dp_strategy_check): the options around it, and
  * once the data is known (step_batch > 0) the steps' sizes. */
 typedef struct dp_strategy_run {

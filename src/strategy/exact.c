@@ -60,6 +60,25 @@ static int sums_gpu_memory_only(const dp_comm *c)
     return 0;
 }
 
+/* int64s of the all-reduce's message for `total` sums over `world` ranks (the slots above). */
+static size_t message_count(int world, size_t total)
+{
+    size_t digits = (size_t)dp_exact_max_digits(world);
+    return digits + 2 + digits * total + total;
+}
+
+/* On a device: the accumulator and the digits there (the message is page-locked host memory);
+ * on the host: the accumulator and the message. As exact_open allocates them. */
+static double exact_working_bytes(const dp_strategy_choice *c, const dp_strategy_sizes *s)
+{
+    (void)c;
+    size_t total = s->params ? s->params : 1, digits = (size_t)dp_exact_max_digits(s->world) * total;
+    double message = s->world > 1 ? (double)message_count(s->world, total) * sizeof(int64_t) : 0.0;
+    if (s->on_device)
+        return (double)DP_EXACT_PIECES * total * sizeof(double) + (s->world > 1 ? (1.0 + digits) * sizeof(int64_t) : 0.0);
+    return (double)dp_exact_acc_bytes(s->params) + message;
+}
+
 static int exact_open(dp_strategy *d)
 {
     size_t total = d->layout.total ? d->layout.total : 1;
@@ -78,21 +97,23 @@ static int exact_open(dp_strategy *d)
         return dp_fail(DP_EINVAL, "--exact: the %s backend cannot sum in its own memory", x->be->name);
     x->max_digits = dp_exact_max_digits(d->comm->size);
     x->digits_sent = dp_exact_digits_for(FIRST_GUESS_BITS, d->comm->size);
-    size_t digits = (size_t)x->max_digits * total, message = (size_t)x->max_digits + 2 + digits + total;
+    size_t digits = (size_t)x->max_digits * total, message = message_count(d->comm->size, total);
     if (x->on_device) {
         x->acc = x->be->alloc(x->be, DP_EXACT_PIECES * total * sizeof *x->acc, DP_MEM_WORKING, "the exact accumulator");
         x->digits = d->comm->size > 1 ? x->be->alloc(x->be, (1 + digits) * sizeof *x->digits, DP_MEM_WORKING,
                                                      "the exact all-reduce's digits") : NULL;
         if (!x->acc || (d->comm->size > 1 && !x->digits))
             return DP_ENOMEM;
-    } else if (dp_exact_acc_open(&x->host, d->layout.total)) {
-        return DP_ENOMEM;
+    } else {
+        void *memory = dp_strategy_host_buffer(d, dp_exact_acc_bytes(d->layout.total), "the exact accumulator");
+        if (!memory)
+            return DP_ENOMEM;
+        dp_exact_acc_place(&x->host, d->layout.total, memory);
     }
     if (d->comm->size == 1)
         return 0;
     /* The digits cross the bus from and to page-locked memory on a device (the fastest copies). */
-    x->message = x->on_device ? x->be->alloc_host(x->be, message * sizeof *x->message, "the exact all-reduce's digits")
-                              : dp_calloc(message, sizeof *x->message, "the exact all-reduce's digits");
+    x->message = dp_strategy_host_buffer(d, message * sizeof *x->message, "the exact all-reduce's digits");
     if (!x->message)
         return DP_ENOMEM;
     return dp_comm_reserve(d->comm, 2 * message, 1, 0); /* counted in floats: an int64 is two */
@@ -108,12 +129,10 @@ static void exact_close(dp_strategy *d)
         for (size_t i = 0; i < sizeof device / sizeof *device; i++)
             if (device[i])
                 x->be->free(x->be, device[i]);
-        if (x->message)
-            x->be->free_host(x->be, x->message);
     } else {
-        dp_exact_acc_close(&x->host);
-        free(x->message);
+        dp_strategy_free_host_buffer(d, x->host.pieces);
     }
+    dp_strategy_free_host_buffer(d, x->message);
     free(x);
     d->state = NULL;
 }
@@ -458,6 +477,7 @@ const dp_strategy_type dp_strategy_exact = {
     .collective_name = "exact all-reduce",
     .open = exact_open,
     .close = exact_close,
+    .working_bytes = exact_working_bytes,
     .group_done = exact_add_group,
     .explain_nonfinite = exact_explain_nonfinite,
     .finish = exact_finish,

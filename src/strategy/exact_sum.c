@@ -35,19 +35,34 @@ static size_t chunks_of(size_t n)
     return (n + CHUNK - 1) / CHUNK;
 }
 
-int dp_exact_acc_open(dp_exact_acc *acc, size_t n)
+size_t dp_exact_acc_bytes(size_t n)
 {
     size_t elements = n ? n : 1;
+    return (DP_EXACT_PIECES * elements + chunks_of(elements)) * sizeof(double);
+}
+
+void dp_exact_acc_place(dp_exact_acc *acc, size_t n, void *memory)
+{
+    size_t elements = n ? n : 1;
+    memset(memory, 0, dp_exact_acc_bytes(n));
     acc->n = n;
-    acc->pieces = dp_calloc(DP_EXACT_PIECES * elements, sizeof *acc->pieces, "the exact accumulator");
-    acc->bound = dp_calloc(chunks_of(elements), sizeof *acc->bound, "the exact accumulator's bounds");
-    return acc->pieces && acc->bound ? 0 : DP_ENOMEM;
+    acc->pieces = memory;
+    acc->bound = acc->pieces + DP_EXACT_PIECES * elements;
+    acc->beyond = 0.0;
+}
+
+int dp_exact_acc_open(dp_exact_acc *acc, size_t n)
+{
+    void *memory = dp_alloc(dp_exact_acc_bytes(n), "the exact accumulator");
+    if (!memory)
+        return DP_ENOMEM;
+    dp_exact_acc_place(acc, n, memory);
+    return 0;
 }
 
 void dp_exact_acc_close(dp_exact_acc *acc)
 {
     free(acc->pieces);
-    free(acc->bound);
 }
 
 void dp_exact_clear(dp_exact_acc *acc)

@@ -50,6 +50,10 @@ enum { DP_EXACT_CHUNK = 512 }; /* elements whose working values stay in the L1 c
 /* An accumulator of n sums (its memory allocated, every sum 0); 0 or DP_ENOMEM. */
 int dp_exact_acc_open(dp_exact_acc *acc, size_t n);
 void dp_exact_acc_close(dp_exact_acc *acc);
+/* The memory of an accumulator of n sums (its pieces and its chunks' bounds, one block), and
+ * an accumulator in such a block the caller holds (whoever counts its memory). */
+size_t dp_exact_acc_bytes(size_t n);
+void dp_exact_acc_place(dp_exact_acc *acc, size_t n, void *memory);
 /* Every sum 0, in units. */
 void dp_exact_clear(dp_exact_acc *acc);
 /* A group's values added in; first: they are the first term (no zeroing needed). */

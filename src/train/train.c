@@ -12,9 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Rows one rank feeds forward at once when evaluating, however small the training slice. */
-#define EVAL_ROWS 256
-
 /* What the strategy's row groups need of the steps' sizes (BatchNorm's two rows), checked
  * before training rather than in the middle of an epoch. The options were checked when parsed. */
 static int check_row_groups(const trainer *t)
@@ -44,8 +41,9 @@ static int plan_training(trainer *t)
     if (status)
         return status;
     plan->loss = dp_train_loss_for(o, t->train);
-    size_t slice_rows = dp_strategy_group_rows(&o->strategy, (size_t)o->batch, plan->step_batch, t->comm->size);
-    t->max_rows = (int)(slice_rows > EVAL_ROWS ? slice_rows : EVAL_ROWS);
+    /* Evaluation feeds the test set in chunks of the training slice: the activations training
+     * holds anyway, as --memory-plan counts them. */
+    t->max_rows = (int)dp_strategy_group_rows(&o->strategy, (size_t)o->batch, plan->step_batch, t->comm->size);
     return 0;
 }
 
