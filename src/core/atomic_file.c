@@ -299,14 +299,23 @@ int dp_check_output_dir(const char *option, const char *dir)
     }
     if (errno != ENOENT)
         return dp_fail(DP_EIO, "%s %s: %s", option, dir, strerror(errno));
-    /* Absent: it will be created in its parent, which must exist and take a new entry. */
+    /* Absent: it will be created in its parent, which must exist and take a new entry ("new/"'s
+     * parent is ".", not "new"). */
+    char trimmed[PATH_MAX];
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/')
+        len--;
+    if (len >= sizeof trimmed)
+        return dp_fail(DP_EIO, "%s %s: path too long", option, dir);
+    memcpy(trimmed, dir, len);
+    trimmed[len] = '\0';
     const char *base;
-    char *parent = directory_of(dir, &base);
+    char *parent = directory_of(trimmed, &base);
     if (!parent)
         return DP_ENOMEM;
     int rc = check_directory(option, dir, parent);
     if (!rc)
-        rc = probe_creatable(option, dir, parent, dir);
+        rc = probe_creatable(option, dir, parent, trimmed);
     free(parent);
     return rc;
 }

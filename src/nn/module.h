@@ -76,7 +76,7 @@ typedef struct dp_module_arg {
     size_t offset;      /* into dp_module_options */
     double min, max;    /* allowed range; max_open: max itself is not allowed */
     int max_open;
-    int required;
+    const char *example; /* a value, where the option must be given (NULL: optional) */
     const char *meaning;
 } dp_module_arg;
 
