@@ -55,7 +55,8 @@ static int model_inputs(const dp_options *o, dp_dims *inputs)
         return dp_fail_context(status, "--memory-plan: the input width of --model comes from --data %s", o->data);
     *inputs = data.sample;
     dp_dataset_free(&data);
-    return 0;
+    dp_dims output; /* every module's width fits an int, as training checks first */
+    return dp_model_spec_output(&o->model, inputs, &output);
 }
 
 /* Parameters, the largest unit and bucket of the model as the trainer would plan them for a

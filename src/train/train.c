@@ -314,7 +314,7 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
     /* Early, so a signal while the data loads still ends the run with a checkpoint. */
     int status = dp_preempt_start(&t.preempt, preempt_signals(o), comm);
     /* --max-memory-mb: the allocation counter refuses what would pass it; peaks start here. */
-    dp_memory_set_limit((size_t)(o->max_memory_mb * (double)(1 << 20)));
+    dp_memory_set_limit_mb(o->max_memory_mb);
     int inputs = dp_train_model_inputs(o, train);
     if (!status)
         status = dp_train_check_data(o, train, "training", inputs, &train->sample);
@@ -364,6 +364,6 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
     dp_watchdog_stop(&t.watchdog);
     free_buffers(&t);
     dp_engine_close(t.engine);
-    dp_memory_set_limit(0);
+    dp_memory_set_limit_mb(0.0);
     return status;
 }
