@@ -64,7 +64,7 @@ expect_failure "missing module argument" "module 0 (linear) needs out" --data "$
 expect_failure "dropout p outside [0, 1)" "p='1' must be a number in [0, 1)" --data "$good" --model "dropout(1),linear(3)"
 expect_failure "batchnorm before any linear" "comes before any linear" --data "$good" --model "batchnorm,linear(3)"
 expect_failure "output width differs from the classes" "the output layer of --model 'linear(2)' has 2 units" --data "$good" --model "linear(2)"
-expect_failure "plain BatchNorm with one row per rank" "needs at least 2 rows per rank" --data "$good" --model "linear(3),batchnorm" --batch 2
+expect_failure "plain BatchNorm with one row per rank" "needs at least 2 values per feature on each rank" --data "$good" --model "linear(3),batchnorm" --batch 2
 # CNNs (issue 18): messages name the module and the shapes. The good images are [1, 2, 2].
 expect_failure "conv2d kernel larger than the padded input" "module 0 (conv2d): kernel 5x5 is larger than its input [1, 2, 2] padded by 1" --data "$good" --model "conv2d(2,5,padding=1),flatten,linear(3)"
 expect_failure "pooling window larger than its input" "module 1 (maxpool): window 3x3 is larger than its input [2, 2, 2]" --data "$good" --model "conv2d(2,1),maxpool(3),flatten,linear(3)"

@@ -105,7 +105,7 @@ fi
 
 # A BatchNorm over a 1-row group is refused before training, on every rank.
 dp_mpirun 60 2 "$worker" $base --exact --exact-shard 41 >"$dir/small.out" 2>&1
-dp_check_outcome "a 1-row group under BatchNorm" fail $? "$dir/small.out" "a BatchNorm normalises over each row group and needs at least 2 rows, but a group of 1 row occurs (groups of 41 rows"
+dp_check_outcome "a 1-row group under BatchNorm" fail $? "$dir/small.out" "a BatchNorm normalises over each row group and needs at least 2 values per feature (rows x H x W), but a group of 1 row of one value occurs (groups of 41 rows"
 dp_mpirun 60 1 "$worker" --data synthetic:50,4,2 --layers 4,2 --exact-shard 8 >"$dir/alone.out" 2>&1
 dp_check_outcome "--exact-shard without --exact" fail $? "$dir/alone.out" "--exact-shard applies to the strategies exact, but the run's is ddp"
 dp_mpirun 60 1 "$worker" --data synthetic:50,4,2 --layers 4,2 --exact --zero 1 >"$dir/zero.out" 2>&1

@@ -74,14 +74,15 @@ for w in 1 2; do
     dp_check_same_bits "W=$w bf16: --cuda-graph on equals eager" "$dir/graph-$w-on.safetensors" "$dir/graph-$w-off.safetensors"
 done
 
-# --memory-plan: FP32's activations of the wide model, then at bf16 the two hidden outputs in
-# bf16 (-2 x 4096 x 8192 x 2 bytes) and the bf16 operand copies without the two inputs those are.
+# --memory-plan: FP32's activations of the wide model with its batch (4096 x (8192 + 1 + 10) x 4
+# bytes), then at bf16 the two hidden outputs in bf16 (-2 x 4096 x 8192 x 2 bytes) and the bf16
+# operand copies without the two inputs those are.
 "$fake/dp_worker" --memory-plan --precision bf16 --layers 8192,8192,8192,10 --batch 4096 --world 1 >"$dir/plan" 2>&1
 cases=$((cases + 1))
-if grep -q "^activations per rank, every stage alike .*: 537.0 MB for --batch 4096" "$dir/plan" &&
-    grep -q "^activations per rank on a GPU at bf16 .*: 402.8 MB$" "$dir/plan" &&
+if grep -q "^activations per rank, every stage alike .*: 671.4 MB (640.33 MiB) for --batch 4096" "$dir/plan" &&
+    grep -q "^activations per rank on a GPU at bf16 .*: 537.2 MB$" "$dir/plan" &&
     grep -q "^bf16 GEMM operands per rank on a GPU.*: 470.0 MB$" "$dir/plan"; then
-    echo "ok   --memory-plan at bf16, wide model: activations 537.0 MB in FP32, 402.8 MB with bf16 activations, copies 470.0 MB"
+    echo "ok   --memory-plan at bf16, wide model: activations 671.4 MB in FP32, 537.2 MB with bf16 activations, copies 470.0 MB"
 else
     dp_fail_case "--memory-plan's bf16 activations" "$dir/plan"
 fi

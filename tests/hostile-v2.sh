@@ -73,7 +73,7 @@ expect_failure "--metrics onto a --data file" "--metrics $dir/labels100.npy is a
 cmp -s "$dir/labels100.npy" "$dir/labels-copy.npy" || fail "--metrics destroyed the --data file"
 expect_failure "--trace = --metrics" "--trace $dir/t.json and --metrics $dir/./t.json name one file" \
     --data "$pair" --layers 4,3 --trace "$dir/t.json" --metrics "$dir/./t.json" $long
-expect_failure "--save into --checkpoint-dir as a checkpoint" "--save $dir/ck/step-000000002.safetensors lies in --checkpoint-dir $dir/ck/ under a checkpoint's name" \
+expect_failure "--save into --checkpoint-dir as a checkpoint" "--save $dir/ck/step-000000002.safetensors lies in --checkpoint-dir $dir/ck/ under a name checkpointing uses" \
     --data "$pair" --layers 4,3 --checkpoint-dir "$dir/ck/" --save "$dir/ck/step-000000002.safetensors" $long
 expect_failure "--output = the --predict input" "--output $dir/x16.npy is a file --predict reads" \
     --predict "$dir/x16.npy" --init "$dir/bn.safetensors" --model "$bn_model" --output "$dir/x16.npy"

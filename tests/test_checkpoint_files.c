@@ -188,6 +188,15 @@ START_TEST(stale_temporaries_of_dead_writers_on_this_host_are_swept)
     ck_assert_msg(dp_checkpoint_claim_dir(dir, RUN_A, 0, &later) == 0, "%s", dp_last_error());
     ck_assert(!exists(dir, step_temp));
     ck_assert(exists(dir, other_target));
+    /* So an output may not take such a name there: any host's temporary of a step file is the directory's. */
+    ck_assert(dp_checkpoint_dir_owns(step_temp));
+    ck_assert(dp_checkpoint_dir_owns("d/step-3.rank-1-of-2.safetensors.tmp.node.a.b.7"));
+    ck_assert(dp_checkpoint_dir_owns("step-3.safetensors"));
+    ck_assert(!dp_checkpoint_dir_owns("step-3.safetensors.tmp.node.x7"));
+    ck_assert(!dp_checkpoint_dir_owns("step-3.safetensors.tmp..7"));
+    ck_assert(!dp_checkpoint_dir_owns(other_target));
+    ck_assert_uint_eq(dp_temporary_target_length("m.tmp.x.tmp.h.9"), strlen("m.tmp.x"));
+    ck_assert_uint_eq(dp_temporary_target_length(".tmp.h.9"), 0);
     free(dir);
 }
 END_TEST
@@ -250,8 +259,8 @@ static int save_step(const char *dir, long step, const char *run_id, long keep)
 
 static void assert_newest(const char *dir, const char *name)
 {
-    char path[2048];
-    ck_assert_msg(dp_checkpoint_find(dir, path, sizeof path) == 0, "%s", dp_last_error());
+    char path[2048], skipped[1024];
+    ck_assert_msg(dp_checkpoint_find(dir, path, sizeof path, skipped, sizeof skipped) == 0, "%s", dp_last_error());
     ck_assert_str_eq(strrchr(path, '/') + 1, name);
 }
 
@@ -259,8 +268,8 @@ START_TEST(every_directory_entry_is_scanned)
 {
     char *dir = fresh_dir("many");
     /* The newest first: filesystems that list recent entries last would hide it from a
-     * scan that stops early. Contents do not matter to finding. */
-    touch(dir, "step-000020000.safetensors");
+     * scan that stops early. Only the newest is read, so the others may be empty. */
+    ck_assert_msg(save_step(dir, 20000, RUN_A, 1) == 0, "%s", dp_last_error());
     for (int step = 1; step < 20000; step++) {
         char name[64];
         snprintf(name, sizeof name, "step-%09d.safetensors", step);
@@ -309,7 +318,7 @@ START_TEST(a_run_prunes_and_overwrites_only_its_own_checkpoints)
     ck_assert(!exists(dir, "step-000000005.safetensors"));
     ck_assert(exists(dir, "step-000000007.safetensors"));
     ck_assert_int_eq(dp_test_count_entries(dir, "step-0000000"), 5);
-    assert_failure(save_step(dir, 20, RUN_B, 1), DP_EIO, "not a checkpoint of this run");
+    assert_failure(save_step(dir, 20, RUN_B, 1), DP_EIO, "a checkpoint of another run");
     ck_assert(exists(dir, "step-000000020.safetensors"));
     long later = 0;
     assert_failure(dp_checkpoint_claim_dir(dir, RUN_B, 0, &later), DP_EIO, "of another run");
@@ -320,8 +329,12 @@ START_TEST(a_run_prunes_and_overwrites_only_its_own_checkpoints)
         ck_assert_int_eq(save_step(only_a, step, RUN_A, 10), 0);
     ck_assert_msg(dp_checkpoint_claim_dir(only_a, RUN_A, 10, &later) == 0, "%s", dp_last_error());
     ck_assert_int_eq(later, 30);
+    /* One no resume would read (a crash's leftover, a copy cut short) is warned of, not refused:
+     * --resume passes over it too, so refusing it would stop the very run that resumes. */
     touch(only_a, "step-000000099.safetensors");
-    assert_failure(dp_checkpoint_claim_dir(only_a, RUN_A, 10, &later), DP_EIO, "not a readable checkpoint");
+    ck_assert_msg(dp_checkpoint_claim_dir(only_a, RUN_A, 10, &later) == 0, "%s", dp_last_error());
+    ck_assert_int_eq(later, 30);
+    ck_assert(exists(only_a, "step-000000099.safetensors"));
     free(only_a);
     free(dir);
 }
@@ -381,10 +394,14 @@ START_TEST(metadata_is_checksummed_and_parsed_strictly)
     /* A FIFO among the checkpoints is refused at once, never opened for a blocking read. */
     snprintf(path, sizeof path, "%s/step-000000090.safetensors", dir);
     ck_assert_int_eq(mkfifo(path, 0600), 0);
-    char found[2048];
-    ck_assert_int_eq(dp_checkpoint_find(dir, found, sizeof found), 0);
-    assert_failure(dp_checkpoint_read_metadata(found, &meta, 1), DP_EIO, "is a FIFO");
-    assert_failure(dp_checkpoint_find(path, found, sizeof found), DP_EIO, "is a FIFO");
+    char found[2048], skipped[1024];
+    assert_failure(dp_checkpoint_read_metadata(path, &meta, 1), DP_EIO, "is a FIFO");
+    assert_failure(dp_checkpoint_find(path, found, sizeof found, skipped, sizeof skipped), DP_EIO, "is a FIFO");
+    /* The directory's newest complete checkpoint passes over it (and the damaged ones), naming it. */
+    ck_assert_msg(save_step(dir, 40, RUN_A, 5) == 0, "%s", dp_last_error());
+    ck_assert_msg(dp_checkpoint_find(dir, found, sizeof found, skipped, sizeof skipped) == 0, "%s", dp_last_error());
+    ck_assert_ptr_nonnull(strstr(found, "step-000000040.safetensors"));
+    ck_assert_ptr_nonnull(strstr(skipped, "step-000000090.safetensors"));
     free(dir);
 }
 END_TEST

@@ -509,7 +509,7 @@ START_TEST(test_npy_labels_as_features)
     char *labels_path = write_i64_labels("swapped.npy", labels);
     dp_dataset ds;
     assert_fails(dp_npy_load_pair(labels_path, labels_path, &ds), DP_EFORMAT,
-                    "features must be a float32 [N, D] or [N, C, H, W] array, got int64 (3,)");
+                    "features must be a float32 array [N, D], [N, H, W] or [N, C, H, W], got int64 (3,)");
     free(labels_path);
 }
 END_TEST

@@ -137,7 +137,7 @@ START_TEST(test_npy_reader_rejects_shapes)
         write_array("int-images.npy", DP_NPY_I32, 4, int_images, ints),
     };
     const char *needles[3] = {"unsupported features shape float32 (2, 0, 3)",
-                              "must be a float32 [N, D] or [N, C, H, W] array, got float32 (2,)",
+                              "must be a float32 array [N, D], [N, H, W] or [N, C, H, W], got float32 (2,)",
                               "got int32 (2, 1, 3, 4)"};
     for (int i = 0; i < 3; i++) {
         dp_dataset ds;

@@ -172,8 +172,8 @@ START_TEST(only_the_newest_checkpoints_are_kept_and_no_temporaries)
     if (world_rank == 0) {
         ck_assert_int_eq(dp_test_count_entries(dir, ".safetensors"), 2);
         ck_assert_int_eq(dp_test_count_entries(dir, ".tmp."), 0);
-        char newest[1024];
-        ck_assert_int_eq(dp_checkpoint_find(dir, newest, sizeof newest), 0);
+        char newest[1024], skipped[1024];
+        ck_assert_int_eq(dp_checkpoint_find(dir, newest, sizeof newest, skipped, sizeof skipped), 0);
         ck_assert_ptr_nonnull(strstr(newest, "step-000000040.safetensors"));
     }
 }
@@ -207,8 +207,8 @@ START_TEST(incompatible_or_corrupt_checkpoints_are_refused)
                                           "linear(out=5,bias=1) but this run has model=layers 20: linear(out=30,bias=1)"),
                   "%s", dp_last_error());
 
-    char path[1024];
-    ck_assert_int_eq(dp_checkpoint_find(dir, path, sizeof path), 0);
+    char path[1024], skipped[1024];
+    ck_assert_int_eq(dp_checkpoint_find(dir, path, sizeof path, skipped, sizeof skipped), 0);
     FILE *f = fopen(path, "r+b");
     ck_assert_int_eq(fseek(f, -3, SEEK_END), 0);
     ck_assert_int_ne(fputc(0x5a, f), EOF); /* one flipped byte in the data */
@@ -246,8 +246,8 @@ START_TEST(a_failed_checkpoint_write_keeps_the_previous_one)
     ck_assert_msg(strstr(dp_last_error(), dir), "%s", dp_last_error());
     ck_assert_int_eq(dp_test_count_entries(dir, ".tmp."), 0);
     ck_assert_int_eq(dp_test_count_entries(dir, "step-000000020"), 0);
-    char path[1024];
-    ck_assert_int_eq(dp_checkpoint_find(dir, path, sizeof path), 0);
+    char path[1024], skipped[1024];
+    ck_assert_int_eq(dp_checkpoint_find(dir, path, sizeof path, skipped, sizeof skipped), 0);
     ck_assert_ptr_nonnull(strstr(path, "step-000000010.safetensors"));
     o.checkpoint_dir[0] = '\0';
     ck_assert_msg(train_status(&o, MPI_COMM_SELF, &result) == 0, "%s", dp_last_error());

@@ -381,9 +381,9 @@ END_TEST
 START_TEST(test_rejects_wrong_shape)
 {
     assert_header_rejected("{\"w\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[0,24]}}",
-                           DP_EFORMAT, "tensor 'w' has shape [2, 3], expected [2, 2]");
+                           DP_ESHAPE, "tensor 'w' has shape [2, 3], expected [2, 2]");
     assert_header_rejected("{\"w\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}",
-                           DP_EFORMAT, "tensor 'w' has shape [4], expected [2, 2]");
+                           DP_ESHAPE, "tensor 'w' has shape [4], expected [2, 2]");
     assert_header_rejected(
         "{\"w\":{\"dtype\":\"F32\",\"shape\":[1,1,1,2,2],\"data_offsets\":[0,16]}}", DP_EFORMAT,
         "tensor 'w' has 5 dimensions, expected shape [2, 2]");
@@ -498,7 +498,7 @@ START_TEST(test_parts_check_the_whole_tensor_and_the_file)
     dp_tensor_part part = {refs[0], 0, 1};
     part.ref.data = one;
     part.ref.shape[0] = 5;
-    assert_failure(dp_safetensors_read_parts(path, &part, 1, NULL, 0), DP_EFORMAT, path,
+    assert_failure(dp_safetensors_read_parts(path, &part, 1, NULL, 0), DP_ESHAPE, path,
                    "tensor 'layers.0.weight' has shape [3, 5], expected [5, 5]");
     ck_assert(one[0] == 7);
     dp_tensor_part past = {refs[3], 0, 4};

@@ -79,7 +79,7 @@ model="linear(16),relu,linear(2048,bias=0)"
 dp_mpirun 60 2 "$worker" --data synthetic:100,8,2048 --model "$model" --steps 1 --zero 3 --zero-live-mb 0.025 \
     --device cpu >"$dir/out" 2>&1
 dp_check_outcome "a budget below one column" fail $? "$dir/out" \
-    "is smaller than a column of the layer whose parameters are [144, 32912) (2048 floats: 2048 rows); give at least 0.032 MiB"
+    "is smaller than a column of the layer whose parameters are [144, 32912) (2048 floats: 2048 rows); give at least 0.031495 MiB"
 dp_mpirun 60 2 "$worker" --data synthetic:100,8,2048 --model "$model" --steps 1 --zero 3 --zero-live-mb 0.032 \
     --device cpu >"$dir/out" 2>&1
 dp_check_outcome "the least budget the refusal named" ok $? "$dir/out" "summary: 1 steps"

@@ -43,12 +43,12 @@ if awk -v a="$(activations "$dir/plan-128")" -v b="$(activations "$dir/plan-256"
 else fail "a CNN's activations do not double with the rows" "$dir/plan-256"; fi
 
 # Nine layers of 256: a stage-3 rank holds a quarter of the state and two layers' worth of
-# working buffers, so 8.5 MiB stops DDP (9.9 MiB) and lets --zero 3 (7.2 MiB) train.
+# working buffers, so 6.5 MiB stops DDP (7.6 MiB) and lets --zero 3 (5.0 MiB on 2 ranks) train.
 model="linear(256),relu,linear(256),relu,linear(256),relu,linear(256),relu,linear(256),relu,linear(256),relu,linear(256),relu,linear(256),relu,linear(5)"
 run() { dp_mpirun 60 "$1" "$worker" --data synthetic:2000,64,5 --model "$model" --optimizer adamw --batch 64 --steps 4 \
-    --bucket-mb 0.25 --max-memory-mb 8.5 --log-every 0 --zero "$2" >"$dir/out" 2>&1; }
+    --bucket-mb 0.25 --max-memory-mb 6.5 --log-every 0 --zero "$2" >"$dir/out" 2>&1; }
 run 2 0
-dp_check_outcome "--zero 0 over --max-memory-mb" fail $? "$dir/out" "--max-memory-mb 8.5: "
+dp_check_outcome "--zero 0 over --max-memory-mb" fail $? "$dir/out" "--max-memory-mb 6.5: "
 grep -q -- "--memory-plan --model" "$dir/out" || dp_fail_case "the limit's message does not point at --memory-plan" "$dir/out"
 for world in 2 4; do
     run "$world" 3
@@ -83,8 +83,13 @@ want="step-000000004.rank-0-of-2.safetensors step-000000004.rank-1-of-2.safetens
 dp_mpirun 60 3 "$worker" $common --steps 8 --zero 2 --resume "$dir/ckpt" >"$dir/out" 2>&1
 dp_check_outcome "resume the shards on 3 ranks as --zero 2" ok $? "$dir/out" "(sharded): continuing, but not bit-exactly, because these settings changed: world_size 2 -> 3"
 rm "$dir/ckpt/step-000000006.rank-1-of-2.safetensors"
+dp_mpirun 60 2 "$worker" $common --steps 8 --zero 3 --resume "$dir/ckpt/step-000000006.safetensors" >"$dir/out" 2>&1
+dp_check_outcome "a missing shard of the index named" fail $? "$dir/out" "step-000000006.rank-1-of-2.safetensors"
+# The directory: the newest complete checkpoint, as --resume auto finds it, naming what it passed over.
 dp_mpirun 60 2 "$worker" $common --steps 8 --zero 3 --resume "$dir/ckpt" >"$dir/out" 2>&1
-dp_check_outcome "a missing shard" fail $? "$dir/out" "step-000000006.rank-1-of-2.safetensors"
+dp_check_outcome "a missing shard, the directory named" ok $? "$dir/out" "resume: $dir/ckpt/step-000000004.safetensors at step 4"
+grep -q "passed over incomplete checkpoints: step-000000006.safetensors" "$dir/out" ||
+    dp_fail_case "--resume DIR does not name the incomplete checkpoint it passed over" "$dir/out"
 
 for bad in "--zero 4|--zero '4': must be one of 0, 1, 2, 3" "--precision fp8|--precision 'fp8'" \
     "--params 1e9|--params applies to --memory-plan" "--checkpoint-shards|--checkpoint-shards applies to --checkpoint-dir" \

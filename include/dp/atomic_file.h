@@ -32,6 +32,9 @@ int dp_check_output_dir(const char *option, const char *dir);
  * accepts(name, context) returns non-zero for. */
 typedef int (*dp_temporary_filter_fn)(const char *name, const void *context);
 
+/* If name is a writer's temporary "NAME.tmp.HOST.PID" (of any host), NAME's length, else 0. */
+size_t dp_temporary_target_length(const char *name);
+
 /* Removes the regular files "NAME.tmp.HOST.PID" in dir whose HOST is this host and whose PID
  * no longer runs here, for the NAMEs accepts takes. Temporaries of other hosts (a shared
  * file system) and of live processes are left alone. Returns how many were removed, or

@@ -42,24 +42,32 @@ int dp_checkpoint_save(const char *dir, long step, const dp_tensor_ref *tensors,
  * dp_checkpoint_save as the index: --resume finds it as any checkpoint, and pruning an index
  * deletes its shards. A shard's step is its metadata's; its name is not a checkpoint name. */
 int dp_checkpoint_shard_name(long step, int rank, int world, char *name, size_t size);
+/* Where an index's shard of rank `rank` of `shards` is read from: beside the index and named
+ * after it (step-2.safetensors: step-2.rank-R-of-W.safetensors), so files renamed together
+ * (unpadded) still resume, and --resume DIR and --resume auto find the same shards. */
+int dp_checkpoint_shard_path(const char *index_path, int rank, int shards, char *path, size_t size);
 
-/* Whether path's last component is a checkpoint's or a shard's name (step-N[.rank-R-of-W].safetensors). */
-int dp_checkpoint_is_name(const char *path);
+/* Whether a checkpoint directory's housekeeping may replace or delete a file of path's last
+ * component: a checkpoint's or a shard's name (step-N[.rank-R-of-W].safetensors), or a
+ * writer's temporary of one (NAME.tmp.HOST.PID), which a later run removes. */
+int dp_checkpoint_dir_owns(const char *path);
 int dp_checkpoint_save_shard(const char *dir, long step, int rank, int world, const dp_tensor_ref *tensors,
                              int count, const char *const *keys, const char *const *values, int meta_count);
 
 /* Readies dir for the run run_id starting at start_step, before any training: creates it if
  * missing, removes stale temporaries, and refuses (DP_EIO, naming the file) when it holds a
- * step-*.safetensors that is not a checkpoint of this run. *later_step gets the newest step
+ * step-*.safetensors of another run; one that is no readable checkpoint (which --resume passes
+ * over too) is warned of on stderr and replaced if the run reaches its step. *later_step gets the newest step
  * of this run's checkpoints beyond start_step (they will be replaced as the run reaches them),
  * or -1. Messages start with "--checkpoint-dir DIR". */
 int dp_checkpoint_claim_dir(const char *dir, const char *run_id, long start_step,
                             long *later_step);
 
-/* The checkpoint file `spec` names: spec itself when it is a regular file, else the
- * step-<digits>.safetensors in the directory spec with the highest step (every entry is
- * scanned; zero-padded or not). Non-regular files are refused. */
-int dp_checkpoint_find(const char *spec, char *path, size_t size);
+/* The checkpoint file `spec` names: spec itself when it is a regular file, else the newest
+ * complete checkpoint of the directory spec, as --resume auto finds it
+ * (dp_checkpoint_find_complete; none is DP_EIO); skipped gets the newer ones passed over. Non-regular
+ * files are refused. */
+int dp_checkpoint_find(const char *spec, char *path, size_t size, char *skipped, size_t skipped_size);
 
 /* The newest complete checkpoint in dir into path: one whose checksum and identity pass
  * dp_checkpoint_read_metadata and, for an index, whose every shard does too. path is ""

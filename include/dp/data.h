@@ -92,6 +92,9 @@ void dp_npy_free(dp_npy *npy);
 const char *dp_npy_dtype_name(enum dp_npy_dtype dtype);
 /* "(3,)", "(60000, 784)": the shape as numpy prints it. */
 void dp_npy_format_shape(const dp_npy *array, char *buf, size_t size);
+/* features as samples: a float32 array [N, ...] of N >= 1 rows whose row (*sample, the dims
+ * after the first) holds at most INT_MAX values, as training and --predict take it. */
+int dp_npy_features(const char *path, const dp_npy *features, dp_dims *sample);
 /* Little-endian file values to host order, in place (a no-op on little-endian hosts). */
 void dp_npy_from_little_endian(void *data, size_t bytes, enum dp_npy_dtype dtype);
 

@@ -93,7 +93,7 @@ typedef struct dp_engine_device {
 typedef struct dp_engine_config {
     const dp_model_spec *model;
     dp_dims input;                /* one sample's shape */
-    int max_rows;                  /* most rows one forward takes (a slice, or an evaluation chunk) */
+    int max_rows;                  /* most rows one forward takes (a rank's slice; evaluation reads as many at once) */
     dp_loss loss;
     dp_optimizer_config optimizer;
     const dp_strategy_choice *strategy; /* which strategy, and its keys */

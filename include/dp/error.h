@@ -12,7 +12,8 @@ enum dp_error_code {
     DP_ENOMEM = -4,   /* an allocation failed */
     DP_EMPI = -5,     /* an MPI call failed */
     DP_ENUMERIC = -6, /* training produced NaN or Inf, or replicas diverged */
-    DP_EDEVICE = -7   /* no usable GPU, or a CUDA, cuBLAS or NCCL call failed */
+    DP_EDEVICE = -7,  /* no usable GPU, or a CUDA, cuBLAS or NCCL call failed */
+    DP_ESHAPE = -8    /* a file's tensor has another shape than the one asked for */
 };
 
 /* Records a printf-style message for dp_last_error() and returns code, so callers can

@@ -40,9 +40,9 @@ int dp_memory_admit(size_t bytes, dp_memory_kind kind, const char *what);
 void dp_memory_record(const void *ptr, size_t bytes, dp_memory_kind kind);
 void dp_memory_release(const void *ptr);
 
-/* The limit in bytes (0: none); also starts a new peak from what is held now, and a new count
- * of refusals. */
-void dp_memory_set_limit(size_t bytes);
+/* The limit in MiB as the user gave it (0: none), which messages print back as given; also
+ * starts a new peak from what is held now, and a new count of refusals. */
+void dp_memory_set_limit_mb(double mb);
 /* Allocations the limit refused since it was set. */
 long dp_memory_refusals(void);
 dp_memory_usage dp_memory_usage_now(void);

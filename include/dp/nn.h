@@ -85,6 +85,11 @@ size_t dp_model_spec_module_params(const dp_model_spec *spec, const dp_dims *inp
                                    int *overflow);
 /* 1 when a module of spec takes images (conv2d, pooling): samples must come in its shape. */
 int dp_model_spec_takes_images(const dp_model_spec *spec);
+/* The shape one sample of `input` leaves the model in (what the loss compares with the targets),
+ * before a model exists. A module whose output holds more values than a forward counts in an int
+ * fails naming it and the shapes; a module that cannot take its input (a kernel larger than the
+ * image) leaves *output features(0): building the model names that. */
+int dp_model_spec_output(const dp_model_spec *spec, const dp_dims *input, dp_dims *output);
 /* The module names --model accepts, for --help. */
 const char *dp_model_module_names(void);
 
@@ -144,6 +149,7 @@ typedef struct dp_model {
     const float **inputs_of;   /* forward: each module's input, kept for backward */
     float *delta[2];           /* gradients w.r.t. activations, ping-pong */
     int batchnorms, sync_batchnorms;
+    int statistic_values;      /* the least values a BatchNorm's feature gets per row (H x W; 1 for BatchNorm1d) */
     dp_param_pieces param_pieces; /* set by whoever shards the parameters (dp_model_set_param_pieces) */
 } dp_model;
 

@@ -63,6 +63,10 @@ int dp_safetensors_read_with_metadata(const char *path, dp_tensor_ref *expected,
  * DP_EINVAL. */
 int dp_safetensors_read_parts(const char *path, dp_tensor_part *parts, int count, dp_meta *meta,
                               int meta_count);
+/* dp_safetensors_read_parts, strictly as PyTorch's load_state_dict(strict=True): a tensor of the
+ * file that no part asks for (and whose name does not start with `ignored`, when not NULL) is
+ * DP_EFORMAT, naming every such tensor. */
+int dp_safetensors_read_parts_strict(const char *path, dp_tensor_part *parts, int count, const char *ignored);
 
 /* A file's CRC-32 of itself: the value of its crc_key metadata entry. */
 #define DP_SAFETENSORS_CRC_PREFIX "crc32-file:"

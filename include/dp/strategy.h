@@ -111,11 +111,25 @@ typedef struct dp_row_group {
     const char *done_span, *done_category;
 } dp_row_group;
 
+/* The sizes a strategy's own working memory follows (dp_strategy_working_bytes). */
+typedef struct dp_strategy_sizes {
+    size_t params;        /* trainable parameters */
+    size_t buffer_floats; /* the model's float32 buffers (running statistics) */
+    int state_tensors;    /* the optimizer's state tensors, each one of the parameters' size */
+    int world;
+    int on_device;        /* backend memory is a GPU's, not host memory */
+} dp_strategy_sizes;
+
+/* Backend memory of c's own working buffers beyond the ZeRO table's (--exact's accumulator and
+ * digits, local SGD's copies on a host backend), predicted per rank; 0 where it keeps none. */
+double dp_strategy_working_bytes(const dp_strategy_choice *c, const dp_strategy_sizes *s);
+
 /* What a strategy is asked to accept of a run (dp_strategy_check): the options around it, and
  * once the data is known (step_batch > 0) the steps' sizes. */
 typedef struct dp_strategy_run {
     dp_dtype grad_dtype;           /* --grad-dtype */
     int sync_batchnorms, batchnorms; /* the model's SyncBatchNorm and BatchNorm modules */
+    int statistic_values;          /* the least values a BatchNorm feature gets per row (H x W) */
     long checkpoint_every, check_replicas; /* 0: none */
     size_t micro_batch;            /* --batch: global samples per micro-batch */
     int world;                     /* ranks */
@@ -362,6 +376,9 @@ int dp_strategy_replicas_agree(const dp_strategy *d, long steps_done);
 /* Returns the times since the last call and zeroes them. */
 dp_strategy_times dp_strategy_take_times(dp_strategy *d);
 
+/* After the update found non-finite gradients on every rank: what the strategy knows of why
+ * (--exact: finite values beyond its sums' range), text "" where nothing. Collective. */
+int dp_strategy_explain_nonfinite(dp_strategy *d, char *text, size_t size);
 /* How many buckets the gradients are reduced in. */
 int dp_strategy_bucket_count(const dp_strategy *d);
 /* The collective a bucket's gradients go through, for the banner ("all-reduce", "reduce-scatter"). */

@@ -33,6 +33,8 @@ typedef struct dp_dims {
 dp_dims dp_dims_features(int64_t n);
 /* Elements per sample: the product of dim (1 for ndim 0). */
 int64_t dp_dims_numel(const dp_dims *s);
+/* The same count in double, which no shape of int dimensions overflows (0 for no dimensions). */
+double dp_dims_values(const dp_dims *s);
 /* "[1, 28, 28]". */
 void dp_dims_text(const dp_dims *s, char *text, size_t size);
 

@@ -46,8 +46,10 @@ int dp_train_open_datasets(const dp_options *o, dp_dataset *train, dp_dataset *t
 /* The model's input width: what --layers starts with, or a --model spec's training data width. */
 int dp_train_model_inputs(const dp_options *o, const dp_dataset *train);
 
-/* Checks that the data fit the model (input width `inputs`, label range, output width, loss kind). */
-int dp_train_check_data(const dp_options *o, const dp_dataset *data, const char *role, int inputs);
+/* Checks that the data fit the model (input width `inputs`, label range, loss kind) and the
+ * output width the model makes of the training data's `sample`. */
+int dp_train_check_data(const dp_options *o, const dp_dataset *data, const char *role, int inputs,
+                        const dp_dims *sample);
 /* A model that takes images (conv2d, pooling) needs the test samples in the training samples'
  * shape, not only their element count. */
 int dp_train_check_image_shapes(const dp_options *o, const dp_dataset *train, const dp_dataset *test);

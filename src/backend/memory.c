@@ -20,6 +20,7 @@ static entry *entries;
 static size_t used, capacity;
 static dp_memory_usage usage;
 static long refusals;
+static double limit_mb; /* the limit as it was given, for messages */
 
 static const char *const kind_names[DP_MEM_KINDS] = {
     [DP_MEM_PARAMETERS] = "parameters", [DP_MEM_GRADIENTS] = "gradients",
@@ -51,7 +52,7 @@ int dp_memory_admit(size_t bytes, dp_memory_kind kind, const char *what)
     return dp_fail(DP_ENOMEM, "--max-memory-mb %g: %.2f MiB of %s for %s would bring this rank to %.2f "
                    "MiB of backend memory (it holds %.2f MiB: parameters %.2f, gradients %.2f, optimizer "
                    "state %.2f, working buffers %.2f, activations %.2f, data %.2f, collective scratch %.2f)",
-                   mib(limit), mib(bytes), dp_memory_kind_name(kind), what, mib(held + bytes), mib(held),
+                   limit_mb, mib(bytes), dp_memory_kind_name(kind), what, mib(held + bytes), mib(held),
                    mib(now.bytes[DP_MEM_PARAMETERS]), mib(now.bytes[DP_MEM_GRADIENTS]),
                    mib(now.bytes[DP_MEM_OPTIMIZER]), mib(now.bytes[DP_MEM_WORKING]),
                    mib(now.bytes[DP_MEM_ACTIVATIONS]), mib(now.bytes[DP_MEM_DATA]), mib(now.bytes[DP_MEM_COMM]));
@@ -117,10 +118,11 @@ static void reset_peak_locked(void)
     usage.peak_total = usage.total;
 }
 
-void dp_memory_set_limit(size_t bytes)
+void dp_memory_set_limit_mb(double mb)
 {
     pthread_mutex_lock(&lock);
-    usage.limit = bytes;
+    usage.limit = (size_t)(mb * (double)(1 << 20));
+    limit_mb = mb;
     refusals = 0;
     reset_peak_locked();
     pthread_mutex_unlock(&lock);

@@ -60,20 +60,27 @@ static char *directory_of(const char *path, const char **base)
 
 /* --- stale temporaries --- */
 
+size_t dp_temporary_target_length(const char *name)
+{
+    const char *dot = strrchr(name, '.'), *mark = NULL;
+    if (!dot || !dot[1] || strspn(dot + 1, "0123456789") != strlen(dot + 1))
+        return 0;
+    for (const char *at = strstr(name, TEMPORARY_MARK); at && at < dot; at = strstr(at + 1, TEMPORARY_MARK))
+        mark = at;
+    /* a host between the mark and the pid's dot, and a name before the mark */
+    return mark && mark > name && dot > mark + strlen(TEMPORARY_MARK) ? (size_t)(mark - name) : 0;
+}
+
 /* If name is "NAME.tmp.<this host>.<pid>", the pid (and NAME's length), else 0. */
 static long temporary_owner(const char *name, const char *host, size_t *target_len)
 {
-    const char *dot = strrchr(name, '.');
-    if (!dot || !dot[1] || strspn(dot + 1, "0123456789") != strlen(dot + 1) || strlen(dot + 1) > 9)
+    size_t len = dp_temporary_target_length(name);
+    if (!len)
         return 0;
-    size_t host_len = strlen(host), mark_len = strlen(TEMPORARY_MARK);
-    size_t prefix_len = (size_t)(dot - name);
-    if (prefix_len < mark_len + host_len + 1)
+    const char *host_at = name + len + strlen(TEMPORARY_MARK), *dot = strrchr(name, '.');
+    if ((size_t)(dot - host_at) != strlen(host) || memcmp(host_at, host, strlen(host)) != 0 || strlen(dot + 1) > 9)
         return 0;
-    const char *host_at = dot - host_len, *mark_at = host_at - mark_len;
-    if (memcmp(host_at, host, host_len) != 0 || memcmp(mark_at, TEMPORARY_MARK, mark_len) != 0)
-        return 0;
-    *target_len = (size_t)(mark_at - name);
+    *target_len = len;
     return strtol(dot + 1, NULL, 10);
 }
 
@@ -292,14 +299,23 @@ int dp_check_output_dir(const char *option, const char *dir)
     }
     if (errno != ENOENT)
         return dp_fail(DP_EIO, "%s %s: %s", option, dir, strerror(errno));
-    /* Absent: it will be created in its parent, which must exist and take a new entry. */
+    /* Absent: it will be created in its parent, which must exist and take a new entry ("new/"'s
+     * parent is ".", not "new"). */
+    char trimmed[PATH_MAX];
+    size_t len = strlen(dir);
+    while (len > 1 && dir[len - 1] == '/')
+        len--;
+    if (len >= sizeof trimmed)
+        return dp_fail(DP_EIO, "%s %s: path too long", option, dir);
+    memcpy(trimmed, dir, len);
+    trimmed[len] = '\0';
     const char *base;
-    char *parent = directory_of(dir, &base);
+    char *parent = directory_of(trimmed, &base);
     if (!parent)
         return DP_ENOMEM;
     int rc = check_directory(option, dir, parent);
     if (!rc)
-        rc = probe_creatable(option, dir, parent, dir);
+        rc = probe_creatable(option, dir, parent, trimmed);
     free(parent);
     return rc;
 }

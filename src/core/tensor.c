@@ -48,6 +48,14 @@ int64_t dp_dims_numel(const dp_dims *s)
     return n;
 }
 
+double dp_dims_values(const dp_dims *s)
+{
+    double n = s->ndim ? 1.0 : 0.0;
+    for (int i = 0; i < s->ndim; i++)
+        n *= (double)s->dim[i];
+    return n;
+}
+
 void dp_dims_text(const dp_dims *s, char *text, size_t size)
 {
     size_t used = (size_t)snprintf(text, size, "[");

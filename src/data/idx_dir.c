@@ -28,28 +28,53 @@ static char *join_path(const char *dir, const char *name)
     return path;
 }
 
-/* Tries the MNIST names in order: gzip, raw, then the dot-naming some mirrors use
- * (train-images.idx3-ubyte). kind is "images" or "labels", format "idx3" or "idx1";
- * *found is malloc'd. */
-static int find_idx_file(const char *dir, const char *split, const char *kind,
-                         const char *format, const char *hint, char **found)
+enum { IDX_NAMES = 3 };
+
+/* The MNIST names in the order tried: gzip, raw, then the dot-naming some mirrors use
+ * (train-images.idx3-ubyte). kind is "images" or "labels", format "idx3" or "idx1". */
+static void idx_names(const char *split, const char *kind, const char *format, char names[IDX_NAMES][64])
 {
-    char names[3][64];
-    snprintf(names[0], sizeof names[0], "%s-%s-%s-ubyte.gz", split, kind, format);
-    snprintf(names[1], sizeof names[1], "%s-%s-%s-ubyte", split, kind, format);
-    snprintf(names[2], sizeof names[2], "%s-%s.%s-ubyte", split, kind, format);
-    for (int i = 0; i < 3; i++) {
+    snprintf(names[0], 64, "%s-%s-%s-ubyte.gz", split, kind, format);
+    snprintf(names[1], 64, "%s-%s-%s-ubyte", split, kind, format);
+    snprintf(names[2], 64, "%s-%s.%s-ubyte", split, kind, format);
+}
+
+/* The first of the names present in dir into *found (malloc'd; NULL: none), or DP_ENOMEM. */
+static int first_present(const char *dir, char names[IDX_NAMES][64], char **found)
+{
+    *found = NULL;
+    for (int i = 0; i < IDX_NAMES && !*found; i++) {
         char *path = join_path(dir, names[i]);
         if (!path)
             return DP_ENOMEM;
-        if (is_file(path)) {
+        if (is_file(path))
             *found = path;
-            return 0;
-        }
-        free(path);
+        else
+            free(path);
     }
+    return 0;
+}
+
+static int find_idx_file(const char *dir, const char *split, const char *kind,
+                         const char *format, const char *hint, char **found)
+{
+    char names[IDX_NAMES][64];
+    idx_names(split, kind, format, names);
+    int status = first_present(dir, names, found);
+    if (status || *found)
+        return status;
     return dp_fail(DP_EIO, "%s: no %s %s found (tried %s, %s, %s)%s", dir, split, kind,
                    names[0], names[1], names[2], hint);
+}
+
+int dp_idx_directory_has_test_split(const char *dir)
+{
+    char names[IDX_NAMES][64], *found = NULL;
+    idx_names("t10k", "images", "idx3", names);
+    /* Out of memory here: say there is one, and opening it reports the failure. */
+    int present = first_present(dir, names, &found) != 0 || found;
+    free(found);
+    return present;
 }
 
 static int open_idx_dir(const char *dir, int split_test, const char *hint, dp_dataset *out)

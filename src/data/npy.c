@@ -67,6 +67,8 @@ typedef struct header_parser {
 
 static int malformed(const header_parser *p, const char *what)
 {
+    if (!*p->pos) /* the text ends here: at its end, or at a NUL byte within it */
+        return dp_fail(DP_EFORMAT, "%s: malformed .npy header: %s at the header's end (or a NUL byte)", p->path, what);
     return dp_fail(DP_EFORMAT, "%s: malformed .npy header: %s at \"%.24s\"", p->path, what,
                    p->pos);
 }

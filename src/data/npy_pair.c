@@ -21,18 +21,21 @@ static void format_shape(const dp_npy *a, char *buf, size_t size)
 
 /* A sample's width must be an int. The product cannot overflow: npy.c checked that the whole
  * array's bytes fit a size_t, and a zero dim makes it 0 whatever came before. */
-static int check_features(const char *path, const dp_npy *features)
+int dp_npy_features(const char *path, const dp_npy *features, dp_dims *sample)
 {
     char shape[128];
     format_shape(features, shape, sizeof shape);
     if (features->dtype != DP_NPY_F32 || features->ndim < 2)
-        return dp_fail(DP_EFORMAT, "%s: features must be a float32 [N, D] or [N, C, H, W] array, got %s",
+        return dp_fail(DP_EFORMAT, "%s: features must be a float32 array [N, D], [N, H, W] or [N, C, H, W], got %s",
                        path, shape);
     size_t width = 1;
     for (int i = 1; i < features->ndim; i++)
         width *= features->shape[i];
     if (features->shape[0] == 0 || width == 0 || width > INT_MAX)
         return dp_fail(DP_EFORMAT, "%s: unsupported features shape %s", path, shape);
+    sample->ndim = features->ndim - 1;
+    for (int i = 0; i < sample->ndim; i++)
+        sample->dim[i] = (int64_t)features->shape[i + 1];
     return 0;
 }
 
@@ -134,9 +137,6 @@ static int fill_dataset(const char *labels_path, const dp_npy *array, dp_npy *la
                         dp_dataset *out)
 {
     out->count = array->shape[0];
-    out->sample.ndim = array->ndim - 1;
-    for (int i = 0; i < out->sample.ndim; i++)
-        out->sample.dim[i] = (int64_t)array->shape[i + 1];
     out->dim = (int)dp_dims_numel(&out->sample);
     if (labels->dtype != DP_NPY_F32)
         return convert_labels(labels_path, labels, out);
@@ -160,7 +160,7 @@ int dp_npy_load_pair(const char *features_path, const char *labels_path, dp_data
     const dp_npy *array = &features->file.array;
     int rc = dp_npy_open(features_path, &features->file);
     if (!rc)
-        rc = check_features(features_path, array);
+        rc = dp_npy_features(features_path, array, &out->sample);
     if (!rc)
         rc = dp_npy_read(labels_path, &labels);
     if (!rc)

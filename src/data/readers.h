@@ -21,5 +21,8 @@ int dp_open_synthetic_spec(const dp_open_request *r, dp_dataset *out);   /* synt
 int dp_open_npy_pair_spec(const dp_open_request *r, dp_dataset *out);    /* npy_pair.c */
 int dp_open_fashion_mnist(const dp_open_request *r, dp_dataset *out);    /* idx_dir.c */
 int dp_open_idx_directory(const dp_open_request *r, dp_dataset *out);    /* idx_dir.c */
+/* Whether an IDX directory holds t10k images under any of the MNIST names (a training-only
+ * directory has none: it trains without a test set). idx_dir.c */
+int dp_idx_directory_has_test_split(const char *dir);
 
 #endif

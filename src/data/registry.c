@@ -27,6 +27,18 @@ static int is_npy_pair(const char *spec)
     return strchr(spec, ',') && !(stat(spec, &st) == 0 && S_ISDIR(st.st_mode));
 }
 
+static int always(const char *spec)
+{
+    (void)spec;
+    return 1;
+}
+
+static int never(const char *spec)
+{
+    (void)spec;
+    return 0;
+}
+
 /* The last form takes whatever is left, so an unknown spec is reported as a missing directory. */
 static int is_anything(const char *spec)
 {
@@ -37,12 +49,12 @@ static int is_anything(const char *spec)
 static const struct spec_form {
     int (*matches)(const char *spec);
     int (*open)(const dp_open_request *r, dp_dataset *out);
-    int has_test_split; /* its own test split: t10k files, a synthetic test draw */
+    int (*has_test_split)(const char *spec); /* its own test split: a synthetic test draw, t10k files */
 } forms[] = {
-    {is_synthetic, dp_open_synthetic_spec, 1},
-    {is_fashion_mnist, dp_open_fashion_mnist, 1},
-    {is_npy_pair, dp_open_npy_pair_spec, 0},
-    {is_anything, dp_open_idx_directory, 1},
+    {is_synthetic, dp_open_synthetic_spec, always},
+    {is_fashion_mnist, dp_open_fashion_mnist, always},
+    {is_npy_pair, dp_open_npy_pair_spec, never},
+    {is_anything, dp_open_idx_directory, dp_idx_directory_has_test_split},
 };
 
 static const struct spec_form *form_of(const char *spec)
@@ -55,7 +67,7 @@ static const struct spec_form *form_of(const char *spec)
 
 int dp_dataset_has_test_split(const char *spec)
 {
-    return spec && *spec && form_of(spec)->has_test_split;
+    return spec && *spec && form_of(spec)->has_test_split(spec);
 }
 
 int dp_dataset_open(const char *spec, int split_test, int regression, uint64_t seed,

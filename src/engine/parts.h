@@ -68,6 +68,9 @@ void dp_engine_prepare_step(dp_engine *e, float grad_scale, float lr);
 /* --clip-grad-norm (a step that clips is never a graph's): the norm of the averaged gradient over
  * every rank, and the update's coefficients prepared again with the gradient scaled down. */
 int dp_engine_clip(dp_engine *e);
+/* BatchNorm's running statistics after a step: any non-finite value (a batch's variance that
+ * overflowed) stops the run naming the tensor, as the update's own check does for parameters. */
+int dp_engine_check_statistics(dp_engine *e);
 int dp_engine_update(dp_engine *e, float lr);
 void dp_engine_update_pass(dp_engine *e);
 int dp_engine_update_check(dp_engine *e, float lr);

@@ -77,6 +77,8 @@ int dp_engine_step(dp_engine *e, dp_range step, const dp_row_source *source, flo
     dp_device_clock_mark(e);
     if (e->broadcast_buffers && (status = share_buffers(e)))
         return status;
+    if (e->model.batchnorms && (status = dp_engine_check_statistics(e)))
+        return status;
     e->steps_done++;
     double done = MPI_Wtime();
     dp_engine_observe_span(e, "optimizer", "optimizer", reduce_done, done);

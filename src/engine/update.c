@@ -66,6 +66,23 @@ static int parameters_overflowed(dp_engine *e, const float *params, double bad, 
                                      "Stopping", e->steps_done + 1, bad, first ? first : "(none found)", (double)lr);
 }
 
+int dp_engine_check_statistics(dp_engine *e)
+{
+    const dp_param_table *buffers = &e->model.buffers;
+    for (int i = 0; i < buffers->count; i++) {
+        const dp_param *b = &buffers->entries[i];
+        if (b->dtype != DP_DTYPE_F32)
+            continue;
+        size_t bad = e->be->count_nonfinite(e->be, e->model.buffer_values + b->offset, b->count);
+        if (bad)
+            return dp_fail(DP_ENUMERIC, "step %ld: %zu value%s of the running statistics %s became non-finite: a "
+                           "batch's mean or variance overflows float32 (inputs of 1e19 or more square past it). "
+                           "Stopping: a checkpoint or --save would hold values --init and --resume refuse",
+                           e->steps_done + 1, bad, bad == 1 ? "" : "s", b->name);
+    }
+    return 0;
+}
+
 void dp_engine_prepare_step(dp_engine *e, float grad_scale, float lr)
 {
     e->grad_scale = grad_scale;
@@ -94,14 +111,18 @@ static int nonfinite_found(dp_engine *e, double bad, float lr)
         return status;
     if (!first)
         return parameters_overflowed(e, params, bad, lr);
+    char why[256];
+    if ((status = dp_strategy_explain_nonfinite(e->strategy, why, sizeof why)))
+        return status;
     if (!e->skip_nonfinite)
-        return dp_fail(DP_ENUMERIC, "step %ld: %.0f non-finite gradient values, the first in %s. Stopping "
-                       "(--on-nan abort; --on-nan skip would drop such steps)", e->steps_done + 1, bad, first);
+        return dp_fail(DP_ENUMERIC, "step %ld: %.0f non-finite gradient values, the first in %s%s%s. Stopping "
+                       "(--on-nan abort; --on-nan skip would drop such steps)", e->steps_done + 1, bad, first,
+                       why[0] ? ": " : "", why);
     e->skipped_steps++;
     if (e->comm->rank == 0)
-        fprintf(stderr, "dp_worker: warning: step %ld: %.0f non-finite gradient values, the first in %s; "
+        fprintf(stderr, "dp_worker: warning: step %ld: %.0f non-finite gradient values, the first in %s%s%s; "
                         "update skipped (--on-nan skip, %ld skipped so far)\n",
-                e->steps_done + 1, bad, first, e->skipped_steps);
+                e->steps_done + 1, bad, first, why[0] ? ": " : "", why, e->skipped_steps);
     return 0;
 }
 

@@ -6,6 +6,7 @@
 #include "dp/rng.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,9 +81,17 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
-int dp_checkpoint_is_name(const char *path)
+int dp_checkpoint_dir_owns(const char *path)
 {
-    return is_checkpoint_name(base_name(path), NULL);
+    const char *name = base_name(path);
+    size_t target = dp_temporary_target_length(name);
+    char stem[NAME_MAX + 1];
+    if (target > 0 && target < sizeof stem) {
+        memcpy(stem, name, target);
+        stem[target] = '\0';
+        name = stem;
+    }
+    return is_checkpoint_name(name, NULL);
 }
 
 static int join(const char *dir, const char *name, char *path, size_t size)
@@ -295,14 +304,15 @@ static int prune_old(const char *dir, const char *run_id, long step, long keep, 
 }
 
 /* A file of this step from another run stays: two runs in one directory must not overwrite
- * each other. */
+ * each other. One that is no readable checkpoint (a copy cut short) is replaced, as the claim
+ * warned: no resume reads it, and refusing it would stop the run that passed over it. */
 static int refuse_foreign_file(const char *path, const char *run_id)
 {
-    struct stat st;
-    if (lstat(path, &st) != 0 || belongs_to(path, run_id))
+    char found[DP_META_VALUE_MAX];
+    if (read_run_id(path, found) != 0 || strcmp(found, run_id) == 0)
         return 0;
-    return dp_fail(DP_EIO, "--checkpoint-dir: %s already exists and is not a checkpoint of this "
-                   "run (run_id %s): refusing to overwrite it", path, run_id);
+    return dp_fail(DP_EIO, "--checkpoint-dir: %s already exists and is a checkpoint of another "
+                   "run (run_id %s; this run is %s): refusing to overwrite it", path, found, run_id);
 }
 
 int dp_checkpoint_save(const char *dir, long step, const dp_tensor_ref *tensors, int count,
@@ -388,10 +398,10 @@ int dp_checkpoint_claim_dir(const char *dir, const char *run_id, long start_step
         char path[4096], found[DP_META_VALUE_MAX];
         if ((status = join(dir, l.entries[i].name, path, sizeof path)))
             break;
-        if (read_run_id(path, found) != 0)
-            status = dp_fail_context(DP_EIO, "--checkpoint-dir %s holds %s, which is not a "
-                                     "readable checkpoint (move it away or use another "
-                                     "directory)", dir, l.entries[i].name);
+        if (read_run_id(path, found) != 0) /* as --resume passes it over: replaced when a step writes it */
+            fprintf(stderr, "dp_worker: warning: --checkpoint-dir %s holds %s, which is not a readable "
+                    "checkpoint (%s): no resume reads it, and it is replaced if training reaches step %ld\n", dir,
+                    l.entries[i].name, dp_last_error(), l.entries[i].step);
         else if (strcmp(found, run_id) != 0)
             status = dp_fail(DP_EIO, "--checkpoint-dir %s holds %s of another run (run_id %s; "
                              "this run is %s): continue that run with --resume %s, or use an "
@@ -406,9 +416,10 @@ int dp_checkpoint_claim_dir(const char *dir, const char *run_id, long start_step
 
 /* --- reading --- */
 
-int dp_checkpoint_find(const char *spec, char *path, size_t size)
+int dp_checkpoint_find(const char *spec, char *path, size_t size, char *skipped, size_t skipped_size)
 {
     struct stat st;
+    skipped[0] = '\0';
     if (stat(spec, &st) != 0)
         return dp_fail(DP_EIO, "--resume %s: %s", spec, strerror(errno));
     if (S_ISREG(st.st_mode)) {
@@ -418,19 +429,25 @@ int dp_checkpoint_find(const char *spec, char *path, size_t size)
     if (!S_ISDIR(st.st_mode))
         return dp_fail(DP_EIO, "--resume %s: is %s, not a checkpoint file or directory", spec,
                        dp_file_kind(st.st_mode));
-    listing l;
-    int status = list_checkpoints(spec, &l);
-    if (!status && l.count == 0)
-        status = dp_fail(DP_EIO, "--resume %s: no step-*.safetensors checkpoint in this directory",
-                         spec);
-    if (!status)
-        status = join(spec, l.entries[0].name, path, size);
-    free_listing(&l);
+    /* The same verdict as --resume auto's: the newest complete checkpoint. */
+    int status = dp_checkpoint_find_complete(spec, path, size, skipped, skipped_size);
+    if (!status && !path[0])
+        status = dp_fail(DP_EIO, "--resume %s: no complete step-*.safetensors checkpoint in this directory%s%s%s",
+                         spec, skipped[0] ? " (passed over: " : "", skipped, skipped[0] ? ")" : "");
     return status;
 }
 
+int dp_checkpoint_shard_path(const char *index_path, int rank, int shards, char *path, size_t size)
+{
+    static const char suffix[] = ".safetensors";
+    size_t len = strlen(index_path), stem = len >= sizeof suffix - 1 ? len - (sizeof suffix - 1) : len;
+    if (snprintf(path, size, "%.*s.rank-%d-of-%d%s", (int)stem, index_path, rank, shards, suffix) >= (int)size)
+        return dp_fail(DP_EINVAL, "%s: shard path too long", index_path);
+    return 0;
+}
+
 /* Whether every shard an index names is there and passes its checks (a whole file: 1). */
-static int shards_complete(const char *dir, const char *index_path, long step)
+static int shards_complete(const char *index_path)
 {
     dp_meta shards = {.key = DP_CHECKPOINT_SHARDS_KEY};
     if (dp_checkpoint_read_metadata(index_path, &shards, 1) != 0)
@@ -440,8 +457,8 @@ static int shards_complete(const char *dir, const char *index_path, long step)
         return dp_fail(DP_EFORMAT, "%s: metadata %s '%s' is not a shard count", index_path,
                        DP_CHECKPOINT_SHARDS_KEY, shards.value) == 0;
     for (int rank = 0; rank < world; rank++) {
-        char name[128], path[4096];
-        if (dp_checkpoint_shard_name(step, rank, (int)world, name, sizeof name) || join(dir, name, path, sizeof path) ||
+        char path[4096];
+        if (dp_checkpoint_shard_path(index_path, rank, (int)world, path, sizeof path) ||
             dp_checkpoint_read_metadata(path, NULL, 0) != 0)
             return 0;
     }
@@ -460,7 +477,7 @@ int dp_checkpoint_find_complete(const char *dir, char *path, size_t size, char *
     for (size_t i = 0; !status && i < l.count; i++) {
         if ((status = join(dir, l.entries[i].name, path, size)))
             break;
-        if (shards_complete(dir, path, l.entries[i].step))
+        if (shards_complete(path))
             break;
         if (used < skipped_size)
             used += (size_t)snprintf(skipped + used, skipped_size - used, "%s%s (%s)", used ? "; " : "",

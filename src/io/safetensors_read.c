@@ -101,7 +101,7 @@ static int check_shape(const char *path, const dp_tensor_ref *t, const st_tensor
                        t->name, found->ndim, expected);
     char shape[SHAPE_TEXT_MAX];
     format_shape(found->dims, found->ndim, shape);
-    return dp_fail(DP_EFORMAT, "%s: tensor '%s' has shape %s, expected %s", path, t->name, shape,
+    return dp_fail(DP_ESHAPE, "%s: tensor '%s' has shape %s, expected %s", path, t->name, shape,
                    expected);
 }
 
@@ -146,8 +146,34 @@ static int read_metadata_value(const char *path, const st_header *h, dp_meta *en
 
 /* Every entry is checked before any data is read, so a malformed file leaves the parts as
  * they were; only an I/O error midway can leave them partly filled. */
+/* A file's tensors that no part asks for and whose names do not start with `ignored`, named in
+ * one message: PyTorch's strict load refuses them too. */
+static int check_all_asked(const char *path, const st_header *h, const dp_tensor_part *parts, int count,
+                           const char *ignored)
+{
+    char unused[512] = "";
+    size_t used = 0;
+    int found = 0;
+    for (int t = 0; t < h->tensor_count; t++) {
+        const char *name = h->tensors[t].name;
+        int asked = ignored && strncmp(name, ignored, strlen(ignored)) == 0;
+        for (int i = 0; !asked && i < count; i++)
+            asked = strcmp(parts[i].ref.name, name) == 0;
+        if (asked)
+            continue;
+        if (found++ < 8 && used < sizeof unused)
+            used += (size_t)snprintf(unused + used, sizeof unused - used, "%s%s", used ? ", " : "", name);
+    }
+    if (!found)
+        return 0;
+    return dp_fail(DP_EFORMAT, "%s holds %d tensor%s the model has no place for (%s%s): a file of another model; "
+                   "PyTorch's load_state_dict(strict=True) refuses it too", path, found, found == 1 ? "" : "s",
+                   unused, found > 8 ? ", ..." : "");
+}
+
+/* strict: every tensor of the file must be asked for, but those whose names start with `ignored`. */
 static int read_parts(FILE *f, const char *path, const dp_tensor_part *parts, int count,
-                      dp_meta *meta, int meta_count)
+                      dp_meta *meta, int meta_count, int strict, const char *ignored)
 {
     st_framing fr = {0};
     st_header h = {0};
@@ -159,6 +185,8 @@ static int read_parts(FILE *f, const char *path, const dp_tensor_part *parts, in
         rc = locate_tensor(path, &h, &parts[i].ref, &begins[i]);
     if (rc == 0)
         rc = st_header_check_layout(path, &h);
+    if (rc == 0 && strict)
+        rc = check_all_asked(path, &h, parts, count, ignored);
     for (int i = 0; rc == 0 && i < meta_count; i++)
         rc = read_metadata_value(path, &h, &meta[i]);
     int64_t data_start = ST_PREFIX_BYTES + (int64_t)fr.json_len;
@@ -187,8 +215,8 @@ static int check_parts(const char *path, const dp_tensor_part *parts, int count)
     return 0;
 }
 
-int dp_safetensors_read_parts(const char *path, dp_tensor_part *parts, int count, dp_meta *meta,
-                              int meta_count)
+static int open_and_read_parts(const char *path, dp_tensor_part *parts, int count, dp_meta *meta, int meta_count,
+                               int strict, const char *ignored)
 {
     int rc = check_parts(path, parts, count);
     if (rc)
@@ -196,9 +224,20 @@ int dp_safetensors_read_parts(const char *path, dp_tensor_part *parts, int count
     FILE *f = NULL;
     if ((rc = dp_open_input(path, &f)) != 0)
         return rc;
-    rc = read_parts(f, path, parts, count, meta, meta_count);
+    rc = read_parts(f, path, parts, count, meta, meta_count, strict, ignored);
     fclose(f);
     return rc;
+}
+
+int dp_safetensors_read_parts(const char *path, dp_tensor_part *parts, int count, dp_meta *meta,
+                              int meta_count)
+{
+    return open_and_read_parts(path, parts, count, meta, meta_count, 0, NULL);
+}
+
+int dp_safetensors_read_parts_strict(const char *path, dp_tensor_part *parts, int count, const char *ignored)
+{
+    return open_and_read_parts(path, parts, count, NULL, 0, 1, ignored);
 }
 
 int dp_safetensors_read_with_metadata(const char *path, dp_tensor_ref *expected, int count,

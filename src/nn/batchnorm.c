@@ -21,11 +21,11 @@
 #include <stdlib.h>
 
 static const dp_module_arg batchnorm_args[] = {
-    {"momentum", DP_ARG_FLOAT, offsetof(dp_module_options, momentum), 0, 1, 0, 0,
+    {"momentum", DP_ARG_FLOAT, offsetof(dp_module_options, momentum), 0, 1, 0, NULL,
      "weight of the batch in the running statistics"},
-    {"eps", DP_ARG_FLOAT, offsetof(dp_module_options, eps), 1e-30, HUGE_VAL, 0, 0,
+    {"eps", DP_ARG_FLOAT, offsetof(dp_module_options, eps), 1e-30, HUGE_VAL, 0, NULL,
      "added to the variance"},
-    {"sync", DP_ARG_BOOL, offsetof(dp_module_options, sync), 0, 1, 0, 0,
+    {"sync", DP_ARG_BOOL, offsetof(dp_module_options, sync), 0, 1, 0, NULL,
      "1: statistics over every rank's rows (SyncBatchNorm)"},
 };
 
@@ -79,6 +79,7 @@ static int batchnorm_configure(dp_module *m, const char *spec)
 {
     (void)spec;
     m->out_shape = m->in_shape;
+    m->statistic_values = pixels(m);
     return 0;
 }
 

@@ -21,11 +21,11 @@
 #define CHUNK_BYTES ((size_t)4 << 20)
 
 static const dp_module_arg conv2d_args[] = {
-    {"out", DP_ARG_INT, offsetof(dp_module_options, out_features), 1, 1 << 20, 0, 1, "output channels"},
-    {"k", DP_ARG_INT, offsetof(dp_module_options, kernel), 1, 1 << 12, 0, 1, "the square kernel's side"},
-    {"stride", DP_ARG_INT, offsetof(dp_module_options, stride), 1, 1 << 12, 0, 0, "step between windows"},
-    {"padding", DP_ARG_INT, offsetof(dp_module_options, padding), 0, 1 << 12, 0, 0, "zeros on each side"},
-    {"bias", DP_ARG_BOOL, offsetof(dp_module_options, bias), 0, 1, 0, 0, "1 adds a learned bias per channel"},
+    {"out", DP_ARG_INT, offsetof(dp_module_options, out_features), 1, 1 << 20, 0, "32", "output channels"},
+    {"k", DP_ARG_INT, offsetof(dp_module_options, kernel), 1, 1 << 12, 0, "3", "the square kernel's side"},
+    {"stride", DP_ARG_INT, offsetof(dp_module_options, stride), 1, 1 << 12, 0, NULL, "step between windows"},
+    {"padding", DP_ARG_INT, offsetof(dp_module_options, padding), 0, 1 << 12, 0, NULL, "zeros on each side"},
+    {"bias", DP_ARG_BOOL, offsetof(dp_module_options, bias), 0, 1, 0, NULL, "1 adds a learned bias per channel"},
 };
 
 typedef struct conv_state {

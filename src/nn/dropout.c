@@ -10,7 +10,7 @@
 #include <stdio.h>
 
 static const dp_module_arg dropout_args[] = {
-    {"p", DP_ARG_FLOAT, offsetof(dp_module_options, p), 0, 1, 1, 0, "probability of zeroing a unit"},
+    {"p", DP_ARG_FLOAT, offsetof(dp_module_options, p), 0, 1, 1, NULL, "probability of zeroing a unit"},
 };
 
 typedef struct dropout_state {

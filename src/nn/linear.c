@@ -16,8 +16,8 @@
 #include <stdio.h>
 
 static const dp_module_arg linear_args[] = {
-    {"out", DP_ARG_INT, offsetof(dp_module_options, out_features), 1, 1 << 30, 0, 1, "output features"},
-    {"bias", DP_ARG_BOOL, offsetof(dp_module_options, bias), 0, 1, 0, 0, "1 adds a learned bias"},
+    {"out", DP_ARG_INT, offsetof(dp_module_options, out_features), 1, 1 << 30, 0, "256", "output features"},
+    {"bias", DP_ARG_BOOL, offsetof(dp_module_options, bias), 0, 1, 0, NULL, "1 adds a learned bias"},
 };
 
 /* Any input shape: a sample's elements are its features (nn.Flatten then nn.Linear). */

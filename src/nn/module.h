@@ -15,6 +15,7 @@ struct dp_module {
     dp_dims in_shape, out_shape; /* one sample's, in and out */
     int in_width, out_width;      /* their element counts: the kernels see [rows, width] */
     int absorbs_next;    /* also applies the module after it (a Linear's ReLU) */
+    int statistic_values; /* a normalisation layer: values each feature's statistics get per row (H x W) */
     int absorbed;        /* applied by the module before it, so it passes data through */
     size_t first_param, param_count; /* its slice of the flat parameter buffer */
     size_t first_buffer, first_counter;
@@ -75,7 +76,7 @@ typedef struct dp_module_arg {
     size_t offset;      /* into dp_module_options */
     double min, max;    /* allowed range; max_open: max itself is not allowed */
     int max_open;
-    int required;
+    const char *example; /* a value, where the option must be given (NULL: optional) */
     const char *meaning;
 } dp_module_arg;
 

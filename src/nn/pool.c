@@ -7,8 +7,8 @@
 #include <stdio.h>
 
 static const dp_module_arg pool_args[] = {
-    {"k", DP_ARG_INT, offsetof(dp_module_options, kernel), 1, 1 << 12, 0, 1, "the square window's side"},
-    {"stride", DP_ARG_INT, offsetof(dp_module_options, stride), 1, 1 << 12, 0, 0,
+    {"k", DP_ARG_INT, offsetof(dp_module_options, kernel), 1, 1 << 12, 0, "2", "the square window's side"},
+    {"stride", DP_ARG_INT, offsetof(dp_module_options, stride), 1, 1 << 12, 0, NULL,
      "step between windows (default: k)"},
 };
 

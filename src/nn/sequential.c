@@ -4,6 +4,7 @@
 
 #include "dp/error.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,10 @@ static int configure_modules(dp_model *m)
         int status = mod->type->configure(mod, spec->text);
         if (status)
             return status;
+        if (dp_dims_values(&mod->out_shape) > INT_MAX) /* widths are ints (dp_model_spec_output says so first) */
+            return dp_fail(DP_EINVAL, "--model '%s': module %d (%s) makes %.0f values of each sample, more than the "
+                           "%d a module's width is counted in", spec->text, i, mod->type->name,
+                           dp_dims_values(&mod->out_shape), INT_MAX);
         shape = mod->out_shape;
         imager = mod->type->spatial ? mod : shape.ndim == 1 ? NULL : imager;
         mod->out_width = (int)dp_dims_numel(&shape);
@@ -47,6 +52,8 @@ static int configure_modules(dp_model *m)
             m->modules[i - 1].absorbs_next = 1;
             mod->absorbed = 1;
         }
+        if (mod->type->normalizes && (!m->batchnorms || mod->statistic_values < m->statistic_values))
+            m->statistic_values = mod->statistic_values;
         m->batchnorms += mod->type->normalizes;
         m->sync_batchnorms += mod->type->normalizes && mod->options.sync;
     }

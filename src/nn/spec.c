@@ -105,6 +105,33 @@ static int set_arg(const char *spec, int position, const dp_module_type *type, c
     return 0;
 }
 
+/* "conv2d(4, 3)": the module with each option it needs, as given or else an example (those it
+ * needs are ints). */
+static void example_call(const dp_module_type *type, const int *given, const dp_module_options *options, char *text,
+                         size_t size)
+{
+    int used = snprintf(text, size, "%s(", type->name);
+    const char *sep = "";
+    for (int i = 0; i < type->nargs && used > 0 && (size_t)used < size; i++) {
+        const dp_module_arg *a = &type->args[i];
+        if (a->example && given[i] && a->kind == DP_ARG_INT)
+            used += snprintf(text + used, size - (size_t)used, "%s%d", sep, *(const int *)((const char *)options + a->offset));
+        else if (a->example)
+            used += snprintf(text + used, size - (size_t)used, "%s%s", sep, a->example);
+        sep = a->example ? ", " : sep;
+    }
+    if (used > 0 && (size_t)used < size)
+        snprintf(text + used, size - (size_t)used, ")");
+}
+
+/* "known: out, k, stride, padding, bias", or that it takes none. */
+static void arg_names(const dp_module_type *type, char *text, size_t size)
+{
+    int used = snprintf(text, size, "%s", type->nargs ? "known:" : "it takes no options");
+    for (int i = 0; i < type->nargs && used > 0 && (size_t)used < size; i++)
+        used += snprintf(text + used, size - (size_t)used, "%s %s", i ? "," : "", type->args[i].name);
+}
+
 /* Parses "a, name=b, ..." (the text inside the parentheses) into options. */
 static int parse_args(const char *spec, int position, const dp_module_type *type, const char *args,
                       dp_module_options *options)
@@ -140,9 +167,12 @@ static int parse_args(const char *spec, int position, const dp_module_type *type
             value = item;
             a = &type->args[n];
         }
-        if (!a)
-            return dp_fail(DP_EINVAL, "--model '%s': module %d (%s): unknown option '%s'", spec,
-                           position, type->name, name);
+        if (!a) {
+            char known[256];
+            arg_names(type, known, sizeof known);
+            return dp_fail(DP_EINVAL, "--model '%s': module %d (%s): unknown option '%s' (%s)", spec,
+                           position, type->name, name, known);
+        }
         if (given[a - type->args]++)
             return dp_fail(DP_EINVAL, "--model '%s': module %d (%s): %s given twice", spec, position,
                            type->name, a->name);
@@ -154,10 +184,12 @@ static int parse_args(const char *spec, int position, const dp_module_type *type
                            position, type->name);
     }
     for (int i = 0; i < type->nargs; i++)
-        if (type->args[i].required && !given[i])
-            return dp_fail(DP_EINVAL, "--model '%s': module %d (%s) needs %s (%s), e.g. %s(%s)", spec,
-                           position, type->name, type->args[i].name, type->args[i].meaning, type->name,
-                           type->args[i].kind == DP_ARG_INT ? "256" : "0.5");
+        if (type->args[i].example && !given[i]) {
+            char example[128];
+            example_call(type, given, options, example, sizeof example);
+            return dp_fail(DP_EINVAL, "--model '%s': module %d (%s) needs %s (%s), e.g. %s", spec, position,
+                           type->name, type->args[i].name, type->args[i].meaning, example);
+        }
     return 0;
 }
 
@@ -296,6 +328,29 @@ void dp_model_spec_canonical(const dp_model_spec *spec, int inputs, int structur
     for (int i = 0; i < spec->count; i++)
         used = append_module(modules, sizeof modules, used, &spec->modules[i], structural);
     snprintf(text, size, "%s %d: %s", spec->from_layers ? "layers" : "sequential", inputs, modules);
+}
+
+int dp_model_spec_output(const dp_model_spec *spec, const dp_dims *input, dp_dims *output)
+{
+    dp_dims shape = spec->from_layers ? dp_dims_features(spec->inputs) : *input;
+    for (int i = 0; i < spec->count && shape.ndim; i++) {
+        const dp_module_spec *mod = &spec->modules[i];
+        dp_dims out = shape;
+        int overflow = 0;
+        if (mod->type->size)
+            mod->type->size(&mod->options, &shape, &out, &overflow);
+        if (overflow || dp_dims_values(&out) > INT_MAX) {
+            char in_text[64], out_text[96];
+            dp_dims_text(&shape, in_text, sizeof in_text);
+            dp_dims_text(&out, out_text, sizeof out_text);
+            return dp_fail(DP_EINVAL, "--model '%s': module %d (%s) makes %s of each sample %s: %.0f values, more "
+                           "than the %d a module's width is counted in", spec->text, i, mod->type->name, out_text,
+                           in_text, dp_dims_values(&out), INT_MAX);
+        }
+        shape = dp_dims_values(&out) > 0.0 ? out : (dp_dims){0};
+    }
+    *output = shape;
+    return 0;
 }
 
 size_t dp_model_spec_size(const dp_model_spec *spec, const dp_dims *input, int *widest, int *overflow)

@@ -52,7 +52,7 @@ static int read_value(const dp_strategy_key *key, const char *text, const char *
     double v = strtod(text, &end);
     if (end == text || *end || errno || !isfinite(v) || (key->whole && v != floor(v)) || v > key->most ||
         v < key->least)
-        return dp_fail(DP_EINVAL, "%s '%s': must be %s from %.10g to %.10g%s%s%s%s%s", label, text,
+        return dp_fail(DP_EINVAL, "%s '%s': must be %s from %.17g to %.17g%s%s%s%s%s", label, text,
                        key->whole ? "a whole number" : "a number", key->least, key->most,
                        key->least_why ? " (" : "", key->least_why ? key->least_why : "", key->least_why ? ")" : "",
                        key->words[0] ? ", or " : "", key->words[0] ? key->metavar : "");
@@ -128,6 +128,12 @@ int dp_strategy_capturable(const dp_strategy_choice *c, char *why, size_t size)
         return 1;
     snprintf(why, size, "the %s strategy (graphs replay plain DDP steps)", c->name);
     return 0;
+}
+
+double dp_strategy_working_bytes(const dp_strategy_choice *c, const dp_strategy_sizes *s)
+{
+    const dp_strategy_type *type = type_of(c);
+    return type && type->working_bytes ? type->working_bytes(c, s) : 0.0;
 }
 
 int dp_strategy_memory_stage(const dp_strategy_choice *c)

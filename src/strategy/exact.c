@@ -60,6 +60,25 @@ static int sums_gpu_memory_only(const dp_comm *c)
     return 0;
 }
 
+/* int64s of the all-reduce's message for `total` sums over `world` ranks (the slots above). */
+static size_t message_count(int world, size_t total)
+{
+    size_t digits = (size_t)dp_exact_max_digits(world);
+    return digits + 2 + digits * total + total;
+}
+
+/* On a device: the accumulator and the digits there (the message is page-locked host memory);
+ * on the host: the accumulator and the message. As exact_open allocates them. */
+static double exact_working_bytes(const dp_strategy_choice *c, const dp_strategy_sizes *s)
+{
+    (void)c;
+    size_t total = s->params ? s->params : 1, digits = (size_t)dp_exact_max_digits(s->world) * total;
+    double message = s->world > 1 ? (double)message_count(s->world, total) * sizeof(int64_t) : 0.0;
+    if (s->on_device)
+        return (double)DP_EXACT_PIECES * total * sizeof(double) + (s->world > 1 ? (1.0 + digits) * sizeof(int64_t) : 0.0);
+    return (double)dp_exact_acc_bytes(s->params) + message;
+}
+
 static int exact_open(dp_strategy *d)
 {
     size_t total = d->layout.total ? d->layout.total : 1;
@@ -78,21 +97,23 @@ static int exact_open(dp_strategy *d)
         return dp_fail(DP_EINVAL, "--exact: the %s backend cannot sum in its own memory", x->be->name);
     x->max_digits = dp_exact_max_digits(d->comm->size);
     x->digits_sent = dp_exact_digits_for(FIRST_GUESS_BITS, d->comm->size);
-    size_t digits = (size_t)x->max_digits * total, message = (size_t)x->max_digits + 2 + digits + total;
+    size_t digits = (size_t)x->max_digits * total, message = message_count(d->comm->size, total);
     if (x->on_device) {
         x->acc = x->be->alloc(x->be, DP_EXACT_PIECES * total * sizeof *x->acc, DP_MEM_WORKING, "the exact accumulator");
         x->digits = d->comm->size > 1 ? x->be->alloc(x->be, (1 + digits) * sizeof *x->digits, DP_MEM_WORKING,
                                                      "the exact all-reduce's digits") : NULL;
         if (!x->acc || (d->comm->size > 1 && !x->digits))
             return DP_ENOMEM;
-    } else if (dp_exact_acc_open(&x->host, d->layout.total)) {
-        return DP_ENOMEM;
+    } else {
+        void *memory = dp_strategy_host_buffer(d, dp_exact_acc_bytes(d->layout.total), "the exact accumulator");
+        if (!memory)
+            return DP_ENOMEM;
+        dp_exact_acc_place(&x->host, d->layout.total, memory);
     }
     if (d->comm->size == 1)
         return 0;
     /* The digits cross the bus from and to page-locked memory on a device (the fastest copies). */
-    x->message = x->on_device ? x->be->alloc_host(x->be, message * sizeof *x->message, "the exact all-reduce's digits")
-                              : dp_calloc(message, sizeof *x->message, "the exact all-reduce's digits");
+    x->message = dp_strategy_host_buffer(d, message * sizeof *x->message, "the exact all-reduce's digits");
     if (!x->message)
         return DP_ENOMEM;
     return dp_comm_reserve(d->comm, 2 * message, 1, 0); /* counted in floats: an int64 is two */
@@ -108,12 +129,10 @@ static void exact_close(dp_strategy *d)
         for (size_t i = 0; i < sizeof device / sizeof *device; i++)
             if (device[i])
                 x->be->free(x->be, device[i]);
-        if (x->message)
-            x->be->free_host(x->be, x->message);
     } else {
-        dp_exact_acc_close(&x->host);
-        free(x->message);
+        dp_strategy_free_host_buffer(d, x->host.pieces);
     }
+    dp_strategy_free_host_buffer(d, x->message);
     free(x);
     d->state = NULL;
 }
@@ -126,8 +145,14 @@ static int exact_add_group(dp_strategy *d, int last)
     dp_exact *x = d->state;
     size_t total = d->layout.total;
     if (++x->terms > DP_EXACT_MAX_TERMS)
-        return dp_fail(DP_EINVAL, "--exact: more than %zu groups in one step on one rank; use a larger --exact-group",
-                       DP_EXACT_MAX_TERMS);
+        return dp_fail(DP_EINVAL, "--exact: more than %zu row groups in one step on one rank; use more rows per group "
+                       "(exact:rows=R)", DP_EXACT_MAX_TERMS);
+    if (x->terms == 1)
+        x->host.beyond = 0.0;
+    if (last && !x->on_device) { /* the pending group is read by the sums' passes: its range is known now */
+        double beyond = dp_exact_beyond(d->buffers.grads, total);
+        x->host.beyond = beyond > x->host.beyond ? beyond : x->host.beyond;
+    }
     if (last)
         x->pending = 1;
     else if (x->on_device)
@@ -135,6 +160,33 @@ static int exact_add_group(dp_strategy *d, int last)
     else
         dp_exact_add(&x->host, d->buffers.grads, x->terms == 1);
     return 0;
+}
+
+/* After a step's sums came out not finite: whether some rank's gradients were finite but beyond
+ * the sums' range (their sums are NaN too), the largest such value over the ranks named.
+ * Collective: every rank found the same sums not finite. A device's adds keep no such record. */
+static int exact_explain_nonfinite(dp_strategy *d, char *text, size_t size)
+{
+    dp_exact *x = d->state;
+    uint64_t *ranks = dp_calloc((size_t)d->comm->size, sizeof *ranks, "the ranks' largest values");
+    if (!ranks)
+        return DP_ENOMEM;
+    uint64_t mine;
+    memcpy(&mine, &x->host.beyond, sizeof mine); /* positive doubles order as their bits */
+    int status = dp_comm_gather_hashes(d->comm, mine, ranks);
+    uint64_t largest = 0;
+    for (int r = 0; !status && r < d->comm->size; r++)
+        largest = ranks[r] > largest ? ranks[r] : largest;
+    free(ranks);
+    double beyond;
+    memcpy(&beyond, &largest, sizeof beyond);
+    if (!status && beyond > 0.0)
+        snprintf(text, size, "gradient values as large as %.4g, finite but beyond the 2^%d that --exact's sums hold, "
+                 "so their sums are NaN (lower the learning rate, or scale the loss down)", beyond,
+                 DP_EXACT_INTEGER_BITS);
+    else if (!status && x->on_device)
+        snprintf(text, size, "under --exact, values of 2^%d or more come out NaN as well", DP_EXACT_INTEGER_BITS);
+    return status;
 }
 
 /* Whether the accumulator holds a group: not when the pending group is the step's only one. */
@@ -342,17 +394,18 @@ static int exact_check(const dp_strategy_choice *c, const dp_strategy_run *run)
     return 0;
 }
 
-/* A BatchNorm normalises over each group, which needs 2 rows; the accumulator's bound holds for
- * so many groups per step. */
+/* A BatchNorm normalises over each group, which needs 2 values per feature (rows x H x W); the
+ * accumulator's bound holds for so many groups per step. */
 static int exact_check_groups(const dp_strategy_choice *c, const dp_strategy_run *run)
 {
     size_t rows = group_rows_of(c);
     if (!run->step_batch)
         return 0;
     size_t smallest = smallest_group(rows, run->step_batch, run->last_step);
-    if (run->batchnorms && smallest < 2)
+    if (run->batchnorms && smallest * (size_t)run->statistic_values < 2)
         return dp_fail(DP_EINVAL, "--model '%s' with --exact: a BatchNorm normalises over each row group and needs "
-                       "at least 2 rows, but a group of %zu row%s occurs (groups of %zu rows, %zu samples per step%s); "
+                       "at least 2 values per feature (rows x H x W), but a group of %zu row%s of one value occurs "
+                       "(groups of %zu rows, %zu samples per step%s); "
                        "choose other rows per group (exact:rows=R, or --exact-shard R)%s", run->model, smallest,
                        smallest == 1 ? "" : "s", rows, run->step_batch, run->drop_last ? "" : " and the epoch's last step",
                        run->drop_last ? "" : " or --drop-last");
@@ -424,7 +477,9 @@ const dp_strategy_type dp_strategy_exact = {
     .collective_name = "exact all-reduce",
     .open = exact_open,
     .close = exact_close,
+    .working_bytes = exact_working_bytes,
     .group_done = exact_add_group,
+    .explain_nonfinite = exact_explain_nonfinite,
     .finish = exact_finish,
     .describe = exact_describe,
 };

@@ -35,19 +35,34 @@ static size_t chunks_of(size_t n)
     return (n + CHUNK - 1) / CHUNK;
 }
 
-int dp_exact_acc_open(dp_exact_acc *acc, size_t n)
+size_t dp_exact_acc_bytes(size_t n)
 {
     size_t elements = n ? n : 1;
+    return (DP_EXACT_PIECES * elements + chunks_of(elements)) * sizeof(double);
+}
+
+void dp_exact_acc_place(dp_exact_acc *acc, size_t n, void *memory)
+{
+    size_t elements = n ? n : 1;
+    memset(memory, 0, dp_exact_acc_bytes(n));
     acc->n = n;
-    acc->pieces = dp_calloc(DP_EXACT_PIECES * elements, sizeof *acc->pieces, "the exact accumulator");
-    acc->bound = dp_calloc(chunks_of(elements), sizeof *acc->bound, "the exact accumulator's bounds");
-    return acc->pieces && acc->bound ? 0 : DP_ENOMEM;
+    acc->pieces = memory;
+    acc->bound = acc->pieces + DP_EXACT_PIECES * elements;
+    acc->beyond = 0.0;
+}
+
+int dp_exact_acc_open(dp_exact_acc *acc, size_t n)
+{
+    void *memory = dp_alloc(dp_exact_acc_bytes(n), "the exact accumulator");
+    if (!memory)
+        return DP_ENOMEM;
+    dp_exact_acc_place(acc, n, memory);
+    return 0;
 }
 
 void dp_exact_acc_close(dp_exact_acc *acc)
 {
     free(acc->pieces);
-    free(acc->bound);
 }
 
 void dp_exact_clear(dp_exact_acc *acc)
@@ -109,6 +124,21 @@ PER_CHUNK double largest_magnitude(const float *values, size_t n)
     return isfinite(value) ? value : INFINITY;
 }
 
+double dp_exact_beyond(const float *values, size_t n)
+{
+    double largest = 0.0, limit = ldexp(1.0, DP_EXACT_INTEGER_BITS);
+    for (size_t begin = 0; begin < n; begin += CHUNK) {
+        size_t count = begin + CHUNK < n ? CHUNK : n - begin;
+        if (largest_magnitude(values + begin, count) < limit) /* the usual chunk: one vector pass */
+            continue;
+        for (size_t i = begin; i < begin + count; i++) {
+            double v = fabs((double)values[i]);
+            largest = isfinite(v) && v >= limit && v > largest ? v : largest;
+        }
+    }
+    return largest;
+}
+
 /* One chunk of values added into its pieces (first: they start from them). */
 PER_CHUNK void add_pieces(double *restrict high, double *restrict low, const float *restrict values, size_t n, int first)
 {
@@ -138,6 +168,8 @@ WIDEST_VECTORS void dp_exact_add(dp_exact_acc *acc, const float *values, int fir
             if (!first && acc->bound[c] < INFINITY)
                 chunk_to_pieces(acc, begin, n);
             add_pieces(acc->pieces + begin, acc->pieces + acc->n + begin, v, n, first);
+            double beyond = dp_exact_beyond(v, n); /* a chunk this large is rare: name what it held */
+            acc->beyond = beyond > acc->beyond ? beyond : acc->beyond;
         }
         acc->bound[c] = bound < DP_EXACT_UNITS_LIMIT ? bound : INFINITY;
     }

@@ -36,7 +36,12 @@ typedef struct dp_exact_acc {
     double *pieces; /* DP_EXACT_PIECES x n doubles; a chunk in units keeps its int64 in its high pieces' bytes */
     double *bound;  /* per chunk: an upper bound of its |sums| while in units; +inf once in pieces */
     size_t n;
+    double beyond;  /* the largest finite |v| added beyond the sums' range (dp_exact_beyond); 0: none */
 } dp_exact_acc;
+
+/* The largest finite |v| of n values at or beyond 2^DP_EXACT_INTEGER_BITS, whose sums --exact
+ * cannot hold (they come out NaN, as an infinity's do); 0 where there is none. */
+double dp_exact_beyond(const float *values, size_t n);
 
 enum { DP_EXACT_CHUNK = 512 }; /* elements whose working values stay in the L1 cache through a pass */
 /* Sums below 2^13 count fewer than 2^61 units; with a pending group's (also below it), 2^62. */
@@ -45,6 +50,10 @@ enum { DP_EXACT_CHUNK = 512 }; /* elements whose working values stay in the L1 c
 /* An accumulator of n sums (its memory allocated, every sum 0); 0 or DP_ENOMEM. */
 int dp_exact_acc_open(dp_exact_acc *acc, size_t n);
 void dp_exact_acc_close(dp_exact_acc *acc);
+/* The memory of an accumulator of n sums (its pieces and its chunks' bounds, one block), and
+ * an accumulator in such a block the caller holds (whoever counts its memory). */
+size_t dp_exact_acc_bytes(size_t n);
+void dp_exact_acc_place(dp_exact_acc *acc, size_t n, void *memory);
 /* Every sum 0, in units. */
 void dp_exact_clear(dp_exact_acc *acc);
 /* A group's values added in; first: they are the first term (no zeroing needed). */

@@ -34,10 +34,9 @@ static void local_close(dp_strategy *d)
     struct dp_local_sgd *a = d->state;
     if (!a)
         return;
-    if (a->host)
-        d->buffers.be->free_host(d->buffers.be, a->host);
+    dp_strategy_free_host_buffer(d, a->host);
+    dp_strategy_free_host_buffer(d, a->mine);
     free(a->tensors);
-    free(a->mine);
     free(a->rank_divergence);
     free(a);
     d->state = NULL;
@@ -58,9 +57,9 @@ static int local_set_replica(dp_strategy *d, const dp_replica_tensor *tensors, i
     a->device = !be->host_memory && !d->buffers.staged ? d->buffers.grads : NULL;
     a->chunk = a->device && d->layout.total < a->total ? d->layout.total : a->total;
     a->tensors = dp_calloc((size_t)count, sizeof *a->tensors, "the averaged tensors");
-    a->mine = dp_alloc((tensors[0].count ? tensors[0].count : 1) * sizeof(float), "this rank's parameters");
+    a->mine = dp_strategy_host_buffer(d, (tensors[0].count ? tensors[0].count : 1) * sizeof(float), "this rank's parameters");
     a->rank_divergence = dp_calloc((size_t)d->comm->size, sizeof *a->rank_divergence, "the ranks' divergences");
-    a->host = be->alloc_host(be, (a->total ? a->total : 1) * sizeof(float), "the replicas' average");
+    a->host = dp_strategy_host_buffer(d, (a->total ? a->total : 1) * sizeof(float), "the replicas' average");
     if (!a->tensors || !a->mine || !a->rank_divergence || !a->host)
         return DP_ENOMEM;
     memcpy(a->tensors, tensors, (size_t)count * sizeof *tensors);
@@ -219,6 +218,15 @@ static const dp_strategy_key keys[] = {
      .help = "optimizer steps between averagings (--average-every K)"},
 };
 
+/* This rank's parameters and the replica's average (parameters, optimizer state, running
+ * statistics), host memory: backend memory only on a host backend. As local_set_replica. */
+static double local_working_bytes(const dp_strategy_choice *c, const dp_strategy_sizes *s)
+{
+    (void)c;
+    size_t params = s->params ? s->params : 1, total = s->params * (size_t)(1 + s->state_tensors) + s->buffer_floats;
+    return s->on_device ? 0.0 : (double)(params + (total ? total : 1)) * sizeof(float);
+}
+
 const dp_strategy_type dp_strategy_local_sgd = {
     .name = "local-sgd",
     .summary = "local SGD (PostLocalSGDOptimizer): no gradient all-reduce; each rank steps on its own samples and "
@@ -239,5 +247,6 @@ const dp_strategy_type dp_strategy_local_sgd = {
     .local_steps = 1,
     .open = local_open,
     .close = local_close,
+    .working_bytes = local_working_bytes,
 };
 

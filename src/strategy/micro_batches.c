@@ -35,22 +35,24 @@ size_t dp_strategy_micro_rows(const dp_strategy_choice *c, size_t micro_batch, s
     return (micro_batch + (size_t)world - 1) / (size_t)world;
 }
 
-/* BatchNorm's statistics need two values per feature: per rank, or per global micro-batch
- * with sync; the smallest micro-batch is a full one or the last of a short last step. */
+/* BatchNorm's statistics need two values per feature (rows x H x W, as PyTorch counts them):
+ * per rank, or per global micro-batch with sync; the smallest micro-batch is a full one or the
+ * last of a short last step. */
 int dp_strategy_check_micro_rows(const dp_strategy_choice *c, const dp_strategy_run *run)
 {
     (void)c;
     if (!run->step_batch || !run->batchnorms)
         return 0;
     size_t micro = run->micro_batch, last = run->last_step % micro ? run->last_step % micro : micro;
-    size_t slice = last / (size_t)run->world;
-    if (run->batchnorms > run->sync_batchnorms && slice < 2)
-        return dp_fail(DP_EINVAL, "--model '%s': a BatchNorm without sync needs at least 2 rows per rank in every "
-                       "micro-batch, but some rank gets %zu (a micro-batch of %zu over %d ranks); use --sync-bn, "
-                       "a larger --batch%s", run->model, slice, last, run->world,
-                       run->drop_last ? "" : ", or --drop-last");
-    if (last < 2)
-        return dp_fail(DP_EINVAL, "--model '%s': a BatchNorm needs at least 2 rows in every micro-batch, but one "
-                       "has %zu%s", run->model, last, run->drop_last ? "" : " (try --drop-last)");
+    size_t slice = last / (size_t)run->world, per_row = (size_t)run->statistic_values;
+    if (run->batchnorms > run->sync_batchnorms && slice * per_row < 2)
+        return dp_fail(DP_EINVAL, "--model '%s': a BatchNorm without sync needs at least 2 values per feature on "
+                       "each rank in every micro-batch (rows x H x W), but some rank gets %zu row%s of %zu value%s "
+                       "each (a micro-batch of %zu over %d ranks); use --sync-bn, a larger --batch%s", run->model, slice,
+                       slice == 1 ? "" : "s", per_row, per_row == 1 ? "" : "s", last, run->world, run->drop_last ? "" : ", or --drop-last");
+    if (last * per_row < 2)
+        return dp_fail(DP_EINVAL, "--model '%s': a BatchNorm needs at least 2 values per feature in every "
+                       "micro-batch (rows x H x W), but one has %zu row%s of %zu value%s each%s", run->model,
+                       last, last == 1 ? "" : "s", per_row, per_row == 1 ? "" : "s", run->drop_last ? "" : " (try --drop-last)");
     return 0;
 }

@@ -32,6 +32,24 @@ dp_strategy_config dp_strategy_default_config(const dp_strategy_choice *choice, 
                                 .first_bucket_mb = FIRST_BUCKET_MB < bucket_mb ? FIRST_BUCKET_MB : bucket_mb};
 }
 
+void *dp_strategy_host_buffer(const dp_strategy *d, size_t bytes, const char *what)
+{
+    const dp_backend *be = d->buffers.be;
+    void *p = be->host_memory ? be->alloc(be, bytes, DP_MEM_WORKING, what) : be->alloc_host(be, bytes, what);
+    if (p)
+        memset(p, 0, bytes);
+    return p;
+}
+
+void dp_strategy_free_host_buffer(const dp_strategy *d, void *p)
+{
+    const dp_backend *be = d->buffers.be;
+    if (p && be->host_memory)
+        be->free(be, p);
+    else if (p)
+        be->free_host(be, p);
+}
+
 int dp_strategy_alloc_units(dp_strategy_units *u, int n, int segments)
 {
     u->first = dp_calloc((size_t)(segments ? segments : 1), sizeof *u->first, "the unit map");
@@ -447,6 +465,12 @@ static int describe_bucket_plan(const dp_strategy *d, char *text, size_t size)
     return snprintf(text, size, "%s, %d bucket%s (first %g MiB, then %g MiB) in backward order, each %s started "
                     "as backward finishes it", d->type->name, d->nbuckets, d->nbuckets == 1 ? "" : "s",
                     d->config.first_bucket_mb, d->config.bucket_mb, d->type->collective_name);
+}
+
+int dp_strategy_explain_nonfinite(dp_strategy *d, char *text, size_t size)
+{
+    text[0] = '\0';
+    return d->type->explain_nonfinite ? d->type->explain_nonfinite(d, text, size) : 0;
 }
 
 int dp_strategy_bucket_count(const dp_strategy *d)

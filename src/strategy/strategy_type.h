@@ -134,8 +134,14 @@ typedef struct dp_strategy_type {
     /* Its bucket hook's start (PyTorch's comm hook: compression, averaging), NULL: the plain
      * collective; dp_strategy_set_bucket_hook replaces it. */
     int (*bucket_start)(void *arg, dp_comm *comm, const dp_request_args *args, dp_request **request);
+    /* After the update found non-finite gradients: what the strategy knows of why, in text ("":
+     * nothing to add); collective (every rank found them). NULL: nothing. */
+    int (*explain_nonfinite)(dp_strategy *d, char *text, size_t size);
     /* Where it reduces no gradients, how they go instead (the banner's gradients line). */
     int (*describe_gradients)(const dp_strategy *d, char *text, size_t size);
+    /* Backend memory of its own working buffers beyond the ZeRO table's (--exact's accumulator),
+     * predicted for a run of that size, as the allocation counter will count them (NULL: none). */
+    double (*working_bytes)(const dp_strategy_choice *c, const dp_strategy_sizes *s);
 } dp_strategy_type;
 
 /* The registry's i-th strategy (registry.c); NULL past the last. */
@@ -143,6 +149,12 @@ const dp_strategy_type *dp_strategy_at(int i);
 
 
 #define MIB_FLOATS ((double)(1 << 20) / sizeof(float))
+
+/* strategy.c: host memory a strategy keeps for itself (zeroed). On a backend whose memory is
+ * host memory it is backend memory like any other, so it is counted and limited as working
+ * buffers; beside a GPU it is page-locked host memory, outside the counter. */
+void *dp_strategy_host_buffer(const dp_strategy *d, size_t bytes, const char *what);
+void dp_strategy_free_host_buffer(const dp_strategy *d, void *p);
 
 /* strategy.c: room for n units over `segments` segments (first, offset, count, segment). */
 int dp_strategy_alloc_units(dp_strategy_units *u, int n, int segments);

@@ -193,11 +193,11 @@ int dp_zero_fetch_columns(void *arg, size_t offset, size_t first, size_t *end, c
     if (d->layout.offset[s] != offset || !dp_zero_segment_is_cut(d, s) || !width)
         return dp_fail(DP_EINVAL, "columns of parameters at %zu asked for are not of a weight the budget cuts", offset);
     if (!c->per[s]) { /* the least budget rounded up, so that giving it works */
-        double mb = (double)(dp_zero_column_need(d, s) + width) * dp_zero_block_slots(d->type, &d->config) / MIB_FLOATS;
+        double mb = dp_zero_least_mb(dp_zero_column_need(d, s) + width, dp_zero_block_slots(d->type, &d->config));
         return dp_fail(DP_EINVAL, "--zero-live-mb: a gathered block (%zu floats) is smaller than a column of the "
-                       "layer whose parameters are [%zu, %zu) (%zu floats: %zu rows%s); give at least %.3f MiB",
+                       "layer whose parameters are [%zu, %zu) (%zu floats: %zu rows%s); give at least %.6f MiB",
                        zero_of(d)->unit_floats, offset, offset + d->layout.count[s], dp_zero_column_need(d, s), rows,
-                       d->comm->size > 2 ? " and every rank's part padded to the largest" : "", ceil(mb * 1000) / 1000);
+                       d->comm->size > 2 ? " and every rank's part padded to the largest" : "", mb);
     }
     if (first % c->per[s] || first >= width)
         return dp_fail(DP_EINVAL, "columns from %zu of the weight at %zu are not a block of the budget's plan", first,

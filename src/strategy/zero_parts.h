@@ -69,6 +69,10 @@ static inline struct dp_zero *zero_of(const dp_strategy *d)
     return d->state;
 }
 
+/* The least --zero-live-mb, to the 6 decimals messages print it with, rounded up so that giving
+ * it yields blocks of at least `floats` over `slots` working buffers. */
+double dp_zero_least_mb(size_t floats, int slots);
+
 /* Working buffers of one block each under config's budget: gradient slots, stage 3's gathers. */
 int dp_zero_block_slots(const dp_strategy_type *type, const dp_strategy_config *config);
 /* The most floats a unit holds under config's budget (SIZE_MAX: unlimited, or not a stage

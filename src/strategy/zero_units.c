@@ -39,6 +39,15 @@ size_t dp_strategy_block_floats(const dp_strategy_type *type, const dp_strategy_
     return floats >= 1.0 ? (size_t)floats : 1;
 }
 
+double dp_zero_least_mb(size_t floats, int slots)
+{
+    /* Printed with 6 decimals and rounded up, then checked as dp_strategy_block_floats reads it. */
+    double mb = ceil((double)floats * slots / MIB_FLOATS * 1e6) / 1e6;
+    while ((size_t)(mb * MIB_FLOATS / slots) < floats)
+        mb += 1e-6;
+    return mb;
+}
+
 static int too_small(const dp_strategy_layout *l, int s, size_t block, const dp_strategy_config *config,
                      const dp_strategy_type *type)
 {
@@ -46,13 +55,11 @@ static int too_small(const dp_strategy_layout *l, int s, size_t block, const dp_
     size_t tail = l->count[s] - rows * row, need = row > tail ? row : tail;
     if (!row)
         return dp_fail(DP_EINVAL, "--zero-live-mb: the parameters [%zu, %zu) of one module are larger than a block of "
-                       "the budget (%zu floats) and cannot be cut in rows; give at least %.3f MiB", l->offset[s],
-                       l->offset[s] + l->count[s], block,
-                       (double)l->count[s] * dp_zero_block_slots(type, config) / MIB_FLOATS);
+                       "the budget (%zu floats) and cannot be cut in rows; give at least %.6f MiB", l->offset[s],
+                       l->offset[s] + l->count[s], block, dp_zero_least_mb(l->count[s], dp_zero_block_slots(type, config)));
     return dp_fail(DP_EINVAL, "--zero-live-mb: a block of the budget (%zu floats) is smaller than a row (%zu floats) "
-                   "or the bias (%zu) of the layer whose parameters are [%zu, %zu); give at least %.3f MiB", block, row,
-                   tail, l->offset[s], l->offset[s] + l->count[s],
-                   (double)need * dp_zero_block_slots(type, config) / MIB_FLOATS);
+                   "or the bias (%zu) of the layer whose parameters are [%zu, %zu); give at least %.6f MiB", block, row,
+                   tail, l->offset[s], l->offset[s] + l->count[s], dp_zero_least_mb(need, dp_zero_block_slots(type, config)));
 }
 
 static void set_unit(dp_strategy_units *u, int n, size_t offset, size_t count, int segment)

@@ -30,9 +30,14 @@ static void close_slot(dp_row_buffers *slot, const dp_backend *be)
             be->free(be, held[i]);
 }
 
+size_t dp_batches_rows_bytes(size_t rows, size_t width, size_t outputs)
+{
+    return rows * (width * sizeof(float) + sizeof(int32_t) + outputs * sizeof(float));
+}
+
 size_t dp_batches_slot_bytes(int slots, size_t micro_rows, size_t width, size_t outputs)
 {
-    return (size_t)(slots - 1) * micro_rows * (width * sizeof(float) + sizeof(int32_t) + outputs * sizeof(float));
+    return (size_t)(slots - 1) * dp_batches_rows_bytes(micro_rows, width, outputs);
 }
 
 int dp_batches_open(dp_batches *b, const dp_backend *be, const dp_dataset *train, const dp_dataset *test,

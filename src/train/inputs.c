@@ -26,16 +26,6 @@ static int max_label(const dp_dataset *data)
     return top;
 }
 
-/* What the model spec says of the output width (its last Linear; without one, the input
- * width), before the model exists. */
-static int spec_outputs(const dp_model_spec *spec, int inputs)
-{
-    int outputs = inputs;
-    for (int i = 0; i < spec->count; i++)
-        if (spec->modules[i].options.out_features > 0)
-            outputs = spec->modules[i].options.out_features;
-    return outputs;
-}
 
 int dp_train_open_datasets(const dp_options *o, dp_dataset *train, dp_dataset *test, int *has_test)
 {
@@ -73,11 +63,17 @@ int dp_train_check_image_shapes(const dp_options *o, const dp_dataset *train, co
                    "training data", test->description, got, o->model.text, want);
 }
 
-int dp_train_check_data(const dp_options *o, const dp_dataset *data, const char *role, int inputs)
+int dp_train_check_data(const dp_options *o, const dp_dataset *data, const char *role, int inputs,
+                        const dp_dims *sample)
 {
     const dp_model_spec *spec = &o->model;
     const char *option = spec->from_layers ? "--layers" : "--model";
-    int outputs = spec_outputs(spec, inputs);
+    /* The output width the model makes of the training data's samples, module by module. */
+    dp_dims output;
+    int status = dp_model_spec_output(spec, sample, &output);
+    if (status)
+        return status;
+    int outputs = (int)dp_dims_numel(&output);
     dp_loss loss = dp_train_loss_for(o, data);
     if (spec->from_layers && data->dim != inputs)
         return dp_fail(DP_EINVAL, "%s data %s has %d features per sample but --layers starts with %d inputs",
@@ -92,6 +88,8 @@ int dp_train_check_data(const dp_options *o, const dp_dataset *data, const char 
     if (loss == DP_LOSS_MSE && !data->targets)
         return dp_fail(DP_EINVAL, "--loss mse needs float targets but %s data %s has class labels",
                        role, data->labels_source);
+    if (!output.ndim) /* a module cannot take its input: building the model names it */
+        return 0;
     int top = data->labels ? max_label(data) : 0;
     if (data->labels && top >= outputs)
         return dp_fail(DP_EINVAL, "%s labels in %s go up to %d but the output layer of %s '%s' has %d units",

@@ -95,7 +95,7 @@ int dp_explain_memory_failure(int status, const dp_options *o, int world, int ma
                        message, dp_strategy_memory_stage(&o->strategy), o->strategy.label, model_option(o), o->model.text, world,
                        o->optimizer == DP_OPTIMIZER_ADAMW ? " --optimizer adamw" : "");
     return dp_fail(status, "%s. The sizes come from the options: --batch %ld over %d rank%s = "
-                   "%d rows per rank (at least 256 when evaluating), x the widest %s width "
+                   "%d rows per rank (evaluation too), x the widest %s width "
                    "%d = %zu bytes per batch-sized buffer; %s %s = %zu parameters = %zu "
                    "bytes per copy (parameters, gradients, optimizer state). Lower --batch (raise "
                    "--accum to keep the step's samples) or the widths",

@@ -55,7 +55,8 @@ static int model_inputs(const dp_options *o, dp_dims *inputs)
         return dp_fail_context(status, "--memory-plan: the input width of --model comes from --data %s", o->data);
     *inputs = data.sample;
     dp_dataset_free(&data);
-    return 0;
+    dp_dims output; /* every module's width fits an int, as training checks first */
+    return dp_model_spec_output(&o->model, inputs, &output);
 }
 
 /* Parameters, the largest unit and bucket of the model as the trainer would plan them for a
@@ -102,26 +103,30 @@ static int model_layout(const dp_options *o, int stage, dp_zero_plan_input *in)
     return status;
 }
 
-/* The activation memory one rank's model holds for its slice of --batch: the model built on the
- * CPU for that many rows, as the trainer builds it, and its allocations of that kind counted
- * (module outputs, their gradients, conv2d's lowered inputs, BatchNorm's normalised inputs);
- * and on a GPU at bf16 what its bf16 outputs save of those and what its Linears add as bf16
- * operand copies (the CPU makes neither). */
-static int model_activations(const dp_options *o, int world, size_t *bytes, size_t *saved, size_t *rounded)
+/* The activation memory one rank holds for its slice of --batch (the strategy's row group, as
+ * the trainer sizes it; evaluation uses the same rows): the model built on the CPU for that
+ * many rows and its allocations of that kind counted (module outputs, their gradients, conv2d's
+ * lowered inputs, BatchNorm's normalised inputs), and the batch buffers; and on a GPU at bf16
+ * what its bf16 outputs save of those and what its Linears add as bf16 operand copies (the CPU
+ * makes neither). */
+static int model_activations(const dp_options *o, int world, size_t *bytes, size_t *saved, size_t *rounded,
+                             size_t *buffer_floats)
 {
     dp_dims input;
     int status = model_inputs(o, &input);
     if (status)
         return status;
-    int rows = (int)(o->batch / world + (o->batch % world != 0));
+    int rows = (int)dp_strategy_group_rows(&o->strategy, (size_t)o->batch, (size_t)o->batch * (size_t)o->accum, world);
     size_t before = dp_memory_usage_now().bytes[DP_MEM_ACTIVATIONS];
     dp_model m;
     status = dp_model_create_owning(&m, dp_backend_cpu(), &o->model, &input, rows, DP_MODEL_OWNS_ALL);
     if (status)
         return dp_fail_context(status, "--memory-plan: the model's activations");
-    *bytes = dp_memory_usage_now().bytes[DP_MEM_ACTIVATIONS] - before;
+    *bytes = dp_memory_usage_now().bytes[DP_MEM_ACTIVATIONS] - before +
+             dp_batches_rows_bytes((size_t)rows, (size_t)m.inputs, (size_t)m.outputs);
     *saved = dp_model_plan_bf16_on_gpu(&m);
     *rounded = dp_model_rounded_operand_bytes(&m);
+    *buffer_floats = dp_params_floats(&m.buffers);
     dp_model_free(&m);
     return 0;
 }
@@ -172,6 +177,22 @@ static void print_notes(const dp_zero_plan_input *in, int known_layout, double u
            in->grad_bytes * (double)in->params * (in->world - 1) / in->world / unit, unit_name);
 }
 
+/* What the run's strategy keeps beyond the table (--exact's accumulator, local SGD's copies), on
+ * either kind of backend, as the banner predicts it for the run. */
+static void print_own_working(const dp_options *o, const dp_zero_plan_input *in, int states, size_t buffer_floats,
+                              double unit, const char *unit_name)
+{
+    dp_strategy_sizes sizes = {.params = in->params, .buffer_floats = buffer_floats, .state_tensors = states,
+                               .world = in->world};
+    double host = dp_strategy_working_bytes(&o->strategy, &sizes);
+    sizes.on_device = 1;
+    double device = dp_strategy_working_bytes(&o->strategy, &sizes);
+    if (host > 0.0 || device > 0.0)
+        printf("working buffers of %s per rank, beyond the table's: %.1f %s (%.2f MiB) on a CPU rank, "
+               "%.1f %s (%.2f MiB) in a GPU's memory\n", o->strategy.label, host / unit, unit_name,
+               host / (1 << 20), device / unit, unit_name, device / (1 << 20));
+}
+
 int dp_memory_plan_print(const dp_options *o, int world)
 {
     const precision_bytes *p = &precisions[o->precision];
@@ -212,13 +233,14 @@ int dp_memory_plan_print(const dp_options *o, int world)
     }
     if (status)
         return status;
-    size_t activations = 0, saved = 0, rounded = 0;
-    if (known_layout && (status = model_activations(o, in.world, &activations, &saved, &rounded)))
+    size_t activations = 0, saved = 0, rounded = 0, buffer_floats = 0;
+    if (known_layout && (status = model_activations(o, in.world, &activations, &saved, &rounded, &buffer_floats)))
         return status;
+    print_own_working(o, &in, states, buffer_floats, unit, unit_name);
     if (known_layout)
         printf("activations per rank, every stage alike (module outputs, their gradients, conv2d's lowered inputs, "
-               "BatchNorm's normalised inputs): %.1f %s for --batch %ld over %d ranks\n", activations / unit, unit_name,
-               o->batch, in.world);
+               "BatchNorm's normalised inputs, the batch): %.1f %s (%.2f MiB) for --batch %ld over %d ranks\n",
+               activations / unit, unit_name, activations / (double)(1 << 20), o->batch, in.world);
     if (known_layout && o->precision == DP_PRECISION_BF16) {
         printf("activations per rank on a GPU at bf16 (a Linear's output that only the next Linear's GEMMs read is "
                "bf16; the logits, BatchNorm's and Dropout's stay FP32): %.1f %s\n", (activations - saved) / unit,

@@ -31,9 +31,11 @@ int dp_option_float(const char *option, const char *text, int positive, double b
     if (end == text || *end || !isfinite(given) || given < 0.0 || (positive && given == 0.0))
         return dp_fail(DP_EINVAL, "--%s '%s': must be a finite number %s 0", option, text,
                        positive ? ">" : ">=");
-    if (given > FLT_MAX)
-        return dp_fail(DP_EINVAL, "--%s '%s': too large for float32 (at most %g)", option, text, (double)FLT_MAX);
+    /* Too large only where float32 has no value for it: its largest as printed (3.4028235e38)
+     * reads in double a little above FLT_MAX, yet rounds to it. */
     float value = (float)given;
+    if (isinf(value))
+        return dp_fail(DP_EINVAL, "--%s '%s': too large for float32 (at most %.9g)", option, text, (double)FLT_MAX);
     if (given != 0.0 && value == 0.0f)
         return dp_fail(DP_EINVAL, "--%s '%s': too small for float32: it would be 0", option, text);
     if (below != 0.0 && given >= below)

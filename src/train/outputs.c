@@ -80,9 +80,10 @@ int dp_check_outputs_apart(const dp_options *o)
         int status = check_against_others(o, i, option, out);
         if (status)
             return status;
-        if (o->checkpoint_dir[0] && dp_checkpoint_is_name(out) && in_checkpoint_dir(out, o->checkpoint_dir))
-            return dp_fail(DP_EINVAL, "%s %s lies in --checkpoint-dir %s under a checkpoint's name: checkpoints "
-                           "would replace it, or pruning delete it", option, out, o->checkpoint_dir);
+        if (o->checkpoint_dir[0] && dp_checkpoint_dir_owns(out) && in_checkpoint_dir(out, o->checkpoint_dir))
+            return dp_fail(DP_EINVAL, "%s %s lies in --checkpoint-dir %s under a name checkpointing uses (a "
+                           "checkpoint's, a shard's or a temporary's): checkpoints would replace it, or pruning "
+                           "and clean-up delete it", option, out, o->checkpoint_dir);
     }
     return 0;
 }

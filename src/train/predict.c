@@ -40,7 +40,10 @@ static int read_inputs(predictor *p)
 {
     const dp_options *o = p->o;
     dp_npy npy = {0};
-    unsigned long long shape[4] = {0, 0, 0, 0}; /* rows, then the sample's dims (0: absent) */
+    struct {
+        unsigned long long rows;
+        dp_dims sample;
+    } shape = {0};
     int status = 0;
     if (p->comm->rank == 0) {
         /* The output first: a bad path fails before any work. */
@@ -49,32 +52,27 @@ static int read_inputs(predictor *p)
             status = dp_check_output_file("--output", o->output_path);
         if (!status)
             status = dp_npy_read(o->predict_path, &npy);
-        if (!status && (npy.dtype != DP_NPY_F32 || (npy.ndim != 2 && npy.ndim != 4)))
-            status = dp_fail(DP_EINVAL, "--predict %s: inputs must be a float32 array [N, D] of samples or [N, C, H, W] "
-                             "of images", o->predict_path);
+        /* The same arrays training takes: [N, D] samples, [N, C, H, W] images, [N, H, W] too. */
+        if (!status && (status = dp_npy_features(o->predict_path, &npy, &shape.sample)))
+            dp_fail_context(status, "--predict");
         if (!status && npy.shape[0] > INT_MAX)
             status = dp_fail(DP_EINVAL, "--predict %s: %zu rows, more than MPI's int counts hold (%d)", o->predict_path,
                              npy.shape[0], INT_MAX);
-        if (!status && o->model.from_layers && (int)npy.shape[1] != o->model.inputs)
-            status = dp_fail(DP_EINVAL, "--predict %s has %zu features per sample but --layers starts with %d inputs",
-                             o->predict_path, npy.shape[1], o->model.inputs);
+        if (!status && o->model.from_layers && dp_dims_numel(&shape.sample) != o->model.inputs)
+            status = dp_fail(DP_EINVAL, "--predict %s has %lld features per sample but --layers starts with %d inputs",
+                             o->predict_path, (long long)dp_dims_numel(&shape.sample), o->model.inputs);
         if (status) {
             dp_npy_free(&npy);
             return status;
         }
-        for (int i = 0; i < npy.ndim; i++)
-            shape[i] = npy.shape[i];
+        shape.rows = npy.shape[0];
         p->inputs = npy.data;
     }
-    if ((status = dp_comm_broadcast(p->comm, shape, sizeof shape, 0)))
+    if ((status = dp_comm_broadcast(p->comm, &shape, sizeof shape, 0)))
         return status;
-    p->rows = (size_t)shape[0];
-    p->sample.ndim = shape[2] ? 3 : 1;
-    p->dim = 1;
-    for (int i = 0; i < p->sample.ndim; i++) {
-        p->sample.dim[i] = (int64_t)shape[1 + i];
-        p->dim *= (size_t)shape[1 + i];
-    }
+    p->rows = (size_t)shape.rows;
+    p->sample = shape.sample;
+    p->dim = (size_t)dp_dims_numel(&p->sample);
     p->mine = dp_partition_blocks(p->rows, BLOCK_ROWS, p->comm->size, p->comm->rank);
     return 0;
 }
@@ -98,8 +96,8 @@ static int open_model(predictor *p)
     if (!p->host_params || !p->host_buffers || !p->dev_x)
         return DP_ENOMEM;
     status = p->comm->rank == 0 ? dp_trainer_load_model(p->o, m, p->host_params, p->host_buffers, m->counters) : 0;
-    /* A --model spec takes its width from the inputs: a shape refused is first theirs. */
-    if (status && !p->o->model.from_layers)
+    /* A --model spec takes its width from the inputs: a tensor of another shape may be theirs. */
+    if (status == DP_ESHAPE && !p->o->model.from_layers)
         status = dp_fail_context(status, "--predict %s has %zu features per sample, the width --model '%s' takes "
                                  "there", p->o->predict_path, p->dim, p->o->model.text);
     if (!status)

@@ -73,8 +73,10 @@ static double mib(double bytes)
 }
 
 /* What this rank holds, from the allocation counter, and what each --zero stage would hold
- * (predicted for this model, optimizer, buckets and world): the documents' table, measured. */
-static void report_memory(const dp_options *o, const dp_optimizer *opt, const dp_strategy *dist)
+ * (predicted for this model, optimizer, buckets and world): the documents' table, measured; this
+ * run's row also predicts the strategy's own working buffers (--exact's accumulator). */
+static void report_memory(const dp_options *o, const dp_model *model, const dp_optimizer *opt, const dp_strategy *dist,
+                          int on_device)
 {
     dp_memory_usage now = dp_memory_usage_now();
     printf("memory: rank 0 holds %.2f MiB of backend memory (allocation counter):", mib((double)now.total));
@@ -91,8 +93,12 @@ static void report_memory(const dp_options *o, const dp_optimizer *opt, const dp
     double measured = (double)(now.bytes[DP_MEM_PARAMETERS] + now.bytes[DP_MEM_GRADIENTS] + now.bytes[DP_MEM_OPTIMIZER]);
     printf("memory by stage, rank 0, MiB: parameters + gradients + optimizer state = total (+ working buffers)\n");
     int mine = dp_strategy_memory_stage(&o->strategy);
+    dp_strategy_sizes sizes = {.params = in.params, .buffer_floats = dp_params_floats(&model->buffers),
+                               .state_tensors = dp_optimizer_state_count(opt), .world = in.world, .on_device = on_device};
+    double own = dp_strategy_working_bytes(&o->strategy, &sizes);
     for (int stage = 0; stage < DP_ZERO_STAGES; stage++) {
         dp_zero_plan p = dp_zero_predict(&in, stage);
+        p.working += stage == mine ? own : 0.0;
         printf("  --zero %d: %9.2f + %9.2f + %9.2f = %9.2f (+ %.2f)", stage, mib(p.params), mib(p.grads),
                mib(p.optimizer), mib(dp_zero_plan_model_bytes(&p)), mib(p.working));
         if (stage == mine)
@@ -149,7 +155,7 @@ void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *p
         printf("at the end; on %s: a checkpoint of the step all ranks stop after, then exit %d\n", text,
                DP_EXIT_PREEMPTED);
     }
-    report_memory(o, opt, dist);
+    report_memory(o, model, opt, dist, !dp_engine_backend(engine)->host_memory);
     fflush(stdout);
 }
 

@@ -85,18 +85,6 @@ int dp_trainer_write_shard(trainer *t, const char *const *keys, const char *cons
                                        "the newest", dp_engine_steps_done(t->engine), failed);
 }
 
-/* The shard file of rank r among `shards` beside index_path, named after the index
- * (step-2.safetensors: step-2.rank-R-of-W.safetensors), so files renamed together (unpadded)
- * still resume. The step is checked against each shard's metadata. */
-static int shard_path(const char *index_path, int r, int shards, char *path, size_t size)
-{
-    static const char suffix[] = ".safetensors";
-    size_t len = strlen(index_path), stem = len >= sizeof suffix - 1 ? len - (sizeof suffix - 1) : len;
-    if (snprintf(path, size, "%.*s.rank-%d-of-%d%s", (int)stem, index_path, r, shards, suffix) >= (int)size)
-        return dp_fail(DP_EINVAL, "--resume %s: shard path too long", index_path);
-    return 0;
-}
-
 /* Reads shard file `path` (rank r's part `part` of the flat tensors) into scratch, checking it
  * belongs to the index: the same step and run, the range its name implies. */
 static int read_shard(trainer *t, const char *path, long step, dp_range part, float *const *scratch)
@@ -154,7 +142,7 @@ int dp_trainer_read_shards(trainer *t, const char *index_path, long step, int sh
         for (int i = 0; i < tensors; i++)
             wanted |= part.begin < need[i].end && need[i].begin < part.end;
         char path[DP_PATH_MAX + 128];
-        if (!wanted || (status = shard_path(index_path, r, shards, path, sizeof path)) ||
+        if (!wanted || (status = dp_checkpoint_shard_path(index_path, r, shards, path, sizeof path)) ||
             (status = read_shard(t, path, step, part, scratch)))
             continue;
         for (int i = 0; i < tensors; i++)

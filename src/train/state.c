@@ -420,7 +420,10 @@ typedef struct resume_point {
 static int load_checkpoint(trainer *t, const char *spec, resume_point *at)
 {
     char changed[1024];
-    int status = dp_checkpoint_find(spec, at->path, sizeof at->path);
+    char skipped[2048];
+    int status = dp_checkpoint_find(spec, at->path, sizeof at->path, skipped, sizeof skipped);
+    if (!status && skipped[0])
+        fprintf(stderr, "dp_worker: warning: --resume %s: passed over incomplete checkpoints: %s\n", spec, skipped);
     dp_meta *meta = dp_calloc(FIELD_COUNT + 1, sizeof *meta, "checkpoint metadata");
     run_fields *mine = dp_alloc(sizeof *mine, "checkpoint metadata");
     dp_tensor_ref *refs = dp_calloc((size_t)tensor_capacity(t), sizeof *refs, "checkpoint tensor list");
@@ -579,7 +582,9 @@ int dp_trainer_load_model_part(const dp_options *o, const dp_model *m, dp_range 
         dp_params_refs(&m->buffers, buffers, counters, buffer_refs);
         for (int i = 0; i < m->buffers.count; i++) /* the buffers whole */
             parts[m->params.count + i] = (dp_tensor_part){buffer_refs[i], 0, (size_t)dp_tensor_numel(&buffer_refs[i])};
-        status = dp_safetensors_read_parts(o->init_path, parts, count, NULL, 0);
+        /* Strictly: a tensor with no place in the model means another model's file. The optimizer's
+         * state of a checkpoint is --resume's, not the model's: --init leaves it. */
+        status = dp_safetensors_read_parts_strict(o->init_path, parts, count, "optimizer.");
         if (status && !explained_as_sharded(o->init_path, status))
             status = dp_fail_context(status, "--init");
         else if (!status)

@@ -14,9 +14,6 @@
 #include <string.h>
 #include <time.h>
 
-/* Rows one rank feeds forward at once when evaluating, however small the training slice. */
-#define EVAL_ROWS 256
-
 /* What the strategy's row groups need of the steps' sizes (BatchNorm's two rows), checked
  * before training rather than in the middle of an epoch. The options were checked when parsed. */
 static int check_row_groups(const trainer *t)
@@ -25,7 +22,8 @@ static int check_row_groups(const trainer *t)
     size_t step_batch = t->plan.step_batch, n = t->train->count;
     const dp_model *model = dp_engine_model(t->engine);
     dp_strategy_run run = {.grad_dtype = DP_DTYPE_F32, .batchnorms = model->batchnorms,
-                           .sync_batchnorms = model->sync_batchnorms, .micro_batch = (size_t)o->batch,
+                           .sync_batchnorms = model->sync_batchnorms,
+                           .statistic_values = model->statistic_values, .micro_batch = (size_t)o->batch,
                            .world = t->comm->size, .step_batch = step_batch,
                            .last_step = o->drop_last || n % step_batch == 0 ? step_batch : n % step_batch,
                            .drop_last = o->drop_last, .model = o->model.text};
@@ -49,8 +47,9 @@ static int plan_training(trainer *t)
                        "fewer, or more --steps or --epochs", o->warmup_steps, plan->total_steps);
     t->lr = dp_options_lr_plan(o, plan->total_steps);
     plan->loss = dp_train_loss_for(o, t->train);
-    size_t slice_rows = dp_strategy_group_rows(&o->strategy, (size_t)o->batch, plan->step_batch, t->comm->size);
-    t->max_rows = (int)(slice_rows > EVAL_ROWS ? slice_rows : EVAL_ROWS);
+    /* Evaluation feeds the test set in chunks of the training slice: the activations training
+     * holds anyway, as --memory-plan counts them. */
+    t->max_rows = (int)dp_strategy_group_rows(&o->strategy, (size_t)o->batch, plan->step_batch, t->comm->size);
     return 0;
 }
 
@@ -430,14 +429,14 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
     /* Early, so a signal while the data loads still ends the run with a checkpoint. */
     int status = dp_preempt_start(&t.preempt, preempt_signals(o), comm);
     /* --max-memory-mb: the allocation counter refuses what would pass it; peaks start here. */
-    dp_memory_set_limit((size_t)(o->max_memory_mb * (double)(1 << 20)));
+    dp_memory_set_limit_mb(o->max_memory_mb);
     int inputs = dp_train_model_inputs(o, train);
     if (!status)
-        status = dp_train_check_data(o, train, "training", inputs);
+        status = dp_train_check_data(o, train, "training", inputs, &train->sample);
     if (!status && test)
         status = dp_train_check_test_targets(o, train, test);
     if (!status && test)
-        status = dp_train_check_data(o, test, "test", inputs);
+        status = dp_train_check_data(o, test, "test", inputs, &train->sample);
     if (!status && test)
         status = dp_train_check_image_shapes(o, train, test);
     if (!status && !test && (o->eval_every || o->keep_best || o->early_stop))
@@ -490,6 +489,6 @@ int dp_train(const dp_options *o, const dp_dataset *train, const dp_dataset *tes
     dp_watchdog_stop(&t.watchdog);
     free_buffers(&t);
     dp_engine_close(t.engine);
-    dp_memory_set_limit(0);
+    dp_memory_set_limit_mb(0.0);
     return status;
 }

@@ -150,6 +150,8 @@ int dp_batches_open(dp_batches *b, const dp_backend *be, const dp_dataset *train
                     const dp_sampler *sampler, int max_rows, int outputs, dp_data_placement placement, int slots,
                     size_t micro_rows);
 void dp_batches_close(dp_batches *b);
+/* Backend memory of one set of batch buffers for `rows` rows (inputs, labels, targets). */
+size_t dp_batches_rows_bytes(size_t rows, size_t width, size_t outputs);
 /* Backend memory of slots 1.. (a CUDA graph's further micro-batches) for `slots` slots. */
 size_t dp_batches_slot_bytes(int slots, size_t micro_rows, size_t width, size_t outputs);
 /* The engine's row source: the training samples at epoch positions [begin, end). */
