@@ -244,6 +244,8 @@ refused "--keep-best without --checkpoint-dir" 2 "--keep-best applies to --check
 refused "--early-stop 1e99" 2 "--early-stop '1e99'" --early-stop 1e99
 refused "--tensorboard with --predict" 2 "--tensorboard does not apply to --predict" --predict x.npy --tensorboard tb
 refused "--warmup-steps beyond the run" 1 "--warmup-steps 50: the run has 40 steps" --steps 40 --warmup-steps 50
+refused "--debug-straggle of a rank beyond the world" 2 "--debug-straggle names rank 2, but the run has 2 ranks (0 to 1)" --debug-straggle 2:10
+refused "--debug-corrupt of a rank beyond the world" 2 "--debug-corrupt names rank 7, but the run has 2 ranks (0 to 1)" --debug-corrupt 7:1
 # A .npy pair has no test split.
 python3 - "$dir" <<'EOF'
 import struct, sys

@@ -118,6 +118,20 @@ static int check_strategy(const dp_options *o)
     return dp_strategy_check(&o->strategy, &run);
 }
 
+/* --debug-corrupt and --debug-straggle name a rank that must exist, or they would test nothing. */
+static int check_debug_ranks(const dp_options *o, int world)
+{
+    const struct {
+        const char *name;
+        int rank;
+    } ranks[] = {{"debug-corrupt", o->corrupt_rank}, {"debug-straggle", o->straggle_rank}};
+    for (size_t i = 0; i < sizeof ranks / sizeof *ranks; i++)
+        if (ranks[i].rank >= world)
+            return dp_fail(DP_EINVAL, "--%s names rank %d, but the run has %d rank%s (0 to %d)", ranks[i].name,
+                           ranks[i].rank, world, world == 1 ? "" : "s", world - 1);
+    return 0;
+}
+
 int dp_options_check_combination(dp_options *o, int world, const dp_option_line *line)
 {
     int status = check_model(o, line);
@@ -135,6 +149,8 @@ int dp_options_check_combination(dp_options *o, int world, const dp_option_line 
     if (o->batch < world)
         return dp_fail(DP_EINVAL, "--batch %ld is smaller than the world size %d: every rank needs at least one sample per batch",
                        o->batch, world);
+    if ((status = check_debug_ranks(o, world)) != 0)
+        return status;
     if (o->init_path[0] && o->resume[0] && !dp_options_resume_auto(o))
         return dp_fail(DP_EINVAL, "--init and --resume both give the starting point: use one (or --resume auto, "
                        "which starts from --init when --checkpoint-dir holds no checkpoint)");
