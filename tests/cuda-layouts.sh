@@ -5,7 +5,8 @@
 # a mount namespace by overlays that link the toolkit's files there), where -isystem
 # /usr/include broke libstdc++'s #include_next; and NVIDIA's wheels (DIR/bin, DIR/include,
 # DIR/lib with only libcublas.so.13-style names), where the cuBLAS check failed. Each must
-# configure with the CUDA backend and build dp_worker and the kernels.
+# configure with the CUDA backend and build dp_worker and the kernels. Then the default
+# CUDA_ARCH: the kernels hold code for each GPU it names (tests/fatbin_archs.py reads them).
 set -euo pipefail
 
 root=$(cd "${srcdir:-.}" && pwd)
@@ -94,5 +95,29 @@ done
 isolated wheel "$hide" --with-cuda="$wheel"
 grep -q -- "-l:libcublas.so.$major -l:libcudart.so.$major" "$work/wheel/configure.out" ||
     { echo "FAIL wheel: not linked by versioned names"; failures=$((failures + 1)); }
+# The default CUDA_ARCH, in the toolkit's own layout: Volta to Hopper less what this nvcc no
+# longer builds (CUDA 13 dropped 7.0), each in the kernels as code for its GPU, and PTX for the
+# newest. One kernel file is enough to see the gencode flags at work.
+mkdir -p "$work/default" && cd "$work/default"
+expected=""
+for cc in 70 75 80 86 89 90; do
+    "$cuda/bin/nvcc" --list-gpu-arch 2>/dev/null | grep -qx "compute_$cc" && expected="$expected $cc"
+done
+if "$root/configure" --with-cuda="$cuda" >configure.out 2>&1 &&
+    grep -q "GPU code for compute capabilities ${expected# } (CUDA_ARCH), PTX for 90" configure.out &&
+    make src/backend/cuda_exact_kernels.lo >make.out 2>&1; then
+    found=$(python3 "$root/tests/fatbin_archs.py" src/backend/cuda_exact_kernels.o)
+    want="$(for cc in $expected; do printf 'elf:sm_%s ' "$cc"; done)ptx:sm_90"
+    if [ "$found" = "$want" ]; then
+        echo "ok   default CUDA_ARCH: $found ($(sed -n 's/.*left out: //p' configure.out | cut -d';' -f1))"
+    else
+        echo "FAIL default CUDA_ARCH: the kernels hold '$found', want '$want'"
+        failures=$((failures + 1))
+    fi
+else
+    echo "FAIL default CUDA_ARCH: configure's summary or the kernel's build ($(sed -n 's/.*CUDA backend: *//p' configure.out))"
+    tail -n 15 make.out 2>/dev/null
+    failures=$((failures + 1))
+fi
 echo "$failures layout(s) failed"
 [ "$failures" = 0 ]

@@ -6,7 +6,9 @@
 # weights and optimizer state only, a resume at bf16 continues bit-exactly (the same --save
 # bytes as one uninterrupted run), a resume at fp32 says the compute changed, --cuda-graph on
 # gives eager's bits on 1 rank and on 2 (NCCL); and --memory-plan's activations at bf16 on the
-# wide model (8192,8192,8192,10, --batch 4096) are the bf16 ones. Exits 77 where not built.
+# wide model (8192,8192,8192,10, --batch 4096) are the bf16 ones; on an sm_75 GPU
+# (FAKECUDA_CC=75) --precision bf16 and tf32 say it has no such tensor cores and train
+# --precision fp32's bits. Exits 77 where not built.
 . "$srcdir/tests/common.sh"
 fake="$top_builddir/tests/fakecuda"
 [ -x "$fake/test_mpi_train" ] || { echo "fake CUDA tests not built"; exit 77; }
@@ -86,5 +88,27 @@ if grep -q "^activations per rank, every stage alike .*: 671.4 MB (640.33 MiB) f
 else
     dp_fail_case "--memory-plan's bf16 activations" "$dir/plan"
 fi
+# A GPU older than sm_80 has no bf16 or TF32 tensor cores: --precision says so and trains FP32,
+# the bits of --precision fp32 on the same GPU.
+one="--data synthetic:300,8,3 --layers 8,16,3 --batch 30 --seed 5 --device cuda --steps 10 --log-every 0"
+for precision in fp32 bf16 tf32; do
+    # shellcheck disable=SC2086
+    FAKECUDA_CC=75 FAKECUDA_DEVICES=fake0 "$fake/dp_worker" $one --precision $precision \
+        --save "$dir/sm75-$precision.safetensors" >"$dir/sm75-$precision" 2>&1 ||
+        dp_fail_case "--precision $precision on an sm_75 GPU" "$dir/sm75-$precision"
+done
+for precision in bf16 tf32; do
+    words=$precision
+    [ "$precision" = tf32 ] && words=TF32
+    cases=$((cases + 1))
+    if grep -q "exact FP32 GEMMs (--precision $precision: sm_75 has no $words tensor cores, which came with sm_80)" \
+        "$dir/sm75-$precision"; then
+        echo "ok   --precision $precision on an sm_75 GPU says it has no $words tensor cores and computes in FP32"
+    else
+        dp_fail_case "--precision $precision on an sm_75 GPU: no such words" "$dir/sm75-$precision"
+    fi
+    dp_check_same_bits "--precision $precision on sm_75 trains --precision fp32's bits" "$dir/sm75-fp32.safetensors" \
+        "$dir/sm75-$precision.safetensors"
+done
 echo "$cases cases, $failures failed"
 [ "$failures" -eq 0 ]

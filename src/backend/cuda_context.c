@@ -120,20 +120,31 @@ static const struct {
                            "bf16 activations with cuBLASLt)"},
 };
 
-static int describe_device(cuda_context *c, const dp_backend_request *request)
+/* bf16 and TF32 tensor cores came with Ampere (compute capability 8.0): on an older GPU the
+ * GEMMs of --precision bf16 or tf32 run in FP32, and the description says why. */
+static dp_precision usable_precision(dp_precision asked, const struct cudaDeviceProp *prop, char *note, size_t size)
 {
-    struct cudaDeviceProp prop;
+    static const char *const asked_names[] = {[DP_PRECISION_TF32] = "tf32", [DP_PRECISION_BF16] = "bf16"};
+    note[0] = '\0';
+    if (asked == DP_PRECISION_FP32 || prop->major >= 8)
+        return asked;
+    snprintf(note, size, " (--precision %s: sm_%d%d has no %s tensor cores, which came with sm_80)", asked_names[asked],
+             prop->major, prop->minor, asked == DP_PRECISION_BF16 ? "bf16" : "TF32");
+    return DP_PRECISION_FP32;
+}
+
+static void describe_device(cuda_context *c, const dp_backend_request *request, const struct cudaDeviceProp *prop,
+                            dp_precision precision, const char *note)
+{
     char fused[256];
-    TRY(CUDA_CALL(c, cudaGetDeviceProperties(&prop, c->device)));
     dp_cuda_lt_describe(c->lt, fused, sizeof fused);
-    const unsigned char *u = (const unsigned char *)prop.uuid.bytes;
+    const unsigned char *u = (const unsigned char *)prop->uuid.bytes;
     snprintf(c->description, sizeof c->description,
-             "cuda: GPU %d of %d visible (GPU-%02x%02x%02x%02x, PCI %04x:%02x:%02x.0), %.96s (sm_%d%d, %zu GiB), %s GEMMs, %s%s%s",
-             c->device, c->gpus, u[0], u[1], u[2], u[3], (unsigned)prop.pciDomainID, (unsigned)prop.pciBusID,
-             (unsigned)prop.pciDeviceID, prop.name, prop.major, prop.minor, (size_t)(prop.totalGlobalMem >> 30),
-             precisions[request->precision].words, fused, request->binding ? "; " : "",
+             "cuda: GPU %d of %d visible (GPU-%02x%02x%02x%02x, PCI %04x:%02x:%02x.0), %.96s (sm_%d%d, %zu GiB), %s GEMMs%s, %s%s%s",
+             c->device, c->gpus, u[0], u[1], u[2], u[3], (unsigned)prop->pciDomainID, (unsigned)prop->pciBusID,
+             (unsigned)prop->pciDeviceID, prop->name, prop->major, prop->minor, (size_t)(prop->totalGlobalMem >> 30),
+             precisions[precision].words, note, fused, request->binding ? "; " : "",
              request->binding ? request->binding->text : "");
-    return 0;
 }
 
 static int create_resources(cuda_context *c, const dp_backend_request *request)
@@ -146,13 +157,18 @@ static int create_resources(cuda_context *c, const dp_backend_request *request)
     TRY(BLAS_CALL(c, "cublasSetStream", c->blas_api.set_stream(c->blas, c->stream)));
     TRY(CUDA_CALL(c, cudaMalloc((void **)&c->partials, DP_MAX_PARTIALS * sizeof *c->partials)));
     TRY(CUDA_CALL(c, cudaMallocHost((void **)&c->host_partials, DP_MAX_PARTIALS * sizeof *c->host_partials)));
-    c->compute = precisions[request->precision].compute;
-    c->operands = precisions[request->precision].operands;
+    struct cudaDeviceProp prop;
+    TRY(CUDA_CALL(c, cudaGetDeviceProperties(&prop, c->device)));
+    char note[128];
+    dp_precision precision = usable_precision(request->precision, &prop, note, sizeof note);
+    c->compute = precisions[precision].compute;
+    c->operands = precisions[precision].operands;
     c->bf16 = (dp_cuda_bf16_operands){.be = &c->be, .rank = request->rank};
     dp_cuda_lt_setup lt = {.be = &c->be, .stream = c->stream, .compute = c->compute, .operands = c->operands,
                            .unfused = request->unfused, .rank = request->rank, .device = c->device};
     TRY(dp_cuda_lt_open(&lt, &c->lt));
-    return describe_device(c, request);
+    describe_device(c, request, &prop, precision, note);
+    return 0;
 }
 
 /* Releases what create_resources made and the context. With `report`, the first failure is

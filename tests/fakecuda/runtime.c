@@ -95,6 +95,13 @@ static size_t device_memory(void)
     return text ? (size_t)strtoull(text, NULL, 10) : (size_t)80 << 30;
 }
 
+/* FAKECUDA_CC: the compute capability the fake GPUs report, e.g. 75 (default 90, an H100). */
+static int compute_capability(void)
+{
+    const char *text = getenv("FAKECUDA_CC");
+    return text ? atoi(text) : 90;
+}
+
 cudaError_t cudaGetDeviceCount(int *count)
 {
     *count = fakecuda_device_count();
@@ -125,8 +132,8 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *prop, int device)
     snprintf(prop->name, sizeof prop->name, "fakecuda GPU %s", names[device]);
     memcpy(prop->uuid.bytes, names[device], UUID_BYTES);
     prop->totalGlobalMem = device_memory();
-    prop->major = 9;
-    prop->minor = 0;
+    prop->major = compute_capability() / 10;
+    prop->minor = compute_capability() % 10;
     prop->warpSize = 32;
     prop->maxThreadsPerBlock = 1024;
     prop->multiProcessorCount = 4;
