@@ -41,20 +41,42 @@ job_program() {
     fi
 }
 
+# job_srun_mpi: the MPI plugin srun starts the ranks with: DP_SRUN_MPI when set (e.g. pmi2, for
+# an MPI built with PMI-2), else pmix where `srun --mpi=list` has it; prints nothing where
+# neither, and job_launch then uses mpirun (Debian's Open MPI fails under --mpi=pmi2 and none).
+job_srun_mpi() {
+    if [ -n "${DP_SRUN_MPI:-}" ]; then
+        echo "$DP_SRUN_MPI"
+    elif srun --mpi=list 2>&1 | grep -qw pmix; then
+        echo pmix
+    fi
+}
+
 # job_launch NAME VARIABLE ARGS...: the program (see job_program) on one rank per task, with
 # srun (PMIx; the cluster's task plugin binds each task to its --cpus-per-task cores), or with
-# mpirun when DP_LAUNCHER=mpirun (Open MPI reads the allocation itself; bound here). dp_worker
+# mpirun when DP_LAUNCHER=mpirun or srun has no PMIx (Open MPI reads the allocation itself;
+# bound here). GPUs: each rank takes its own of those the job was given (dp_worker binds by
+# local rank among the GPUs its node's ranks see). dp_worker
 # runs as many BLAS threads as the cores its rank is bound to. The launcher runs in the
 # background so that a signal SLURM sends this batch shell (sbatch --signal=B:USR1@120,
 # scancel --batch --signal=USR1) reaches the ranks: SIGUSR1 and SIGTERM are passed on to the
 # launcher as SIGUSR1, which srun forwards to every task and mpirun to every rank (mpirun
 # would end the job on SIGTERM instead). Returns the launcher's exit status.
 job_launch() {
-    local line status
+    local line status launcher=${DP_LAUNCHER:-srun} plugin
     job_program "$1" "$2"
     shift 2
-    case ${DP_LAUNCHER:-srun} in
-        srun) line=(srun --mpi=pmix --kill-on-bad-exit=1) ;;
+    if [ "$launcher" = srun ]; then
+        plugin=$(job_srun_mpi)
+        if [ -z "$plugin" ]; then
+            echo "$job_script: srun --mpi=list has no pmix: launching with mpirun, which reads the allocation itself (DP_SRUN_MPI=NAME picks another srun plugin)"
+            launcher=mpirun
+        fi
+    fi
+    [ "${SLURM_GPUS_ON_NODE:-0}" = 0 ] ||
+        echo "$job_script: $SLURM_GPUS_ON_NODE GPU(s) on this node (${SLURM_JOB_GPUS:+GPUs $SLURM_JOB_GPUS, }${SLURM_GPUS_PER_TASK:+$SLURM_GPUS_PER_TASK per task}): one per rank"
+    case $launcher in
+        srun) line=(srun --mpi="$plugin" --kill-on-bad-exit=1) ;;
         mpirun)
             # Each rank on its own --cpus-per-task cores, where dp_worker runs that many BLAS threads.
             line=(mpirun -np "$SLURM_NTASKS" --map-by "slot:PE=${SLURM_CPUS_PER_TASK:-1}" --bind-to core)

@@ -86,7 +86,7 @@ expect_success "renamed shards under --resume DIR" "summary: 2 steps" $mlp --ste
 expect_success "renamed shards under --resume auto" "summary: 2 steps" $mlp --steps 8 --strategy zero-3 --resume auto --checkpoint-dir cs
 
 # 8. An option of another mode is refused, naming what it applies to.
-expect_failure "--hier-inner without hier" "--hier-inner applies to --allreduce hier, but --allreduce is mpi" $mlp --steps 2 --hier-inner ring
+expect_failure "--hier-inner without hier" "--hier-inner applies to --allreduce hier, but --allreduce is auto" $mlp --steps 2 --hier-inner ring
 expect_failure "--keep without --checkpoint-dir" "--keep applies to --checkpoint-dir, but --checkpoint-dir is not given" $mlp --steps 2 --keep 3
 expect_failure "--bucket-mb with --no-overlap" "--bucket-mb applies to buckets reduced during backward, but --no-overlap is given" $mlp --steps 2 --bucket-mb 1 --no-overlap
 expect_failure "--sync-bn without a BatchNorm" "--sync-bn applies to a model with batchnorm, but --model 'linear(8),relu,linear(3)' has none" $mlp --steps 2 --sync-bn

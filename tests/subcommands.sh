@@ -69,7 +69,7 @@ expect_usage "plan with a --world of 0" "--world '0': must be an integer >= 1" p
 long="--data synthetic:600,12,5 $model --steps 10000000"
 # shellcheck disable=SC2086
 {
-    expect_usage "--hier-inner without hier" "--hier-inner applies to --allreduce hier, but --allreduce is mpi" \
+    expect_usage "--hier-inner without hier" "--hier-inner applies to --allreduce hier, but --allreduce is auto" \
         $long --hier-inner rhd
     expect_usage "--segment-bytes without ring-pipelined" "--segment-bytes applies to --allreduce ring-pipelined or auto" \
         $long --allreduce ring --segment-bytes 4096
@@ -80,7 +80,7 @@ long="--data synthetic:600,12,5 $model --steps 10000000"
     expect_usage "--bucket-mb with --no-overlap" "--bucket-mb applies to buckets reduced during backward, but --no-overlap is given" \
         $long --no-overlap --bucket-mb 4
     expect_usage "--auto-table without auto" "--auto-table applies to --allreduce auto, but --allreduce is mpi" \
-        $long --auto-table "$dir/auto.table"
+        $long --allreduce mpi --auto-table "$dir/auto.table"
     expect_usage "--zero-live-mb with --zero 1" "--zero-live-mb applies to the strategies zero-2, zero-3, but the run's is zero-1" \
         $long --zero 1 --zero-live-mb 4
 }

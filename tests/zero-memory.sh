@@ -43,10 +43,11 @@ if awk -v a="$(activations "$dir/plan-128")" -v b="$(activations "$dir/plan-256"
 else fail "a CNN's activations do not double with the rows" "$dir/plan-256"; fi
 
 # Nine layers of 256: a stage-3 rank holds a quarter of the state and two layers' worth of
-# working buffers, so 6.5 MiB stops DDP (7.6 MiB) and lets --zero 3 (5.0 MiB on 2 ranks) train.
+# working buffers, so 6.5 MiB stops DDP (7.6 MiB) and lets --zero 3 (5.0 MiB on 2 ranks) train,
+# with mpi's all-reduce (no scratch; auto reserves what the largest of its picks needs).
 model="linear(256),relu,linear(256),relu,linear(256),relu,linear(256),relu,linear(256),relu,linear(256),relu,linear(256),relu,linear(256),relu,linear(5)"
 run() { dp_mpirun 60 "$1" "$worker" --data synthetic:2000,64,5 --model "$model" --optimizer adamw --batch 64 --steps 4 \
-    --bucket-mb 0.25 --max-memory-mb 6.5 --log-every 0 --zero "$2" >"$dir/out" 2>&1; }
+    --bucket-mb 0.25 --max-memory-mb 6.5 --log-every 0 --allreduce mpi --zero "$2" >"$dir/out" 2>&1; }
 run 2 0
 dp_check_outcome "--zero 0 over --max-memory-mb" fail $? "$dir/out" "--max-memory-mb 6.5: "
 grep -q -- "--memory-plan --model" "$dir/out" || dp_fail_case "the limit's message does not point at --memory-plan" "$dir/out"

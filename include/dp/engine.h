@@ -87,6 +87,7 @@ typedef struct dp_engine_device {
     dp_precision precision; /* --precision: the GEMMs' inputs */
     int cuda_aware;       /* --cuda-aware: MPI may be handed GPU memory */
     int unfused;          /* --fuse off: the backend fuses no GEMM epilogue */
+    const char *sums_on_host; /* why the strategy's collectives add in host memory, or NULL */
 } dp_engine_device;
 
 /* What the training engine is built from. */
@@ -209,5 +210,7 @@ void dp_engine_resume_at(dp_engine *e, long steps_done);
 
 /* How gradients reach the collectives, for the banner. */
 const char *dp_engine_gradient_path(const dp_engine *e);
+/* What --allreduce auto chose on this device and why ("" when another algorithm was named). */
+const char *dp_engine_algorithm_choice(const dp_engine *e);
 
 #endif

@@ -87,6 +87,8 @@ int dp_strategy_from_version_3(const char *zero, const char *average_every, cons
 /* Whether a step of c's strategy can be captured as a CUDA graph (its collectives all in the
  * buckets, joined on the device); where not, why gets the reason. */
 int dp_strategy_capturable(const dp_strategy_choice *c, char *why, size_t size);
+/* Why the strategy's collectives add in host memory (--exact's digits), or NULL. */
+const char *dp_strategy_sums_on_host(const dp_strategy_choice *c);
 /* The ZeRO stage whose memory c's strategy holds per rank (0: whole replicas, as DDP). */
 int dp_strategy_memory_stage(const dp_strategy_choice *c);
 /* Every key of to's strategy that from's strategy takes too gets from's value. */

@@ -63,8 +63,31 @@ static int resolve_device(dp_engine *e, const dp_backend_request *request, dp_de
     return status;
 }
 
+/* --allreduce auto: NCCL where every rank computes on a GPU (one backend for all, as
+ * resolve_device decides), there is more than one, the build has NCCL and the strategy adds
+ * where its gradients are; the host table by message size otherwise. */
+static int choose_auto(dp_engine *e, const dp_engine_device *device)
+{
+    if (strcmp(dp_comm_algorithm_name(e->comm), "auto") != 0)
+        return 0;
+    const char *gpu = dp_comm_gpu_algorithm_names();
+    const char *why = e->be->host_memory ? "the ranks compute on CPUs"
+                      : e->comm->size == 1 ? "one rank reduces nothing"
+                      : !*gpu ? "this build has no NCCL"
+                      : device->sums_on_host;
+    if (why) {
+        snprintf(e->auto_choice, sizeof e->auto_choice, "the host table by world and message size: %s", why);
+        return 0;
+    }
+    snprintf(e->auto_choice, sizeof e->auto_choice, "auto: every rank computes on a GPU and this build has NCCL");
+    return dp_comm_set_algorithm(e->comm, gpu);
+}
+
 static int plan_gradient_path(dp_engine *e, const dp_engine_device *device)
 {
+    int chosen = choose_auto(e, device);
+    if (chosen)
+        return chosen;
     if (e->be->host_memory) {
         e->comm->cuda_aware = 0;
         if (dp_comm_wants_device_buffer(e->comm))
@@ -133,6 +156,11 @@ dp_strategy_buffers dp_engine_gradient_buffers(dp_engine *e)
         buffers.arg = e;
     }
     return buffers;
+}
+
+const char *dp_engine_algorithm_choice(const dp_engine *e)
+{
+    return e->auto_choice;
 }
 
 const char *dp_engine_gradient_path(const dp_engine *e)

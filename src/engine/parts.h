@@ -26,6 +26,7 @@ struct dp_engine {
     size_t *segment_row, *segment_rows; /* the weight rows a ZeRO budget may cut each in */
     size_t piece_floats;           /* backward reports gradients in pieces of at most this */
     int stage_gradients;           /* GPU gradients go through host_grads to the collectives */
+    char auto_choice[160];         /* --allreduce auto: what it chose and why, for the banner */
     float *host_grads;             /* page-locked staging for that; NULL when unused */
     double *train_totals;          /* backend memory: training loss and correct count since last read */
     double *group_totals;          /* backend memory: one row group's loss and count, where its total is rounded */

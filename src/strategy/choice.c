@@ -130,6 +130,12 @@ int dp_strategy_capturable(const dp_strategy_choice *c, char *why, size_t size)
     return 0;
 }
 
+const char *dp_strategy_sums_on_host(const dp_strategy_choice *c)
+{
+    const dp_strategy_type *type = type_of(c);
+    return type ? type->sums_on_host : NULL;
+}
+
 double dp_strategy_working_bytes(const dp_strategy_choice *c, const dp_strategy_sizes *s)
 {
     const dp_strategy_type *type = type_of(c);

@@ -471,6 +471,7 @@ const dp_strategy_type dp_strategy_exact = {
     .group_rows = exact_group_rows,
     .per_rank_statistics = exact_statistics,
     .any_world = "any (--exact)",
+    .sums_on_host = "--exact all-reduces its int64 digits in host memory",
     .blas_threads = 1,
     .blas_threads_why = "--exact's default: OpenBLAS rounds some products differently on more threads",
     .gradient_collective = DP_ALLREDUCE,

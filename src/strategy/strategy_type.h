@@ -84,6 +84,9 @@ typedef struct dp_strategy_type {
     /* What checkpoints record as the world size and algorithm where its bits depend on
      * neither; NULL where they do. */
     const char *any_world;
+    /* Why its collectives add in host memory, which --allreduce auto then keeps to on GPUs
+     * (NULL: they add where the gradients are). */
+    const char *sums_on_host;
     /* A step can be captured as a CUDA graph: its only collectives are the buckets'. */
     int captured;
     dp_collective gradient_collective; /* what a bucket's gradients go through */

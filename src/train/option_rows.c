@@ -288,9 +288,11 @@ const dp_option_row dp_option_rows[] = {
              "features or channels; in stage 3 its input gradient reads blocks of whole columns). auto: an eighth "
              "of the rank's sharded state (16 bytes per parameter over the ranks), at least 1 MiB; unlimited: "
              "whole modules"},
-    {.name = "allreduce", .metavar = "NAME", .kind = DP_OPTION_TEXT, FIELD(allreduce), .fallback = "mpi",
+    {.name = "allreduce", .metavar = "NAME", .kind = DP_OPTION_TEXT, FIELD(allreduce), .fallback = "auto",
      .group = DP_GROUP_STRATEGY, .programs = TRAIN, .resume = DP_RESUME_BITS,
-     .help = "gradient all-reduce algorithm (the list is at the end)"},
+     .help = "gradient all-reduce algorithm (the list is at the end); auto: nccl where every rank computes on a GPU "
+             "and the build has NCCL (--exact's digits excepted), else the host table by world and message size; "
+             "the banner says which and why"},
     {.name = "hier-inner", .metavar = "NAME", .kind = DP_OPTION_TEXT, FIELD(hier_inner), .fallback = "ring",
      .group = DP_GROUP_STRATEGY, .programs = TRAIN, .applies = {{.to = {IS("allreduce", "hier")}}},
      .resume = DP_RESUME_BITS,
@@ -358,7 +360,8 @@ const dp_option_row dp_option_rows[] = {
                  GPU_ONLY("tf32")},
      .resume = DP_RESUME_BITS,
      .help = "GPU GEMMs' inputs, FP32 accumulation and FP32 weights, state, activations and losses throughout: fp32 "
-             "exact, tf32 (tensor cores, 10-bit mantissa), bf16 (tensor cores, 7-bit mantissa; the CPU declines it). "
+             "exact, tf32 (tensor cores, 10-bit mantissa), bf16 (tensor cores, 7-bit mantissa; the CPU declines it); a GPU before sm_80 has neither tensor "
+             "core and runs FP32, saying so. "
              "The plan's bytes per parameter (dp_worker plan, --memory-plan): fp32, tf32 and bf16 as dptrain trains "
              "(4 + 4 + optimizer state), fp16 as the documents' table (FP16 parameters and gradients, FP32 optimizer "
              "state, no master copy), mixed as the ZeRO paper (FP16 parameters and gradients, FP32 master copy and "

@@ -121,10 +121,12 @@ void dp_report_banner(const dp_options *o, const dp_comm *comm, const dp_plan *p
     dp_strategy_describe(dist, strategy, sizeof strategy);
     size_t slice = ((size_t)o->batch + comm->size - 1) / comm->size;
     const char *algorithm = dp_comm_algorithm_name(comm);
+    const char *choice = dp_engine_algorithm_choice(engine);
     int hier = strcmp(algorithm, "hier") == 0;
-    printf("dptrain %s: %d rank%s (%d on this node), all-reduce %s%s%s, backend %s\n",
+    printf("dptrain %s: %d rank%s (%d on this node), all-reduce %s%s%s%s%s%s, backend %s\n",
            PACKAGE_VERSION, comm->size, comm->size == 1 ? "" : "s", comm->local_size, algorithm,
-           hier ? " with inner " : "", hier ? dp_comm_hier_inner_name(comm) : "", backend);
+           hier ? " with inner " : "", hier ? dp_comm_hier_inner_name(comm) : "", *choice ? " (" : "", choice,
+           *choice ? ")" : "", backend);
     printf("gradients: %s%s; %s\n", gradient_path,
            comm->grad_dtype == DP_DTYPE_F32 ? "" : ", reduced in bf16 (--grad-dtype)", strategy);
     report_master_address();

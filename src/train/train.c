@@ -56,7 +56,8 @@ static int plan_training(trainer *t)
 dp_engine_device dp_trainer_device(const dp_options *o)
 {
     return (dp_engine_device){.device = o->device, .share_gpu = o->share_gpu, .precision = o->precision,
-                              .cuda_aware = o->cuda_aware, .unfused = o->unfused};
+                              .cuda_aware = o->cuda_aware, .unfused = o->unfused,
+                              .sums_on_host = dp_strategy_sums_on_host(&o->strategy)};
 }
 
 /* --progress-thread auto across hosts: TCP moves a message only inside MPI calls, and 1 ms

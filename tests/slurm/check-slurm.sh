@@ -25,6 +25,7 @@ prefix=dps$$
 work=$(mktemp -d "${TMPDIR:-/tmp}/dptrain-slurm-XXXXXX")
 cleanup() {
     slurm_down "$work/one"
+    slurm_down "$work/gpu"
     slurm_down "$work/two"
     netns_down "$prefix" 2
     rm -rf "$work"
@@ -117,6 +118,19 @@ expect_job_failure() {
     fi
 }
 
+# submit_direct CLUSTER SECONDS ARGS...: slurm/train.sbatch run directly (it submits itself),
+# 2 tasks unless it asks for more; as submit, and its own words in $work/CLUSTER/direct.err.
+submit_direct() {
+    local cluster=$work/$1 seconds=$2 start=$SECONDS
+    shift 2
+    job_id=none
+    mkdir -p "$cluster/jobs"
+    job_id=$(slurm "$cluster" env DP_SBATCH_OPTIONS="--parsable --chdir=$cluster/jobs" \
+        bash "$srcdir/slurm/train.sbatch" "$@" 2>"$cluster/direct.err") || return 1
+    slurm_wait_job "$cluster" "$job_id" "$seconds"
+    job_seconds=$((SECONDS - start))
+}
+
 expect_outside_slurm() { # SCRIPT
     local out status
     out=$(env -u SLURM_JOB_ID bash "$srcdir/slurm/$1" 2>&1)
@@ -144,6 +158,20 @@ srun_accuracy=$(accuracy_of "$work/one/jobs/dptrain-$job_id.out")
 DP_LAUNCHER=mpirun submit one 300 --ntasks=2 "$srcdir/slurm/train.sbatch" "${train_options[@]}"
 expect_training "train.sbatch, DP_LAUNCHER=mpirun" one "mpirun -np 2" "2 ranks (2 on this node)" \
     "accuracy $srun_accuracy%"
+# srun without PMIx (a wrapper leaves it out of --mpi=list): the job launches with mpirun.
+mkdir -p "$work/no-pmix"
+printf '#!/bin/sh\n[ "$1" != --mpi=list ] || { printf "MPI plugin types are...\\n\\tnone\\n\\tpmi2\\n"; exit 0; }\nexec %s "$@"\n' \
+    "$(command -v srun)" >"$work/no-pmix/srun"
+chmod +x "$work/no-pmix/srun"
+PATH="$work/no-pmix:$PATH" submit one 300 --ntasks=2 "$srcdir/slurm/train.sbatch" "${train_options[@]}"
+expect_training "train.sbatch where srun has no PMIx" one "srun --mpi=list has no pmix: launching with mpirun" \
+    "mpirun -np 2" "accuracy $srun_accuracy%"
+# Run directly on a partition without GPUs: it submits itself as it is (2 tasks, the file's).
+submit_direct one 300 "${train_options[@]}"
+expect_training "train.sbatch run directly, no GPUs in the partition" one "srun --mpi=pmix" "2 ranks (2 on this node)"
+if [ -s "$work/one/direct.err" ]; then
+    fail "train.sbatch run directly on a CPU partition said: $(cat "$work/one/direct.err")"
+fi
 expect_requeued_resume "preempted job, srun" one "$work/one/jobs/reference.safetensors" \
     --ntasks=2 "$srcdir/slurm/train.sbatch" "${train_options[@]}"
 DP_LAUNCHER=mpirun expect_requeued_resume "preempted job, DP_LAUNCHER=mpirun" one \
@@ -169,6 +197,22 @@ expect_job_failure "mis-launched job (srun -n 1 in a 2-task allocation)" one 30 
     "WORLD_SIZE=2 contradicts MPI's world size (MPI_Comm_size) 1" --ntasks=2 \
     --wrap "WORLD_SIZE=\$SLURM_NTASKS srun -n 1 --mpi=pmix $DP_WORKER --steps 2"
 slurm_down "$work/one"
+
+echo "--- one node whose 2 GPUs are a GRES (character devices standing in), 2 tasks"
+slurm_up "$work/gpu" 1 "" 2 || exit 1
+pass "cluster up: $(slurm "$work/gpu" sinfo -h -o '%P %G %N')"
+submit_direct gpu 300 "${train_options[@]}"
+expect_training "train.sbatch run directly on a GPU partition: a GPU per task" gpu \
+    "2 GPU(s) on this node (GPUs 0,1, 1 per task): one per rank" "2 ranks (2 on this node)"
+if grep -qF "has 2 GPU(s) a node: submitting with --gpus-per-task=1 --ntasks-per-node=2" "$work/gpu/direct.err"; then
+    pass "... it said: $(cat "$work/gpu/direct.err")"
+else
+    fail "train.sbatch run directly on a GPU partition said: $(cat "$work/gpu/direct.err")"
+fi
+submit gpu 300 --ntasks=2 "$srcdir/slurm/train.sbatch" "${train_options[@]}"
+expect_training "sbatch train.sbatch on a GPU partition without asking for GPUs" gpu \
+    "warning: partition debug's nodes have 2 GPU(s), but this job asked for none"
+slurm_down "$work/gpu"
 
 echo "--- two nodes, each slurmd in its own network namespace, 1 task per node"
 start=$SECONDS

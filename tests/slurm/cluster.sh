@@ -1,8 +1,10 @@
 # Sourced (bash): a real SLURM cluster from Debian's packages, entirely under one directory,
 # with auth/none (no munge), non-default ports and no file outside that directory.
-#   slurm_up DIR NODES [PREFIX]  starts slurmctld and NODES slurmd. Without PREFIX, one node
-#       "localhost" on 127.0.0.1; with PREFIX, node i runs in network namespace PREFIX-hi
+#   slurm_up DIR NODES [PREFIX [GPUS]]  starts slurmctld and NODES slurmd. Without PREFIX, one
+#       node "localhost" on 127.0.0.1; with PREFIX, node i runs in network namespace PREFIX-hi
 #       (tests/multihost/netns.sh, created by the caller) and the controller on PREFIX-h1.
+#       GPUS (at most 4): each node has that many GPUs as a GRES, character devices standing in
+#       for them (a partition whose nodes have GPUs, as sinfo, the scheduler and the job see it).
 #   slurm DIR CMD...             runs a client command (sbatch, squeue, ...) against it.
 #   slurm_wait_job DIR JOBID SECONDS  polls until the job has left the queue; cancels it and
 #       fails when it is still there after SECONDS.
@@ -17,8 +19,9 @@ slurm_free_port() { # FROM
     echo "$port"
 }
 
-slurm_write_conf() { # DIR NODES PREFIX
-    local dir=$1 nodes=$2 prefix=$3 ctld_port slurmd_port i
+slurm_write_conf() { # DIR NODES PREFIX GPUS
+    local dir=$1 nodes=$2 prefix=$3 gpus=$4 ctld_port slurmd_port i gres=""
+    [ -z "$gpus" ] || { echo "GresTypes=gpu"; gres=" Gres=gpu:$gpus"; }
     ctld_port=$(slurm_free_port $((20000 + RANDOM % 20000)))
     slurmd_port=$(slurm_free_port $((ctld_port + 1)))
     if [ -n "$prefix" ]; then
@@ -63,10 +66,10 @@ KillWait=5
 EOF
     if [ -n "$prefix" ]; then
         for i in $(seq "$nodes"); do
-            echo "NodeName=$prefix-h$i NodeAddr=$(netns_address "$i") CPUs=2"
+            echo "NodeName=$prefix-h$i NodeAddr=$(netns_address "$i") CPUs=2$gres"
         done
     else
-        echo "NodeName=localhost NodeAddr=127.0.0.1 CPUs=2"
+        echo "NodeName=localhost NodeAddr=127.0.0.1 CPUs=2$gres"
     fi
     echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
 }
@@ -104,11 +107,13 @@ slurm_start_daemon() { # DIR NODE_INDEX NAME CMD...
     echo "$!" >>"$dir/run/pids"
 }
 
-slurm_up() { # DIR NODES [PREFIX]
-    local dir=$1 nodes=$2 prefix=${3:-} i node
+slurm_up() { # DIR NODES [PREFIX [GPUS]]
+    local dir=$1 nodes=$2 prefix=${3:-} gpus=${4:-} i node
     mkdir -p "$dir"/{etc,state,spool,tmp,run,log}
     echo "$prefix" >"$dir/prefix"
-    slurm_write_conf "$dir" "$nodes" "$prefix" >"$dir/etc/slurm.conf"
+    slurm_write_conf "$dir" "$nodes" "$prefix" "$gpus" >"$dir/etc/slurm.conf"
+    # A GPU GRES needs a device file each (a bare Count is reported as 0): any that exists.
+    [ -z "$gpus" ] || printf 'Name=gpu File=%s\n' /dev/null /dev/zero /dev/full /dev/urandom | head -n "$gpus" >"$dir/etc/gres.conf"
     slurm_start_daemon "$dir" 1 slurmctld slurmctld -c
     for i in $(seq "$nodes"); do
         node=$(slurm_node_name "$dir" "$i")
