@@ -4,7 +4,8 @@
 # buckets and gathered parameters in device memory, staged or on nccl; then local SGD
 # (tests/test_local_sgd.c), its averaging staged or on nccl; then --exact. Device memory is
 # unreadable from the host, so an algorithm or a staging step that touched it directly would
-# crash. Exits 77 where not built.
+# crash. Last, --allreduce auto (the default) takes nccl on the fake GPUs where the build has
+# it, and the host table for --exact, one rank and the CPU. Exits 77 where not built.
 . "$srcdir/tests/common.sh"
 fake="$top_builddir/tests/fakecuda"
 [ -x "$fake/test_mpi_train" ] || { echo "fake CUDA tests not built"; exit 77; }
@@ -39,3 +40,34 @@ if dp_mpirun 60 1 "$worker" --data synthetic:50,4,2 --layers 4,2 --allreduce non
         { echo "FAIL --exact with nccl: unexpected output"; cat "$dir/out"; exit 1; }
     echo "ok   --exact with nccl refused"
 fi
+# --allreduce auto, the default: NCCL on 2 fake GPUs (saying why), the same parameters as naming
+# nccl; --exact keeps the host table; one rank reduces nothing; the CPU takes the table.
+plain="--device cuda --data synthetic:300,8,3 --layers 8,16,3 --batch 30 --steps 10 --log-every 0"
+# auto_chose NAME PHRASE: the banner of $dir/NAME says PHRASE.
+auto_chose() {
+    grep -qF -- "$2" "$dir/$1" || { echo "FAIL --allreduce auto ($1): the banner lacks '$2'"; cat "$dir/$1"; exit 1; }
+    echo "ok   --allreduce auto ($1): $2"
+}
+if dp_mpirun 60 1 "$worker" --data synthetic:50,4,2 --layers 4,2 --allreduce none 2>&1 | grep -q 'on GPU memory: nccl'; then
+    # shellcheck disable=SC2086
+    on_fake_gpus 2 $plain --save "$dir/auto.safetensors" >"$dir/auto" 2>&1 || { cat "$dir/auto"; exit 1; }
+    auto_chose auto "all-reduce nccl (auto: every rank computes on a GPU and this build has NCCL)"
+    grep -qF "all-reduce nccl directly on GPU memory" "$dir/auto" || { echo "FAIL auto's gradients not on nccl"; cat "$dir/auto"; exit 1; }
+    # shellcheck disable=SC2086
+    on_fake_gpus 2 $plain --allreduce nccl --save "$dir/nccl.safetensors" >"$dir/out" 2>&1 || { cat "$dir/out"; exit 1; }
+    cmp -s "$dir/auto.safetensors" "$dir/nccl.safetensors" || { echo "FAIL auto on fake GPUs differs from nccl"; exit 1; }
+    echo "ok   --allreduce auto on 2 fake GPUs: bitwise --allreduce nccl"
+    # shellcheck disable=SC2086
+    on_fake_gpus 2 $exact >"$dir/auto-exact" 2>&1 || { cat "$dir/auto-exact"; exit 1; }
+    auto_chose auto-exact "all-reduce auto (the host table by world and message size: --exact all-reduces its int64 digits in host memory)"
+else
+    # shellcheck disable=SC2086
+    on_fake_gpus 2 $plain >"$dir/auto" 2>&1 || { cat "$dir/auto"; exit 1; }
+    auto_chose auto "all-reduce auto (the host table by world and message size: this build has no NCCL)"
+fi
+# shellcheck disable=SC2086
+on_fake_gpus 1 $plain >"$dir/auto-w1" 2>&1 || { cat "$dir/auto-w1"; exit 1; }
+auto_chose auto-w1 "all-reduce auto (the host table by world and message size: one rank reduces nothing)"
+# shellcheck disable=SC2086
+on_fake_gpus 2 $plain --device cpu >"$dir/auto-cpu" 2>&1 || { cat "$dir/auto-cpu"; exit 1; }
+auto_chose auto-cpu "all-reduce auto (the host table by world and message size: the ranks compute on CPUs)"
