@@ -2,32 +2,14 @@
 # targets of several shapes, inputs whose BatchNorm statistics overflow, targets that make
 # --exact's sums overflow, a model file with a tensor no model has, a malformed .npy header
 # and an IDX directory of training files alone. Usage: hostile_v3_fixtures.py DIR
-import json, os, random, struct, sys
+import os, random, struct, sys
 
-
-def npy(path, descr, shape, fmt, values):
-    header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, repr(tuple(shape)))
-    header += ' ' * ((64 - (10 + len(header) + 1) % 64) % 64) + '\n'
-    with open(path, 'wb') as f:
-        f.write(b'\x93NUMPY\x01\x00' + struct.pack('<H', len(header)) + header.encode())
-        f.write(struct.pack('<%d%s' % (len(values), fmt), *values))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_files import npy, safetensors  # noqa: E402
 
 
 def f32(path, shape, values):
     npy(path, '<f4', shape, 'f', values)
-
-
-def safetensors(path, tensors):
-    header, blobs, offset = {}, [], 0
-    for name, (shape, values) in tensors.items():
-        data = struct.pack('<%df' % len(values), *values)
-        header[name] = {'dtype': 'F32', 'shape': shape, 'data_offsets': [offset, offset + len(data)]}
-        offset += len(data)
-        blobs.append(data)
-    text = json.dumps(header).encode()
-    text += b' ' * ((8 - len(text) % 8) % 8)
-    with open(path, 'wb') as f:
-        f.write(struct.pack('<Q', len(text)) + text + b''.join(blobs))
 
 
 out = sys.argv[1]
@@ -52,10 +34,10 @@ npy(p('y48.npy'), '<i8', (48,), 'q', [i % 3 for i in range(48)])
 f32(p('ht.npy'), (48, 3), gauss(48 * 3, 3e10))   # targets that make gradients beyond 2^32
 
 # A model of linear(8),relu,linear(3) on 16 inputs, and the same with a tensor it has no place for.
-model = {'layers.0.weight': ([8, 16], gauss(128, 0.2)), 'layers.0.bias': ([8], [0.0] * 8),
-         'layers.2.weight': ([3, 8], gauss(24, 0.3)), 'layers.2.bias': ([3], [0.0] * 3)}
+model = {'layers.0.weight': ('F32', [8, 16], gauss(128, 0.2)), 'layers.0.bias': ('F32', [8], [0.0] * 8),
+         'layers.2.weight': ('F32', [3, 8], gauss(24, 0.3)), 'layers.2.bias': ('F32', [3], [0.0] * 3)}
 safetensors(p('mlp.safetensors'), model)
-model['head.weight'] = ([3], [1.0, 2.0, 3.0])
+model['head.weight'] = ('F32', [3], [1.0, 2.0, 3.0])
 safetensors(p('extra.safetensors'), model)
 
 # A .npy header with control bytes (an escape sequence) where a dimension belongs.

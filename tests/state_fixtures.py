@@ -1,28 +1,10 @@
 # Writes the files tests/state-values.sh needs, with the standard library only: .npy arrays
 # and safetensors models of linear(8,bias=0),batchnorm,relu,linear(3) on 16 inputs whose
 # state holds values no training produces. Usage: state_fixtures.py DIR
-import json, os, random, struct, sys
+import os, random, sys
 
-
-def npy(path, descr, shape, fmt, values):
-    header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, repr(tuple(shape)))
-    header += ' ' * ((64 - (10 + len(header) + 1) % 64) % 64) + '\n'
-    with open(path, 'wb') as f:
-        f.write(b'\x93NUMPY\x01\x00' + struct.pack('<H', len(header)) + header.encode())
-        f.write(struct.pack('<%d%s' % (len(values), fmt), *values))
-
-
-def safetensors(path, tensors):
-    header, blobs, offset = {}, [], 0
-    for name, (dtype, shape, values) in tensors.items():
-        data = struct.pack('<%d%s' % (len(values), 'f' if dtype == 'F32' else 'q'), *values)
-        header[name] = {'dtype': dtype, 'shape': shape, 'data_offsets': [offset, offset + len(data)]}
-        offset += len(data)
-        blobs.append(data)
-    text = json.dumps(header).encode()
-    text += b' ' * ((8 - len(text) % 8) % 8)
-    with open(path, 'wb') as f:
-        f.write(struct.pack('<Q', len(text)) + text + b''.join(blobs))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_files import npy, safetensors  # noqa: E402
 
 
 def model(nbt=3, var=1.0):

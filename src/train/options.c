@@ -16,12 +16,6 @@
 #include <stdio.h>
 #include <string.h>
 
-const char *dp_option_given(const dp_option_line *line, const char *name)
-{
-    const dp_option_row *r = dp_option_find(name);
-    return r ? line->text[r - dp_option_rows] : NULL;
-}
-
 /* A word's number ("auto") into the field of a row of a number kind. */
 static void store_word(const dp_option_row *r, void *field)
 {
@@ -77,20 +71,6 @@ int dp_option_apply(const dp_option_row *r, const char *text, dp_options *o)
     case DP_OPTION_ALIAS: return dp_option_apply(dp_option_find(r->alias.option), r->alias.value, o);
     case DP_OPTION_CUSTOM: return r->parse(text, o);
     default: return 0; /* the strategy's, composed after parsing; --help and --version, the parse loop's */
-    }
-}
-
-const char *dp_option_value_text(const dp_option_row *r, const dp_options *o)
-{
-    const char *field = (const char *)o + r->field;
-    int choice;
-    switch (r->kind) {
-    case DP_OPTION_TEXT: return field;
-    case DP_OPTION_CHOICE:
-        memcpy(&choice, field, sizeof choice);
-        return choice >= 0 && choice < r->choice_count ? r->choices[choice] : NULL;
-    case DP_OPTION_STRATEGY: return r->size ? ((const dp_strategy_choice *)field)->name : NULL;
-    default: return NULL;
     }
 }
 
