@@ -14,8 +14,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DP_MODEL_MAX_MODULES 64
+/* Modules after residual blocks are flattened (each block adds three markers): torchvision's
+ * ResNet-152 has 518. */
+#define DP_MODEL_MAX_MODULES 640
 #define DP_MODEL_SPEC_MAX 1024
+/* A module's tensor prefix ("layer4.1.downsample.0"), short enough for its longest tensor name
+ * ("....num_batches_tracked") to fit DP_TENSOR_NAME_MAX. */
+#define DP_MODULE_NAME_MAX 40
 
 typedef enum dp_loss { DP_LOSS_XENT, DP_LOSS_MSE } dp_loss;
 
@@ -43,7 +48,8 @@ typedef struct dp_module_options {
     int sync;           /* batchnorm: statistics over every rank's rows (SyncBatchNorm) */
     int kernel;         /* conv2d, pools: the window's side */
     int stride;         /* conv2d, pools: the step between windows (pools: 0 means kernel) */
-    int padding;        /* conv2d: zeros on each side */
+    int padding;        /* conv2d: zeros on each side; maxpool: -inf, avgpool: zeros counted */
+    int relu;           /* residual: 1 applies ReLU to body + shortcut, as torchvision's blocks */
 } dp_module_options;
 
 struct dp_module_type;
@@ -51,12 +57,19 @@ struct dp_module_type;
 typedef struct dp_module_spec {
     const struct dp_module_type *type;
     dp_module_options options;
+    /* Its tensors' prefix: layers.{i} in order, {block}.body.{j} and {block}.shortcut.{j} inside a
+     * residual block, or the label written before it ("conv1:conv2d(...)" names conv1.weight). */
+    char name[DP_MODULE_NAME_MAX];
 } dp_module_spec;
 
-/* A model as written: --model "linear(256),relu,linear(10)" or --layers 784,256,10. */
+/* A model as written: --model "linear(256),relu,linear(10)", a preset ("resnet18"), or
+ * --layers 784,256,10. A residual block "residual{body | shortcut}" is flattened into its
+ * markers and modules: residual, the body, shortcut, the shortcut's modules, add. */
 typedef struct dp_model_spec {
     char text[DP_MODEL_SPEC_MAX];
     int from_layers; /* --layers: tensor names count Linear layers only, as version 1's MLP */
+    const struct dp_model_preset *preset; /* the preset text named (presets.c); NULL: written out */
+    int classes;     /* a preset's output width, once known (dp_model_spec_set_classes); 0: not yet */
     int inputs;      /* --layers: the input width it declares; 0: taken from the data */
     int count;
     dp_module_spec modules[DP_MODEL_MAX_MODULES];
@@ -66,6 +79,12 @@ typedef struct dp_model_spec {
 int dp_model_spec_parse(const char *text, dp_model_spec *spec);
 /* Parses --layers "784,256,10": Linear layers with ReLU between them. */
 int dp_model_spec_from_layers(const char *text, dp_model_spec *spec);
+/* Whether spec still needs the class count (a preset's last Linear takes it from the data, or a
+ * checkpoint), and gives it: spec's outputs become `classes` wide. */
+int dp_model_spec_needs_classes(const dp_model_spec *spec);
+void dp_model_spec_set_classes(dp_model_spec *spec, int classes);
+/* The presets --model accepts, for --help ("resnet, resnet18, ..."). */
+const char *dp_model_preset_names(void);
 /* Makes every BatchNorm a SyncBatchNorm (--sync-bn). */
 void dp_model_spec_sync_batchnorm(dp_model_spec *spec);
 /* The spec in one canonical line on `inputs` features: with structural, the modules and what

@@ -42,6 +42,9 @@ int dp_safetensors_write_streamed(const char *path, const dp_tensor_ref *tensors
  * dtype or shape. Every entry is checked before any data is copied, so a malformed file
  * leaves the buffers untouched. */
 int dp_safetensors_read(const char *path, dp_tensor_ref *expected, int count);
+/* The shape of path's tensor `name` (dims gets the first DP_TENSOR_MAX_DIMS), its header checked
+ * as dp_safetensors_read checks it; DP_EFORMAT naming both when the file has no such tensor. */
+int dp_safetensors_tensor_shape(const char *path, const char *name, int *ndim, int64_t *dims);
 
 #define DP_META_KEY_MAX 64
 #define DP_META_VALUE_MAX 1024

@@ -524,7 +524,8 @@ static size_t gather_rows(const dp_loop_args *a, size_t begin, size_t end)
  * 7 or 14 windows scalar, and scalar comparisons branch on the data. */
 static int max_pool_2x2(const dp_window *w, dp_pool pool)
 {
-    return pool == DP_POOL_MAX && w->kernel_h == 2 && w->kernel_w == 2 && w->stride == 2 && w->out_w >= 4;
+    return pool == DP_POOL_MAX && w->kernel_h == 2 && w->kernel_w == 2 && w->stride == 2 && !w->padding &&
+           w->out_w >= 4;
 }
 
 typedef float v4f __attribute__((vector_size(16)));
@@ -659,8 +660,9 @@ static size_t pool_backward(const dp_loop_args *a, size_t begin, size_t end)
                     }
                     for (int i = 0; i < w->kernel_h; i++)
                         for (int j = 0; j < w->kernel_w; j++) {
-                            float *to = dx + (oh * w->stride + i) * w->width + ow * w->stride + j;
-                            *to = dp_add(*to, dp_div(g, area));
+                            int h = oh * w->stride - w->padding + i, v = ow * w->stride - w->padding + j;
+                            if (h >= 0 && h < w->height && v >= 0 && v < w->width)
+                                dx[h * w->width + v] = dp_add(dx[h * w->width + v], dp_div(g, area));
                         }
                 }
         }

@@ -351,28 +351,36 @@ static inline DP_HD float dp_col2im_value(const float *col, size_t ld, const dp_
     return sum;
 }
 
-/* The flat index in its plane of window (oh, ow)'s first maximum (pooling has no padding). */
+/* The flat index in its plane of window (oh, ow)'s first maximum, over the pixels inside the
+ * image (padding never wins: PyTorch pads max pooling with -inf; every window holds a pixel,
+ * padding being at most half the window). */
 static inline DP_HD int dp_window_argmax(const float *plane, const dp_window *w, int oh, int ow)
 {
-    int best = oh * w->stride * w->width + ow * w->stride;
+    int top = oh * w->stride - w->padding, left = ow * w->stride - w->padding, best = -1;
     for (int i = 0; i < w->kernel_h; i++)
         for (int j = 0; j < w->kernel_w; j++) {
-            int at = (oh * w->stride + i) * w->width + ow * w->stride + j;
-            if (dp_argmax_beats(plane[at], at, plane[best], best))
+            int h = top + i, v = left + j, at = h * w->width + v;
+            if (h >= 0 && h < w->height && v >= 0 && v < w->width &&
+                (best < 0 || dp_argmax_beats(plane[at], at, plane[best], best)))
                 best = at;
         }
     return best;
 }
 
-/* One pooling output of a [height, width] plane: its window's first maximum or its mean. */
+/* One pooling output of a [height, width] plane: its window's first maximum or its mean, the
+ * padding counted as zeros (count_include_pad). */
 static inline DP_HD float dp_pool_value(const float *plane, const dp_window *w, int oh, int ow, dp_pool pool)
 {
     if (pool == DP_POOL_MAX)
         return plane[dp_window_argmax(plane, w, oh, ow)];
+    int top = oh * w->stride - w->padding, left = ow * w->stride - w->padding;
     float sum = 0.0f;
     for (int i = 0; i < w->kernel_h; i++)
-        for (int j = 0; j < w->kernel_w; j++)
-            sum = dp_add(sum, plane[(oh * w->stride + i) * w->width + ow * w->stride + j]);
+        for (int j = 0; j < w->kernel_w; j++) {
+            int h = top + i, v = left + j;
+            if (h >= 0 && h < w->height && v >= 0 && v < w->width)
+                sum = dp_add(sum, plane[h * w->width + v]);
+        }
     return dp_div(sum, (float)(w->kernel_h * w->kernel_w));
 }
 
@@ -382,8 +390,8 @@ static inline DP_HD float dp_pool_grad_value(const float *plane, const float *dy
                                              int v, dp_pool pool)
 {
     int oh0, oh1, ow0, ow1;
-    dp_window_cover(h, w->out_h, w->kernel_h, w->stride, 0, &oh0, &oh1);
-    dp_window_cover(v, w->out_w, w->kernel_w, w->stride, 0, &ow0, &ow1);
+    dp_window_cover(h, w->out_h, w->kernel_h, w->stride, w->padding, &oh0, &oh1);
+    dp_window_cover(v, w->out_w, w->kernel_w, w->stride, w->padding, &ow0, &ow1);
     float sum = 0.0f, area = (float)(w->kernel_h * w->kernel_w);
     for (int oh = oh0; oh <= oh1; oh++)
         for (int ow = ow0; ow <= ow1; ow++) {

@@ -52,6 +52,20 @@ static void abort_on_usage_error(int rank)
     abort_job(rank, EXIT_USAGE);
 }
 
+/* --memory-plan of a preset: its class count from the data, as training takes it. */
+static int preset_classes_from_data(dp_options *o)
+{
+    if (!dp_model_spec_needs_classes(&o->model))
+        return 0;
+    dp_dataset train = {0}, test = {0};
+    int has_test = 0, status = dp_train_open_datasets(o, &train, &test, &has_test);
+    if (!status)
+        status = dp_train_set_classes(o, &train, has_test ? &test : NULL);
+    dp_dataset_free(&train);
+    dp_dataset_free(&test);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     /* OpenBLAS's kernels are chosen when it loads: a generic core is corrected by running again. */
@@ -102,14 +116,14 @@ int main(int argc, char **argv)
     dp_backend_cpu_set_threads(threads, why);
 
     if (o.memory_plan) {
-        if (rank == 0 && dp_memory_plan_print(&o, world))
+        if (rank == 0 && (preset_classes_from_data(&o) || dp_memory_plan_print(&o, world)))
             abort_job(rank, EXIT_RUN_FAILED);
         dp_comm_free(&comm);
         MPI_Finalize();
         return EXIT_SUCCESS;
     }
     if (o.predict_path[0]) {
-        if (dp_predict(&o, &comm))
+        if (dp_predict_set_classes(&o) || dp_predict(&o, &comm))
             abort_job(rank, EXIT_RUN_FAILED);
         dp_comm_free(&comm);
         MPI_Finalize();
@@ -122,7 +136,7 @@ int main(int argc, char **argv)
     if (dp_train_catch_preemption(&o))
         abort_job(rank, EXIT_RUN_FAILED);
     if (dp_train_open_datasets(&o, &train, &test, &has_test) ||
-        dp_train(&o, &train, has_test ? &test : NULL, &comm, &result, 0))
+        dp_train_set_classes(&o, &train, has_test ? &test : NULL) || dp_train(&o, &train, has_test ? &test : NULL, &comm, &result, 0))
         abort_job(rank, EXIT_RUN_FAILED);
     dp_dataset_free(&train);
     dp_dataset_free(&test);

@@ -256,6 +256,31 @@ int dp_safetensors_read_with_metadata(const char *path, dp_tensor_ref *expected,
     return rc;
 }
 
+int dp_safetensors_tensor_shape(const char *path, const char *name, int *ndim, int64_t *dims)
+{
+    FILE *f = NULL;
+    int rc = dp_open_input(path, &f);
+    if (rc)
+        return rc;
+    st_framing fr = {0};
+    st_header h = {0};
+    rc = read_framing(f, path, &fr);
+    fclose(f);
+    if (rc == 0)
+        rc = st_header_parse(path, fr.json, fr.json_len, fr.data_size, &h);
+    const st_tensor *t = rc ? NULL : st_header_tensor(&h, name);
+    if (rc == 0 && !t)
+        rc = dp_fail(DP_EFORMAT, "%s has no tensor '%s'", path, name);
+    if (t) {
+        *ndim = t->ndim;
+        for (int d = 0; d < t->ndim && d < DP_TENSOR_MAX_DIMS; d++)
+            dims[d] = t->dims[d];
+    }
+    st_header_free(&h);
+    free(fr.json);
+    return rc;
+}
+
 int dp_safetensors_read(const char *path, dp_tensor_ref *expected, int count)
 {
     return dp_safetensors_read_with_metadata(path, expected, count, NULL, 0);

@@ -204,9 +204,9 @@ static int forward_train(dp_module *m, const dp_nn_context *ctx, const float *x,
     if (n == 0)
         return 0;
     if (n < 2)
-        return dp_fail(DP_EINVAL, "BatchNorm layers.%d: %.0f value%s per feature in a training batch; "
+        return dp_fail(DP_EINVAL, "BatchNorm %s: %.0f value%s per feature in a training batch; "
                        "its statistics need at least 2 (PyTorch refuses this too)",
-                       m->name_index, n, n == 1 ? "" : "s");
+                       m->name, n, n == 1 ? "" : "s");
     float *mean = channel_coef(s->coefs, m, CHANNEL_MEAN);
     float *unbiased = channel_coef(s->coefs, m, CHANNEL_VAR_UNBIASED);
     be->bn_batch_stats(be, s->channel_sums, c, n, m->options.eps, mean, channel_coef(s->coefs, m, CHANNEL_INVSTD),

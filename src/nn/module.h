@@ -11,7 +11,7 @@ struct dp_module {
     const struct dp_module_type *type;
     dp_module_options options;
     int index;           /* position in the model */
-    int name_index;      /* the i of layers.{i}.* */
+    const char *name;    /* its tensors' prefix (the spec's: layers.{i}, conv1, layer1.0.conv1) */
     dp_dims in_shape, out_shape; /* one sample's, in and out */
     int in_width, out_width;      /* their element counts: the kernels see [rows, width] */
     int absorbs_next;    /* also applies the module after it (a Linear's ReLU) */
@@ -32,7 +32,13 @@ struct dp_module {
     int bf16_dy;                     /* a bf16_out layer without bias: its output gradient arrives in bf16 */
     int bf16_dx;                     /* writes its input gradient in bf16 for such a layer */
     void *state;                     /* its type's own state (type->state_size bytes, zeroed) */
+    /* A residual block's markers (residual.c), each set on all three: its residual, shortcut and add. */
+    struct dp_module *block_open, *block_split, *block_close;
 };
+
+/* A module's part in a residual block: the markers that open it, split the body from the
+ * shortcut and close it (residual.c); other modules have none. */
+enum dp_block_role { DP_BLOCK_NONE, DP_BLOCK_OPEN, DP_BLOCK_SPLIT, DP_BLOCK_CLOSE };
 
 /* What a layer's GEMMs take into their epilogues (gemm_fused), decided by the model where the
  * backend runs them (sequential.c's plan_fusion). */
@@ -95,6 +101,7 @@ typedef struct dp_module_type {
                          * of rows under a ZeRO budget (dp_param_pieces), and for its input
                          * gradient read in blocks of whole columns */
     int fuses;          /* its GEMMs take epilogues (enum dp_fusion): a Linear */
+    int block;          /* enum dp_block_role */
     /* Before a model exists: its parameters on one sample of shape *in, *out set (an unknown
      * input, [0], gives what it can); *overflow set when a count does not fit size_t (NULL:
      * none, and the shape passes). */
@@ -133,7 +140,15 @@ typedef struct dp_module_type {
 #define DP_COUNT(array) ((int)(sizeof(array) / sizeof *(array)))
 
 extern const dp_module_type dp_module_linear, dp_module_relu, dp_module_batchnorm,
-    dp_module_dropout, dp_module_conv2d, dp_module_maxpool, dp_module_avgpool, dp_module_flatten;
+    dp_module_dropout, dp_module_conv2d, dp_module_maxpool, dp_module_avgpool, dp_module_globalavgpool,
+    dp_module_flatten, dp_module_residual, dp_module_shortcut, dp_module_add;
+
+/* The deepest residual blocks nest inside one another. */
+#define DP_BLOCK_DEPTH_MAX 8
+
+/* The preset named `name` (presets.c), or NULL; its modules as --model text into text. */
+const struct dp_model_preset *dp_model_preset_find(const char *name);
+int dp_model_preset_write(const struct dp_model_preset *preset, char *text, size_t size);
 
 /* The mask of a Dropout's last training forward (tests compare against it). */
 const float *dp_dropout_mask(const dp_module *m);
@@ -151,8 +166,9 @@ void dp_module_init_layer(dp_rng *rng, float *params, size_t count, size_t fan_i
 int dp_window_over(const dp_module_options *o, const dp_dims *in, dp_window *w);
 /* The window of a configured module (its input fits: configure checked). */
 dp_window dp_module_window(const dp_module *m);
-/* configure's checks: m's input is an image and its `noun` ("kernel", "window") fits; the
- * errors name spec, the module and the shapes. */
+/* configure's checks: m's input is an image (the error names spec, the module and the shape)... */
+int dp_window_configure_image(const dp_module *m, const char *spec);
+/* ...and its `noun` ("kernel", "window") fits; the errors name spec, the module and the shapes. */
 int dp_window_configure(dp_module *m, const char *spec, const char *noun, dp_window *w);
 
 /* Allocates count floats of backend memory of kind for what, or records DP_ENOMEM. */

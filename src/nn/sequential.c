@@ -16,13 +16,23 @@ static int configure_modules(dp_model *m)
     dp_dims shape = m->input_shape;
     int layers = 0; /* modules with parameters so far */
     const dp_module *imager = NULL; /* the conv2d or pool whose images are still unflattened */
+    dp_module *blocks[DP_BLOCK_DEPTH_MAX]; /* the residual blocks open here, innermost last */
+    int depth = 0;
     for (int i = 0; i < m->count; i++) {
         dp_module *mod = &m->modules[i];
         mod->type = spec->modules[i].type;
         mod->options = spec->modules[i].options;
         mod->index = i;
-        /* --layers names the k-th Linear layers.{k}, as version 1's MLP; --model is nn.Sequential. */
-        mod->name_index = spec->from_layers ? layers : i;
+        mod->name = spec->modules[i].name;
+        if (mod->type->block == DP_BLOCK_OPEN)
+            blocks[depth++] = mod;
+        if (mod->type->block == DP_BLOCK_SPLIT)
+            mod->block_open = blocks[depth - 1], blocks[depth - 1]->block_split = mod;
+        if (mod->type->block == DP_BLOCK_CLOSE) {
+            dp_module *open = blocks[--depth];
+            mod->block_open = open, mod->block_split = open->block_split, open->block_close = mod;
+            mod->block_split->block_close = mod;
+        }
         mod->in_shape = shape;
         mod->in_width = (int)dp_dims_numel(&shape);
         if (mod->type->normalizes && layers == 0)
@@ -68,9 +78,7 @@ static int declare_tensors(dp_model *m)
         mod->first_param = dp_params_floats(&m->params);
         mod->first_buffer = dp_params_floats(&m->buffers);
         mod->first_counter = m->buffers.totals[DP_DTYPE_I64];
-        char prefix[32];
-        snprintf(prefix, sizeof prefix, "layers.%d", mod->name_index);
-        int status = mod->type->declare ? mod->type->declare(mod, &m->params, &m->buffers, prefix) : 0;
+        int status = mod->type->declare ? mod->type->declare(mod, &m->params, &m->buffers, mod->name) : 0;
         if (status)
             return status;
         mod->param_count = dp_params_floats(&m->params) - mod->first_param;
@@ -287,7 +295,7 @@ void dp_model_loss(const dp_model *m, dp_loss loss, const float *out, const int3
 
 void dp_model_module_name(const dp_model *m, int i, char *text, size_t size)
 {
-    snprintf(text, size, "layers.%d (%s)", m->modules[i].name_index, m->modules[i].type->name);
+    snprintf(text, size, "%s (%s)", m->modules[i].name, m->modules[i].type->name);
 }
 
 void dp_model_describe(const dp_model *m, char *text, size_t size)

@@ -12,9 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What --model may name (a block's shortcut and add are written by its braces). */
 static const dp_module_type *const module_types[] = {
-    &dp_module_linear, &dp_module_relu, &dp_module_batchnorm, &dp_module_dropout,
-    &dp_module_conv2d, &dp_module_maxpool, &dp_module_avgpool, &dp_module_flatten,
+    &dp_module_linear, &dp_module_relu, &dp_module_batchnorm, &dp_module_dropout, &dp_module_conv2d,
+    &dp_module_maxpool, &dp_module_avgpool, &dp_module_globalavgpool, &dp_module_flatten, &dp_module_residual,
 };
 #define TYPE_COUNT (sizeof module_types / sizeof module_types[0])
 
@@ -193,7 +194,7 @@ static int parse_args(const char *spec, int position, const dp_module_type *type
     return 0;
 }
 
-/* One item "name" or "name(args)" of the list. */
+/* One module "name" or "name(args)" (no label, no block) into out. */
 static int parse_item(const char *spec, int position, const char *item, dp_module_spec *out)
 {
     const char *open = strchr(item, '(');
@@ -203,8 +204,8 @@ static int parse_item(const char *spec, int position, const char *item, dp_modul
         return status;
     const dp_module_type *type = find_type(name, strlen(name));
     if (!type)
-        return dp_fail(DP_EINVAL, "--model '%s': module %d '%s': unknown module (known: %s)", spec,
-                       position, name, dp_model_module_names());
+        return dp_fail(DP_EINVAL, "--model '%s': module %d '%s': unknown module (known: %s; or a preset: %s)", spec,
+                       position, name, dp_model_module_names(), dp_model_preset_names());
     out->type = type;
     out->options = type->defaults;
     char args[256] = "";
@@ -222,37 +223,152 @@ static int parse_item(const char *spec, int position, const char *item, dp_modul
     return parse_args(spec, position, type, args, &out->options);
 }
 
+/* The first of `stops` in [p, end) outside parentheses and braces, or end. */
+static const char *find_outside(const char *p, const char *end, const char *stops)
+{
+    for (int depth = 0; p < end; p++) {
+        if (depth == 0 && strchr(stops, *p))
+            return p;
+        depth += (*p == '(' || *p == '{') - (*p == ')' || *p == '}');
+    }
+    return end;
+}
+
+static int add_module(dp_model_spec *spec, const dp_module_spec *mod)
+{
+    if (spec->count == DP_MODEL_MAX_MODULES)
+        return dp_fail(DP_EINVAL, "--model '%s': more than %d modules (a residual block counts 3 more)", spec->text,
+                       DP_MODEL_MAX_MODULES);
+    spec->modules[spec->count++] = *mod;
+    return 0;
+}
+
+/* A module's tensor prefix: its label under its block's, or its place in the list. */
+static int module_name(const dp_model_spec *spec, const char *label, const char *block, const char *part, int k,
+                       char *name)
+{
+    for (const char *c = label; *c; c++)
+        if (!isalnum((unsigned char)*c) && *c != '_' && *c != '.')
+            return dp_fail(DP_EINVAL, "--model '%s': label '%s': letters, digits, '_' and '.' only", spec->text, label);
+    int n = *label ? snprintf(name, DP_MODULE_NAME_MAX, "%s%s%s", block, *block ? "." : "", label)
+            : *block ? snprintf(name, DP_MODULE_NAME_MAX, "%s.%s.%d", block, part, k)
+                     : snprintf(name, DP_MODULE_NAME_MAX, "layers.%d", k);
+    if (n < 0 || n >= DP_MODULE_NAME_MAX)
+        return dp_fail(DP_EINVAL, "--model '%s': module name '%s%s%s' is longer than %d characters", spec->text, block,
+                       *block ? "." : "", *label ? label : part, DP_MODULE_NAME_MAX - 1);
+    return 0;
+}
+
+static int parse_list(dp_model_spec *spec, const char *p, const char *end, const char *block, const char *part,
+                      int depth);
+
+/* A block "residual(relu=0){body | shortcut}" (its head already parsed into open): its markers
+ * around the body's modules and the shortcut's. */
+static int parse_block(dp_model_spec *spec, dp_module_spec *open, const char *brace, const char *end, int depth)
+{
+    int position = spec->count;
+    if (depth == DP_BLOCK_DEPTH_MAX)
+        return dp_fail(DP_EINVAL, "--model '%s': module %d (residual): blocks nest at most %d deep", spec->text,
+                       position, DP_BLOCK_DEPTH_MAX);
+    if (end[-1] != '}')
+        return dp_fail(DP_EINVAL, "--model '%s': module %d (residual): '%.*s' follows its '}' or the '}' is missing: "
+                       "modules are separated by commas", spec->text, position, (int)(end - brace), brace);
+    const char *inner = brace + 1, *inner_end = end - 1, *bar = find_outside(inner, inner_end, "|");
+    if (find_outside(bar < inner_end ? bar + 1 : inner_end, inner_end, "|") != inner_end)
+        return dp_fail(DP_EINVAL, "--model '%s': module %d (residual): more than one '|' (body | shortcut)", spec->text,
+                       position);
+    dp_module_spec split = {.type = &dp_module_shortcut}, close = {.type = &dp_module_add, .options = open->options};
+    snprintf(split.name, sizeof split.name, "%s", open->name);
+    snprintf(close.name, sizeof close.name, "%s", open->name);
+    int status = add_module(spec, open);
+    if (!status)
+        status = parse_list(spec, inner, bar, open->name, "body", depth + 1);
+    if (!status)
+        status = add_module(spec, &split);
+    if (!status && bar < inner_end)
+        status = parse_list(spec, bar + 1, inner_end, open->name, "shortcut", depth + 1);
+    return status ? status : add_module(spec, &close);
+}
+
+/* One item of a list: "[label:]module" or "[label:]residual(...){...}". */
+static int parse_entry(dp_model_spec *spec, const char *item, const char *block, const char *part, int k, int depth)
+{
+    const char *head = item, *brace = strchr(item, '{'), *colon = strchr(item, ':');
+    const char *head_end = brace ? brace : item + strlen(item), *paren = strchr(item, '(');
+    char label[DP_MODULE_NAME_MAX] = "", text[256];
+    int status = 0;
+    if (colon && colon < head_end && (!paren || colon < paren)) {
+        status = trimmed(spec->text, item, colon, label, sizeof label);
+        if (!status && !label[0])
+            status = dp_fail(DP_EINVAL, "--model '%s': module %d: empty label before ':'", spec->text, spec->count);
+        head = colon + 1;
+    }
+    dp_module_spec mod = {0};
+    if (!status)
+        status = module_name(spec, label, block, part, k, mod.name);
+    if (!status)
+        status = trimmed(spec->text, head, head_end, text, sizeof text);
+    if (!status)
+        status = parse_item(spec->text, spec->count, text, &mod);
+    if (status)
+        return status;
+    if (mod.type == &dp_module_residual && !brace)
+        return dp_fail(DP_EINVAL, "--model '%s': module %d (residual) needs its modules in braces: "
+                       "residual{body} or residual{body | shortcut}, e.g. residual{conv2d(16, 3, padding=1), "
+                       "batchnorm, relu, conv2d(16, 3, padding=1), batchnorm}", spec->text, spec->count);
+    if (brace && mod.type != &dp_module_residual)
+        return dp_fail(DP_EINVAL, "--model '%s': module %d (%s): only residual takes modules in braces", spec->text,
+                       spec->count, mod.type->name);
+    return brace ? parse_block(spec, &mod, brace, item + strlen(item), depth) : add_module(spec, &mod);
+}
+
+/* The comma-separated items in [p, end): top level (block "") or a block's body or shortcut. */
+static int parse_list(dp_model_spec *spec, const char *p, const char *end, const char *block, const char *part,
+                      int depth)
+{
+    for (int k = 0;; k++) {
+        const char *stop = find_outside(p, end, ",");
+        char item[DP_MODEL_SPEC_MAX];
+        int status = trimmed(spec->text, p, stop, item, sizeof item);
+        if (status)
+            return status;
+        if (!item[0])
+            return dp_fail(DP_EINVAL, "--model '%s': empty module at position %d%s%s%s", spec->text, spec->count,
+                           *block ? " (in " : "", block, *block ? ")" : "");
+        if ((status = parse_entry(spec, item, block, part, k, depth)))
+            return status;
+        if (stop == end)
+            return 0;
+        p = stop + 1;
+        if (p == end)
+            return dp_fail(DP_EINVAL, "--model '%s': trailing comma%s%s%s", spec->text, *block ? " (in " : "", block,
+                           *block ? ")" : "");
+    }
+}
+
 int dp_model_spec_parse(const char *text, dp_model_spec *spec)
 {
     memset(spec, 0, sizeof *spec);
     if (strlen(text) >= sizeof spec->text)
         return dp_fail(DP_EINVAL, "--model: longer than %zu characters", sizeof spec->text - 1);
     strcpy(spec->text, text);
-    const char *p = text;
-    while (*p) {
-        /* The item ends at the first comma outside parentheses. */
-        const char *end = p;
-        int depth = 0;
-        for (; *end && (depth > 0 || *end != ','); end++)
-            depth += *end == '(' ? 1 : *end == ')' ? -1 : 0;
-        char item[256];
-        int status = trimmed(text, p, end, item, sizeof item);
-        if (status)
-            return status;
-        if (!item[0])
-            return dp_fail(DP_EINVAL, "--model '%s': empty module at position %d", text, spec->count);
-        if (spec->count == DP_MODEL_MAX_MODULES)
-            return dp_fail(DP_EINVAL, "--model '%s': more than %d modules", text, DP_MODEL_MAX_MODULES);
-        if ((status = parse_item(text, spec->count, item, &spec->modules[spec->count])))
-            return status;
-        spec->count++;
-        p = *end ? end + 1 : end;
-        if (*end && !*p)
-            return dp_fail(DP_EINVAL, "--model '%s': trailing comma", text);
-    }
-    if (spec->count == 0)
+    char name[DP_MODEL_SPEC_MAX];
+    size_t begin = strspn(text, " \t\n"), len = strlen(text + begin);
+    while (len > 0 && isspace((unsigned char)text[begin + len - 1]))
+        len--;
+    snprintf(name, sizeof name, "%.*s", (int)len, text + begin);
+    spec->preset = dp_model_preset_find(name);
+    if (!name[0])
         return dp_fail(DP_EINVAL, "--model '%s': no modules", text);
-    return 0;
+    if (!spec->preset)
+        return parse_list(spec, text, text + strlen(text), "", "", 0);
+    size_t size = (size_t)DP_MODEL_MAX_MODULES * 64; /* a preset's modules written out */
+    char *written = dp_alloc(size, "a preset's modules");
+    int status = written ? dp_model_preset_write(spec->preset, written, size) : DP_ENOMEM;
+    if (!status)
+        status = parse_list(spec, written, written + strlen(written), "", "", 0);
+    free(written);
+    return status;
 }
 
 int dp_model_spec_from_layers(const char *text, dp_model_spec *spec)
@@ -273,11 +389,15 @@ int dp_model_spec_from_layers(const char *text, dp_model_spec *spec)
         if (widths++ == 0) {
             spec->inputs = (int)w;
         } else {
-            if (spec->count > 0)
-                spec->modules[spec->count++] = (dp_module_spec){&dp_module_relu, dp_module_relu.defaults};
+            /* version 1's names: the k-th Linear is layers.{k} (its ReLU shares the next one's number) */
+            if (spec->count > 0) {
+                spec->modules[spec->count] = (dp_module_spec){&dp_module_relu, dp_module_relu.defaults, ""};
+                snprintf(spec->modules[spec->count++].name, DP_MODULE_NAME_MAX, "layers.%d", widths - 2);
+            }
             dp_module_spec *linear = &spec->modules[spec->count++];
-            *linear = (dp_module_spec){&dp_module_linear, dp_module_linear.defaults};
+            *linear = (dp_module_spec){&dp_module_linear, dp_module_linear.defaults, ""};
             linear->options.out_features = (int)w;
+            snprintf(linear->name, DP_MODULE_NAME_MAX, "layers.%d", widths - 2);
         }
         p = *end ? end + 1 : end;
         if (*end && !*p)
@@ -321,21 +441,66 @@ static size_t append_module(char *text, size_t size, size_t used, const dp_modul
     return used < size ? used : size - 1;
 }
 
+/* Whether an earlier module of spec has mod's type and options (a preset lists each kind once). */
+static int seen_before(const dp_model_spec *spec, int i)
+{
+    for (int j = 0; j < i; j++)
+        if (spec->modules[j].type == spec->modules[i].type &&
+            memcmp(&spec->modules[j].options, &spec->modules[i].options, sizeof spec->modules[i].options) == 0)
+            return 1;
+    return 0;
+}
+
 void dp_model_spec_canonical(const dp_model_spec *spec, int inputs, int structural, char *text, size_t size)
 {
+    if (spec->preset && structural) { /* its name, inputs and classes decide every tensor */
+        snprintf(text, size, "%s %d: %d classes", spec->text, inputs, spec->classes);
+        return;
+    }
     char modules[DP_MODEL_SPEC_MAX * 2] = "";
     size_t used = 0;
     for (int i = 0; i < spec->count; i++)
-        used = append_module(modules, sizeof modules, used, &spec->modules[i], structural);
-    snprintf(text, size, "%s %d: %s", spec->from_layers ? "layers" : "sequential", inputs, modules);
+        if (!spec->preset || !seen_before(spec, i))
+            used = append_module(modules, sizeof modules, used, &spec->modules[i], structural);
+    snprintf(text, size, "%s %d: %s", spec->preset ? spec->text : spec->from_layers ? "layers" : "sequential", inputs,
+             modules);
+}
+
+int dp_model_spec_needs_classes(const dp_model_spec *spec)
+{
+    return spec->preset && !spec->classes;
+}
+
+/* A preset's output layer is its last module with parameters: its Linear. */
+void dp_model_spec_set_classes(dp_model_spec *spec, int classes)
+{
+    spec->classes = classes;
+    for (int i = spec->count - 1; i >= 0; i--)
+        if (spec->modules[i].type == &dp_module_linear) {
+            spec->modules[i].options.out_features = classes;
+            return;
+        }
+}
+
+/* The shape module mod makes of `in`, a residual block's shortcut taking the block's input
+ * again (blocks: the inputs of the blocks open around mod). */
+static dp_dims block_shape(const dp_module_spec *mod, const dp_dims *in, dp_dims *blocks, int *depth)
+{
+    int role = mod->type->block;
+    if (role == DP_BLOCK_OPEN && *depth < DP_BLOCK_DEPTH_MAX)
+        blocks[(*depth)++] = *in;
+    if (role == DP_BLOCK_CLOSE && *depth > 0)
+        (*depth)--;
+    return role == DP_BLOCK_SPLIT && *depth > 0 ? blocks[*depth - 1] : *in;
 }
 
 int dp_model_spec_output(const dp_model_spec *spec, const dp_dims *input, dp_dims *output)
 {
-    dp_dims shape = spec->from_layers ? dp_dims_features(spec->inputs) : *input;
+    dp_dims shape = spec->from_layers ? dp_dims_features(spec->inputs) : *input, blocks[DP_BLOCK_DEPTH_MAX];
+    int depth = 0;
     for (int i = 0; i < spec->count && shape.ndim; i++) {
         const dp_module_spec *mod = &spec->modules[i];
-        dp_dims out = shape;
+        dp_dims out = block_shape(mod, &shape, blocks, &depth);
         int overflow = 0;
         if (mod->type->size)
             mod->type->size(&mod->options, &shape, &out, &overflow);
@@ -370,11 +535,12 @@ size_t dp_model_spec_module_params(const dp_model_spec *spec, const dp_dims *inp
                                    int *overflow)
 {
     size_t total = 0;
-    dp_dims shape = spec->from_layers ? dp_dims_features(spec->inputs) : *input;
+    dp_dims shape = spec->from_layers ? dp_dims_features(spec->inputs) : *input, blocks[DP_BLOCK_DEPTH_MAX];
+    int depth = 0;
     *widest = width_of(&shape, overflow);
     for (int i = 0; i < spec->count; i++) {
         const dp_module_spec *mod = &spec->modules[i];
-        dp_dims out = shape;
+        dp_dims out = block_shape(mod, &shape, blocks, &depth);
         size_t count = mod->type->size ? mod->type->size(&mod->options, &shape, &out, overflow) : 0;
         if (*overflow || total > SIZE_MAX - count) {
             *overflow = 1;

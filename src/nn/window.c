@@ -31,15 +31,25 @@ dp_window dp_module_window(const dp_module *m)
     return w;
 }
 
-int dp_window_configure(dp_module *m, const char *spec, const char *noun, dp_window *w)
+int dp_window_configure_image(const dp_module *m, const char *spec)
 {
-    const dp_module_options *o = &m->options;
-    char text[64], padded[48] = "";
+    char text[64];
     dp_dims_text(&m->in_shape, text, sizeof text);
     if (m->in_shape.ndim != 3)
         return dp_fail(DP_EINVAL, "--model '%s': module %d (%s) needs images [C, H, W] but gets %s "
                        "(image data, an .npy of [N, C, H, W], or a conv2d or pool before it)", spec, m->index,
                        m->type->name, text);
+    return 0;
+}
+
+int dp_window_configure(dp_module *m, const char *spec, const char *noun, dp_window *w)
+{
+    const dp_module_options *o = &m->options;
+    char text[64], padded[48] = "";
+    dp_dims_text(&m->in_shape, text, sizeof text);
+    int status = dp_window_configure_image(m, spec);
+    if (status)
+        return status;
     if (o->padding)
         snprintf(padded, sizeof padded, " padded by %d on each side", o->padding);
     if (dp_window_over(o, &m->in_shape, w))

@@ -43,6 +43,17 @@ int dp_train_open_datasets(const dp_options *o, dp_dataset *train, dp_dataset *t
     return 0;
 }
 
+int dp_train_set_classes(dp_options *o, const dp_dataset *train, const dp_dataset *test)
+{
+    if (!dp_model_spec_needs_classes(&o->model))
+        return 0;
+    int top = train->labels ? max_label(train) : train->outputs - 1;
+    if (test && test->labels && max_label(test) > top)
+        top = max_label(test);
+    dp_model_spec_set_classes(&o->model, top + 1);
+    return 0;
+}
+
 int dp_train_model_inputs(const dp_options *o, const dp_dataset *train)
 {
     return o->model.from_layers ? o->model.inputs : train->dim;
