@@ -14,6 +14,8 @@ failures=0 cases=0
     "$top_builddir/tests/npy_fixture" --labels "$dir/labels.npy" 96 10 2 || { echo "FAIL could not write images"; exit 1; }
 mlp="linear(256),batchnorm,relu,linear(256),relu,linear(5)"
 cnn="conv2d(16,3,padding=1,bias=0),batchnorm,relu,maxpool(2),flatten,linear(32),relu,linear(10)"
+# Issue 36: residual blocks keep their input's and their sum's gradients besides the outputs.
+resnet="conv2d(8,3,padding=1,bias=0),batchnorm,relu,maxpool(3,stride=2,padding=1),residual{conv2d(8,3,padding=1,bias=0),batchnorm,relu,conv2d(8,3,padding=1,bias=0),batchnorm},residual{conv2d(16,3,stride=2,padding=1,bias=0),batchnorm|conv2d(16,1,stride=2,bias=0),batchnorm},globalavgpool,flatten,linear(10)"
 
 # measured NAME MODEL DATA TEST STRATEGY: plan and run (2 ranks), then compare.
 measured() {
@@ -44,6 +46,11 @@ for strategy in ddp zero-1 zero-2 zero-3 exact exact:rows=5 local-sgd bf16-compr
 done
 for strategy in ddp zero-3 exact; do
     measured "$strategy, a CNN evaluated on a test set" "$cnn" "$dir/images.npy,$dir/labels.npy" \
+        "--test-data $dir/images.npy,$dir/labels.npy" "$strategy"
+done
+
+for strategy in ddp zero-3; do
+    measured "$strategy, a ResNet evaluated on a test set" "$resnet" "$dir/images.npy,$dir/labels.npy" \
         "--test-data $dir/images.npy,$dir/labels.npy" "$strategy"
 done
 

@@ -76,23 +76,60 @@ static void conv_ref(const dp_module *mod, const double *p, const double *in, do
                 }
 }
 
+/* Max pooling's padding never wins; average pooling's counts as zeros (count_include_pad);
+ * globalavgpool is one window over the whole image. */
 static void pool_ref(const dp_module *mod, const double *in, double *out)
 {
     int c_n = (int)mod->in_shape.dim[0], h_in = (int)mod->in_shape.dim[1], w_in = (int)mod->in_shape.dim[2];
     int h_out = (int)mod->out_shape.dim[1], w_out = (int)mod->out_shape.dim[2];
-    int k = mod->options.kernel, s = mod->options.stride ? mod->options.stride : k;
+    int global = mod->type == &dp_module_globalavgpool, pad = global ? 0 : mod->options.padding;
+    int kh = global ? h_in : mod->options.kernel, kw = global ? w_in : mod->options.kernel;
+    int s = global ? 1 : mod->options.stride ? mod->options.stride : kh;
     for (int rc = 0; rc < ROWS * c_n; rc++)
         for (int y = 0; y < h_out; y++)
             for (int x = 0; x < w_out; x++) {
                 double best = -INFINITY, sum = 0.0;
-                for (int i = 0; i < k; i++)
-                    for (int j = 0; j < k; j++) {
-                        double v = in[((size_t)rc * h_in + y * s + i) * w_in + x * s + j];
+                for (int i = 0; i < kh; i++)
+                    for (int j = 0; j < kw; j++) {
+                        int h = y * s - pad + i, w = x * s - pad + j;
+                        if (h < 0 || h >= h_in || w < 0 || w >= w_in)
+                            continue;
+                        double v = in[((size_t)rc * h_in + h) * w_in + w];
                         best = v > best ? v : best;
                         sum += v;
                     }
-                out[((size_t)rc * h_out + y) * w_out + x] = mod->type == &dp_module_maxpool ? best : sum / (k * k);
+                out[((size_t)rc * h_out + y) * w_out + x] = mod->type == &dp_module_maxpool ? best : sum / (kh * kw);
             }
+}
+
+/* A residual block in double: the input kept at `residual`, the body's output at `shortcut`
+ * (which hands the input to the shortcut), their sum (and ReLU) at `add`. */
+typedef struct ref_residual {
+    double *input, *body;
+} ref_residual;
+
+static void residual_ref(const dp_module *mod, ref_residual *blocks, int *depth, const double *in, double *out)
+{
+    size_t n = (size_t)ROWS * mod->in_width, m = (size_t)ROWS * mod->out_width;
+    if (mod->type == &dp_module_residual) {
+        ref_residual *b = &blocks[(*depth)++];
+        b->input = malloc(n * sizeof *b->input);
+        memcpy(b->input, in, n * sizeof *in);
+        memcpy(out, in, n * sizeof *in);
+    } else if (mod->type == &dp_module_shortcut) {
+        ref_residual *b = &blocks[*depth - 1];
+        b->body = malloc(n * sizeof *b->body);
+        memcpy(b->body, in, n * sizeof *in);
+        memcpy(out, b->input, m * sizeof *out);
+    } else {
+        ref_residual *b = &blocks[--*depth];
+        for (size_t i = 0; i < m; i++) {
+            double sum = b->body[i] + in[i];
+            out[i] = mod->options.relu && sum < 0.0 ? 0.0 : sum;
+        }
+        free(b->input);
+        free(b->body);
+    }
 }
 
 /* Training mode on images: per channel over rows and pixels, the biased variance. */
@@ -124,6 +161,8 @@ static double reference_loss(const fixture *f, const double *params)
     for (int i = 0; i < f->m.count; i++)
         widest = (size_t)f->m.modules[i].out_width > widest ? (size_t)f->m.modules[i].out_width : widest;
     double *in = calloc(ROWS * widest, sizeof *in), *out = calloc(ROWS * widest, sizeof *out);
+    ref_residual blocks[DP_RESIDUAL_DEPTH_MAX];
+    int depth = 0;
     for (size_t i = 0; i < (size_t)ROWS * f->m.inputs; i++)
         in[i] = f->x[i];
     for (int i = 0; i < f->m.count; i++) {
@@ -132,8 +171,11 @@ static double reference_loss(const fixture *f, const double *params)
         size_t n = (size_t)ROWS * mod->out_width;
         if (mod->type == &dp_module_conv2d)
             conv_ref(mod, p, in, out);
-        else if (mod->type == &dp_module_maxpool || mod->type == &dp_module_avgpool)
+        else if (mod->type == &dp_module_maxpool || mod->type == &dp_module_avgpool ||
+                 mod->type == &dp_module_globalavgpool)
             pool_ref(mod, in, out);
+        else if (mod->type->residual)
+            residual_ref(mod, blocks, &depth, in, out);
         else if (mod->type == &dp_module_batchnorm)
             batchnorm2d_ref(mod, p, in, out);
         else if (mod->type == &dp_module_linear)
@@ -205,6 +247,62 @@ START_TEST(overlapping_maxpool_and_batchnorm_gradients_match_finite_differences)
 {
     check_gradients("conv2d(4,3,padding=1),batchnorm,maxpool(3,stride=2),conv2d(2,2,stride=2),flatten,linear(4)",
                     image(3, 8, 8));
+}
+END_TEST
+
+/* torchvision's BasicBlock twice: an identity shortcut, then a projection (1x1 conv2d with stride
+ * and batchnorm) and a block without the final ReLU, a padded max pool and the global average. */
+START_TEST(residual_blocks_gradients_match_finite_differences)
+{
+    check_gradients("conv2d(3,3,padding=1,bias=0),batchnorm,relu,maxpool(3,stride=2,padding=1),"
+                    "residual{conv2d(3,3,padding=1,bias=0),batchnorm,relu,conv2d(3,3,padding=1,bias=0),batchnorm},"
+                    "residual(relu=0){conv2d(4,3,stride=2,padding=1,bias=0),batchnorm,relu,conv2d(4,1),batchnorm"
+                    "|conv2d(4,1,stride=2,bias=0),batchnorm},globalavgpool,flatten,linear(3)",
+                    image(2, 9, 8));
+}
+END_TEST
+
+/* A block inside a block's body and one inside a shortcut, and padded average pooling. */
+START_TEST(nested_residual_blocks_gradients_match_finite_differences)
+{
+    check_gradients("conv2d(2,3,padding=1),relu,residual{residual{conv2d(2,3,padding=1),relu},avgpool(3,stride=1,"
+                    "padding=1)|residual(relu=0){conv2d(2,1)}},flatten,linear(3)",
+                    image(1, 5, 6));
+}
+END_TEST
+
+/* Where backward reports gradient pieces final: DDP's buckets are cut in reverse flat order, so
+ * a nested model must finish its gradients in that order (the shortcut's before the body's). */
+typedef struct piece_log {
+    size_t next_end; /* where the next piece must end: the last one's start */
+    int pieces, out_of_order;
+} piece_log;
+
+static int log_piece(void *arg, size_t offset, size_t count)
+{
+    piece_log *log = arg;
+    log->out_of_order += offset + count != log->next_end;
+    log->next_end = offset;
+    log->pieces++;
+    return 0;
+}
+
+START_TEST(residual_gradients_become_final_in_reverse_flat_order)
+{
+    fixture f;
+    make_fixture(&f, "conv2d(4,3,padding=1,bias=0),batchnorm,relu,residual{conv2d(4,3,padding=1),batchnorm,relu,"
+                     "residual{conv2d(4,1)},batchnorm|conv2d(4,1,bias=0),batchnorm},flatten,linear(3)", image(2, 5, 5));
+    dp_nn_context ctx = {.be = dp_backend_cpu(), .training = 1, .seed = 3};
+    const float *out;
+    ck_assert_int_eq(dp_model_forward(&f.m, &ctx, f.x, ROWS, &out), 0);
+    dp_model_loss(&f.m, DP_LOSS_XENT, out, f.labels, NULL, ROWS, f.m.delta[0], f.totals);
+    piece_log log = {.next_end = dp_params_floats(&f.m.params)};
+    dp_grad_pieces pieces = {.max_floats = 20, .ready = log_piece, .arg = &log};
+    ck_assert_int_eq(dp_model_backward(&f.m, &ctx, f.m.delta[0], ROWS, &pieces), 0);
+    ck_assert_int_eq(log.out_of_order, 0);
+    ck_assert_uint_eq(log.next_end, 0);
+    ck_assert_int_gt(log.pieces, 8);
+    free_fixture(&f);
 }
 END_TEST
 
@@ -342,6 +440,9 @@ int main(void)
     tcase_add_test(tc, conv_stride_padding_non_square_gradients_match_finite_differences);
     tcase_add_test(tc, conv_k5_batchnorm_avgpool_gradients_match_finite_differences);
     tcase_add_test(tc, overlapping_maxpool_and_batchnorm_gradients_match_finite_differences);
+    tcase_add_test(tc, residual_blocks_gradients_match_finite_differences);
+    tcase_add_test(tc, nested_residual_blocks_gradients_match_finite_differences);
+    tcase_add_test(tc, residual_gradients_become_final_in_reverse_flat_order);
     tcase_add_test(tc, maxpool_gives_ties_gradient_to_the_first_maximum);
     tcase_add_test(tc, conv_in_several_chunks_equals_one_sample_at_a_time);
     tcase_add_test(tc, shapes_and_tensors_follow_pytorch);

@@ -496,6 +496,16 @@ START_TEST(model_specs_parse_and_bad_ones_are_named)
         {"linear(10),", "trailing comma"},
         {"linear(10),,relu", "empty module"},
         {"", "no modules"},
+        {"residual", "needs its modules in braces"},
+        {"relu{linear(3)}", "only residual takes modules in braces"},
+        {"residual{linear(3)|linear(3)|linear(3)}", "more than one '|'"},
+        {"residual{}", "empty module at position 1 (in layers.0)"},
+        {"residual{linear(3)|}", "empty module at position 3 (in layers.0)"},
+        {"residual{linear(3)}relu", "follows its '}'"},
+        {"residual(relu=2){linear(3)}", "relu='2' must be 0 or 1"},
+        {"a b:linear(3)", "label 'a b': letters, digits"},
+        {":linear(3)", "empty label"},
+        {"resnet7", "unknown module (known: linear"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         ck_assert_msg(dp_model_spec_parse(bad[i].spec, &spec) == DP_EINVAL, "'%s' accepted", bad[i].spec);
@@ -506,6 +516,61 @@ START_TEST(model_specs_parse_and_bad_ones_are_named)
     dp_model m;
     ck_assert_int_eq(dp_model_create(&m, dp_backend_cpu(), &spec, 5, 4), DP_EINVAL);
     ck_assert_ptr_nonnull(strstr(dp_last_error(), "comes before any linear"));
+}
+END_TEST
+
+/* A block's modules are named as a PyTorch module holding body and shortcut Sequentials would
+ * name them; labels replace a module's place; a body and shortcut of other shapes are refused
+ * naming both. */
+START_TEST(residual_blocks_name_their_tensors_and_check_their_shapes)
+{
+    dp_model_spec spec;
+    ck_assert_int_eq(dp_model_spec_parse("stem:linear(4),residual{linear(4),relu|s.0:linear(4)},residual{linear(4)},"
+                                         "linear(2)", &spec), 0);
+    ck_assert_int_eq(spec.count, 12); /* 4 modules, 2 blocks of 3 markers, 4 inside them */
+    dp_model m;
+    ck_assert_int_eq(dp_model_create(&m, dp_backend_cpu(), &spec, 5, 4), 0);
+    static const char *const names[] = {"stem.weight", "layers.1.body.0.weight", "layers.1.s.0.weight",
+                                        "layers.2.body.0.bias", "layers.3.weight"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        ck_assert_msg(dp_params_find(&m.params, names[i]), "no tensor %s", names[i]);
+    ck_assert_int_eq(m.params.count, 10);
+    dp_model_free(&m);
+    ck_assert_int_eq(dp_model_spec_parse("linear(4),blk:residual{linear(3)}", &spec), 0);
+    ck_assert_int_eq(dp_model_create(&m, dp_backend_cpu(), &spec, 5, 4), DP_EINVAL);
+    ck_assert_msg(strstr(dp_last_error(), "residual block blk (module 1): its body makes [3] of its input [4] but its "
+                                          "shortcut makes [4]"), "%s", dp_last_error());
+}
+END_TEST
+
+/* torchvision's sizes: resnet18 at 10 classes has 11,181,642 parameters; resnet50 at 1000 has
+ * 25,557,032 in 161 tensors, and 53 BatchNorms. */
+START_TEST(resnet_presets_have_torchvisions_sizes)
+{
+    static const struct {
+        const char *name;
+        int classes;
+        size_t params;
+        int tensors, batchnorms;
+    } presets[] = {{"resnet18", 10, 11181642, 62, 20}, {"resnet50", 1000, 25557032, 161, 53}};
+    for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
+        dp_model_spec spec;
+        ck_assert_int_eq(dp_model_spec_parse(presets[i].name, &spec), 0);
+        ck_assert(dp_model_spec_needs_classes(&spec));
+        dp_model_spec_set_classes(&spec, presets[i].classes);
+        ck_assert(!dp_model_spec_needs_classes(&spec));
+        dp_dims image = {.ndim = 3, .dim = {3, 64, 64}};
+        dp_model m;
+        ck_assert_msg(dp_model_create_owning(&m, dp_backend_cpu(), &spec, &image, 1, DP_MODEL_OWNS_ALL) == 0, "%s",
+                      dp_last_error());
+        ck_assert_uint_eq(dp_params_floats(&m.params), presets[i].params);
+        ck_assert_int_eq(m.params.count, presets[i].tensors);
+        ck_assert_int_eq(m.batchnorms, presets[i].batchnorms);
+        ck_assert_ptr_nonnull(dp_params_find(&m.params, "layer2.0.downsample.0.weight"));
+        ck_assert_ptr_nonnull(dp_params_find(&m.buffers, "layer4.1.bn2.num_batches_tracked"));
+        ck_assert_int_eq(m.outputs, presets[i].classes);
+        dp_model_free(&m);
+    }
 }
 END_TEST
 
@@ -542,6 +607,8 @@ int main(void)
     tcase_add_test(tc, batchnorm_running_statistics_follow_pytorch);
     tcase_add_test(tc, model_specs_parse_and_bad_ones_are_named);
     tcase_add_test(tc, layer_specs_parse_and_bad_ones_are_named);
+    tcase_add_test(tc, residual_blocks_name_their_tensors_and_check_their_shapes);
+    tcase_add_test(tc, resnet_presets_have_torchvisions_sizes);
     suite_add_tcase(s, tc);
     return dp_test_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

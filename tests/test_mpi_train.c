@@ -365,6 +365,44 @@ START_TEST(cnn_under_a_budget_smaller_than_a_conv_trains_as_one_rank)
 }
 END_TEST
 
+/* A small ResNet on images [1, 4, 5]: a stem, an identity BasicBlock and one whose projection
+ * shortcut (1x1 conv2d with stride 2 and SyncBatchNorm) halves the image, global average pooling.
+ * W ranks train it as one rank for every algorithm, every ZeRO stage, under a ZeRO budget
+ * (60 floats: a row of the widest conv) smaller than any block and every conv but the stem, and with buckets cut inside the blocks
+ * (communication overlapping a nested model's backward) as without overlap. */
+#define RESNET_SPEC                                                                                            \
+    "conv2d(4,3,padding=1,bias=0),batchnorm(sync=1),relu,"                                                     \
+    "residual{conv2d(4,3,padding=1,bias=0),batchnorm(sync=1),relu,conv2d(4,3,padding=1,bias=0),batchnorm(sync=1)}," \
+    "residual{conv2d(6,3,stride=2,padding=1,bias=0),batchnorm(sync=1),relu,conv2d(6,3,padding=1,bias=0),"       \
+    "batchnorm(sync=1)|conv2d(6,1,stride=2,bias=0),batchnorm(sync=1)},globalavgpool,flatten,linear(5)"
+
+START_TEST(equivalence_for_a_resnet_every_algorithm_zero_budget_and_buckets)
+{
+    dp_options o;
+    modules_options(&o);
+    ck_assert_int_eq(dp_model_spec_parse(RESNET_SPEC, &o.model), 0);
+    sample_shape = (dp_dims){.ndim = 3, .dim = {1, 4, 5}};
+    o.batch = 67;
+    check_all_algorithms(&o, &o, 0);
+    dp_options reference = o;
+    strcpy(o.allreduce, "ring");
+    for (int stage = 1; stage <= 3; stage++) {
+        dp_test_strategy(&o, "zero-%d", stage);
+        check_equivalence(&o, &reference, 0);
+    }
+    for (int stage = 2; stage <= 3; stage++) {
+        dp_test_strategy(&o, "zero-%d:live-mb=%.17g", stage, 60.0 * sizeof(float) * (stage == 3 ? 4 : 2) / (1 << 20));
+        check_equivalence(&o, &reference, 0);
+    }
+    dp_test_strategy(&o, "ddp");
+    o.bucket_mb = 1e-3; /* 262 floats: every block's gradient is cut into several buckets */
+    o.accum = 2;
+    reference.accum = 2;
+    check_equivalence(&o, &reference, 0);
+    sample_shape = dp_dims_features(FEATURES);
+}
+END_TEST
+
 /* Base options at batch 67 (uneven slices for W = 2, 3, 4) on the classification data; returns
  * the parameter count. */
 static size_t open_batch67_case(dp_options *o, dp_dataset *data)
@@ -496,6 +534,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, overlapped_buckets_equal_no_overlap_and_one_rank);
     tcase_add_test(tc, equivalence_for_a_cnn_with_sync_batchnorm_every_algorithm_and_zero);
     tcase_add_test(tc, cnn_under_a_budget_smaller_than_a_conv_trains_as_one_rank);
+    tcase_add_test(tc, equivalence_for_a_resnet_every_algorithm_zero_budget_and_buckets);
     tcase_add_test(tc, training_is_bitwise_deterministic_run_to_run);
     suite_add_tcase(s, tc);
     TCase *bf16 = tcase_create("bf16");

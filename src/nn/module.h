@@ -33,12 +33,12 @@ struct dp_module {
     int bf16_dx;                     /* writes its input gradient in bf16 for such a layer */
     void *state;                     /* its type's own state (type->state_size bytes, zeroed) */
     /* A residual block's markers (residual.c), each set on all three: its residual, shortcut and add. */
-    struct dp_module *block_open, *block_split, *block_close;
+    struct dp_module *residual_open, *residual_split, *residual_close;
 };
 
 /* A module's part in a residual block: the markers that open it, split the body from the
  * shortcut and close it (residual.c); other modules have none. */
-enum dp_block_role { DP_BLOCK_NONE, DP_BLOCK_OPEN, DP_BLOCK_SPLIT, DP_BLOCK_CLOSE };
+enum dp_residual_role { DP_RESIDUAL_NONE, DP_RESIDUAL_OPEN, DP_RESIDUAL_SPLIT, DP_RESIDUAL_CLOSE };
 
 /* What a layer's GEMMs take into their epilogues (gemm_fused), decided by the model where the
  * backend runs them (sequential.c's plan_fusion). */
@@ -101,7 +101,7 @@ typedef struct dp_module_type {
                          * of rows under a ZeRO budget (dp_param_pieces), and for its input
                          * gradient read in blocks of whole columns */
     int fuses;          /* its GEMMs take epilogues (enum dp_fusion): a Linear */
-    int block;          /* enum dp_block_role */
+    int residual;       /* enum dp_residual_role */
     /* Before a model exists: its parameters on one sample of shape *in, *out set (an unknown
      * input, [0], gives what it can); *overflow set when a count does not fit size_t (NULL:
      * none, and the shape passes). */
@@ -144,7 +144,7 @@ extern const dp_module_type dp_module_linear, dp_module_relu, dp_module_batchnor
     dp_module_flatten, dp_module_residual, dp_module_shortcut, dp_module_add;
 
 /* The deepest residual blocks nest inside one another. */
-#define DP_BLOCK_DEPTH_MAX 8
+#define DP_RESIDUAL_DEPTH_MAX 8
 
 /* The preset named `name` (presets.c), or NULL; its modules as --model text into text. */
 const struct dp_model_preset *dp_model_preset_find(const char *name);

@@ -1,15 +1,15 @@
-/* Residual blocks, torchvision's BasicBlock and Bottleneck: relu(body(x) + shortcut(x)). A block
+/* Residual blocks, torchvision's BasicBlock and Bottleneck: relu(body(x) + shortcut(x)). A residual
  * is flattened into the model's module list as markers around its modules:
  *
  *     residual, body..., shortcut, shortcut's modules (none: identity)..., add
  *
  * so the engine runs it module by module like any other, its strategy's hooks between them, and
  * the parameters lie in torchvision's order (the body's, then the downsample's). Forward:
- * `residual` keeps the block's input x and passes it on; `shortcut` keeps the body's output and
+ * `residual` keeps the residual's input x and passes it on; `shortcut` keeps the body's output and
  * gives its modules x again; `add` sums the two (and applies the ReLU). Backward runs the same
  * list in reverse: `add` keeps the sum's gradient g and hands it to the shortcut's modules;
  * `shortcut` keeps their gradient w.r.t. x and hands g to the body; `residual` adds the kept
- * gradient to the body's. The block's state (what is kept) lives with its `residual`. */
+ * gradient to the body's. The residual's state (what is kept) lives with its `residual`. */
 #include "src/nn/module.h"
 
 #include "dp/error.h"
@@ -17,22 +17,22 @@
 #include <stddef.h>
 #include <stdio.h>
 
-typedef struct block_state {
-    const float *input;    /* forward: the block's input x */
+typedef struct residual_state {
+    const float *input;    /* forward: the residual's input x */
     const float *body_out; /* forward: body(x), until add */
     float *input_grad;     /* backward: the shortcut's gradient w.r.t. x, until the body's is added */
     float *sum_grad;       /* backward: the gradient of body(x) + shortcut(x), until the body takes it */
-} block_state;
+} residual_state;
 
-/* Written on the block, "residual(relu=0){...}"; its add applies them. */
-static const dp_module_arg block_args[] = {
+/* Written on the residual, "residual(relu=0){...}"; its add applies them. */
+static const dp_module_arg residual_args[] = {
     {"relu", DP_ARG_BOOL, offsetof(dp_module_options, relu), 0, 1, 0, NULL,
-     "1 applies ReLU to body + shortcut (torchvision's blocks); 0 leaves the sum"},
+     "1 applies ReLU to body + shortcut (torchvision's BasicBlock and Bottleneck); 0 leaves the sum"},
 };
 
-static block_state *state_of(const dp_module *m)
+static residual_state *state_of(const dp_module *m)
 {
-    return m->block_open->state;
+    return m->residual_open->state;
 }
 
 static int residual_configure(dp_module *m, const char *spec)
@@ -44,11 +44,11 @@ static int residual_configure(dp_module *m, const char *spec)
 
 static int residual_allocate(dp_module *m, const dp_backend *be, int max_rows)
 {
-    block_state *s = m->state;
+    residual_state *s = m->state;
     int status = dp_module_alloc(be, (size_t)max_rows * m->in_width, DP_MEM_ACTIVATIONS,
                                  "a residual block's shortcut gradient", &s->input_grad);
     return status ? status
-                  : dp_module_alloc(be, (size_t)max_rows * m->block_close->out_width, DP_MEM_ACTIVATIONS,
+                  : dp_module_alloc(be, (size_t)max_rows * m->residual_close->out_width, DP_MEM_ACTIVATIONS,
                                     "a residual block's sum gradient", &s->sum_grad);
 }
 
@@ -56,7 +56,7 @@ static int residual_forward(dp_module *m, const dp_nn_context *ctx, const float 
 {
     (void)ctx;
     (void)rows;
-    ((block_state *)m->state)->input = x;
+    ((residual_state *)m->state)->input = x;
     *y = x;
     return 0;
 }
@@ -67,23 +67,23 @@ static int residual_backward_input(dp_module *m, const dp_nn_context *ctx, const
 {
     (void)x;
     (void)dx;
-    ctx->be->accumulate(ctx->be, dy, ((block_state *)m->state)->input_grad, (size_t)rows * m->in_width, 1);
+    ctx->be->accumulate(ctx->be, dy, ((residual_state *)m->state)->input_grad, (size_t)rows * m->in_width, 1);
     *dx_out = dy;
     return 0;
 }
 
 static void residual_release(dp_module *m, const dp_backend *be)
 {
-    block_state *s = m->state;
+    residual_state *s = m->state;
     be->free(be, s->input_grad);
     be->free(be, s->sum_grad);
 }
 
-/* The shortcut's modules take the block's input: its shape, whatever the body made. */
+/* The shortcut's modules take the residual's input: its shape, whatever the body made. */
 static int shortcut_configure(dp_module *m, const char *spec)
 {
     (void)spec;
-    m->out_shape = m->block_open->in_shape;
+    m->out_shape = m->residual_open->in_shape;
     return 0;
 }
 
@@ -91,7 +91,7 @@ static int shortcut_forward(dp_module *m, const dp_nn_context *ctx, const float 
 {
     (void)ctx;
     (void)rows;
-    block_state *s = state_of(m);
+    residual_state *s = state_of(m);
     s->body_out = x;
     *y = s->input;
     return 0;
@@ -103,7 +103,7 @@ static int shortcut_backward_input(dp_module *m, const dp_nn_context *ctx, const
 {
     (void)x;
     (void)dx;
-    block_state *s = state_of(m);
+    residual_state *s = state_of(m);
     ctx->be->accumulate(ctx->be, s->input_grad, dy, (size_t)rows * m->out_width, 0);
     *dx_out = s->sum_grad;
     return 0;
@@ -112,19 +112,19 @@ static int shortcut_backward_input(dp_module *m, const dp_nn_context *ctx, const
 /* The body and the shortcut must make the same shape: the error names both. */
 static int add_configure(dp_module *m, const char *spec)
 {
-    const dp_dims *body = &m->block_split->in_shape, *shortcut = &m->in_shape;
+    const dp_dims *body = &m->residual_split->in_shape, *shortcut = &m->in_shape;
     int same = body->ndim == shortcut->ndim;
     for (int d = 0; same && d < body->ndim; d++)
         same = body->dim[d] == shortcut->dim[d];
     if (!same) {
         char input[64], body_text[64], shortcut_text[64];
-        dp_dims_text(&m->block_open->in_shape, input, sizeof input);
+        dp_dims_text(&m->residual_open->in_shape, input, sizeof input);
         dp_dims_text(body, body_text, sizeof body_text);
         dp_dims_text(shortcut, shortcut_text, sizeof shortcut_text);
         return dp_fail(DP_EINVAL, "--model '%s': residual block %s (module %d): its body makes %s of its input %s "
                        "but its shortcut makes %s: they are added, so they must match (a projection shortcut, "
                        "e.g. '| conv2d(C, 1, stride=S, bias=0), batchnorm', makes the body's)", spec,
-                       m->block_open->name, m->block_open->index, body_text, input, shortcut_text);
+                       m->residual_open->name, m->residual_open->index, body_text, input, shortcut_text);
     }
     m->out_shape = m->in_shape;
     return 0;
@@ -175,11 +175,11 @@ static void add_release(dp_module *m, const dp_backend *be)
 
 const dp_module_type dp_module_residual = {
     .name = "residual",
-    .block = DP_BLOCK_OPEN,
-    .args = block_args,
-    .nargs = DP_COUNT(block_args),
+    .residual = DP_RESIDUAL_OPEN,
+    .args = residual_args,
+    .nargs = DP_COUNT(residual_args),
     .defaults = {.relu = 1},
-    .state_size = sizeof(block_state),
+    .state_size = sizeof(residual_state),
     .configure = residual_configure,
     .allocate = residual_allocate,
     .forward = residual_forward,
@@ -189,7 +189,7 @@ const dp_module_type dp_module_residual = {
 
 const dp_module_type dp_module_shortcut = {
     .name = "shortcut",
-    .block = DP_BLOCK_SPLIT,
+    .residual = DP_RESIDUAL_SPLIT,
     .structural = 1,
     .configure = shortcut_configure,
     .forward = shortcut_forward,
@@ -198,7 +198,7 @@ const dp_module_type dp_module_shortcut = {
 
 const dp_module_type dp_module_add = {
     .name = "add",
-    .block = DP_BLOCK_CLOSE,
+    .residual = DP_RESIDUAL_CLOSE,
     .describe = add_describe,
     .configure = add_configure,
     .allocate = add_allocate,

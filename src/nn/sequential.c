@@ -16,7 +16,7 @@ static int configure_modules(dp_model *m)
     dp_dims shape = m->input_shape;
     int layers = 0; /* modules with parameters so far */
     const dp_module *imager = NULL; /* the conv2d or pool whose images are still unflattened */
-    dp_module *blocks[DP_BLOCK_DEPTH_MAX]; /* the residual blocks open here, innermost last */
+    dp_module *open_residuals[DP_RESIDUAL_DEPTH_MAX]; /* the residuals open here, innermost last */
     int depth = 0;
     for (int i = 0; i < m->count; i++) {
         dp_module *mod = &m->modules[i];
@@ -24,14 +24,14 @@ static int configure_modules(dp_model *m)
         mod->options = spec->modules[i].options;
         mod->index = i;
         mod->name = spec->modules[i].name;
-        if (mod->type->block == DP_BLOCK_OPEN)
-            blocks[depth++] = mod;
-        if (mod->type->block == DP_BLOCK_SPLIT)
-            mod->block_open = blocks[depth - 1], blocks[depth - 1]->block_split = mod;
-        if (mod->type->block == DP_BLOCK_CLOSE) {
-            dp_module *open = blocks[--depth];
-            mod->block_open = open, mod->block_split = open->block_split, open->block_close = mod;
-            mod->block_split->block_close = mod;
+        if (mod->type->residual == DP_RESIDUAL_OPEN)
+            open_residuals[depth++] = mod;
+        if (mod->type->residual == DP_RESIDUAL_SPLIT)
+            mod->residual_open = open_residuals[depth - 1], open_residuals[depth - 1]->residual_split = mod;
+        if (mod->type->residual == DP_RESIDUAL_CLOSE) {
+            dp_module *open = open_residuals[--depth];
+            mod->residual_open = open, mod->residual_split = open->residual_split, open->residual_close = mod;
+            mod->residual_split->residual_close = mod;
         }
         mod->in_shape = shape;
         mod->in_width = (int)dp_dims_numel(&shape);
@@ -302,6 +302,16 @@ void dp_model_describe(const dp_model *m, char *text, size_t size)
 {
     if (m->spec.from_layers) {
         snprintf(text, size, "MLP %s", m->spec.text);
+        return;
+    }
+    if (m->spec.preset) { /* hundreds of modules: the preset's name says them */
+        int residuals = 0;
+        for (int i = 0; i < m->count; i++)
+            residuals += m->modules[i].type == &dp_module_residual;
+        char shape[64];
+        dp_dims_text(&m->input_shape, shape, sizeof shape);
+        snprintf(text, size, "%s on %s: %d residual blocks, %d modules -> %d outputs", m->spec.text, shape, residuals,
+                 m->count, m->outputs);
         return;
     }
     size_t used = (size_t)snprintf(text, size, "%d", m->inputs);

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* What --model may name (a block's shortcut and add are written by its braces). */
+/* What --model may name (a residual's shortcut and add are written by its braces). */
 static const dp_module_type *const module_types[] = {
     &dp_module_linear, &dp_module_relu, &dp_module_batchnorm, &dp_module_dropout, &dp_module_conv2d,
     &dp_module_maxpool, &dp_module_avgpool, &dp_module_globalavgpool, &dp_module_flatten, &dp_module_residual,
@@ -194,7 +194,7 @@ static int parse_args(const char *spec, int position, const dp_module_type *type
     return 0;
 }
 
-/* One module "name" or "name(args)" (no label, no block) into out. */
+/* One module "name" or "name(args)" (no label, no outer) into out. */
 static int parse_item(const char *spec, int position, const char *item, dp_module_spec *out)
 {
     const char *open = strchr(item, '(');
@@ -237,39 +237,39 @@ static const char *find_outside(const char *p, const char *end, const char *stop
 static int add_module(dp_model_spec *spec, const dp_module_spec *mod)
 {
     if (spec->count == DP_MODEL_MAX_MODULES)
-        return dp_fail(DP_EINVAL, "--model '%s': more than %d modules (a residual block counts 3 more)", spec->text,
+        return dp_fail(DP_EINVAL, "--model '%s': more than %d modules (a residual outer counts 3 more)", spec->text,
                        DP_MODEL_MAX_MODULES);
     spec->modules[spec->count++] = *mod;
     return 0;
 }
 
-/* A module's tensor prefix: its label under its block's, or its place in the list. */
-static int module_name(const dp_model_spec *spec, const char *label, const char *block, const char *part, int k,
+/* A module's tensor prefix: its label under its residual's (outer), or its place in the list. */
+static int module_name(const dp_model_spec *spec, const char *label, const char *outer, const char *part, int k,
                        char *name)
 {
     for (const char *c = label; *c; c++)
         if (!isalnum((unsigned char)*c) && *c != '_' && *c != '.')
             return dp_fail(DP_EINVAL, "--model '%s': label '%s': letters, digits, '_' and '.' only", spec->text, label);
-    int n = *label ? snprintf(name, DP_MODULE_NAME_MAX, "%s%s%s", block, *block ? "." : "", label)
-            : *block ? snprintf(name, DP_MODULE_NAME_MAX, "%s.%s.%d", block, part, k)
+    int n = *label ? snprintf(name, DP_MODULE_NAME_MAX, "%s%s%s", outer, *outer ? "." : "", label)
+            : *outer ? snprintf(name, DP_MODULE_NAME_MAX, "%s.%s.%d", outer, part, k)
                      : snprintf(name, DP_MODULE_NAME_MAX, "layers.%d", k);
     if (n < 0 || n >= DP_MODULE_NAME_MAX)
-        return dp_fail(DP_EINVAL, "--model '%s': module name '%s%s%s' is longer than %d characters", spec->text, block,
-                       *block ? "." : "", *label ? label : part, DP_MODULE_NAME_MAX - 1);
+        return dp_fail(DP_EINVAL, "--model '%s': module name '%s%s%s' is longer than %d characters", spec->text, outer,
+                       *outer ? "." : "", *label ? label : part, DP_MODULE_NAME_MAX - 1);
     return 0;
 }
 
-static int parse_list(dp_model_spec *spec, const char *p, const char *end, const char *block, const char *part,
+static int parse_list(dp_model_spec *spec, const char *p, const char *end, const char *outer, const char *part,
                       int depth);
 
-/* A block "residual(relu=0){body | shortcut}" (its head already parsed into open): its markers
+/* A outer "residual(relu=0){body | shortcut}" (its head already parsed into open): its markers
  * around the body's modules and the shortcut's. */
-static int parse_block(dp_model_spec *spec, dp_module_spec *open, const char *brace, const char *end, int depth)
+static int parse_residual(dp_model_spec *spec, dp_module_spec *open, const char *brace, const char *end, int depth)
 {
     int position = spec->count;
-    if (depth == DP_BLOCK_DEPTH_MAX)
-        return dp_fail(DP_EINVAL, "--model '%s': module %d (residual): blocks nest at most %d deep", spec->text,
-                       position, DP_BLOCK_DEPTH_MAX);
+    if (depth == DP_RESIDUAL_DEPTH_MAX)
+        return dp_fail(DP_EINVAL, "--model '%s': module %d (residual): residuals nest at most %d deep", spec->text,
+                       position, DP_RESIDUAL_DEPTH_MAX);
     if (end[-1] != '}')
         return dp_fail(DP_EINVAL, "--model '%s': module %d (residual): '%.*s' follows its '}' or the '}' is missing: "
                        "modules are separated by commas", spec->text, position, (int)(end - brace), brace);
@@ -291,7 +291,7 @@ static int parse_block(dp_model_spec *spec, dp_module_spec *open, const char *br
 }
 
 /* One item of a list: "[label:]module" or "[label:]residual(...){...}". */
-static int parse_entry(dp_model_spec *spec, const char *item, const char *block, const char *part, int k, int depth)
+static int parse_entry(dp_model_spec *spec, const char *item, const char *outer, const char *part, int k, int depth)
 {
     const char *head = item, *brace = strchr(item, '{'), *colon = strchr(item, ':');
     const char *head_end = brace ? brace : item + strlen(item), *paren = strchr(item, '(');
@@ -305,7 +305,7 @@ static int parse_entry(dp_model_spec *spec, const char *item, const char *block,
     }
     dp_module_spec mod = {0};
     if (!status)
-        status = module_name(spec, label, block, part, k, mod.name);
+        status = module_name(spec, label, outer, part, k, mod.name);
     if (!status)
         status = trimmed(spec->text, head, head_end, text, sizeof text);
     if (!status)
@@ -319,11 +319,11 @@ static int parse_entry(dp_model_spec *spec, const char *item, const char *block,
     if (brace && mod.type != &dp_module_residual)
         return dp_fail(DP_EINVAL, "--model '%s': module %d (%s): only residual takes modules in braces", spec->text,
                        spec->count, mod.type->name);
-    return brace ? parse_block(spec, &mod, brace, item + strlen(item), depth) : add_module(spec, &mod);
+    return brace ? parse_residual(spec, &mod, brace, item + strlen(item), depth) : add_module(spec, &mod);
 }
 
-/* The comma-separated items in [p, end): top level (block "") or a block's body or shortcut. */
-static int parse_list(dp_model_spec *spec, const char *p, const char *end, const char *block, const char *part,
+/* The comma-separated items in [p, end): top level (outer "") or a residual's body or shortcut. */
+static int parse_list(dp_model_spec *spec, const char *p, const char *end, const char *outer, const char *part,
                       int depth)
 {
     for (int k = 0;; k++) {
@@ -334,15 +334,15 @@ static int parse_list(dp_model_spec *spec, const char *p, const char *end, const
             return status;
         if (!item[0])
             return dp_fail(DP_EINVAL, "--model '%s': empty module at position %d%s%s%s", spec->text, spec->count,
-                           *block ? " (in " : "", block, *block ? ")" : "");
-        if ((status = parse_entry(spec, item, block, part, k, depth)))
+                           *outer ? " (in " : "", outer, *outer ? ")" : "");
+        if ((status = parse_entry(spec, item, outer, part, k, depth)))
             return status;
         if (stop == end)
             return 0;
         p = stop + 1;
         if (p == end)
-            return dp_fail(DP_EINVAL, "--model '%s': trailing comma%s%s%s", spec->text, *block ? " (in " : "", block,
-                           *block ? ")" : "");
+            return dp_fail(DP_EINVAL, "--model '%s': trailing comma%s%s%s", spec->text, *outer ? " (in " : "", outer,
+                           *outer ? ")" : "");
     }
 }
 
@@ -482,25 +482,25 @@ void dp_model_spec_set_classes(dp_model_spec *spec, int classes)
         }
 }
 
-/* The shape module mod makes of `in`, a residual block's shortcut taking the block's input
- * again (blocks: the inputs of the blocks open around mod). */
-static dp_dims block_shape(const dp_module_spec *mod, const dp_dims *in, dp_dims *blocks, int *depth)
+/* The shape module mod makes of `in`, a residual's shortcut taking the residual's input again
+ * (inputs: those of the residuals open around mod). */
+static dp_dims residual_shape(const dp_module_spec *mod, const dp_dims *in, dp_dims *inputs, int *depth)
 {
-    int role = mod->type->block;
-    if (role == DP_BLOCK_OPEN && *depth < DP_BLOCK_DEPTH_MAX)
-        blocks[(*depth)++] = *in;
-    if (role == DP_BLOCK_CLOSE && *depth > 0)
+    int role = mod->type->residual;
+    if (role == DP_RESIDUAL_OPEN && *depth < DP_RESIDUAL_DEPTH_MAX)
+        inputs[(*depth)++] = *in;
+    if (role == DP_RESIDUAL_CLOSE && *depth > 0)
         (*depth)--;
-    return role == DP_BLOCK_SPLIT && *depth > 0 ? blocks[*depth - 1] : *in;
+    return role == DP_RESIDUAL_SPLIT && *depth > 0 ? inputs[*depth - 1] : *in;
 }
 
 int dp_model_spec_output(const dp_model_spec *spec, const dp_dims *input, dp_dims *output)
 {
-    dp_dims shape = spec->from_layers ? dp_dims_features(spec->inputs) : *input, blocks[DP_BLOCK_DEPTH_MAX];
+    dp_dims shape = spec->from_layers ? dp_dims_features(spec->inputs) : *input, inputs[DP_RESIDUAL_DEPTH_MAX];
     int depth = 0;
     for (int i = 0; i < spec->count && shape.ndim; i++) {
         const dp_module_spec *mod = &spec->modules[i];
-        dp_dims out = block_shape(mod, &shape, blocks, &depth);
+        dp_dims out = residual_shape(mod, &shape, inputs, &depth);
         int overflow = 0;
         if (mod->type->size)
             mod->type->size(&mod->options, &shape, &out, &overflow);
@@ -535,12 +535,12 @@ size_t dp_model_spec_module_params(const dp_model_spec *spec, const dp_dims *inp
                                    int *overflow)
 {
     size_t total = 0;
-    dp_dims shape = spec->from_layers ? dp_dims_features(spec->inputs) : *input, blocks[DP_BLOCK_DEPTH_MAX];
+    dp_dims shape = spec->from_layers ? dp_dims_features(spec->inputs) : *input, inputs[DP_RESIDUAL_DEPTH_MAX];
     int depth = 0;
     *widest = width_of(&shape, overflow);
     for (int i = 0; i < spec->count; i++) {
         const dp_module_spec *mod = &spec->modules[i];
-        dp_dims out = block_shape(mod, &shape, blocks, &depth);
+        dp_dims out = residual_shape(mod, &shape, inputs, &depth);
         size_t count = mod->type->size ? mod->type->size(&mod->options, &shape, &out, overflow) : 0;
         if (*overflow || total > SIZE_MAX - count) {
             *overflow = 1;

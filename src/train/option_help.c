@@ -51,14 +51,20 @@ static void print_row(const dp_option_row *r, FILE *out)
 static void print_modules(FILE *out)
 {
     fprintf(out, "\n--model modules: linear(OUT, bias=1), relu, batchnorm(momentum=0.1, eps=1e-5, sync=0), "
-                 "dropout(P=0.5), conv2d(OUT, K, stride=1, padding=0, bias=1), maxpool(K, stride=K), "
-                 "avgpool(K, stride=K), flatten\n"
+                 "dropout(P=0.5), conv2d(OUT, K, stride=1, padding=0, bias=1), maxpool(K, stride=K, padding=0), "
+                 "avgpool(K, stride=K, padding=0), globalavgpool, flatten, and residual blocks "
+                 "residual(relu=1){BODY | SHORTCUT} (relu(body(x) + shortcut(x)); no '| SHORTCUT': the identity); "
+                 "'NAME:module' names a module's tensors NAME.*\n"
+                 "Presets: %s (torchvision's ResNets: resnet18 ... resnet152, their tensor names; resnet: a small one "
+                 "for 28x28 images); the class count comes from the data\n"
                  "Images ([N, 1, 28, 28] IDX, [N, C, H, W] .npy) go through conv2d and pooling; a linear after them "
                  "needs flatten (as nn.Flatten), a linear on the data itself flattens it. A CNN for Fashion-MNIST "
                  "(bench/RESULTS.md):\n  --model 'conv2d(32,3,padding=1,bias=0),batchnorm,relu,maxpool(2),"
                  "conv2d(64,3,padding=1,bias=0),batchnorm,relu,maxpool(2),flatten,linear(128),relu,dropout(0.3),"
                  "linear(10)' --sync-bn --optimizer adamw --lr 0.002 --weight-decay 0.05 --lr-schedule cosine --epochs 15 "
-                 "--batch 128\n");
+                 "--batch 128\nA ResNet for Fashion-MNIST (bench/RESULTS.md):\n  --model resnet --sync-bn --optimizer sgd "
+                 "--lr 0.1 --momentum 0.9 --weight-decay 5e-4 --lr-schedule cosine --warmup-steps 200 --epochs 15 "
+                 "--batch 128\n", dp_model_preset_names());
 }
 
 void dp_options_print_program_help(const dp_option_program *p, FILE *out)

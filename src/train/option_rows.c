@@ -186,7 +186,7 @@ const dp_option_row dp_option_rows[] = {
      .group = DP_GROUP_MODEL, .programs = EVERY, .resume = DP_RESUME_IDENTITY,
      .help = "a sequential model, e.g. \"linear(256),batchnorm,relu,dropout(0.2),linear(10)\" (input width from "
              "the data; options in parentheses, name=value for the optional ones); tensors layers.{i} with i the "
-             "index in the list, as nn.Sequential"},
+             "index in the list, as nn.Sequential; residual blocks and presets (resnet18, resnet50, ...) below"},
     {.name = "sync-bn", .kind = DP_OPTION_FLAG, FIELD(sync_bn), .group = DP_GROUP_MODEL, .programs = TRAIN,
      .resume = DP_RESUME_BITS,
      .help = "every batchnorm is a SyncBatchNorm: statistics over the whole global batch (W ranks equal 1 rank)"},
