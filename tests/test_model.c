@@ -506,6 +506,7 @@ START_TEST(model_specs_parse_and_bad_ones_are_named)
         {"a b:linear(3)", "label 'a b': letters, digits"},
         {":linear(3)", "empty label"},
         {"resnet7", "unknown module (known: linear"},
+        {"resnet18,linear(3)", "'resnet18' is a preset, a whole model"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         ck_assert_msg(dp_model_spec_parse(bad[i].spec, &spec) == DP_EINVAL, "'%s' accepted", bad[i].spec);

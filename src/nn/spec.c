@@ -203,6 +203,9 @@ static int parse_item(const char *spec, int position, const char *item, dp_modul
     if (status)
         return status;
     const dp_module_type *type = find_type(name, strlen(name));
+    if (!type && dp_model_preset_find(name))
+        return dp_fail(DP_EINVAL, "--model '%s': module %d '%s' is a preset, a whole model: give it alone "
+                       "(--model %s)", spec, position, name, name);
     if (!type)
         return dp_fail(DP_EINVAL, "--model '%s': module %d '%s': unknown module (known: %s; or a preset: %s)", spec,
                        position, name, dp_model_module_names(), dp_model_preset_names());
