@@ -18,7 +18,10 @@
 #            G = gcd(WARMUP, STEPS) (STEPS when WARMUP is 0): the progress lines after step WARMUP
 #            cover exactly the measured steps (the last one alone when STEPS divides WARMUP); their
 #            ms/step times G, summed, is the measured time (each line's time is rank 0's; its
-#            samples are summed over the ranks).
+#            samples are summed over the ranks). G = 1 (e.g. --warmup 3 --steps 10) prints a line,
+#            one small all-reduce and a read of the loss, after every step, outside the timed
+#            step: nothing measurable on the CPU, but on a GPU the read waits for the device, so
+#            there prefer --warmup a multiple of --steps (G = STEPS, one line to measure).
 #   PyTorch: scripts/torch_ddp_benchmark.py, the same model, size, per-rank batch, threads, W,
 #            warm-up and steps, lr and momentum (DDP over gloo, nccl with --device cuda), started
 #            by the same mpirun line (each process one rank).
@@ -101,7 +104,7 @@ done
 torch_version="PyTorch: none"
 if [ -n "$python" ]; then
     torch_version=$("$python" -c 'import torch, torchvision; print("PyTorch", torch.__version__ + ", torchvision", torchvision.__version__)')
-    "$python" -c "import torchvision.models; torchvision.models.$model" 2>/dev/null || {
+    "$python" -c "import sys, types, torchvision.models as m; sys.exit(not isinstance(getattr(m, '$model', None), types.FunctionType))" 2>/dev/null || {
         echo "resnet-benchmark.sh: torchvision has no model '$model': the PyTorch columns say n/a" >&2
         python="" torch_version="$torch_version (no model $model)"
     }
@@ -233,7 +236,7 @@ echo "## $model on random ${size}x$size images: dptrain against PyTorch DDP"
 echo
 echo "- date: $(date -u '+%F %H:%M UTC'); host: $(uname -n); CPU: $(lscpu | sed -n 's/^Model name: *//p') ($ncores cores this run may use, $(nproc --all) online)"
 echo "- load average at start: $start_load; 1-minute load before each run in the table"
-echo "- versions: $("$DP_WORKER" --version | head -n 1) ($banner); $(mpirun --version | head -n 1); $torch_version"
+echo "- versions: $("$DP_WORKER" --version | head -n 1)${banner:+ ($banner)}; $(mpirun --version | head -n 1); $torch_version"
 echo "- command: \`$command_line\`"
 echo "- settings: $model, $classes classes, images 3x${size}x$size, $batch per rank, $threads thread(s) per rank, --device $device," \
     "$warmup warm-up + $steps measured steps, SGD lr 0.01 momentum 0.9, medians of $repeats alternating" \

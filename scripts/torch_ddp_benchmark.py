@@ -40,6 +40,7 @@ import os
 import socket
 import sys
 import time
+import types
 
 
 def parse_args():
@@ -184,7 +185,7 @@ def free_port():
 
 def main():
     a = ARGS
-    if not hasattr(torchvision.models, a.model):
+    if not isinstance(getattr(torchvision.models, a.model, None), types.FunctionType):  # not the module resnet
         raise SystemExit(f"torch_ddp_benchmark: torchvision {torchvision.__version__} has no model '{a.model}'")
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     if os.environ["MASTER_ADDR"] in ("127.0.0.1", "localhost"):

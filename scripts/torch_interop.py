@@ -32,7 +32,6 @@ takes 3 channels). The preset resnet is dptrain's small ResNet for 28x28 images,
 same --model text dp_worker writes for it (src/nn/presets.c), its fc as wide as fc.weight.
 """
 import argparse
-import collections
 import json
 import re
 import struct

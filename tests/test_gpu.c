@@ -385,6 +385,14 @@ START_TEST(gpu_training_matches_cpu_with_batchnorm_dropout_and_adamw)
 }
 END_TEST
 
+/* Issue 36: residuals (the sum's gradient kept for the body, the shortcut's for the input) on the GPU. */
+START_TEST(gpu_training_matches_cpu_for_residual_blocks)
+{
+    check_gpu_trains_like_cpu(0, "linear(32,bias=0),batchnorm,relu,residual{linear(32,bias=0),batchnorm,relu,"
+                                 "linear(32)},residual(relu=0){linear(16)|linear(16,bias=0)},linear(5)");
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     int rank, size;
@@ -409,6 +417,7 @@ int main(int argc, char **argv)
     tcase_add_test(training, gpu_training_matches_cpu_for_cross_entropy);
     tcase_add_test(training, gpu_training_matches_cpu_for_mse);
     tcase_add_test(training, gpu_training_matches_cpu_with_batchnorm_dropout_and_adamw);
+    tcase_add_test(training, gpu_training_matches_cpu_for_residual_blocks);
     suite_add_tcase(s, training);
     int failed = dp_test_run_mpi_suite(s);
     MPI_Finalize();

@@ -43,11 +43,10 @@ typedef struct dp_train_result {
  * exists), opened as the loss asks: float targets for --loss mse. */
 int dp_train_open_datasets(const dp_options *o, dp_dataset *train, dp_dataset *test, int *has_test);
 
-/* A preset --model's class count (dp_model_spec_set_classes): the training and test labels'
- * largest plus one, or the targets' columns. */
+/* A preset --model's class count (dp_model_spec_set_classes): the rows of --init's output layer
+ * where --init is given (fine-tuning, --predict: train may be NULL), else the training and test
+ * labels' largest plus one, or the targets' columns. */
 int dp_train_set_classes(dp_options *o, const dp_dataset *train, const dp_dataset *test);
-/* The same from --init's output layer, for --predict. */
-int dp_predict_set_classes(dp_options *o);
 
 /* The model's input width: what --layers starts with, or a --model spec's training data width. */
 int dp_train_model_inputs(const dp_options *o, const dp_dataset *train);

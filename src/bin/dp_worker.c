@@ -123,7 +123,7 @@ int main(int argc, char **argv)
         return EXIT_SUCCESS;
     }
     if (o.predict_path[0]) {
-        if (dp_predict_set_classes(&o) || dp_predict(&o, &comm))
+        if (dp_train_set_classes(&o, NULL, NULL) || dp_predict(&o, &comm))
             abort_job(rank, EXIT_RUN_FAILED);
         dp_comm_free(&comm);
         MPI_Finalize();

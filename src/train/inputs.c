@@ -5,7 +5,9 @@
 
 #include "dp/checkpoint.h"
 #include "dp/error.h"
+#include "dp/safetensors.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -43,10 +45,29 @@ int dp_train_open_datasets(const dp_options *o, dp_dataset *train, dp_dataset *t
     return 0;
 }
 
+/* --init's output layer's rows: a preset's class count where a checkpoint says it. */
+static int classes_from_init(dp_options *o)
+{
+    const dp_model_spec *spec = &o->model;
+    char name[DP_TENSOR_NAME_MAX]; /* a preset ends in its Linear */
+    snprintf(name, sizeof name, "%s.weight", spec->modules[spec->count - 1].name);
+    int ndim;
+    int64_t dims[DP_TENSOR_MAX_DIMS];
+    int status = dp_safetensors_tensor_shape(o->init_path, name, &ndim, dims);
+    if (status)
+        return dp_fail_context(status, "--init (the class count of --model %s)", spec->text);
+    if (ndim != 2 || dims[0] < 1 || dims[0] > INT_MAX)
+        return dp_fail(DP_EFORMAT, "--init %s: '%s' is not a [classes, features] weight", o->init_path, name);
+    dp_model_spec_set_classes(&o->model, (int)dims[0]);
+    return 0;
+}
+
 int dp_train_set_classes(dp_options *o, const dp_dataset *train, const dp_dataset *test)
 {
     if (!dp_model_spec_needs_classes(&o->model))
         return 0;
+    if (o->init_path[0] || !train)
+        return o->init_path[0] ? classes_from_init(o) : 0;
     int top = train->labels ? max_label(train) : train->outputs - 1;
     if (test && test->labels && max_label(test) > top)
         top = max_label(test);

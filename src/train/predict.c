@@ -11,7 +11,6 @@
 
 #include "dp/atomic_file.h"
 #include "dp/error.h"
-#include "dp/safetensors.h"
 #include "src/backend/kernel_math.h"
 #include "src/train/trainer.h"
 
@@ -104,24 +103,6 @@ static int open_model(predictor *p)
     if (!status)
         status = dp_engine_scatter_state(e, DP_STATE_PARAMETERS, p->host_params, 0);
     return status ? status : dp_engine_scatter_state(e, DP_STATE_STATISTICS, p->host_buffers, 0);
-}
-
-int dp_predict_set_classes(dp_options *o)
-{
-    const dp_model_spec *spec = &o->model;
-    if (!dp_model_spec_needs_classes(spec) || !o->init_path[0])
-        return 0;
-    char name[DP_TENSOR_NAME_MAX]; /* a preset ends in its Linear */
-    snprintf(name, sizeof name, "%s.weight", spec->modules[spec->count - 1].name);
-    int ndim;
-    int64_t dims[DP_TENSOR_MAX_DIMS];
-    int status = dp_safetensors_tensor_shape(o->init_path, name, &ndim, dims);
-    if (status)
-        return dp_fail_context(status, "--init (the class count of --model %s)", spec->text);
-    if (ndim != 2 || dims[0] < 1 || dims[0] > INT_MAX)
-        return dp_fail(DP_EFORMAT, "--init %s: '%s' is not a [classes, features] weight", o->init_path, name);
-    dp_model_spec_set_classes(&o->model, (int)dims[0]);
-    return 0;
 }
 
 /* Row counts and offsets of every rank (whole blocks), for the v-collectives. */

@@ -20,6 +20,9 @@ static const dp_window windows[] = {
     {.channels = 2, .height = 7, .width = 10, .kernel_h = 3, .kernel_w = 3, .stride = 2, .padding = 0},
     {.channels = 3, .height = 7, .width = 9, .kernel_h = 2, .kernel_w = 2, .stride = 2, .padding = 0},
     {.channels = 2, .height = 6, .width = 15, .kernel_h = 2, .kernel_w = 2, .stride = 2, .padding = 0},
+    /* issue 36: torchvision's padded 3x3 max pool by 2 (its padding never wins), and the global average */
+    {.channels = 3, .height = 9, .width = 8, .kernel_h = 3, .kernel_w = 3, .stride = 2, .padding = 1},
+    {.channels = 4, .height = 7, .width = 5, .kernel_h = 7, .kernel_w = 5, .stride = 1, .padding = 0},
 };
 
 enum { POOL_AVG = 256 };
@@ -153,13 +156,22 @@ const op_impl op_col2im = {col2im_prepare, col2im_run, col2im_reference};
 
 /* ---- pooling: one window's maximum (NaN wins, the first among equals) or mean ---- */
 
-/* The plane index of window (oh, ow)'s maximum under that rule. */
+/* The plane index of window (oh, ow)'s tap (i, j), or -1 in the padding. */
+static int window_tap(const dp_window *w, int oh, int ow, int i, int j)
+{
+    int h = oh * w->stride - w->padding + i, v = ow * w->stride - w->padding + j;
+    return h >= 0 && h < w->height && v >= 0 && v < w->width ? h * w->width + v : -1;
+}
+
+/* The plane index of window (oh, ow)'s maximum under that rule (the padding never wins). */
 static int window_max_at(const float *plane, const dp_window *w, int oh, int ow)
 {
     int best = -1;
     for (int i = 0; i < w->kernel_h; i++)
         for (int j = 0; j < w->kernel_w; j++) {
-            int at = (oh * w->stride + i) * w->width + ow * w->stride + j;
+            int at = window_tap(w, oh, ow, i, j);
+            if (at < 0)
+                continue;
             float v = plane[at];
             if (best < 0 || (isnan(v) && !isnan(plane[best])) || (!isnan(plane[best]) && v > plane[best]))
                 best = at;
@@ -200,7 +212,8 @@ static void pool_forward_reference(op_run *r)
                 long double sum = 0.0L, magnitude = 0.0L;
                 for (int i = 0; i < w.kernel_h; i++)
                     for (int j = 0; j < w.kernel_w; j++) {
-                        float v = p[(oh * w.stride + i) * w.width + ow * w.stride + j];
+                        int at_tap = window_tap(&w, oh, ow, i, j);
+                        float v = at_tap < 0 ? 0.0f : p[at_tap]; /* the padding counts as zeros */
                         sum += v;
                         magnitude += fabsf(v);
                     }
@@ -241,7 +254,9 @@ static void pool_backward_reference(op_run *r)
                 float g = dy[(plane * w.out_h + oh) * w.out_w + ow];
                 for (int i = 0; i < w.kernel_h; i++)
                     for (int j = 0; j < w.kernel_w; j++) {
-                        int at = (oh * w.stride + i) * w.width + ow * w.stride + j;
+                        int at = window_tap(&w, oh, ow, i, j);
+                        if (at < 0)
+                            continue;
                         int passes = pool_of(r) == DP_POOL_AVG || at == window_max_at(x + plane * plane_floats, &w, oh, ow);
                         long double share = pool_of(r) == DP_POOL_AVG ? (long double)g / area : g;
                         sum[plane * plane_floats + (size_t)at] += passes ? share : 0.0L;
