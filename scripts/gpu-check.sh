@@ -28,6 +28,10 @@
 #                                   cost against the ordinary step (the default model, W = 1, 2),
 #                                   and W = 2 with nccl eager against its steps replayed from a
 #                                   CUDA graph with the all-reduces inside: strategies.md
+#   scripts/gpu-check.sh resnet     issue 36: ResNet-50 on random 224x224 images, batch 64 per rank
+#                                   (scripts/resnet-benchmark.sh): dp_worker FP32 and --precision bf16
+#                                   against PyTorch DDP eager FP32 and channels-last bf16 autocast,
+#                                   and the README's ResNet recipe on Fashion-MNIST (15 epochs): resnet.md
 #   scripts/gpu-check.sh [all]      tests, bench and sanitize in turn (where no time limit applies)
 #
 # Options: --device cpu runs the flow on the CPU backend with small models (a dry run without
@@ -54,11 +58,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build="${GPU_CHECK_BUILD:-$root/build-gpu}"
 carry="$root/.gpu-carry"
 deps="${GPU_CHECK_DEPS:-/opt/dptrain-deps}"
-usage="usage: scripts/gpu-check.sh [tests|bench|sanitize|cpu|accuracy|strategies|all] [--device cuda|cpu] [--steps N] [--full-check] [--skip-tests] [--skip-bench]"
+usage="usage: scripts/gpu-check.sh [tests|bench|sanitize|cpu|accuracy|strategies|resnet|all] [--device cuda|cpu] [--steps N] [--full-check] [--skip-tests] [--skip-bench]"
 phase=all steps=60 device=cuda run_tests=1 run_bench=1 full_check=0
 while [ $# -gt 0 ]; do
     case $1 in
-    tests | bench | sanitize | cpu | accuracy | strategies | all) phase=$1 ;;
+    tests | bench | sanitize | cpu | accuracy | strategies | resnet | all) phase=$1 ;;
     --skip-tests) run_tests=0 ;;
     --skip-bench) run_bench=0 ;;
     --full-check) full_check=1 ;;
@@ -514,6 +518,26 @@ run_strategies() {
     } | tee -a "$out/strategies.md"
 }
 
+# Issue 36 on the GPU: the anchors' synthetic benchmark at ImageNet's shape, and the ResNet recipe.
+run_resnet() {
+    [ "$device" = cuda ] || { say "resnet: the GPU's numbers need --device cuda"; return 0; }
+    local bench=("$root/scripts/resnet-benchmark.sh" --device cuda --model resnet50 --size 224 --batch 64
+        --worlds 1 --classes 1000 --warmup 10 --steps 20 --repeats 1)
+    {
+        echo "ResNet-50 on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1), $(date -u '+%Y-%m-%d %H:%M UTC'); command: scripts/gpu-check.sh resnet"
+        echo
+        DP_WORKER="$obj/dp_worker" "${bench[@]}" || die "resnet-benchmark.sh (FP32) failed"
+        echo
+        DP_WORKER="$obj/dp_worker" "${bench[@]}" --dptrain-args "--precision bf16" \
+            --torch-args "--channels-last --bf16" || die "resnet-benchmark.sh (bf16) failed"
+        echo
+    } | tee -a "$out/resnet.md"
+    rm -f "$build/accuracy.rows"
+    train_to_accuracy "ResNet recipe, 15 epochs, fp32" --model resnet --sync-bn --optimizer sgd --lr 0.1 --momentum 0.9 \
+        --weight-decay 5e-4 --lr-schedule cosine --warmup-steps 200 --epochs 15 --batch 128
+    awk -F'|' '{ printf "| %s | %.2f%% | %.2f s |\n", $1, $2, $3 }' "$build/accuracy.rows" | tee -a "$out/resnet.md"
+}
+
 use_carried_packages
 check_tools
 set_launch_agent
@@ -530,6 +554,7 @@ sanitize) run_sanitizers || status=1 ;;
 cpu) run_cpu_throughput || status=1 ;;
 accuracy) run_accuracy ;;
 strategies) run_strategies ;;
+resnet) run_resnet ;;
 all)
     [ "$run_tests" = 0 ] || run_gpu_tests || status=1
     [ "$run_bench" = 0 ] || run_benchmarks
