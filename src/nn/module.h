@@ -32,7 +32,8 @@ struct dp_module {
     int bf16_dy;                     /* a bf16_out layer without bias: its output gradient arrives in bf16 */
     int bf16_dx;                     /* writes its input gradient in bf16 for such a layer */
     void *state;                     /* its type's own state (type->state_size bytes, zeroed) */
-    /* A residual block's markers (residual.c), each set on all three: its residual, shortcut and add. */
+    /* A residual block's markers (residual.c): the shortcut and add point at the residual (and the add
+     * at the shortcut), which keeps the block's state and points at the add it sizes it for. */
     struct dp_module *residual_open, *residual_split, *residual_close;
 };
 

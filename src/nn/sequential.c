@@ -31,7 +31,6 @@ static int configure_modules(dp_model *m)
         if (mod->type->residual == DP_RESIDUAL_CLOSE) {
             dp_module *open = open_residuals[--depth];
             mod->residual_open = open, mod->residual_split = open->residual_split, open->residual_close = mod;
-            mod->residual_split->residual_close = mod;
         }
         mod->in_shape = shape;
         mod->in_width = (int)dp_dims_numel(&shape);

@@ -66,12 +66,13 @@ int dp_train_set_classes(dp_options *o, const dp_dataset *train, const dp_datase
 {
     if (!dp_model_spec_needs_classes(&o->model))
         return 0;
-    if (o->init_path[0] || !train)
-        return o->init_path[0] ? classes_from_init(o) : 0;
+    if (o->init_path[0])
+        return classes_from_init(o);
+    if (!train)
+        return 0;
     int top = train->labels ? max_label(train) : train->outputs - 1;
-    if (test && test->labels && max_label(test) > top)
-        top = max_label(test);
-    dp_model_spec_set_classes(&o->model, top + 1);
+    int test_top = test && test->labels ? max_label(test) : -1;
+    dp_model_spec_set_classes(&o->model, (test_top > top ? test_top : top) + 1);
     return 0;
 }
 
